@@ -1,0 +1,20 @@
+"""The `topiclake` command. Each area's commands live in their own module; this only assembles."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="topiclake",
+    help="Kafka's log, made batch-native: broker, segment tools, Spark ingest and maintenance.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+from . import dump  # noqa: E402  (registers dump-log)
+
+dump.register(app)
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,54 @@
+"""The one error family of the on-disk format and the log.
+
+Every problem with bytes (from a file or a socket) surfaces as CorruptRecordError, which names
+where the bytes came from, the byte position and why they are bad, so that a reader of a log
+message can go straight to the broken batch.
+"""
+
+from __future__ import annotations
+
+
+class TopiclakeError(Exception):
+    """Base class of every error topiclake raises on purpose."""
+
+
+class CorruptRecordError(TopiclakeError):
+    """Bytes that are not a valid Kafka record batch / message set.
+
+    `source` is a file path or a description such as "produce request"; `position` is the byte
+    offset inside that source where the bad batch starts (None when unknown).
+    """
+
+    def __init__(self, reason: str, *, source: str | None = None, position: int | None = None):
+        self.reason = reason
+        self.source = source
+        self.position = position
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = []
+        if self.source is not None:
+            where.append(str(self.source))
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        return f"{': '.join([', '.join(where), self.reason]) if where else self.reason}"
+
+    def at(self, *, source: str | None = None, position: int | None = None) -> "CorruptRecordError":
+        """The same error with the location filled in (for errors raised deep in a decoder)."""
+        return CorruptRecordError(
+            self.reason,
+            source=self.source if self.source is not None else source,
+            position=self.position if self.position is not None else position,
+        )
+
+
+class InvalidTopicError(TopiclakeError):
+    """A topic name that Kafka would reject (and that must never reach the file system)."""
+
+
+class OffsetOutOfRangeError(TopiclakeError):
+    """A read asked for an offset outside [log start offset, log end offset]."""
+
+
+class RecordTooLargeError(TopiclakeError):
+    """A batch larger than the topic's max.message.bytes."""

@@ -1,0 +1,16 @@
+"""Build glue: lib/ is the package `topiclake`, plus the native record decoder (C)."""
+
+from setuptools import Extension, find_packages, setup
+
+setup(
+    packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")],
+    package_dir={"topiclake": "lib"},
+    ext_modules=[
+        Extension(
+            "topiclake.segments._native._decode",
+            sources=["lib/segments/_native/decode.c"],
+            extra_compile_args=["-O3"],
+            optional=False,
+        )
+    ],
+)
