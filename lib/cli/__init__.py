@@ -12,6 +12,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+@app.callback()
+def _main() -> None:
+    """Kafka's log, made batch-native."""
+
 from . import dump  # noqa: E402  (registers dump-log)
 
 dump.register(app)

@@ -52,3 +52,19 @@ class OffsetOutOfRangeError(TopiclakeError):
 
 class RecordTooLargeError(TopiclakeError):
     """A batch larger than the topic's max.message.bytes."""
+
+
+class InvalidConfigError(TopiclakeError, ValueError):
+    """A topic/log config property with an unknown name or a value Kafka would reject."""
+
+
+class TopicAlreadyExistsError(TopiclakeError):
+    """CreateTopics for a name that is already registered."""
+
+
+class UnknownTopicError(TopiclakeError):
+    """A topic (or partition) that is not registered."""
+
+
+class InvalidPartitionsError(TopiclakeError):
+    """A partition count that is not positive, or that would shrink a topic."""

@@ -1,0 +1,41 @@
+# Sourced by bin/quickstart and bin/test: makes sure .venv exists with topiclake and everything
+# it needs installed, and that Java (for Spark) is there. Quick when nothing changed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "topiclake needs Python >= 3.11 (found: $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+    exit 1
+fi
+
+# Spark needs Java 17 or newer.
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "Installing Java 17 (Spark needs it)..." >&2
+        apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    else
+        echo "Spark needs Java 17+: install it (e.g. apt-get install openjdk-17-jre-headless) and retry" >&2
+        exit 1
+    fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "Creating .venv..." >&2
+    "$PYTHON" -m venv .venv
+    .venv/bin/pip install -q --upgrade pip setuptools wheel
+fi
+
+# Reinstall when the packaging or the native kernel changes (editable install: Python edits need nothing).
+stamp=".venv/.topiclake-installed"
+want="$(cat pyproject.toml setup.py lib/segments/_native/*.c | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "Installing topiclake and its dependencies into .venv..." >&2
+    .venv/bin/pip install -q -e ".[dev]"
+    echo "$want" > "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"

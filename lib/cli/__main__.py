@@ -1,0 +1,3 @@
+from topiclake.cli import app
+
+app()

@@ -1,0 +1,159 @@
+"""`topiclake dump-log`: what kafka-dump-log.sh shows, for .log, .index and .timeindex files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import mmap
+import sys
+from pathlib import Path
+from typing import Iterable
+
+import typer
+
+from topiclake.segments import legacy
+from topiclake.segments.batch import Record, RecordBatch, TimestampType
+from topiclake.segments.control import parse_control_record
+from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.records_file import iter_entries
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dump-log")(dump_log)
+
+
+def dump_log(
+    paths: list[Path] = typer.Argument(..., help=".log, .index or .timeindex files", exists=True, dir_okay=False),
+    print_data: bool = typer.Option(False, "--print-data", help="Print every record with key and value."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per batch (bytes as base64)."),
+) -> None:
+    """Dump batches and records of a segment, or the entries of an index (like kafka-dump-log)."""
+    failed = False
+    for path in paths:
+        if not as_json:
+            typer.echo(f"Dumping {path}")
+        try:
+            if path.suffix == ".log":
+                _dump_segment(path, print_data, as_json)
+            elif path.suffix in (".index", ".timeindex"):
+                _dump_index(path, as_json)
+            else:
+                raise typer.BadParameter(f"{path}: not a .log, .index or .timeindex file")
+        except CorruptRecordError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(1)
+
+
+def _read(path: Path):
+    size = path.stat().st_size
+    if size == 0:
+        return b""
+    with path.open("rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _dump_segment(path: Path, print_data: bool, as_json: bool) -> None:
+    data = _read(path)
+    base = int(path.name.split(".", 1)[0]) if path.name.split(".", 1)[0].isdigit() else 0
+    if not as_json:
+        typer.echo(f"Log starting offset: {base}")
+    for entry in iter_entries(data, source=str(path), validate=False):
+        if isinstance(entry, RecordBatch):
+            valid = entry.is_valid()
+            # A batch whose CRC fails is listed (isValid false) but its records are not trusted.
+            records = entry.records() if valid and (print_data or as_json) else []
+            _emit(_batch_fields(entry, valid), entry, records, print_data, as_json)
+            if not valid:
+                raise CorruptRecordError(f"CRC mismatch in batch at offset {entry.base_offset}",
+                                         source=str(path), position=entry.position)
+        else:
+            _emit(_legacy_fields(entry), None, list(entry.records()) if (print_data or as_json) else [],
+                  print_data, as_json)
+
+
+def _batch_fields(batch: RecordBatch, valid: bool) -> dict:
+    h = batch.header
+    return {
+        "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
+        "baseSequence": h.base_sequence, "lastSequence": h.last_sequence, "producerId": h.producer_id,
+        "producerEpoch": h.producer_epoch, "partitionLeaderEpoch": h.partition_leader_epoch,
+        "isTransactional": h.is_transactional, "isControl": h.is_control, "deleteHorizonMs": h.delete_horizon,
+        "position": batch.position, h.timestamp_type.label: h.max_timestamp, "size": h.size, "magic": h.magic,
+        "compression": h.compression.label, "crc": h.crc, "isValid": valid,
+    }
+
+
+def _legacy_fields(entry: legacy.LegacyEntry) -> dict:
+    return {
+        "baseOffset": entry.base_offset, "lastOffset": entry.last_offset, "count": len(entry.records()),
+        "producerId": -1, "position": entry.position, entry.timestamp_type.label: entry.timestamp,
+        "size": entry.size, "magic": entry.magic, "compression": entry.compression.label, "crc": entry.crc,
+        "isValid": True,
+    }
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _emit(fields: dict, batch: RecordBatch | None, records: Iterable[Record], print_data: bool,
+          as_json: bool) -> None:
+    if as_json:
+        fields = dict(fields, records=[
+            {"offset": r.offset, "timestamp": r.timestamp, "key": _b64(r.key), "value": _b64(r.value),
+             "headers": [{"key": k, "value": _b64(v)} for k, v in r.headers]}
+            for r in records
+        ])
+        sys.stdout.write(json.dumps(fields) + "\n")
+        return
+    typer.echo(" ".join(f"{k}: {_text(v)}" for k, v in fields.items()))
+    if not print_data:
+        return
+    ts_label = (batch.header.timestamp_type if batch else TimestampType.CREATE_TIME).label
+    for r in records:
+        line = (f"| offset: {r.offset} {ts_label}: {r.timestamp} keySize: {_size(r.key)} "
+                f"valueSize: {_size(r.value)} headerKeys: [{','.join(k for k, _ in r.headers)}]")
+        if batch is not None and batch.is_control:
+            control = parse_control_record(r)
+            line += f" endTxnMarker: {control.type.name} coordinatorEpoch: {control.coordinator_epoch}"
+        else:
+            if r.key is not None:
+                line += f" key: {_printable(r.key)}"
+            line += f" payload: {_printable(r.value)}"
+        typer.echo(line)
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "OptionalLong.empty" if value is None else str(value)
+
+
+def _size(data: bytes | None) -> int:
+    return -1 if data is None else len(data)
+
+
+def _printable(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def _dump_index(path: Path, as_json: bool) -> None:
+    from topiclake.segments.filenames import parse_base_offset
+    from topiclake.segments.offset_index import read_offset_index
+    from topiclake.segments.time_index import read_time_index
+
+    base = parse_base_offset(path.name)
+    if path.suffix == ".index":
+        for relative, position in read_offset_index(path):
+            _index_line({"offset": base + relative, "position": position}, as_json)
+    else:
+        for timestamp, relative in read_time_index(path):
+            _index_line({"timestamp": timestamp, "offset": base + relative}, as_json)
+
+
+def _index_line(fields: dict, as_json: bool) -> None:
+    typer.echo(json.dumps(fields) if as_json else " ".join(f"{k}: {v}" for k, v in fields.items()))
