@@ -20,5 +20,10 @@ from . import dump  # noqa: E402  (registers dump-log)
 
 dump.register(app)
 
+from . import broker, topics  # noqa: E402  (broker start; topics create/list/describe/delete/alter-config)
+
+broker.register(app)
+topics.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -180,7 +180,15 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     header = BatchHeader(*HEADER.unpack_from(buf, pos))
     if header.magic != CURRENT_MAGIC:
         raise CorruptRecordError(f"batch magic {header.magic} is not 2", position=pos)
+    _check_codec(header, None, pos)
     return header
+
+
+def _check_codec(header: BatchHeader, source: str | None, pos: int) -> None:
+    codec = header.attributes & _COMPRESSION_MASK
+    if codec > Compression.ZSTD:
+        raise CorruptRecordError(f"unknown compression codec {codec} in batch at offset {header.base_offset}",
+                                 source=source, position=pos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +351,7 @@ def iter_batches(buf, *, start: int = 0, end: int | None = None, source: str | N
         if magic != CURRENT_MAGIC:
             raise CorruptRecordError(f"unsupported magic {magic} (expected 2)", source=source, position=pos)
         header = BatchHeader(*HEADER.unpack_from(view, pos))
+        _check_codec(header, source, pos)
         batch = RecordBatch(header, view[pos : pos + size], pos, source)
         if validate:
             batch.ensure_valid()

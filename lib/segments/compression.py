@@ -47,6 +47,8 @@ class Compression(enum.IntEnum):
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")  # magic, version (1), compatible version (1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+# A batch inflating past this is hostile or broken (Kafka's own limit on a batch is ~2 GiB).
+_MAX_INFLATED_BYTES = 1 << 30
 _ZSTD_COMPRESSOR = zstandard.ZstdCompressor(level=3)
 _ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
 
@@ -89,9 +91,15 @@ def decompress(codec: int, data, *, legacy_lz4: bool = False) -> bytes:
     except CorruptRecordError:
         raise
     except Exception as exc:  # every codec library has its own exception types
-        name = Compression(codec).label
-        raise CorruptRecordError(f"cannot decompress {name} data: {exc}") from None
+        raise CorruptRecordError(f"cannot decompress {_codec_label(codec)} data: {exc}") from None
     raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _codec_label(codec: int) -> str:
+    try:
+        return Compression(codec).label
+    except ValueError:
+        return f"codec {codec}"
 
 
 def _xerial_snappy_compress(data: bytes) -> bytes:
@@ -123,9 +131,19 @@ def _snappy_decompress(data) -> bytes:
 
 
 def _zstd_decompress(data) -> bytes:
-    # decompressobj copes with frames that do not record their content size (streaming writers)
-    # and with several concatenated frames.
     data = bytes(data)
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1  # not a frame header: the decoder below reports it
+    if declared > _MAX_INFLATED_BYTES:
+        raise CorruptRecordError(f"zstd frame declares {declared} bytes, over the {_MAX_INFLATED_BYTES} limit")
+    try:
+        # Fast path: one frame that records its content size (what the Java and Python clients write).
+        return _ZSTD_DECOMPRESSOR.decompress(data, allow_extra_data=False)
+    except zstandard.ZstdError:
+        pass
+    # Frames without a content size (streaming writers) or several concatenated frames.
     parts = []
     while data:
         obj = _ZSTD_DECOMPRESSOR.decompressobj()

@@ -1,0 +1,63 @@
+"""Start/stop a real `topiclake broker start` process for the benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_broker(data: Path | None = None):
+    """Yields (bootstrap, data_dir, pid); the broker gets SIGTERM at the end."""
+    with contextlib.ExitStack() as stack:
+        if data is None:
+            data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="topiclake-bench-"))) / "data"
+        port = _free_port()
+        log = open(data.parent / "broker.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(port),
+                                 "--data", str(data), "--log-level", "WARNING"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"broker did not start: {(data.parent / 'broker.log').read_text()}")
+                    time.sleep(0.05)
+            yield f"127.0.0.1:{port}", data, proc.pid
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+            log.close()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
+        future.result(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,133 @@
+"""Benchmark: record batches -> Arrow with topiclake, against kafka-python's reader, in one run.
+
+Batches of 1000 records (16-byte keys, 100-byte values) for each codec (none, lz4, zstd):
+topiclake decodes all of them into a pyarrow.Table (CRC checked); kafka-python's pure-Python
+reader (MemoryRecords -> DefaultRecordBatch, reading key and value of every record, no CRC check)
+decodes a subset, and its records/s is extrapolated. MB/s counts the batch bytes as stored.
+Rates use process CPU time (user + system, page faults included), which a machine shared with
+other work disturbs far less than wall time; wall-clock rates are printed beside them.
+The last line is one JSON object; "ratio" is uncompressed topiclake / kafka-python records/s.
+
+    python bench/decode.py            # >= 200 MB of uncompressed batches per codec
+    python bench/decode.py --mb 50    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy (loaded by pyarrow) must not spin idle threads
+
+from kafka.record.memory_records import MemoryRecords  # noqa: E402
+
+from topiclake.segments import arrow  # noqa: E402
+from topiclake.segments.batch import Record, build_batch, set_base_offset  # noqa: E402
+
+RECORDS_PER_BATCH = 1000
+TEMPLATES = 8  # distinct batches, tiled (with their base offsets patched) up to the wanted size
+CODECS = ("none", "lz4", "zstd")
+
+
+def template_batch(seed: int, codec: str) -> bytes:
+    """1000 records with 16-byte keys and 100-byte JSON-ish values (compressible like real data)."""
+    rng = random.Random(seed)
+    records = []
+    for i in range(RECORDS_PER_BATCH):
+        key = b"user-%011d" % rng.randrange(10**11)
+        value = b'{"id":%d,"event":"%s","amount":%d.%02d,"session":"%s"' % (
+            rng.randrange(10**9), rng.choice([b"click", b"view", b"purchase", b"scroll"]),
+            rng.randrange(10**5), rng.randrange(100), rng.randbytes(12).hex().encode())
+        value = value.ljust(99, b" ") + b"}"
+        records.append(Record(i, 1_700_000_000_000 + rng.randrange(60_000), key, value))
+    return build_batch(records, base_offset=0, compression=codec)
+
+
+def make_log(codec: str, batches: int) -> bytes:
+    templates = [template_batch(seed, codec) for seed in range(TEMPLATES)]
+    parts = [templates[i % TEMPLATES] for i in range(batches)]
+    log = bytearray(b"".join(parts))
+    pos = 0
+    for i, part in enumerate(parts):
+        set_base_offset(log, pos, i * RECORDS_PER_BATCH)
+        pos += len(part)
+    return bytes(log)
+
+
+def timed(fn, *args) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one call."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn(*args)
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def time_topiclake(log: bytes, repeat: int) -> tuple[float, float]:
+    runs = [timed(arrow.decode_to_arrow, log) for _ in range(repeat)]
+    return min(cpu for cpu, _ in runs), min(wall for _, wall in runs)
+
+
+def kafka_python_read(log: bytes) -> None:
+    count = 0
+    records = MemoryRecords(log)
+    while (batch := records.next_batch()) is not None:
+        for record in batch:
+            record.key, record.value  # noqa: B018  (what a consumer reads)
+            count += 1
+    assert count % RECORDS_PER_BATCH == 0 and count > 0
+
+
+def prefix_of_batches(log: bytes, batches: int) -> bytes:
+    """The first `batches` whole batches of `log`."""
+    pos = 0
+    for _ in range(batches):
+        pos += 12 + int.from_bytes(log[pos + 8 : pos + 12], "big")
+    return log[:pos]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=200, help="uncompressed batch MB per codec (default 200)")
+    parser.add_argument("--kafka-python-batches", type=int, default=100,
+                        help="batches kafka-python decodes per codec; its rate is extrapolated (default 100)")
+    parser.add_argument("--repeat", type=int, default=3, help="topiclake runs per codec, best kept (default 3)")
+    args = parser.parse_args()
+    if not arrow.HAS_NATIVE:
+        print("WARNING: native extension missing, timing the pure-Python reference decoder")
+
+    batch_bytes = len(template_batch(0, "none"))
+    batches = max(1, -(-int(args.mb * 1e6) // batch_bytes))
+    results = {}
+    for codec in CODECS:
+        log = make_log(codec, batches)
+        records = batches * RECORDS_PER_BATCH
+        seconds, wall = time_topiclake(log, args.repeat)
+        subset_batches = min(batches, args.kafka_python_batches)
+        subset = prefix_of_batches(log, subset_batches)
+        kp_seconds, kp_wall = timed(kafka_python_read, subset)
+        subset_records = subset_batches * RECORDS_PER_BATCH
+        tl_rate, kp_rate = records / seconds, subset_records / kp_seconds
+        results[codec] = {
+            "batches": batches, "records": records, "stored_mb": round(len(log) / 1e6, 1),
+            "topiclake_records_per_s": round(tl_rate), "topiclake_mb_per_s": round(len(log) / 1e6 / seconds, 1),
+            "topiclake_wall_records_per_s": round(records / wall),
+            "kafka_python_records": subset_records, "kafka_python_records_per_s": round(kp_rate),
+            "kafka_python_mb_per_s": round(len(subset) / 1e6 / kp_seconds, 1),
+            "kafka_python_wall_records_per_s": round(subset_records / kp_wall), "ratio": round(tl_rate / kp_rate, 1),
+        }
+        r = results[codec]
+        print(f"{codec:>5}: {r['stored_mb']:6.1f} MB stored, {records:,} records | topiclake "
+              f"{tl_rate / 1e6:5.2f} M rec/s {r['topiclake_mb_per_s']:6.1f} MB/s (best of {args.repeat}; wall "
+              f"{records / wall / 1e6:.2f} M rec/s) | kafka-python {kp_rate / 1e3:5.1f} k rec/s "
+              f"{r['kafka_python_mb_per_s']:4.1f} MB/s (measured on the first {subset_records:,} records, "
+              f"extrapolated; wall {subset_records / kp_wall / 1e3:.1f} k rec/s) | {r['ratio']:.1f}x", flush=True)
+        del log, subset
+    print(json.dumps({"benchmark": "decode_to_arrow", "native": arrow.HAS_NATIVE, "mb_per_codec": args.mb,
+                      "clock": "process CPU time", "kafka_python": "subset, extrapolated",
+                      "codecs": results, "ratio": results["none"]["ratio"]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Fetch throughput: a confluent-kafka consumer reading --records records back from the broker.
+
+The records (100-byte values, lz4, as bench/produce.py writes them) are produced first; then one
+consumer (assign(), no group) reads them all. The baseline, measured in the same run, reads the
+same partition's segment files straight from disk and walks their batch headers; "ratio" =
+consumer records/s / baseline records/s. The last line is one JSON object.
+
+    python bench/fetch.py [--records 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _broker import cpu_seconds, create_topic, running_broker  # noqa: E402
+
+VALUE_SIZE = 100
+TOPIC = "bench-fetch"
+
+
+def fill(bootstrap: str, records: int) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(bootstrap, TOPIC)
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 5,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+    value = os.urandom(VALUE_SIZE // 2).hex().encode()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(TOPIC, value=value)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    if producer.flush(120):
+        raise SystemExit("could not produce the records to read back")
+
+
+def consume(bootstrap: str, records: int) -> tuple[float, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
+                         "queued.max.messages.kbytes": 262_144})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    count = nbytes = 0
+    start = time.perf_counter()
+    while count < records:
+        for msg in consumer.consume(10_000, timeout=5):
+            if msg.error() is not None:
+                raise SystemExit(f"consumer error: {msg.error()}")
+            nbytes += len(msg.value())
+            count += 1
+        if time.perf_counter() - start > 300:
+            raise SystemExit(f"only {count} of {records} records read")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed, nbytes
+
+
+def baseline(data: Path, records: int) -> float:
+    """Read the segment files and walk every batch header (no network, no decoding)."""
+    from topiclake.segments.batch import iter_batches
+
+    start = time.perf_counter()
+    count = 0
+    for segment in sorted((data / "log" / f"{TOPIC}-0").glob("*.log")):
+        buf = segment.read_bytes()
+        count += sum(b.header.records_count for b in iter_batches(buf, validate=False))
+    if count < records:
+        raise SystemExit(f"baseline saw {count} records, expected {records}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with running_broker() as (bootstrap, data, pid):
+        fill(bootstrap, args.records)
+        cpu_before = cpu_seconds(pid)
+        elapsed, nbytes = consume(bootstrap, args.records)
+        broker_cpu = cpu_seconds(pid) - cpu_before
+        base = baseline(data, args.records)
+    result = {
+        "bench": "fetch", "records": args.records, "value_bytes": VALUE_SIZE,
+        "records_per_s": round(args.records / elapsed), "mb_per_s": round(nbytes / elapsed / 1e6, 1),
+        "baseline_file_records_per_s": round(args.records / base), "ratio": round(base / elapsed, 4),
+        "broker_cpu_s": round(broker_cpu, 2), "target_records_per_s": 1_000_000,
+    }
+    print(f"consumer: {result['records_per_s']:,} records/s, {result['mb_per_s']} MB/s of values; "
+          f"file baseline: {result['baseline_file_records_per_s']:,} records/s")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

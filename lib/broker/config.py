@@ -1,0 +1,48 @@
+"""The broker's own settings: `[broker]` of conf/topiclake.toml, overridden by command-line flags."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from topiclake.segments.errors import InvalidConfigError
+from topiclake.segments.settings import section, storage_root
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    root: Path = Path("./data")
+    host: str = "127.0.0.1"
+    port: int = 9092
+    broker_id: int = 0
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    max_request_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+    lease_interval_s: float = 10.0
+
+    @property
+    def public_host(self) -> str:
+        if self.advertised_host:
+            return self.advertised_host
+        # A wildcard bind is not an address a client can dial.
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+    @property
+    def public_port(self) -> int:
+        return self.advertised_port or self.port
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
+                      **overrides: Any) -> "BrokerConfig":
+        """`[broker]` values, then non-None overrides (command-line flags) on top."""
+        values = section(settings, "broker")
+        names = {f.name for f in dataclasses.fields(cls)} - {"root"}
+        unknown = set(values) - names
+        if unknown:
+            raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(root=storage_root(settings, root), **values)

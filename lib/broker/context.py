@@ -1,0 +1,62 @@
+"""What handlers see of the broker: its config, identity, partitions and shared services."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field
+
+from topiclake.segments.atomic import atomic_write
+from topiclake.segments.storage import StorageLayout
+
+from .config import BrokerConfig
+from .partitions import PartitionManager
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class ProducerIdAllocator:
+    """Producer ids that are never reused across restarts: blocks of ids are reserved in
+    <root>/cluster/producer_ids.json before any id of the block is handed out (Kafka's
+    controller hands out blocks the same way)."""
+
+    def __init__(self, layout: StorageLayout):
+        self.path = layout.cluster_dir / "producer_ids.json"
+        self._next = 0
+        self._end = 0
+
+    def next_id(self) -> int:
+        if self._next >= self._end:
+            start = 0
+            if self.path.exists():
+                start = int(json.loads(self.path.read_text())["next_block_start"])
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
+            self._next, self._end = start, start + PRODUCER_ID_BLOCK
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+@dataclass
+class BrokerContext:
+    config: BrokerConfig
+    layout: StorageLayout
+    partitions: PartitionManager
+    cluster_id: str
+    producer_ids: ProducerIdAllocator
+    shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    def create(cls, config: BrokerConfig) -> "BrokerContext":
+        layout = StorageLayout(config.root)
+        for directory in (layout.cluster_dir, layout.topics_dir, layout.logs_dir):
+            os.makedirs(directory, exist_ok=True)
+        return cls(config=config, layout=layout,
+                   partitions=PartitionManager(layout, default_partitions=config.num_partitions),
+                   cluster_id=layout.cluster_id(), producer_ids=ProducerIdAllocator(layout))
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id

@@ -1,0 +1,69 @@
+"""Exceptions -> Kafka error codes.
+
+Handlers raise (or let through) the segment store's exceptions and the few broker-side ones
+below; `error_code(exc)` turns each into the code Kafka's broker would answer with, and
+`error_message(exc)` the text for responses that carry one. Anything unexpected is
+UNKNOWN_SERVER_ERROR for that one partition/topic, never a dead connection or broker.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments import errors as seg
+
+
+class BrokerError(Exception):
+    """An error with a Kafka error code chosen by the broker itself."""
+
+    code: ErrorCode = ErrorCode.unknown_server_error
+
+    def __init__(self, message: str, code: ErrorCode | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to end the connection without a response (acks=0 produce errors)."""
+
+
+class UnknownTopicOrPartition(BrokerError):
+    code = ErrorCode.unknown_topic_or_partition
+
+
+class InvalidRequest(BrokerError):
+    code = ErrorCode.invalid_request
+
+
+class OutOfOrderSequence(BrokerError):
+    code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpoch(BrokerError):
+    code = ErrorCode.invalid_producer_epoch
+
+
+_BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (seg.CorruptRecordError, ErrorCode.corrupt_message),
+    (seg.RecordTooLargeError, ErrorCode.message_too_large),
+    (seg.InvalidTopicError, ErrorCode.invalid_topic_exception),
+    (seg.UnknownTopicError, ErrorCode.unknown_topic_or_partition),
+    (seg.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (seg.InvalidConfigError, ErrorCode.invalid_config),
+    (seg.TopicAlreadyExistsError, ErrorCode.topic_already_exists),
+    (seg.InvalidPartitionsError, ErrorCode.invalid_partitions),
+)
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, BrokerError):
+        return exc.code
+    for kind, code in _BY_TYPE:
+        if isinstance(exc, kind):
+            return code
+    return ErrorCode.unknown_server_error
+
+
+def error_message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

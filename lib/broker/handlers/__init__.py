@@ -1,0 +1,8 @@
+"""Kafka API handlers, one module per API family; importing this package registers them all."""
+
+from .registry import REGISTRY, Registry, Route
+
+# Each import registers its routes with REGISTRY.
+from . import api_versions, cluster, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401
+
+__all__ = ["REGISTRY", "Registry", "Route"]

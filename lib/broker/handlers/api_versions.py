@@ -1,0 +1,31 @@
+"""ApiVersions (key 18): the registry's routes are the answer."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.api_versions.v0 import response as v0
+from kio.schema.errors import ErrorCode
+
+from ..wire import make, nested
+from .registry import REGISTRY
+
+API_VERSIONS_KEY = 18
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+def _api_keys(entry_type: type) -> tuple:
+    return tuple(entry_type(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
+                 for r in REGISTRY.routes())
+
+
+def unsupported_version_response() -> v0.ApiVersionsResponse:
+    """The v0 answer to an ApiVersions version we do not serve (KIP-511)."""
+    return v0.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(v0.ApiVersion))
+
+
+@REGISTRY.route(API_VERSIONS_KEY, (0, 4))
+async def api_versions(broker, request):
+    cls = request.response_type
+    return make(cls, error_code=ErrorCode.none, api_keys=_api_keys(nested(cls, "api_keys")),
+                throttle_time=_NO_THROTTLE)

@@ -1,0 +1,162 @@
+"""Fetch (key 1): whole batches from each requested partition, with the max_wait_ms long poll.
+
+Budget rules (KIP-74): at most `partition_max_bytes` per partition and `max_bytes` in total,
+except that the first partition with data returns at least one whole batch even if it is
+larger, so a consumer never gets stuck behind a big batch. If fewer than `min_bytes` are ready,
+the request parks until an append to one of its partitions, the deadline, or shutdown.
+
+One replica: the high watermark is the log end offset and, with no transactions yet, the last
+stable offset equals it, so read_committed and read_uncommitted read the same range.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
+
+from ..errors import BrokerError, error_code
+from ..wire import FileRegion, make, nested
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+_NO_THROTTLE = datetime.timedelta(0)
+FIRST_TOPIC_ID_VERSION = 13
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One requested partition and what we have for it so far."""
+
+    topic_key: Any  # name, or topic id (v13+)
+    topic: str | None
+    request: Any  # FetchPartition
+    part: Any = None
+    error: ErrorCode = ErrorCode.none
+    records: bytes = b""
+
+
+def _read(part, offset: int, max_bytes: int, min_one: bool):
+    """On a reader thread: the records at `offset` as bytes or a FileRegion."""
+    start, end = part.log.log_start_offset, part.log.log_end_offset
+    if offset == end:
+        return b""
+    if not start <= offset < end:
+        part.log.refresh()  # a maintenance job may just have moved the log start offset
+        start, end = part.log.log_start_offset, part.log.log_end_offset
+        if offset == end:
+            return b""
+        if not start <= offset < end:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {offset} of {part.topic}-{part.index} is outside [{start}, {end}]")
+    result = part.log.read(offset, max_bytes, min_one_message=min_one)
+    return _records_of(result)
+
+
+def _records_of(result) -> bytes | FileRegion:
+    if result is None:
+        return b""
+    fileobj = getattr(result, "file", None)
+    if fileobj is not None and getattr(result, "data", None) is None:
+        return FileRegion(fileobj, result.position, result.size, keepalive=result)
+    return result.to_bytes()
+
+
+async def _fill(broker, slots: list[_Slot], max_bytes: int) -> int:
+    """(Re)read every partition that has nothing yet; returns the bytes gathered in total."""
+    total = sum(len(s.records) for s in slots)
+    for slot in slots:
+        if slot.error != ErrorCode.none or slot.part is None or slot.records:
+            continue
+        budget = min(slot.request.partition_max_bytes, max_bytes - total)
+        if budget <= 0 and total > 0:
+            continue
+        try:
+            slot.records = await broker.partitions.run_read(
+                _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0)
+        except Exception as exc:
+            slot.error = error_code(exc)
+            if slot.error == ErrorCode.unknown_server_error:
+                log.exception("fetch from %s-%d at %d failed", slot.topic, slot.request.partition,
+                              slot.request.fetch_offset)
+            continue
+        total += len(slot.records)
+    return total
+
+
+async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
+    slots = []
+    for topic in body.topics:
+        key = topic.topic_id if by_id else topic.topic
+        name, topic_error = None, ErrorCode.none
+        try:
+            if by_id:
+                meta = broker.partitions.topic_by_id(key)
+                if meta is None:
+                    raise BrokerError(f"unknown topic id {key}", ErrorCode.unknown_topic_id)
+                name = meta.name
+            else:
+                name = broker.partitions.topic(key).name
+        except Exception as exc:
+            topic_error = error_code(exc)
+        for p in topic.partitions:
+            slot = _Slot(key, name, p, error=topic_error)
+            if topic_error == ErrorCode.none:
+                try:
+                    slot.part = await broker.partitions.get(name, p.partition)
+                except (UnknownTopicError, BrokerError) as exc:
+                    slot.error = error_code(exc)
+            slots.append(slot)
+    return slots
+
+
+@REGISTRY.route(1, (4, 17))
+async def fetch(broker, request):
+    body, cls = request.body, request.response_type
+    by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + body.max_wait.total_seconds()
+    max_bytes = getattr(body, "max_bytes", 2**31 - 1)
+
+    slots = await _resolve(broker, body, by_id)
+    while True:
+        # Register interest before reading, so an append between the read and the wait is not missed.
+        waiters = [s.part.changed() for s in slots if s.part is not None and s.error == ErrorCode.none]
+        total = await _fill(broker, slots, max_bytes)
+        remaining = deadline - loop.time()
+        stop = (total >= body.min_bytes or remaining <= 0 or not waiters or broker.shutting_down.is_set()
+                or any(s.error != ErrorCode.none for s in slots))
+        if stop:
+            for w in waiters:
+                w.cancel()
+            break
+        await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+    return _response(cls, slots, by_id)
+
+
+def _response(cls, slots: list[_Slot], by_id: bool):
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partitions")
+    topics: dict[Any, list] = {}
+    for slot in slots:
+        part = slot.part
+        hw = part.high_watermark if part is not None else -1
+        start = part.log_start_offset if part is not None else -1
+        topics.setdefault(slot.topic_key, []).append(make(
+            part_cls, partition_index=slot.request.partition, error_code=slot.error, high_watermark=hw,
+            last_stable_offset=hw, log_start_offset=start, aborted_transactions=None,
+            preferred_read_replica=-1, records=slot.records))
+    key_field = "topic_id" if by_id else "topic"
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
+                responses=tuple(make(topic_cls, **{key_field: key}, partitions=tuple(parts))
+                                for key, parts in topics.items()))
+

@@ -1,0 +1,64 @@
+"""ListOffsets (key 2): earliest, latest, max timestamp, or the first offset at a timestamp."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from ..errors import error_code, error_message
+from ..wire import make, nested
+from .metadata import LEADER_EPOCH
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL = -4  # KIP-405: no tiered storage, so the same as EARLIEST
+LATEST_TIERED = -5
+
+
+def _lookup(part, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) on the I/O thread; (-1, -1) when no record qualifies."""
+    log_ = part.log
+    if timestamp == LATEST:
+        return -1, log_.log_end_offset
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
+        return -1, log_.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    found = log_.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP
+    if found is None:
+        return -1, -1
+    return found.timestamp, found.offset
+
+
+@REGISTRY.route(2, (1, 9))
+async def list_offsets(broker, request):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    topics = []
+    for topic in body.topics:
+        results = []
+        for p in topic.partitions:
+            try:
+                part = await broker.partitions.get(topic.name, p.partition_index)
+                ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp)
+                code = ErrorCode.none
+            except Exception as exc:
+                ts, offset, code = -1, -1, error_code(exc)
+                if code == ErrorCode.unknown_server_error:
+                    log.exception("ListOffsets %s-%d at %d failed", topic.name, p.partition_index, p.timestamp)
+                else:
+                    log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, error_message(exc))
+            results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
+                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+        topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,79 @@
+"""Metadata (key 3): this broker leads every partition; optional auto topic creation."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError
+from topiclake.segments.storage import TopicMeta, validate_topic_name
+
+from ..errors import error_code
+from ..partitions import topic_uuid
+from ..wire import make, nested
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH = 0  # one broker, never re-elected
+_NO_THROTTLE = datetime.timedelta(0)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+@REGISTRY.route(3, (0, 12))
+async def metadata(broker, request):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    partition_cls = nested(topic_cls, "partitions")
+    me = broker.broker_id
+
+    def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=_ZERO_UUID):
+        partitions = ()
+        if meta is not None:
+            partitions = tuple(
+                make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=me,
+                     leader_epoch=LEADER_EPOCH, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=())
+                for i in range(meta.partitions))
+            topic_id = topic_uuid(meta)
+        return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=False,
+                    partitions=partitions)
+
+    if body.topics is None or (request.api_version == 0 and not body.topics):
+        topics = tuple(topic_entry(m.name, m) for m in broker.partitions.topics())
+    else:
+        auto_create = broker.config.auto_create_topics and getattr(body, "allow_auto_topic_creation", True)
+        topics = tuple(_describe(broker, t, auto_create, topic_entry) for t in body.topics)
+
+    broker_cls = nested(cls, "brokers")
+    return make(cls, throttle_time=_NO_THROTTLE, cluster_id=broker.cluster_id, controller_id=me,
+                brokers=(make(broker_cls, node_id=me, host=broker.config.public_host,
+                              port=broker.config.public_port, rack=None),),
+                topics=topics, cluster_authorized_operations=-2147483648)
+
+
+def _describe(broker, requested, auto_create: bool, topic_entry):
+    name = requested if isinstance(requested, str) else requested.name
+    if name is None:  # v10+: by topic id
+        meta = broker.partitions.topic_by_id(requested.topic_id)
+        if meta is None:
+            return topic_entry(None, None, ErrorCode.unknown_topic_id, requested.topic_id)
+        return topic_entry(meta.name, meta)
+    try:
+        return topic_entry(name, broker.partitions.topic(name))
+    except InvalidTopicError:
+        return topic_entry(name, None, ErrorCode.invalid_topic_exception)
+    except UnknownTopicError:
+        if not auto_create:
+            return topic_entry(name, None, ErrorCode.unknown_topic_or_partition)
+    try:
+        validate_topic_name(name)
+        meta = broker.partitions.create_topic(name, broker.config.num_partitions)
+        log.info("auto-created topic %s with %d partitions", name, meta.partitions)
+    except TopicAlreadyExistsError:
+        meta = broker.partitions.topic(name, fresh=True)
+    except Exception as exc:
+        return topic_entry(name, None, error_code(exc))
+    return topic_entry(name, meta)

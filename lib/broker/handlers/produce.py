@@ -1,0 +1,130 @@
+"""Produce (key 0): validate each partition's batch, check idempotent sequences, append.
+
+Validation happens before a byte touches disk, in Kafka's order (UnifiedLog.analyzeAndValidate
+Records + LogValidator for v2 client batches): exactly one v2 batch per partition, its size
+against max.message.bytes (MESSAGE_TOO_LARGE), size/CRC (CORRUPT_MESSAGE), then the header
+rules a client batch must follow (INVALID_RECORD). Log.append validates again (all or nothing);
+we check here to answer with the precise code and without a thread hop.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
+from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
+
+from ..errors import BrokerError, CloseConnection, error_code, error_message
+from ..producer_state import Duplicate
+from ..wire import make, nested
+from .metadata import LEADER_EPOCH
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+class InvalidRecord(BrokerError):
+    code = ErrorCode.invalid_record
+
+
+def validate_batch(data: bytes | None, max_message_bytes: int, where: str) -> BatchHeader:
+    """The header of the one valid v2 batch in `data`, or the error Kafka would answer with."""
+    if not data:
+        raise InvalidRecord(f"{where}: produce request has no record batch")
+    if len(data) < HEADER_SIZE:
+        raise CorruptRecordError(f"{len(data)} bytes cannot hold a record batch header", source=where, position=0)
+    magic = data[MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        raise InvalidRecord(f"{where}: produce requests v3+ may only carry magic v2 batches, got magic {magic}")
+    header = BatchHeader(*HEADER.unpack_from(data, 0))
+    if header.size > max_message_bytes:
+        raise RecordTooLargeError(
+            f"{where}: batch of {header.size} bytes is larger than max.message.bytes={max_message_bytes}")
+    if header.size > len(data):
+        raise CorruptRecordError(f"batch declares {header.size} bytes, the request holds {len(data)}",
+                                 source=where, position=0)
+    if header.size < len(data):
+        raise InvalidRecord(f"{where}: a produce request must carry exactly one record batch per partition "
+                            f"({len(data) - header.size} bytes follow the first batch)")
+    RecordBatch(header, data, 0, where).ensure_valid()
+    if header.is_control:
+        raise InvalidRecord(f"{where}: clients may not write control batches")
+    if header.records_count != header.last_offset_delta + 1:
+        raise InvalidRecord(f"{where}: batch declares {header.records_count} records but its offsets span "
+                            f"{header.last_offset_delta + 1}")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecord(f"{where}: producer {header.producer_id} sent sequence {header.base_sequence}")
+    if header.is_transactional:
+        raise BrokerError(f"{where}: transactional batches are not supported yet", ErrorCode.invalid_txn_state)
+    return header
+
+
+def _append(part, data: bytes, header: BatchHeader):
+    """On the I/O thread: the idempotence check and the append are one step per partition."""
+    duplicate = part.producers.check(header)
+    if duplicate is not None:
+        return duplicate
+    result = part.log.append(data, leader_epoch=LEADER_EPOCH)
+    part.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+    return result
+
+
+def _datetime(ms: int | None):
+    if ms is None or ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+@REGISTRY.route(0, (3, 11))
+async def produce(broker, request):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partition_responses")
+    acks = body.acks
+    failed = False
+    topics = []
+    for topic in body.topic_data:
+        name = topic.name
+        results = []
+        for pdata in topic.partition_data:
+            where = f"produce to {name}-{pdata.index}"
+            base_offset, append_time, start = -1, None, -1
+            try:
+                if acks not in (0, 1, -1):
+                    raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
+                part = await broker.partitions.get(name, pdata.index)
+                header = validate_batch(pdata.records, part.config.max_message_bytes, where)
+                result = await broker.partitions.run_io(_append, part, pdata.records, header)
+                if isinstance(result, Duplicate):
+                    log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
+                             where, header.producer_id, header.base_sequence, result.first_offset)
+                    base_offset = result.first_offset
+                else:
+                    part.notify()
+                    base_offset = result.first_offset
+                    append_time = result.log_append_time
+                start = part.log_start_offset
+                code, message = ErrorCode.none, None
+            except Exception as exc:
+                code, message = error_code(exc), error_message(exc)
+                failed = True
+                if code == ErrorCode.unknown_server_error:
+                    log.exception("%s failed", where)
+                elif code != ErrorCode.unknown_topic_or_partition:
+                    log.info("%s rejected: %s (%s)", where, code.name, message)
+            results.append(make(part_cls, index=pdata.index, error_code=code, base_offset=base_offset,
+                                log_append_time=_datetime(append_time), log_start_offset=start, record_errors=(),
+                                error_message=message))
+        topics.append(make(topic_cls, name=name, partition_responses=tuple(results)))
+    if acks == 0:
+        # No response at all; an error closes the connection, the only signal such a client gets
+        # (KafkaApis does the same).
+        if failed:
+            raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
+        return None
+    return make(cls, responses=tuple(topics), throttle_time=_NO_THROTTLE)

@@ -1,0 +1,62 @@
+"""The handler registry: api key -> (version range, handler). It is also ApiVersions' answer, so
+what the broker advertises is exactly what it serves.
+
+A handler is `async def handle(broker, request) -> response | None` where `request` is a
+`wire.Request` (kio body + header fields) and the response is an instance of the kio response
+class for the request's version (`request.response_type`); None sends nothing (acks=0).
+Later API families (groups, transactions) register the same way from their own modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from ..wire import request_schema
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+    @property
+    def name(self) -> str:
+        return self.handler.__module__.rsplit(".", 1)[-1] + "." + self.handler.__name__
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._routes: dict[int, Route] = {}
+
+    def route(self, api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
+        """Decorator: serve `api_key` for versions min..max (inclusive); each version must exist in kio."""
+        low, high = versions
+
+        def register(handler: Handler) -> Handler:
+            if api_key in self._routes:
+                raise ValueError(f"api key {api_key} is already served by {self._routes[api_key].name}")
+            missing = [v for v in range(low, high + 1) if request_schema(api_key, v) is None]
+            if missing:
+                raise ValueError(f"kio has no schema for api key {api_key} versions {missing}")
+            self._routes[api_key] = Route(api_key, low, high, handler)
+            return handler
+
+        return register
+
+    def supports(self, api_key: int, version: int) -> bool:
+        route = self._routes.get(api_key)
+        return route is not None and route.min_version <= version <= route.max_version
+
+    def get(self, api_key: int) -> Route:
+        return self._routes[api_key]
+
+    def routes(self) -> list[Route]:
+        return sorted(self._routes.values(), key=lambda r: r.api_key)
+
+
+REGISTRY = Registry()

@@ -1,0 +1,121 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37): topic files in shared storage."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.config import LogConfig
+from topiclake.segments.storage import validate_topic_name
+
+from ..errors import BrokerError, error_code, error_message
+from ..partitions import topic_uuid
+from ..wire import make, nested
+from .configs import config_entries
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+_NO_THROTTLE = datetime.timedelta(0)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class InvalidReplicationFactor(BrokerError):
+    code = ErrorCode.invalid_replication_factor
+
+
+def _partition_count(broker, topic) -> int:
+    if topic.assignments:
+        for assignment in topic.assignments:
+            if set(assignment.broker_ids) - {broker.broker_id}:
+                raise BrokerError(f"topic {topic.name!r}: replicas {list(assignment.broker_ids)} name brokers "
+                                  f"other than {broker.broker_id}", ErrorCode.invalid_replica_assignment)
+        return len(topic.assignments)
+    if topic.replication_factor not in (-1, 1):
+        raise InvalidReplicationFactor(
+            f"topic {topic.name!r}: replication factor {topic.replication_factor} is larger than "
+            f"the 1 available broker")
+    return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+
+
+@REGISTRY.route(19, (2, 7))
+async def create_topics(broker, request):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "topics")
+    config_cls = nested(result_cls, "configs") if "configs" in result_cls.__dataclass_fields__ else None
+    results = []
+    for topic in body.topics:
+        try:
+            validate_topic_name(topic.name)
+            count = _partition_count(broker, topic)
+            overrides = {c.name: c.value for c in topic.configs}
+            if body.validate_only:
+                LogConfig.from_properties(overrides)
+                if broker.partitions.registry.exists(topic.name):
+                    raise BrokerError(f"topic {topic.name!r} already exists", ErrorCode.topic_already_exists)
+                if count < 1:
+                    raise BrokerError(f"topic {topic.name!r}: {count} partitions", ErrorCode.invalid_partitions)
+                meta = None
+            else:
+                meta = broker.partitions.create_topic(topic.name, count, overrides)
+                log.info("created topic %s (%d partitions, config %s)", meta.name, meta.partitions, dict(meta.config))
+        except Exception as exc:
+            results.append(make(result_cls, name=topic.name, topic_id=_ZERO_UUID, error_code=error_code(exc),
+                                error_message=error_message(exc), configs=()))
+            continue
+        configs = config_entries(meta.config if meta else overrides, config_cls) if config_cls else ()
+        results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else _ZERO_UUID,
+                            error_code=ErrorCode.none, error_message=None, num_partitions=count,
+                            replication_factor=1, configs=configs))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(results))
+
+
+@REGISTRY.route(20, (1, 6))
+async def delete_topics(broker, request):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "responses")
+    # v0-5 send names; v6 sends (name or topic id) states.
+    wanted = body.topic_names if hasattr(body, "topic_names") else body.topics
+    results = []
+    for item in wanted:
+        name = item if isinstance(item, str) else item.name
+        topic_id = _ZERO_UUID if isinstance(item, str) else item.topic_id
+        try:
+            if name is None:
+                meta = broker.partitions.topic_by_id(topic_id)
+                if meta is None:
+                    raise BrokerError(f"unknown topic id {topic_id}", ErrorCode.unknown_topic_id)
+                name = meta.name
+            meta = await broker.partitions.delete_topic(name)
+            log.info("deleted topic %s", name)
+            results.append(make(result_cls, name=name, topic_id=topic_uuid(meta), error_code=ErrorCode.none,
+                                error_message=None))
+        except Exception as exc:
+            results.append(make(result_cls, name=name, topic_id=topic_id, error_code=error_code(exc),
+                                error_message=error_message(exc)))
+    return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(results))
+
+
+@REGISTRY.route(37, (0, 3))
+async def create_partitions(broker, request):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "results")
+    results = []
+    for topic in body.topics:
+        try:
+            meta = broker.partitions.topic(topic.name, fresh=True)
+            if topic.count <= meta.partitions:
+                raise BrokerError(f"topic {topic.name!r} has {meta.partitions} partitions; "
+                                  f"{topic.count} would not increase the count", ErrorCode.invalid_partitions)
+            if not body.validate_only:
+                meta = broker.partitions.registry.add_partitions(topic.name, topic.count)
+                broker.partitions.forget_topic(topic.name)
+                log.info("topic %s now has %d partitions", topic.name, meta.partitions)
+            results.append(make(result_cls, name=topic.name, error_code=ErrorCode.none, error_message=None))
+        except Exception as exc:
+            results.append(make(result_cls, name=topic.name, error_code=error_code(exc),
+                                error_message=error_message(exc)))
+    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))

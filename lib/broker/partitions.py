@@ -1,0 +1,242 @@
+"""Topic -> partition -> Log, backed by the TopicRegistry in shared storage.
+
+Disk work never runs on the event loop. Appends, flushes, refreshes and closes of all partitions
+run on ONE writer thread (`self.io`), which is the Log's single-writer contract and keeps each
+partition's idempotence check + append one atomic step. Fetch reads run on a small reader pool
+(`run_read`): Log reads work on an immutable snapshot, so they may overlap appends, and a fetch
+never waits behind an fsync (flush.messages=1 fsyncs every append). Only cheap attribute reads
+(log end offset, log start offset) happen on the loop thread.
+
+Fetches that wait for data (max_wait_ms long poll) park on `Partition.changed()`, which
+resolves at the next append to that partition (or at shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from topiclake.segments.config import LogConfig
+from topiclake.segments.errors import UnknownTopicError
+from topiclake.segments.file_records import iter_file_headers
+from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
+
+from .errors import UnknownTopicOrPartition
+from .producer_state import ProducerState
+
+log = logging.getLogger(__name__)
+
+TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
+
+
+def topic_uuid(meta: TopicMeta) -> uuid.UUID:
+    """The registry's base64 topic id as the UUID Kafka sends on the wire."""
+    if not meta.topic_id:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(meta.topic_id + "=" * (-len(meta.topic_id) % 4)))
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log_: Any, config: LogConfig):
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self.config = config
+        self.producers = ProducerState(topic, index)
+        self._waiters: list[asyncio.Future] = []
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # One replica: everything appended is committed.
+        return self.log.log_end_offset
+
+    def changed(self) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def notify(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def rebuild_producer_state(self) -> None:
+        """Replay batch headers of the active segment (I/O thread; at open)."""
+        segments = self.log.segments()
+        if not segments:
+            return
+        info = segments[-1]
+        try:
+            fd = os.open(info.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            for _pos, header in iter_file_headers(fd, 0, os.fstat(fd).st_size, source=str(info.path)):
+                if header.producer_id >= 0:
+                    self.producers.observe(header, header.base_offset, header.last_offset, header.max_timestamp)
+        finally:
+            os.close(fd)
+
+
+class PartitionManager:
+    def __init__(self, layout: StorageLayout, *, default_partitions: int = 1):
+        self.layout = layout
+        self.registry = TopicRegistry(layout)
+        self.default_partitions = default_partitions
+        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
+        self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._opening: dict[tuple[str, int], asyncio.Future] = {}
+        self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
+
+    async def run_read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+
+    # -- topics
+    def topic(self, name: str, *, fresh: bool = False) -> TopicMeta:
+        """The topic's registry entry (InvalidTopicError / UnknownTopicError), cached briefly."""
+        validate_topic_name(name)
+        now = time.monotonic()
+        cached = self._topics.get(name)
+        if fresh or cached is None or now - cached[0] > TOPIC_CACHE_TTL_S:
+            try:
+                meta = self.registry.get(name)
+            except UnknownTopicError:
+                meta = None
+            cached = self._topics[name] = (now, meta)
+        if cached[1] is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        return cached[1]
+
+    def topics(self) -> list[TopicMeta]:
+        metas = self.registry.list()
+        now = time.monotonic()
+        for meta in metas:
+            self._topics[meta.name] = (now, meta)
+        return metas
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        for meta in self.topics():
+            if topic_uuid(meta) == topic_id:
+                return meta
+        return None
+
+    def forget_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+
+    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> TopicMeta:
+        meta = self.registry.create(name, partitions, config)
+        self._topics[name] = (time.monotonic(), meta)
+        return meta
+
+    async def delete_topic(self, name: str) -> TopicMeta:
+        meta = self.topic(name, fresh=True)
+        for key in [k for k in self._partitions if k[0] == name]:
+            part = self._partitions.pop(key)
+            part.notify()
+            await self.run_io(part.log.close)
+        meta = await self.run_io(self.registry.delete, name)
+        self.forget_topic(name)
+        return meta
+
+    async def apply_config(self, meta: TopicMeta) -> None:
+        """A topic's config changed: open logs take the new LogConfig."""
+        self._topics[meta.name] = (time.monotonic(), meta)
+        config = meta.log_config
+        for (topic, _index), part in list(self._partitions.items()):
+            if topic == meta.name:
+                part.config = config
+                await self.run_io(_set_log_config, part.log, config)
+
+    # -- partitions
+    async def get(self, topic: str, index: int) -> Partition:
+        """The open partition (opening its log, with recovery, on first use)."""
+        key = (topic, index)
+        part = self._partitions.get(key)
+        if part is not None:
+            return part
+        meta = self.topic(topic)
+        if not 0 <= index < meta.partitions:
+            meta = self.topic(topic, fresh=True)  # partitions may have been added elsewhere
+            if not 0 <= index < meta.partitions:
+                raise UnknownTopicOrPartition(
+                    f"topic {topic!r} has {meta.partitions} partitions, there is no partition {index}")
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = self._opening[key] = asyncio.ensure_future(self._open(meta, index))
+            opening.add_done_callback(lambda _f: self._opening.pop(key, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, meta: TopicMeta, index: int) -> Partition:
+        config = meta.log_config
+        directory = self.layout.log_dir(meta.name, index)
+
+        def open_log() -> Partition:
+            from topiclake.segments.log import Log
+
+            directory.mkdir(parents=True, exist_ok=True)
+            part = Partition(meta.name, index, Log.open(directory, config, topic=meta.name, partition=index), config)
+            part.rebuild_producer_state()
+            return part
+
+        part = await self.run_io(open_log)
+        self._partitions[(meta.name, index)] = part
+        log.info("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
+        return part
+
+    def open_partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    async def refresh_all(self) -> None:
+        """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs."""
+        for part in list(self._partitions.values()):
+            try:
+                await self.run_io(part.log.refresh)
+            except Exception:
+                log.exception("refreshing %s-%d failed", part.topic, part.index)
+
+    async def flush_all(self) -> None:
+        for part in list(self._partitions.values()):
+            await self.run_io(part.log.flush)
+
+    async def close(self) -> None:
+        """Flush and close every log (each writes its clean-shutdown marker)."""
+        for part in list(self._partitions.values()):
+            part.notify()
+            try:
+                await self.run_io(part.log.close)
+            except Exception:
+                log.exception("closing %s-%d failed", part.topic, part.index)
+        self._partitions.clear()
+        self.readers.shutdown(wait=True)
+        self.io.shutdown(wait=True)
+
+
+def _set_log_config(log_: Any, config: LogConfig) -> None:
+    # TODO(segments): a public Log.update_config(config); until then set the attribute.
+    update = getattr(log_, "update_config", None)
+    if update is not None:
+        update(config)
+    else:
+        log_.config = config

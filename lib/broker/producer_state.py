@@ -1,0 +1,101 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, the parts an
+idempotent, non-transactional producer needs).
+
+Per producer id: the current epoch and the metadata of its last five batches (first/last
+sequence and offsets, as Kafka's ProducerStateEntry keeps NUM_BATCHES_TO_RETAIN = 5). A batch
+whose sequence range matches a cached one is a retry: it is answered with the original offsets
+and not written again. Otherwise the first sequence must follow the last one (or be 0 for a new
+epoch); anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+The state is rebuilt from the tail of the log when a partition opens (`observe` on each batch
+header), so a producer retrying across a broker restart still gets its duplicate detected.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+
+from .errors import InvalidProducerEpoch, OutOfOrderSequence
+
+BATCHES_TO_RETAIN = 5
+_SEQ_MASK = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The batch was already appended: answer with these offsets."""
+
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class ProducerState:
+    def __init__(self, topic: str, partition: int):
+        self.where = f"{topic}-{partition}"
+        self._producers: dict[int, _Entry] = {}
+
+    def check(self, header: BatchHeader) -> Duplicate | None:
+        """Before appending: None (go ahead), a Duplicate, or raise the Kafka error."""
+        if header.producer_id < 0:
+            return None
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            # Unknown producer (new, or its records were deleted): Kafka accepts any sequence.
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"{self.where}: producer {header.producer_id} epoch {header.producer_epoch} "
+                f"is older than the current epoch {entry.epoch}")
+        if header.producer_epoch == entry.epoch:
+            for meta in entry.batches:
+                if meta.first_seq == header.base_sequence and meta.last_seq == header.last_sequence:
+                    return Duplicate(meta.first_offset, meta.last_offset, meta.timestamp)
+            expected = (entry.last_seq + 1) & _SEQ_MASK
+            if entry.last_seq != NO_SEQUENCE and header.base_sequence != expected:
+                raise OutOfOrderSequence(
+                    f"{self.where}: out of order sequence for producer {header.producer_id} "
+                    f"epoch {header.producer_epoch}: got {header.base_sequence}, expected {expected}")
+        elif header.base_sequence != 0:
+            raise OutOfOrderSequence(
+                f"{self.where}: producer {header.producer_id} starts epoch {header.producer_epoch} "
+                f"with sequence {header.base_sequence}, expected 0")
+        return None
+
+    def observe(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int) -> None:
+        """After an append (or while replaying the log): remember the batch."""
+        if header.producer_id < 0 or header.is_control:
+            return
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            entry = self._producers[header.producer_id] = _Entry()
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.batches.append(BatchMeta(header.base_sequence, header.last_sequence,
+                                       first_offset, last_offset, timestamp))
+
+    def __len__(self) -> int:
+        return len(self._producers)

@@ -1,0 +1,166 @@
+"""The asyncio listener and the broker's lifecycle.
+
+Start: open shared storage (cluster id created once), listen, write the registration file
+<root>/cluster/brokers/<id>.json (renewed every lease interval; a file whose lease expired
+belongs to a dead broker). Stop (SIGTERM/SIGINT): stop accepting, let in-flight requests finish,
+wake parked fetches, flush and close every log (Log.close writes the clean-shutdown marker),
+remove the registration, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import time
+
+from topiclake.segments.atomic import atomic_write
+
+from .config import BrokerConfig
+from .connection import Connection
+from .context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 10.0
+REFRESH_INTERVAL_S = 5.0  # how often open logs look for maintenance-job changes
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.context: BrokerContext | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[Connection] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._background: list[asyncio.Task] = []
+        self.port: int | None = None
+        self._start_ms = 0
+
+    async def start(self) -> None:
+        self.context = BrokerContext.create(self.config)
+        self._server = await asyncio.start_server(
+            self._on_connection, self.config.host, self.config.port, reuse_address=True,
+            limit=1024 * 1024)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        if self.config.port == 0:  # an ephemeral port: advertise the one we got
+            self.context.config = self.config = dataclasses.replace(self.config, port=self.port)
+        self._register()
+        self._background = [asyncio.create_task(self._renew_lease()),
+                            asyncio.create_task(self._refresh_logs())]
+        log.info("broker %d listening on %s:%d (root %s, cluster %s)", self.config.broker_id,
+                 self.config.host, self.port, self.config.root, self.context.cluster_id)
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self.context, reader, writer)
+        self._connections.add(conn)
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        try:
+            await conn.serve()
+        finally:
+            self._connections.discard(conn)
+            self._tasks.discard(task)
+
+    async def serve_until_stopped(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("broker %d shutting down", self.config.broker_id)
+        await self.stop()
+
+    async def stop(self) -> None:
+        ctx = self.context
+        self._server.close()  # stop accepting
+        ctx.shutting_down.set()
+        for part in ctx.partitions.open_partitions():
+            part.notify()  # parked fetches answer now with what they have
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while any(c.busy for c in self._connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.close()
+        for task in list(self._tasks) + self._background:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        await ctx.partitions.close()
+        self._unregister()
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    # -- registration (DESIGN.md: <root>/cluster/brokers/<id>.json)
+    def _registration(self) -> dict:
+        now_ms = int(time.time() * 1000)
+        return {
+            "version": 0, "broker_id": self.config.broker_id, "host": self.config.public_host,
+            "port": self.config.public_port, "pid": os.getpid(),
+            "endpoints": [f"PLAINTEXT://{self.config.public_host}:{self.config.public_port}"],
+            "cluster_id": self.context.cluster_id, "start_time_ms": self._start_ms,
+            "lease_renewed_ms": now_ms, "lease_expires_ms": now_ms + int(3 * self.config.lease_interval_s * 1000),
+        }
+
+    def _register(self) -> None:
+        self._start_ms = int(time.time() * 1000)
+        path = self.context.layout.broker_file(self.config.broker_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            try:
+                old = json.loads(path.read_text())
+                if old.get("lease_expires_ms", 0) > self._start_ms and _alive(old.get("pid")):
+                    log.warning("broker %d is registered by live process %s with an unexpired lease (%s); "
+                                "taking over", self.config.broker_id, old.get("pid"), path)
+            except ValueError:
+                pass
+        atomic_write(path, json.dumps(self._registration(), indent=2).encode())
+
+    def _unregister(self) -> None:
+        try:
+            self.context.layout.broker_file(self.config.broker_id).unlink()
+        except FileNotFoundError:
+            pass
+
+    async def _renew_lease(self) -> None:
+        path = self.context.layout.broker_file(self.config.broker_id)
+        while True:
+            await asyncio.sleep(self.config.lease_interval_s)
+            try:
+                await asyncio.to_thread(atomic_write, path, json.dumps(self._registration(), indent=2).encode())
+            except OSError:
+                log.exception("renewing the broker registration %s failed", path)
+
+    async def _refresh_logs(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_INTERVAL_S)
+            await self.context.partitions.refresh_all()
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _run(config: BrokerConfig) -> None:
+    server = BrokerServer(config)
+    await server.start()
+    await server.serve_until_stopped()
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """Run until SIGTERM/SIGINT (the `topiclake broker start` command)."""
+    asyncio.run(_run(config))

@@ -1,0 +1,237 @@
+"""kio glue: request frames in, response frames out.
+
+A request frame (after the 4-byte size prefix) is `api_key i16 | api_version i16 |
+correlation_id i32 | ...`: the first eight bytes are the same for every header version, so we
+read them by hand, pick the request schema (and with it the header version, v1 or v2) from kio,
+and let kio's native reader parse header and body. Responses go the other way with the header
+version kio records on the response class (ApiVersions always answers with header v0).
+
+Record bytes in a Fetch response may be a `FileRegion` (a file slice to send with sendfile):
+`encode_response` returns the frame as chunks, bytes and file regions in order, so the records
+never pass through Python when the transport can splice them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_SIZE = struct.Struct(">i")
+
+
+class MalformedRequest(Exception):
+    """A frame kio cannot parse: the connection that sent it is closed."""
+
+
+class UnsupportedVersion(Exception):
+    """An api key / version this broker does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        super().__init__(f"unsupported api key {api_key} version {api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kio request dataclass
+
+    @property
+    def response_type(self) -> type:
+        return response_schema(self.api_key, self.api_version)
+
+
+@functools.cache
+def request_schema(api_key: int, api_version: int) -> type | None:
+    try:
+        return load_request_schema(api_key, api_version)
+    except Exception:  # kio: UnknownAPIKey / UnknownEntity
+        return None
+
+
+@functools.cache
+def response_schema(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+@functools.cache
+def _reader(entity_type: type) -> Callable:
+    return entity_reader(entity_type)
+
+
+@functools.cache
+def _writer(entity_type: type) -> Callable:
+    return entity_writer(entity_type)
+
+
+def peek_header(frame) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame, or MalformedRequest."""
+    if len(frame) < _PREFIX.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is shorter than a request header")
+    return _PREFIX.unpack_from(frame, 0)
+
+
+def parse_request(frame, supported: Callable[[int, int], bool]) -> Request:
+    """Decode a whole frame. `supported(api_key, version)` says what this broker serves."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    schema = request_schema(api_key, api_version) if supported(api_key, api_version) else None
+    if schema is None:
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    try:
+        header, used = _reader(schema.__header_schema__)(frame, 0)
+        body, _size = _reader(schema)(frame, used)
+    except Exception as exc:  # kio raises SerialError, ValueError, UnicodeDecodeError, ...
+        raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
+    # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
+    # carries a few).
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+class FileRegion(bytes):
+    """Record bytes that stay in a file: `size` bytes at `position` of the open file `fileobj`.
+
+    It poses as a records value (bytes) of length `size` so kio writes the right length prefix; the
+    chunk writer below then emits the region instead of copying bytes. `keepalive` holds whatever
+    must stay open until the bytes are sent (a segment being swapped out keeps its fd).
+    """
+
+    fileobj: Any
+    position: int
+    size: int
+    keepalive: Any
+
+    def __new__(cls, fileobj, position: int, size: int, keepalive: Any = None):
+        self = super().__new__(cls, b"")
+        self.fileobj, self.position, self.size, self.keepalive = fileobj, position, size, keepalive
+        return self
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def read(self) -> bytes:
+        data = os.pread(self.fileobj.fileno(), self.size, self.position)
+        if len(data) != self.size:
+            raise OSError(f"short read: {len(data)} of {self.size} bytes at {self.position}")
+        return data
+
+
+class _ChunkBuffer:
+    """A kio Writable that keeps FileRegions apart from the bytes around them."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes | FileRegion] = []
+        self._bytes = io.BytesIO()
+
+    def write(self, data) -> None:
+        if type(data) is FileRegion:
+            self._cut()
+            self.chunks.append(data)
+        else:
+            self._bytes.write(data)
+
+    def _cut(self) -> None:
+        if self._bytes.tell():
+            self.chunks.append(self._bytes.getvalue())
+            self._bytes = io.BytesIO()
+
+    def finish(self) -> list[bytes | FileRegion]:
+        self._cut()
+        return self.chunks
+
+
+def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegion]:
+    """The whole response frame (size prefix included) as chunks to send in order."""
+    out = _ChunkBuffer()
+    header_type = type(response).__header_schema__
+    _writer(header_type)(out, header_type(correlation_id=correlation_id))
+    _writer(type(response))(out, response)
+    chunks = out.finish()
+    size = sum(len(c) for c in chunks)
+    first = chunks[0]
+    chunks[0] = _SIZE.pack(size) + first if not isinstance(first, FileRegion) else _SIZE.pack(size)
+    if isinstance(first, FileRegion):
+        chunks.insert(1, first)
+    return chunks
+
+
+def encode_request(correlation_id: int, body: Any, client_id: str | None = "topiclake") -> bytes:
+    """A request frame with its size prefix (the CLI's and the tests' client side)."""
+    buf = io.BytesIO()
+    header_type = body.__header_schema__
+    fields = {"request_api_key": body.__api_key__, "request_api_version": body.__version__,
+              "correlation_id": correlation_id, "client_id": client_id}
+    _writer(header_type)(buf, header_type(**fields))
+    _writer(type(body))(buf, body)
+    data = buf.getvalue()
+    return _SIZE.pack(len(data)) + data
+
+
+def decode_response(frame, request_body: Any) -> tuple[int, Any]:
+    """(correlation_id, response) of a response frame without its size prefix."""
+    schema = response_schema(request_body.__api_key__, request_body.__version__)
+    header, used = _reader(schema.__header_schema__)(frame, 0)
+    body, _ = _reader(schema)(frame, used)
+    return header.correlation_id, body
+
+
+# ---------------------------------------------------------------------------------------------
+# Building version-specific responses from one description
+
+def make(cls: type, **values: Any) -> Any:
+    """`cls(**values)` keeping only the fields this version of the schema has.
+
+    Handlers describe a response once, with the newest version's fields, and this trims it to the
+    version the client asked for (kio has one class per version).
+    """
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def has_field(cls: type, name: str) -> bool:
+    return name in _field_names(cls)
+
+
+def nested(cls: type, field_name: str) -> type:
+    """The element class of a nested (array or struct) field of a kio schema class."""
+    return _nested(cls, field_name)
+
+
+@functools.cache
+def _nested(cls: type, field_name: str) -> type:
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    hint = hints[field_name]
+    for _ in range(3):  # unwrap tuple[X, ...] and X | None
+        args = [a for a in typing.get_args(hint) if a is not type(None) and a is not Ellipsis]
+        if dataclasses.is_dataclass(hint) or not args:
+            break
+        hint = args[0]
+    if not dataclasses.is_dataclass(hint):
+        raise TypeError(f"{cls.__name__}.{field_name} is not a nested schema")
+    return hint

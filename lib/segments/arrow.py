@@ -1,0 +1,262 @@
+"""Kafka record batches -> pyarrow.Table, one row per record.
+
+One public name, two implementations (aiokafka's pattern for its record kernel):
+
+- native: Python walks the batch headers (one per ~1000 records), checks CRCs and decompresses;
+  then ONE call of the C kernel (`_native/decode.c`) decodes the record sections of many batches
+  straight into Arrow buffers, which become arrays without a copy. No per-record Python object.
+- reference: the same table built from batch.py's `Record` objects, slow and obviously right;
+  the tests hold the native path to it.
+
+`decode_to_arrow` is the native one unless the extension is missing or TOPICLAKE_NO_EXTENSIONS is
+set. Legacy v0/v1 message sets (old data) always take the reference path; a file may switch
+formats between batches, so the format is chosen per batch by its magic byte.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from array import array
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from .batch import HEADER_SIZE, MAGIC_OFFSET, Record, RecordBatch, TimestampType, iter_batches
+from .compression import Compression
+from .errors import CorruptRecordError
+from .legacy import LegacyEntry, iter_entries
+
+try:
+    if os.environ.get("TOPICLAKE_NO_EXTENSIONS"):
+        raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
+    from ._native import _decode
+except ImportError:
+    _decode = None
+
+__all__ = ["RECORD_SCHEMA", "HAS_NATIVE", "decode_to_arrow", "decode_to_arrow_native", "decode_to_arrow_reference"]
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+RECORD_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+    pa.field("timestamp_type", pa.int8()),  # 0 CreateTime, 1 LogAppendTime
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", pa.list_(HEADER_TYPE)),
+    pa.field("producer_id", pa.int64()),
+    pa.field("producer_epoch", pa.int16()),
+    pa.field("is_transactional", pa.bool_()),
+    pa.field("is_control", pa.bool_()),
+])
+
+HAS_NATIVE = _decode is not None
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_LEGACY_MAGICS = (0, 1)
+_NO_PRODUCER = (-1, -1)  # legacy messages have no producer id / epoch
+# Record-section bytes per native call: bounds the kernel's upper-bound allocations (and keeps
+# Arrow's int32 offsets far from overflowing); a chunk becomes one pyarrow.RecordBatch.
+_CHUNK_BYTES = 32 << 20
+# The kernel's output buffers come from Arrow's memory pool, which recycles pages between calls.
+_allocate = functools.partial(pa.allocate_buffer, resizable=True)
+
+Unit = RecordBatch | LegacyEntry
+
+
+def decode_to_arrow_reference(buf, *, start: int = 0, end: int | None = None, source: str | None = None,
+                              validate: bool = True, allow_partial_tail: bool = False,
+                              min_offset: int | None = None, max_offset: int | None = None) -> pa.Table:
+    """The reference twin of `decode_to_arrow`: the same table, from `Record` objects."""
+    rows = _Rows(min_offset, max_offset, source)
+    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate):
+        rows.add(unit)
+    return pa.Table.from_batches(rows.flush(), schema=RECORD_SCHEMA)
+
+
+def decode_to_arrow_native(buf, *, start: int = 0, end: int | None = None, source: str | None = None,
+                           validate: bool = True, allow_partial_tail: bool = False,
+                           min_offset: int | None = None, max_offset: int | None = None) -> pa.Table:
+    """Decode every record of the batches in `buf[start:end]` with the C kernel.
+
+    Records whose offset is outside [min_offset, max_offset] are dropped (a task may start or end
+    mid-batch). Bad bytes raise CorruptRecordError naming `source` and the batch's position.
+    """
+    if _decode is None:
+        raise RuntimeError("the native decoder is not available (not built, or TOPICLAKE_NO_EXTENSIONS set)")
+    sections = _Sections(min_offset, max_offset, source)
+    legacy = _Rows(min_offset, max_offset, source)
+    out: list[pa.RecordBatch] = []
+    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate):
+        if isinstance(unit, LegacyEntry):
+            out += sections.flush()  # keep stream order across a format switch
+            legacy.add(unit)
+        else:
+            out += legacy.flush()
+            sections.add(unit)
+    out += sections.flush()
+    out += legacy.flush()
+    return pa.Table.from_batches(out, schema=RECORD_SCHEMA)
+
+
+decode_to_arrow = decode_to_arrow_native if HAS_NATIVE else decode_to_arrow_reference
+
+
+def _iter_units(buf, start: int, end: int | None, source: str | None, allow_partial_tail: bool,
+                validate: bool) -> Iterator[Unit]:
+    """Every v2 batch and legacy top-level message in order. batch.py and legacy.py each walk one
+    format; this hands over between their walkers wherever the magic byte changes."""
+    view = memoryview(buf).cast("B")
+    end = len(view) if end is None else min(end, len(view))
+    pos = start
+    while pos < end:
+        legacy = _is_legacy(view, pos, end)
+        if legacy:
+            units = iter_entries(view, start=pos, end=end, source=source, allow_partial_tail=allow_partial_tail)
+        else:
+            units = iter_batches(view, start=pos, end=end, source=source, allow_partial_tail=allow_partial_tail,
+                                 validate=validate)
+        for unit in units:
+            yield unit
+            pos = unit.position + unit.size
+            if pos < end and _is_legacy(view, pos, end) != legacy:
+                break
+        else:
+            return  # the walker reached `end` or stopped at a partial tail
+
+
+def _is_legacy(view: memoryview, pos: int, end: int) -> bool:
+    return end - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] in _LEGACY_MAGICS
+
+
+def _offset_bounds(min_offset: int | None, max_offset: int | None) -> tuple[int, int]:
+    lo = _INT64_MIN if min_offset is None else max(min_offset, _INT64_MIN)
+    hi = _INT64_MAX if max_offset is None else min(max_offset, _INT64_MAX)
+    return lo, hi
+
+
+class _Rows:
+    """Column lists filled from `Record` objects: the reference path, and legacy data anywhere."""
+
+    def __init__(self, min_offset: int | None, max_offset: int | None, source: str | None):
+        self._lo, self._hi = _offset_bounds(min_offset, max_offset)
+        self._source = source
+        self._columns: dict[str, list] = {name: [] for name in RECORD_SCHEMA.names}
+
+    def add(self, unit: Unit) -> None:
+        if isinstance(unit, LegacyEntry):
+            # v0 has no timestamp at all: null, not Kafka's -1 placeholder
+            self._extend(unit.records(), unit.position, unit.timestamp_type, _NO_PRODUCER, False, False,
+                         has_timestamp=unit.magic > 0)
+        else:
+            h = unit.header
+            self._extend(unit.records(), unit.position, h.timestamp_type,
+                         (h.producer_id, h.producer_epoch), h.is_transactional, h.is_control)
+
+    def _extend(self, records: Sequence[Record], position: int, timestamp_type: TimestampType,
+                producer: tuple[int, int], is_transactional: bool, is_control: bool, *,
+                has_timestamp: bool = True) -> None:
+        c = self._columns
+        for r in records:
+            # batch.py keeps Python's unbounded ints; the table (and the kernel) cannot
+            if not (_INT64_MIN <= r.offset <= _INT64_MAX and _INT64_MIN <= r.timestamp <= _INT64_MAX):
+                raise CorruptRecordError(f"record offset {r.offset} or timestamp {r.timestamp} does not fit "
+                                         f"in 64 bits", source=self._source, position=position)
+            if not self._lo <= r.offset <= self._hi:
+                continue
+            c["offset"].append(r.offset)
+            c["timestamp"].append(r.timestamp if has_timestamp else None)
+            c["timestamp_type"].append(int(timestamp_type))
+            c["key"].append(r.key)
+            c["value"].append(r.value)
+            c["headers"].append([{"key": k, "value": v} for k, v in r.headers])
+            c["producer_id"].append(producer[0])
+            c["producer_epoch"].append(producer[1])
+            c["is_transactional"].append(is_transactional)
+            c["is_control"].append(is_control)
+
+    def flush(self) -> list[pa.RecordBatch]:
+        if not self._columns["offset"]:
+            return []
+        batch = pa.RecordBatch.from_pydict(self._columns, schema=RECORD_SCHEMA)
+        self._columns = {name: [] for name in RECORD_SCHEMA.names}
+        return [batch]
+
+
+class _Sections:
+    """v2 record sections collected for one native call, and the call itself."""
+
+    def __init__(self, min_offset: int | None, max_offset: int | None, source: str | None):
+        self._lo, self._hi = _offset_bounds(min_offset, max_offset)
+        self._source = source
+        self._sections: list = []
+        self._positions: list[int] = []
+        self._meta = array("q")
+        self._bytes = 0
+        self._done: list[pa.RecordBatch] = []
+
+    def add(self, batch: RecordBatch) -> None:
+        h = batch.header
+        if h.compression is Compression.NONE:
+            section = batch.data[HEADER_SIZE:]  # a view: no copy of uncompressed data
+        else:
+            section = batch.records_bytes()
+        if self._sections and self._bytes + len(section) > _CHUNK_BYTES:
+            self._done += self._decode()
+        self._sections.append(section)
+        self._positions.append(batch.position)
+        self._meta.extend((h.records_count, h.base_offset, h.base_timestamp, h.max_timestamp, h.attributes,
+                           h.producer_id, h.producer_epoch))
+        self._bytes += len(section)
+
+    def flush(self) -> list[pa.RecordBatch]:
+        done = self._done + self._decode()
+        self._done = []
+        return done
+
+    def _decode(self) -> list[pa.RecordBatch]:
+        if not self._sections:
+            return []
+        try:
+            out = _decode.decode_batches(self._sections, self._meta, self._lo, self._hi, _allocate)
+        except _decode.DecodeError as exc:
+            index, record_position, reason = exc.args
+            raise CorruptRecordError(f"{reason} (record at byte {record_position} of the records section)",
+                                     source=self._source, position=self._positions[index]) from None
+        finally:
+            self._sections, self._positions, self._meta, self._bytes = [], [], array("q"), 0
+        return [_assemble(out)] if out["rows"] else []
+
+
+def _assemble(out: dict) -> pa.RecordBatch:
+    """Arrow arrays over the kernel's buffers (zero copy), trimmed from upper bounds to their use."""
+    n = out["rows"]
+    buffers = out["buffers"]
+    for name, size in out["sizes"].items():
+        buffers[name].resize(size)
+
+    def fixed(type_: pa.DataType, name: str) -> pa.Array:
+        return pa.Array.from_buffers(type_, n, [None, buffers[name]])
+
+    def binary(type_: pa.DataType, length: int, prefix: str, nulls: int = 0) -> pa.Array:
+        validity = buffers[f"{prefix}_valid"] if nulls else None
+        return pa.Array.from_buffers(type_, length, [validity, buffers[f"{prefix}_offsets"],
+                                                     buffers[f"{prefix}_data"]], null_count=nulls)
+
+    headers = pa.StructArray.from_arrays(
+        [binary(pa.string(), out["headers"], "header_key"),
+         binary(pa.binary(), out["headers"], "header_value", out["header_value_nulls"])],
+        fields=list(HEADER_TYPE))
+    columns = [
+        fixed(pa.int64(), "offset"),
+        fixed(RECORD_SCHEMA.field("timestamp").type, "timestamp"),
+        fixed(pa.int8(), "timestamp_type"),
+        binary(pa.binary(), n, "key", out["key_nulls"]),
+        binary(pa.binary(), n, "value", out["value_nulls"]),
+        pa.Array.from_buffers(RECORD_SCHEMA.field("headers").type, n,
+                              [None, buffers["header_offsets"]], children=[headers]),
+        fixed(pa.int64(), "producer_id"),
+        fixed(pa.int16(), "producer_epoch"),
+        fixed(pa.bool_(), "is_transactional"),
+        fixed(pa.bool_(), "is_control"),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)

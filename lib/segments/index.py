@@ -1,0 +1,210 @@
+"""What the offset index and the time index share (Kafka's AbstractIndex).
+
+An index file is an array of fixed-size big-endian entries (key, value), sorted by key. While a
+segment is active its index file is preallocated to roundDown(segment.index.bytes, entry size)
+bytes of zeros; on roll/close `trim_to_valid_size()` cuts it to entries * entry size, which is
+why a closed segment's index file has exactly that length (as Kafka leaves it).
+
+The entries are also kept in memory as two int arrays: lookups bisect them without touching the
+file. New entries reach the file lazily (on flush, trim, resize, truncate and close): an active
+segment's index is rebuilt by recovery after a crash anyway, and it saves a syscall per entry on
+the append path. Reader threads only ever see a prefix that the single writer has completed (the arrays
+only grow, except in recovery/truncation which the owner does while no reads run).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from .errors import TopiclakeError
+
+
+class IndexFullError(TopiclakeError):
+    """Appending to an index that has no free slot (the segment should have rolled)."""
+
+
+class InvalidIndexOffsetError(TopiclakeError):
+    """An append that would make the index go backwards (Kafka's InvalidOffsetException).
+    Not a CorruptRecordError on purpose: recovery must never mistake it for bad log bytes."""
+
+
+def read_entries(path: str | os.PathLike, entry: struct.Struct) -> list[tuple[int, int]]:
+    """Every whole raw entry of an index file, as stored (tools: dump-log)."""
+    data = Path(path).read_bytes()
+    return list(entry.iter_unpack(data[: len(data) - len(data) % entry.size]))
+
+
+class Index:
+    """Base class: subclasses set ENTRY (a struct) and describe what key/value mean."""
+
+    ENTRY: struct.Struct
+
+    def __init__(self, path: str | os.PathLike, base_offset: int, max_index_size: int, *, writable: bool = True):
+        """Open or create the index. A new file is preallocated to `max_index_size`; an existing
+        one keeps its length and, like Kafka, has room for exactly the entries that length holds
+        (a trimmed index is full until `resize` gives it room again)."""
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = writable
+        self._keys = array("q")
+        self._values = array("q")
+        self._pending = bytearray()  # entries not yet written to the file
+        self._fd: int | None = None
+        self._file_size = 0
+        self.max_index_size = 0  # the room for entries now (a trimmed index has none to spare)
+        self.configured_max_size = max_index_size  # what reset() gives back (segment.index.bytes)
+        if writable:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                self._fd = os.open(self.path, os.O_RDWR)
+            else:
+                self.resize(max_index_size)
+                return
+        else:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # a read-only view of a missing index is an empty index
+        # Kafka: every whole entry of an existing file is assumed valid (position = roundDown(len)).
+        data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        usable = len(data) - len(data) % self.ENTRY.size
+        for key, value in self.ENTRY.iter_unpack(memoryview(data)[:usable]):
+            self._keys.append(key)
+            self._values.append(value)
+        self._file_size = len(data)
+        self.max_index_size = usable
+
+    # -- size bookkeeping
+    @property
+    def entry_size(self) -> int:
+        return self.ENTRY.size
+
+    @property
+    def entries(self) -> int:
+        return len(self._keys)
+
+    @property
+    def max_entries(self) -> int:
+        return self.max_index_size // self.ENTRY.size
+
+    def is_full(self) -> bool:
+        return len(self._keys) >= self.max_index_size // self.ENTRY.size
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.ENTRY.size
+
+    @property
+    def file_size(self) -> int:
+        return self._file_size
+
+    def _require_writable(self) -> int:
+        if self._fd is None or not self.writable:
+            raise IndexFullError(f"{self.path}: index is read-only or closed")
+        return self._fd
+
+    def resize(self, new_size: int) -> None:
+        """Set the file length (and the room for entries) to roundDown(new_size, entry size), never
+        below the current entries: preallocation for the active segment, trimming on roll/close."""
+        fd = self._require_writable()
+        self._write_pending()
+        rounded = max(new_size - new_size % self.ENTRY.size, self.size_in_bytes)
+        if rounded != self._file_size:
+            os.ftruncate(fd, rounded)
+            self._file_size = rounded
+        self.max_index_size = rounded
+
+    def trim_to_valid_size(self) -> None:
+        if self.writable and self._fd is not None:
+            self.resize(self.size_in_bytes)
+
+    # -- writing (single writer)
+    def _append(self, key: int, value: int) -> None:
+        if self._fd is None or not self.writable:
+            self._require_writable()
+        self._pending += self.ENTRY.pack(key, value)
+        self._keys.append(key)
+        self._values.append(value)
+
+    def _write_pending(self) -> None:
+        if self._pending and self._fd is not None:
+            start = self.size_in_bytes - len(self._pending)
+            os.pwrite(self._fd, self._pending, start)
+            self._file_size = max(self._file_size, self.size_in_bytes)
+            self._pending = bytearray()
+
+    def truncate_to_entries(self, count: int) -> None:
+        """Keep the first `count` entries; the freed tail of the file is zeroed (not left stale),
+        so a reload after a crash never mistakes old entries for live ones beyond recovery."""
+        count = max(0, min(count, self.entries))
+        self._write_pending()
+        del self._keys[count:]
+        del self._values[count:]
+        if self.writable and self._fd is not None:
+            preallocated = self._file_size
+            os.ftruncate(self._fd, self.size_in_bytes)
+            if preallocated > self.size_in_bytes:
+                os.ftruncate(self._fd, preallocated)
+
+    def reset(self) -> None:
+        """No entries, and room for segment.index.bytes again (Kafka: truncate + resize)."""
+        self.truncate_to_entries(0)
+        if self.writable and self._fd is not None:
+            self.resize(self.configured_max_size)
+
+    def flush(self) -> None:
+        if self.writable and self._fd is not None:
+            self._write_pending()
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Trim and release the file (Kafka's AbstractIndex.close)."""
+        if self._fd is not None:
+            self.trim_to_valid_size()
+            os.close(self._fd)
+            self._fd = None
+
+    def close_handler(self) -> None:
+        """Release the file without trimming (the files are about to be renamed or deleted)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename_to(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = Path(path)
+
+    def delete(self) -> None:
+        self.close_handler()
+        self.path.unlink(missing_ok=True)
+
+    # -- searching
+    def _slot_at_or_below(self, key: int) -> int:
+        """Index of the largest entry whose key <= `key`, or -1 (Kafka's largestLowerBoundSlotFor)."""
+        return bisect_right(self._keys, key) - 1
+
+    def _slot_at_or_above(self, key: int) -> int:
+        """Index of the smallest entry whose key >= `key`, or -1 (smallestUpperBoundSlotFor)."""
+        slot = self._slot_at_or_below(key)
+        if slot >= 0 and self._keys[slot] == key:
+            # equal keys are possible only in a time index with duplicate timestamps; take the first
+            while slot > 0 and self._keys[slot - 1] == key:
+                slot -= 1
+            return slot
+        slot += 1
+        return slot if slot < self.entries else -1
+
+    def _relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= 0x7FFFFFFF:
+            raise InvalidIndexOffsetError(
+                f"{self.path}: offset {offset} cannot be stored relative to base offset {self.base_offset}")
+        return relative
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path}, entries={self.entries}, max_entries={self.max_entries})"

@@ -1,0 +1,215 @@
+"""Opening a partition directory the way Kafka's LogLoader does, repairing what a crash left.
+
+1. Transient files: `*.deleted` and `*.cleaned` are removed; `.swap` files at or above the
+   smallest `.cleaned` offset belong to an unfinished split and are removed; for the other
+   `.log.swap` files, the regular segments they replace ([min swap base, max swap next offset))
+   are removed and the swap is completed by renaming. Index `.swap` files are removed (rebuilt).
+2. Segments are opened in offset order; index files without a .log are removed; a segment with
+   a missing or insane index is recovered (indexes rebuilt from its .log).
+3. Without the clean-shutdown marker, every segment from the one holding the recovery point on
+   is recovered; if one had to be truncated, all later segments are removed.
+4. The log start offset is max(checkpoint, first base offset); an empty log gets a segment at it.
+
+The partition directory's `.topiclake.lock` (flock) serialises this with maintenance jobs, so a
+broker starting up never "repairs" a swap that a job is still doing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from . import filenames
+from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset
+from .config import LogConfig
+from .errors import CorruptRecordError
+from .segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".topiclake.lock"
+
+
+@contextmanager
+def partition_lock(directory: Path, *, shared: bool = False, blocking: bool = True) -> Iterator[bool]:
+    """flock on the partition's lock file; yields False (without the lock) if not blocking and
+    someone else holds it."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with open(Path(directory) / LOCK_FILE, "a+b") as f:
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(f, mode)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    segments: list[LogSegment]  # sorted by base offset, the last one is active
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    had_clean_shutdown: bool
+    recovered: tuple[int, ...]  # base offsets of segments recovered (indexes rebuilt)
+    truncated_bytes: int
+    deleted: tuple[int, ...]  # base offsets of segments removed after a truncation
+
+
+def load_log(directory: str | os.PathLike, config: LogConfig, *, topic: str, partition: int) -> LoadResult:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with partition_lock(directory):
+        return _load_locked(directory, config, topic, partition)
+
+
+def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int) -> LoadResult:
+    had_clean_shutdown = (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
+    complete_swaps(directory, config)
+    recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
+    segments = _open_segments(directory, config, recovered)
+    checkpoint_start = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0
+    recovery_checkpoint = read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, topic, partition) or 0
+
+    deleted: list[int] = []
+    if not had_clean_shutdown and segments:
+        bases = [s.base_offset for s in segments]
+        # from the segment holding the recovery point (Kafka's logSegments(recoveryPoint, MAX))
+        first = max([i for i, b in enumerate(bases) if b <= recovery_checkpoint], default=0)
+        for i in range(first, len(segments)):
+            segment = segments[i]
+            if segment.base_offset not in recovered:
+                recovered[segment.base_offset] = segment.recover()
+            truncated = recovered[segment.base_offset]
+            if truncated:
+                for later in segments[i + 1:]:
+                    log.warning("deleting segment %s after a truncated segment", later.log_path)
+                    deleted.append(later.base_offset)
+                    later.delete()
+                segments = segments[: i + 1]
+                break
+
+    log_end = segments[-1].read_next_offset() if segments else checkpoint_start
+    if segments and log_end < checkpoint_start:
+        # Everything is below the checkpointed start (e.g. retention ran, then a crash).
+        for segment in segments:
+            deleted.append(segment.base_offset)
+            segment.delete()
+        segments = []
+        log_end = checkpoint_start
+    if not segments:
+        segments = [LogSegment(directory, checkpoint_start, config)]
+        log_end = checkpoint_start
+    segments[-1].resize_indexes(config.segment_index_bytes)  # the active segment gets room again
+    log_start = max(checkpoint_start, segments[0].base_offset)
+    recovery_point = log_end if had_clean_shutdown else min(recovery_checkpoint, log_end)
+    return LoadResult(segments, log_start, recovery_point, log_end, had_clean_shutdown,
+                      tuple(recovered), sum(recovered.values()), tuple(deleted))
+
+
+def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]) -> list[LogSegment]:
+    logs: set[int] = set()
+    indexes: list[Path] = []
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if parsed is None or parsed.transient:
+            continue
+        if parsed.kind == filenames.LOG_SUFFIX:
+            logs.add(parsed.base_offset)
+        elif parsed.kind in filenames.INDEX_SUFFIXES:
+            indexes.append(path)
+    for path in indexes:
+        if filenames.offset_from_name(path.name) not in logs:
+            log.warning("deleting orphan index file %s", path)
+            path.unlink(missing_ok=True)
+    segments = []
+    for base in sorted(logs):
+        segment, truncated = open_segment(directory, base, config)
+        if truncated is not None:
+            recovered[base] = truncated
+        segments.append(segment)
+    return segments
+
+
+def open_segment(directory: Path, base: int, config: LogConfig) -> tuple[LogSegment, int | None]:
+    """Open a segment, recovering it if an index is missing or insane; (segment, bytes
+    truncated by that recovery or None if it was not needed)."""
+    missing = not (filenames.index_file(directory, base).exists()
+                   and filenames.time_index_file(directory, base).exists())
+    segment = LogSegment(directory, base, config)
+    if missing or not _indexes_sane(segment):
+        log.warning("rebuilding the indexes of %s", segment.log_path)
+        return segment, segment.recover()
+    return segment, None
+
+
+def _indexes_sane(segment: LogSegment) -> bool:
+    try:
+        segment.sanity_check()
+    except CorruptRecordError as exc:
+        log.warning("corrupt index: %s", exc)
+        return False
+    index = segment.offset_index
+    return not index.entries or index.entry(index.entries - 1).position <= segment.size
+
+
+def complete_swaps(directory: Path, config: LogConfig) -> None:
+    """Step 1 of the load (Kafka's removeTempFilesAndCollectSwapFiles + the swap completion)."""
+    swaps: list[Path] = []
+    cleaned_bases: list[int] = []
+    for path in sorted(directory.iterdir()):
+        parsed = filenames.parse_name(path.name)
+        if parsed is None or not parsed.transient:
+            continue
+        if parsed.transient == filenames.DELETED_SUFFIX:
+            path.unlink(missing_ok=True)
+        elif parsed.transient == filenames.CLEANED_SUFFIX:
+            cleaned_bases.append(parsed.base_offset)
+            path.unlink(missing_ok=True)
+        elif parsed.kind == filenames.LOG_SUFFIX:
+            swaps.append(path)
+        else:
+            path.unlink(missing_ok=True)  # an index swap: rebuilt from the swapped-in .log
+    min_cleaned = min(cleaned_bases, default=None)
+    live = []
+    for path in swaps:
+        base = filenames.offset_from_name(path.name)
+        if min_cleaned is not None and base >= min_cleaned:
+            log.warning("deleting %s: it belongs to an unfinished split", path)
+            path.unlink(missing_ok=True)
+        else:
+            live.append(path)
+    if not live:
+        return
+    swap_ranges = []
+    for path in live:
+        base = filenames.offset_from_name(path.name)
+        swapped = LogSegment(directory, base, config, suffix=filenames.SWAP_SUFFIX, writable=False)
+        try:
+            swap_ranges.append((base, swapped.read_next_offset()))
+        finally:
+            swapped.release()
+            swapped.file.close()
+    low = min(b for b, _ in swap_ranges)
+    high = max(n for _, n in swap_ranges)
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if (parsed is not None and not parsed.transient and parsed.kind in filenames.SEGMENT_SUFFIXES
+                and low <= parsed.base_offset < high):
+            log.warning("deleting %s: replaced by a swap segment", path)
+            path.unlink(missing_ok=True)
+    for path in live:
+        for suffix in filenames.INDEX_SUFFIXES:  # the old segment's indexes, if the base is reused
+            filenames.segment_file(directory, filenames.offset_from_name(path.name), suffix).unlink(missing_ok=True)
+        final = path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)])
+        os.rename(path, final)
+        log.info("completed the swap of %s", final)

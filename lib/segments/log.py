@@ -1,0 +1,420 @@
+"""A partition's log (Kafka's UnifiedLog/LocalLog for one replica): segments, appends, reads.
+
+One writer (the broker's partition owner) calls append/roll/flush/close/refresh; other threads
+may call read/offset_for_timestamp/segments at any time. Readers work on an immutable snapshot
+of the segment tuple and of the log end offset, so a concurrent roll or refresh never changes
+what a read in progress sees, and the .log file objects a read returned stay open until the
+read's result is dropped (a segment retired by refresh does not close its file).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from . import filenames
+from .atomic import atomic_write
+from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_LENGTH_FIELD,
+                    set_base_offset, set_log_append_time, set_partition_leader_epoch)
+from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
+                          write_partition_offset)
+from .config import LogConfig
+from .errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+from .loader import load_log, open_segment, partition_lock
+from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
+from .time_index import NO_TIMESTAMP, TimestampOffset
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    position: int  # where the first batch starts in the segment
+    segment_base_offset: int
+    record_count: int
+    size: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches [position, position + size) of `file` (an open .log, for sendfile) holding
+    offsets [first_offset, next_offset). size == 0 means nothing to read (offset == LEO)."""
+
+    file: io.FileIO | None
+    path: Path | None
+    position: int
+    size: int
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    data: bytes = field(default=b"", repr=False)
+
+    def to_bytes(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    base_offset: int
+    next_offset: int
+    size: int
+    largest_timestamp: int
+    path: Path
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int, *, now_ms: int | None = None):
+        """Use Log.open."""
+        self.directory = Path(directory)
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        loaded = load_log(self.directory, config, topic=topic, partition=partition)
+        self.load_result = loaded
+        self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
+        self._log_end_offset = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._write_lock = threading.Lock()
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+        self._closed = False
+        # From here on a crash is not a clean shutdown (Kafka removes the marker after loading).
+        (self.directory / filenames.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        self._write_checkpoints()
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, topic: str | None = None,
+             partition: int | None = None, now_ms: int | None = None) -> "Log":
+        """Open (creating if needed) the partition directory, repairing it like Kafka's loader.
+        topic/partition default to what the directory name `<topic>-<partition>` says."""
+        directory = Path(directory)
+        if topic is None or partition is None:
+            parsed_topic, parsed_partition = filenames.parse_partition_dir(directory.name)
+            topic = parsed_topic if topic is None else topic
+            partition = parsed_partition if partition is None else partition
+        return cls(directory, config or LogConfig(), topic, partition, now_ms=now_ms)
+
+    # -- offsets
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log_end_offset  # a single replica: everything appended is committed
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segments(self) -> list[SegmentInfo]:
+        segments = self._segments
+        return [SegmentInfo(s.base_offset, s.read_next_offset(), s.size, s.largest_timestamp(), s.log_path)
+                for s in segments]
+
+    # -- appending
+    def append(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True,
+               now_ms: int | None = None, leader_epoch: int | None = None) -> AppendResult:
+        """Append one or more v2 batches, all or nothing. Every batch is checked first (size,
+        CRC, dense offsets) and nothing is written if any is bad. With assign_offsets the
+        baseOffsets are rewritten from the log end offset (outside the CRC, no re-encoding)."""
+        with self._write_lock:
+            self._require_open()
+            now = _now_ms() if now_ms is None else now_ms
+            buf = bytearray(batches)
+            fields = self._validate(buf, assign_offsets)
+            next_offset = self._log_end_offset
+            log_append_time = self.config.log_append_time
+            summaries: list[BatchSummary] = []
+            position = records = 0
+            max_timestamp = NO_TIMESTAMP
+            for f in fields:  # f: the raw HEADER fields of one batch
+                base = next_offset if assign_offsets else f[0]
+                if assign_offsets:
+                    set_base_offset(buf, position, base)
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(buf, position, leader_epoch)
+                batch_max_timestamp = now if log_append_time else f[8]
+                if log_append_time:
+                    set_log_append_time(buf, position, now)
+                size = f[1] + LOG_OVERHEAD
+                summaries.append(BatchSummary(base, base + f[6], batch_max_timestamp, size))
+                max_timestamp = max(max_timestamp, batch_max_timestamp)
+                records += f[12]
+                next_offset = base + f[6] + 1
+                position += size
+            first, last = summaries[0], summaries[-1]
+            incoming = RollParams(max_timestamp, last.last_offset, len(buf), now)
+            segment = self._segments[-1]
+            if segment.should_roll(incoming):
+                segment = self._roll(first.base_offset, now)
+            start = segment.append_summaries(buf, summaries)
+            self._log_end_offset = next_offset
+            self._maybe_flush(records, now)
+            return AppendResult(first.base_offset, last.last_offset, max_timestamp,
+                                now if log_append_time else NO_TIMESTAMP, start, segment.base_offset, records,
+                                len(buf), self._log_start_offset)
+
+    def _validate(self, buf: bytearray, assign_offsets: bool) -> list[tuple]:
+        """Every batch's raw header fields (HEADER order), after checking size, magic, CRC-32C and offsets (Kafka's
+        LogValidator checks that need no record decoding). A tight loop: this is the hot path."""
+        if not buf:
+            raise CorruptRecordError("empty append: no record batch", source="append")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordTooLargeError(f"append of {len(buf)} bytes to {self.directory} is larger than "
+                                      f"segment.bytes {self.config.segment_bytes}")
+        headers = []
+        expected = self._log_end_offset
+        max_size = self.config.max_message_bytes
+        view = memoryview(buf)
+        end = len(buf)
+        pos = 0
+        while pos < end:
+            if end - pos < HEADER_SIZE:
+                raise self._corrupt(f"truncated batch: {end - pos} trailing bytes", pos)
+            fields = HEADER.unpack_from(buf, pos)
+            size = fields[1] + LOG_OVERHEAD
+            if fields[3] != CURRENT_MAGIC:
+                raise self._corrupt(f"unsupported magic {fields[3]}: only v2 batches are appended", pos)
+            if fields[1] < MIN_LENGTH_FIELD:
+                raise self._corrupt(f"batch length {fields[1]} is below the v2 minimum {MIN_LENGTH_FIELD}", pos)
+            if size > max_size:  # checked before the CRC: do not checksum what is refused
+                raise RecordTooLargeError(
+                    f"batch at position {pos} of the append to {self.directory} is {size} bytes, larger "
+                    f"than max.message.bytes {max_size}")
+            if pos + size > end:
+                raise self._corrupt(f"truncated batch: needs {size} bytes, {end - pos} left", pos)
+            crc = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+            if crc != fields[4]:
+                raise self._corrupt(f"CRC mismatch: stored {fields[4]:#010x}, computed {crc:#010x}", pos)
+            base_offset, last_offset_delta, records_count = fields[0], fields[6], fields[12]
+            if assign_offsets:
+                if records_count < 1:
+                    raise self._corrupt("a produced batch must hold at least one record", pos)
+                if last_offset_delta != records_count - 1:
+                    raise self._corrupt(f"batch declares {records_count} records but lastOffsetDelta "
+                                        f"{last_offset_delta}: offsets must be dense", pos)
+            else:
+                if base_offset < expected:
+                    raise self._corrupt(f"batch base offset {base_offset} is below the next offset "
+                                        f"{expected} of {self.directory}", pos)
+                expected = base_offset + last_offset_delta + 1
+            headers.append(fields)
+            pos += size
+        return headers
+
+    def _corrupt(self, reason: str, position: int) -> CorruptRecordError:
+        return CorruptRecordError(reason, source=f"append to {self.directory}", position=position)
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._write_lock:
+            self._require_open()
+            return self._roll(self._log_end_offset, _now_ms() if now_ms is None else now_ms)
+
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        old = self._segments[-1]
+        if old.size == 0 and old.base_offset == base_offset:
+            return old
+        for suffix in filenames.SEGMENT_SUFFIXES:  # an empty leftover would only confuse the loader
+            leftover = filenames.segment_file(self.directory, base_offset, suffix)
+            if leftover.exists():
+                if leftover.stat().st_size and suffix == filenames.LOG_SUFFIX:
+                    raise CorruptRecordError(f"cannot roll: {leftover} already exists with data")
+                leftover.unlink()
+        old.on_become_inactive()
+        old.flush()  # Kafka flushes the rolled segment (asynchronously); the recovery point follows
+        new = LogSegment(self.directory, base_offset, self.config, created_ms=now)
+        self._segments = self._segments + (new,)
+        self._recovery_point = max(self._recovery_point, base_offset)
+        self._write_checkpoints()
+        log.info("rolled %s to a new segment at offset %d", self.directory, base_offset)
+        return new
+
+    # -- durability
+    def _maybe_flush(self, records: int, now: int) -> None:
+        self._unflushed_messages += records
+        if (self._unflushed_messages >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self._flush(now)
+
+    def flush(self) -> None:
+        with self._write_lock:
+            self._require_open()
+            self._flush(_now_ms())
+
+    def _flush(self, now: int) -> None:
+        for segment in self._segments:
+            if segment.read_next_offset() > self._recovery_point or segment is self._segments[-1]:
+                segment.flush()
+        self._recovery_point = self._log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def _write_checkpoints(self) -> None:
+        write_partition_offset(self.directory, RECOVERY_POINT_CHECKPOINT, self.topic, self.partition,
+                               self._recovery_point)
+        # A maintenance job may have moved the start offset on disk: never write it back down.
+        with partition_lock(self.directory):
+            on_disk = read_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic,
+                                            self.partition)
+            self._log_start_offset = max(self._log_start_offset, on_disk or 0)
+            if on_disk != self._log_start_offset:
+                write_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic, self.partition,
+                                       self._log_start_offset)
+
+    def close(self) -> None:
+        """Clean shutdown: flush, close segments (final time-index entries, trimmed indexes),
+        write the checkpoints, then the clean-shutdown marker."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._flush(_now_ms())
+            for segment in self._segments:
+                segment.close()
+            self._recovery_point = self._log_end_offset
+            self._write_checkpoints()
+            atomic_write(self.directory / filenames.CLEAN_SHUTDOWN_FILE,
+                         json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode())
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Let go of every file without flushing, trimming or marking a clean shutdown (Kafka's
+        closeHandlers: what a crash leaves, minus the process dying)."""
+        with self._write_lock:
+            for segment in self._segments:
+                segment.release()
+                segment.file.close()
+            self._closed = True
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise CorruptRecordError(f"log {self.directory} is closed")
+
+    # -- reading
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> ReadResult:
+        """Whole batches from the batch holding `offset`, up to max_bytes (at least one batch
+        with min_one_message), none holding offsets >= max_offset (exclusive bound, e.g. the
+        high watermark or last stable offset). OffsetOutOfRangeError outside [start, end]."""
+        segments = self._segments
+        log_end = self._log_end_offset
+        log_start = self._log_start_offset
+        if offset < log_start or offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.directory}: log start offset {log_start}, "
+                f"log end offset {log_end}")
+        bound = log_end if max_offset is None else min(max_offset, log_end)
+        empty = ReadResult(None, None, 0, 0, offset, offset, log_end, log_start)
+        if offset >= bound:
+            return empty
+        i = max(bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+        for segment in segments[i:]:
+            if segment.base_offset >= bound:
+                break
+            max_position = None
+            if bound < log_end:  # stop before the batch holding `bound`
+                stop = segment.translate_offset(bound)
+                max_position = stop.position if stop is not None else None
+            piece = segment.read(offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
+            if piece is not None:
+                return ReadResult(segment.file, segment.log_path, piece.position, piece.size, piece.first_offset,
+                                  piece.next_offset, log_end, log_start, piece.data)
+        return empty
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets: the first record with timestamp >= `timestamp` as (timestamp, offset), or
+        None; LATEST_TIMESTAMP/EARLIEST_TIMESTAMP/MAX_TIMESTAMP give (-1, LEO), (-1, start) and
+        the largest timestamp with its offset."""
+        segments = self._segments
+        log_start = self._log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(NO_TIMESTAMP, self._log_end_offset)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(NO_TIMESTAMP, log_start)
+        if timestamp == MAX_TIMESTAMP:
+            best = max((s.max_timestamp_so_far for s in segments), key=lambda t: t.timestamp, default=None)
+            return best if best is not None and best.timestamp >= 0 else None
+        for segment in segments:
+            if segment.max_timestamp_so_far.timestamp < timestamp or segment.size == 0:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, max(log_start, segment.base_offset))
+            if found is not None:
+                return found
+        return None
+
+    # -- changes made by maintenance jobs
+    def refresh(self) -> bool:
+        """Pick up segments replaced or deleted by a maintenance job and a new log start offset.
+        Returns False (nothing changed, try later) while a job holds the partition lock."""
+        with self._write_lock, partition_lock(self.directory, shared=True, blocking=False) as locked:
+            self._require_open()
+            if not locked:
+                return False
+            on_disk = _regular_logs(self.directory)
+            active = self._segments[-1]
+            kept: list[LogSegment] = []
+            for segment in self._segments[:-1]:
+                if on_disk.get(segment.base_offset) == os.fstat(segment.file.fileno()).st_ino:
+                    del on_disk[segment.base_offset]
+                    kept.append(segment)
+                else:
+                    segment.release()  # its file object closes when the last reader drops it
+            on_disk.pop(active.base_offset, None)
+            for base in sorted(b for b in on_disk if b < active.base_offset):
+                segment, _truncated = open_segment(self.directory, base, self.config)
+                kept.append(segment)
+            kept.sort(key=lambda s: s.base_offset)
+            self._segments = tuple(kept) + (active,)
+            checkpoint = read_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic,
+                                               self.partition) or 0
+            self._log_start_offset = max(self._log_start_offset, checkpoint, self._segments[0].base_offset)
+            return True
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: move the log start offset forward (never past the end) and checkpoint it."""
+        with self._write_lock:
+            if offset > self._log_end_offset:
+                raise OffsetOutOfRangeError(f"cannot move the log start offset of {self.directory} to {offset}, "
+                                            f"past the log end offset {self._log_end_offset}")
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._write_checkpoints()
+
+
+def _regular_logs(directory: Path) -> dict[int, int]:
+    """base offset -> inode of every regular (not transient) .log file."""
+    out = {}
+    for entry in os.scandir(directory):
+        parsed = filenames.parse_name(entry.name)
+        if parsed is not None and not parsed.transient and parsed.kind == filenames.LOG_SUFFIX:
+            out[parsed.base_offset] = entry.inode()
+    return out

@@ -1,0 +1,216 @@
+"""Segment changes for maintenance jobs (compaction, retention), crash-safe at every step.
+
+Jobs change only closed segments, never the newest (active) one, and hold the partition lock
+(`.topiclake.lock`, exclusive flock) for the whole change, so the broker's Log.refresh and the
+loader never see a change half-done. If the job dies anyway, the loader repairs what it left
+exactly as Kafka's LogLoader does (see loader.py):
+
+replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if absent)
+  1. rename each cleaned segment's files `.cleaned` -> `.swap`, highest base offset first, so a
+     crash in this step leaves a `.cleaned` below every `.swap` and the loader drops them all;
+  2. rename every file of the old segments to `*.deleted`;
+  3. rename `.swap` -> final, indexes before the .log (a .log without a .swap means "done").
+delete_segments (retention): checkpoint the new log start offset first, then rename the old
+  segments' files to `*.deleted`. `.deleted` files are purged after file.delete.delay.ms, so
+  readers that planned on the old files can still open them for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import filenames
+from .atomic import fsync_dir
+from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
+                          write_partition_offset)
+from .config import LogConfig
+from .errors import CorruptRecordError
+from .loader import partition_lock
+from .segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+
+class MaintenanceError(CorruptRecordError):
+    """A maintenance request that would break the log (touch the active segment, overlap...)."""
+
+
+def _regular_bases(directory: Path) -> list[int]:
+    bases = set()
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if parsed is not None and not parsed.transient and parsed.kind == filenames.LOG_SUFFIX:
+            bases.add(parsed.base_offset)
+    return sorted(bases)
+
+
+def _segment_files(directory: Path, base: int, transient: str = "") -> list[Path]:
+    """The existing files of a segment, indexes first and the .log last."""
+    order = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX, filenames.LOG_SUFFIX)
+    paths = [filenames.segment_file(directory, base, suffix + transient) for suffix in order]
+    return [p for p in paths if p.exists()]
+
+
+def _partition_of(directory: Path) -> tuple[str, int]:
+    return filenames.parse_partition_dir(Path(directory).resolve().name)
+
+
+def _next_offset(directory: Path, base: int, config: LogConfig, transient: str = "") -> int:
+    segment = LogSegment(directory, base, config, suffix=transient, writable=False)
+    try:
+        return segment.read_next_offset()
+    finally:
+        segment.release()
+        segment.file.close()
+
+
+def _check_not_active(directory: Path, bases: Iterable[int]) -> list[int]:
+    existing = _regular_bases(directory)
+    if not existing:
+        raise MaintenanceError(f"{directory} has no segments")
+    for base in bases:
+        if base not in existing:
+            raise MaintenanceError(f"segment {filenames.offset_to_name(base)} does not exist in {directory}")
+        if base == existing[-1]:
+            raise MaintenanceError(f"segment {base} is the active segment of {directory}: jobs never change it")
+    return existing
+
+
+def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
+    """Check every batch of `<base>.log.cleaned` and write its `.index.cleaned` and
+    `.timeindex.cleaned` (Kafka's rules); returns its next offset. A bad batch is an error, not
+    a truncation: a job's output must be whole."""
+    for suffix in filenames.INDEX_SUFFIXES:
+        filenames.segment_file(directory, base, suffix + filenames.CLEANED_SUFFIX).unlink(missing_ok=True)
+    segment = LogSegment(directory, base, config, suffix=filenames.CLEANED_SUFFIX)
+    try:
+        size = segment.size
+        truncated = segment.recover()
+        if truncated:
+            raise MaintenanceError(f"{truncated} bytes at the end are not valid batches",
+                                   source=str(segment.log_path), position=size - truncated)
+        next_offset = segment.read_next_offset()
+        segment.flush()
+    finally:
+        segment.close()
+    return next_offset
+
+
+def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[int],
+                     cleaned_files: Sequence[str | os.PathLike], config: LogConfig | None = None) -> list[int]:
+    """Swap closed segments `old_base_offsets` for the cleaned segments `cleaned_files` (paths of
+    `<base>.log.cleaned` in `directory`). Returns the new segments' base offsets."""
+    directory = Path(directory)
+    config = config or LogConfig()
+    cleaned_bases = []
+    for path in cleaned_files:
+        parsed = filenames.parse_name(Path(path).name)
+        if (parsed is None or parsed.kind != filenames.LOG_SUFFIX or parsed.transient != filenames.CLEANED_SUFFIX
+                or Path(path).resolve().parent != directory.resolve()):
+            raise MaintenanceError(f"{path} is not a <base>.log.cleaned file in {directory}")
+        cleaned_bases.append(parsed.base_offset)
+    cleaned_bases.sort()
+    old = sorted(set(old_base_offsets))
+    if not old or not cleaned_bases:
+        raise MaintenanceError(f"replace_segments in {directory} needs old segments and cleaned files")
+    with partition_lock(directory):
+        existing = _check_not_active(directory, old)
+        # The loader completes a swap by deleting the regular segments with bases in
+        # [first swap base, last swap next offset): the old segments must be exactly those.
+        if cleaned_bases[0] != old[0]:
+            raise MaintenanceError(f"the first cleaned segment must start at the first old segment's base "
+                                   f"offset {old[0]}, not {cleaned_bases[0]}", source=str(directory))
+        ranges = [(base, build_cleaned_indexes(directory, base, config)) for base in cleaned_bases]
+        after = [b for b in existing if b > old[-1]][0]  # exists: old never holds the active segment
+        high = max(next_offset for _, next_offset in ranges)
+        for (base, next_offset), following in zip(ranges, ranges[1:]):
+            if next_offset > following[0]:
+                raise MaintenanceError(f"cleaned segments {base} and {following[0]} overlap", source=str(directory))
+        if high > after:
+            raise MaintenanceError(f"cleaned data reaches offset {high - 1}, beyond the next kept segment {after}",
+                                   source=str(directory))
+        if high <= old[-1]:
+            raise MaintenanceError(f"cleaned data ends at offset {high - 1}, below the last old segment {old[-1]}: "
+                                   "keep at least its last batch (an empty batch will do)", source=str(directory))
+        in_range = [b for b in existing if old[0] <= b < high]
+        if in_range != old:
+            raise MaintenanceError(f"old segments {old} are not the contiguous segments {in_range}",
+                                   source=str(directory))
+
+        for base in reversed(cleaned_bases):  # 1. highest first (see the module docstring)
+            for path in _segment_files(directory, base, filenames.CLEANED_SUFFIX):
+                os.rename(path, path.with_name(path.name[: -len(filenames.CLEANED_SUFFIX)] + filenames.SWAP_SUFFIX))
+        fsync_dir(directory)
+        for base in old:  # 2.
+            for path in _segment_files(directory, base):
+                os.rename(path, path.with_name(path.name + filenames.DELETED_SUFFIX))
+        fsync_dir(directory)
+        for base in cleaned_bases:  # 3.
+            for path in _segment_files(directory, base, filenames.SWAP_SUFFIX):
+                os.rename(path, path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)]))
+        fsync_dir(directory)
+    log.info("replaced segments %s of %s with %s", old, directory, cleaned_bases)
+    return cleaned_bases
+
+
+def delete_segments(directory: str | os.PathLike, base_offsets: Sequence[int], new_log_start_offset: int) -> int:
+    """Retire closed segments (retention, DeleteRecords) and move the log start offset to at
+    least `new_log_start_offset`, which must not fall inside a deleted segment's successor gap.
+    Returns the log start offset now checkpointed."""
+    directory = Path(directory)
+    bases = sorted(set(base_offsets))
+    topic, partition = _partition_of(directory)
+    with partition_lock(directory):
+        existing = _check_not_active(directory, bases)
+        remaining = [b for b in existing if b not in bases]
+        if remaining[0] < bases[-1]:
+            raise MaintenanceError(f"segments {bases} are not a prefix of the log: {remaining[0]} would remain "
+                                   f"below them", source=str(directory))
+        if new_log_start_offset < remaining[0]:
+            raise MaintenanceError(f"log start offset {new_log_start_offset} would point into deleted segments "
+                                   f"(first kept segment: {remaining[0]})", source=str(directory))
+        current = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0
+        start = max(current, new_log_start_offset)
+        # First the checkpoint: a crash after it only leaves segments below the start offset.
+        write_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition, start)
+        for base in bases:
+            for path in reversed(_segment_files(directory, base)):  # the .log first: gone at once
+                os.rename(path, path.with_name(path.name + filenames.DELETED_SUFFIX))
+        fsync_dir(directory)
+    log.info("deleted segments %s of %s; log start offset %d", bases, directory, start)
+    return start
+
+
+def purge_deleted(directory: str | os.PathLike, min_age_ms: int = 0) -> int:
+    """Remove `*.deleted` files renamed at least `min_age_ms` ago (their ctime is the rename)."""
+    directory = Path(directory)
+    cutoff = time.time() - min_age_ms / 1000
+    count = 0
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if parsed is not None and parsed.transient == filenames.DELETED_SUFFIX:
+            try:
+                if path.stat().st_ctime <= cutoff:
+                    path.unlink()
+                    count += 1
+            except FileNotFoundError:
+                continue
+    return count
+
+
+def read_cleaner_offset(directory: str | os.PathLike) -> int | None:
+    topic, partition = _partition_of(Path(directory))
+    return read_partition_offset(Path(directory), CLEANER_OFFSET_CHECKPOINT, topic, partition)
+
+
+def write_cleaner_offset(directory: str | os.PathLike, offset: int) -> None:
+    topic, partition = _partition_of(Path(directory))
+    write_partition_offset(Path(directory), CLEANER_OFFSET_CHECKPOINT, topic, partition, offset)
+
+
+def segment_next_offset(directory: str | os.PathLike, base: int, config: LogConfig | None = None) -> int:
+    return _next_offset(Path(directory), base, config or LogConfig())

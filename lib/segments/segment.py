@@ -1,0 +1,369 @@
+"""One segment of a partition log (Kafka's LogSegment): a .log file plus its two indexes.
+
+The segment does no validation of its own on append: the Log has already checked every batch
+and assigned its offsets. It keeps the sparse indexes up to date, answers "where does offset X
+start" (index lookup, then a short forward scan of batch headers) and rebuilds everything from
+the .log in `recover()` after a crash.
+
+Threads: one writer appends; readers may call `read`, `translate_offset` and
+`find_offset_by_timestamp` concurrently. The writer writes the bytes, then publishes the new
+size, then adds index entries, so a reader that looks up the index first and reads the size
+second never sees an entry pointing past the size it uses.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, NamedTuple, Sequence
+
+from . import filenames
+from .batch import LOG_OVERHEAD, BatchHeader
+from .config import LogConfig
+from .errors import CorruptRecordError
+from .file_records import MIN_LENGTH, iter_file_batches, iter_file_headers
+from .offset_index import OffsetIndex
+from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+
+log = logging.getLogger(__name__)
+
+_INT32_MAX = 0x7FFFFFFF
+_LENGTH_AT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    """Where a batch is in a segment file (Kafka's LogOffsetPosition)."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """Whole batches [position, position + size) of one segment, holding offsets
+    [first_offset, next_offset); `data` is those bytes (already read to find batch bounds)."""
+
+    position: int
+    size: int
+    first_offset: int
+    next_offset: int
+    data: bytes
+
+
+class BatchSummary(NamedTuple):
+    """What a segment needs to know about each appended batch."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+class RollParams(NamedTuple):
+    """What shouldRoll needs to know about the incoming append (Kafka's RollParams)."""
+
+    max_timestamp: int
+    max_offset: int
+    size: int
+    now_ms: int
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    def __init__(self, directory: str | os.PathLike, base_offset: int, config: LogConfig, *,
+                 suffix: str = "", writable: bool = True, created_ms: int | None = None):
+        """Open (or create) the segment `base_offset` in `directory`. `suffix` selects the files
+        of an in-progress swap (".cleaned", ".swap"). A new segment gets preallocated indexes."""
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        self.writable = writable
+        self.log_path = filenames.log_file(self.directory, base_offset, suffix)
+        if writable:
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._file = io.FileIO(fd, "r+", closefd=True)
+        else:
+            self._file = io.FileIO(self.log_path, "r")
+        self._size = os.fstat(self._file.fileno()).st_size
+        max_index = config.segment_index_bytes
+        self.offset_index = OffsetIndex(filenames.index_file(self.directory, base_offset, suffix),
+                                        base_offset, max_index, writable=writable)
+        self.time_index = TimeIndex(filenames.time_index_file(self.directory, base_offset, suffix),
+                                    base_offset, max_index, writable=writable)
+        # Kafka starts "max timestamp so far" from the time index's last entry, which for a
+        # segment closed cleanly is its largest timestamp.
+        self._max_ts: TimestampOffset = self.time_index.last_entry
+        self._bytes_since_last_index_entry = 0  # restarts at 0 on every open, as in Kafka
+        self._first_batch_timestamp: int | None = None
+        self._next_offset: int | None = None
+        self._created_ms = now_ms() if created_ms is None else created_ms
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0
+
+    # -- identity and size
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def file(self) -> io.FileIO:
+        """The open .log file; a ReadResult keeps it alive even after the segment is retired."""
+        return self._file
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self._size})"
+
+    # -- appending
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]) -> int:
+        """Write already validated, offset-assigned batches (`data` is exactly them, in order);
+        return the position they start at."""
+        return self.append_summaries(data, [BatchSummary(h.base_offset, h.last_offset, h.max_timestamp, h.size)
+                                            for h in batches])
+
+    def append_summaries(self, data: bytes | bytearray | memoryview, batches: Sequence["BatchSummary"]) -> int:
+        """`append` with just the four header fields the segment needs (the Log's hot path
+        skips building full BatchHeader objects)."""
+        if not batches:
+            return self._size
+        if batches[0].base_offset < self.base_offset:
+            raise CorruptRecordError(f"batch base offset {batches[0].base_offset} is below the segment's "
+                                     f"base offset {self.base_offset}", source=str(self.log_path))
+        self._require_relative(batches[-1].last_offset)
+        start = self._size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):  # pwrite may write less than asked (signals, huge buffers)
+            written += os.pwrite(self._file.fileno(), view[written:], start + written)
+        self._size = start + len(view)  # publish the bytes before any index entry refers to them
+        if start == 0:
+            self._first_batch_timestamp = batches[0].max_timestamp
+        position = start
+        for batch in batches:
+            self._index_batch(batch, position)
+            position += batch.size
+        self._next_offset = batches[-1].last_offset + 1
+        return start
+
+    def _index_batch(self, header: "BatchSummary | BatchHeader", position: int) -> None:
+        """The one index rule for append and recovery (Kafka 4's per-batch form): a new entry
+        (batch last offset, batch start) once more than index.interval.bytes were added since
+        the last one. In recovery the counter equals Kafka's validBytes - lastIndexEntry."""
+        if header.max_timestamp > self._max_ts.timestamp:
+            self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += header.size
+
+    def _require_relative(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise CorruptRecordError(f"offset {offset} does not fit as an int32 relative to base offset "
+                                     f"{self.base_offset}", source=str(self.log_path))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def should_roll(self, incoming: RollParams) -> bool:
+        """Kafka's LogSegment.shouldRoll (cheapest checks first: it runs on every append)."""
+        config = self.config
+        size = self._size
+        if size > config.segment_bytes - incoming.size:
+            return True
+        if size > 0 and self._time_waited_for_roll(incoming) > config.segment_ms - self.roll_jitter_ms:
+            return True
+        return (self.offset_index.is_full() or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(incoming.max_offset))
+
+    def _time_waited_for_roll(self, incoming: RollParams) -> int:
+        first = self.first_batch_timestamp()
+        if first is not None and first >= 0:
+            return incoming.max_timestamp - first
+        return incoming.now_ms - self._created_ms
+
+    def first_batch_timestamp(self) -> int | None:
+        """Max timestamp of the first batch (what segment.ms counts from), None if empty."""
+        if self._first_batch_timestamp is None and self._size > 0:
+            for _pos, header in iter_file_headers(self._file.fileno(), 0, self._size, source=str(self.log_path)):
+                self._first_batch_timestamp = header.max_timestamp
+                break
+        return self._first_batch_timestamp
+
+    # -- reading
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset >= `offset` (index lookup + header scan), or None."""
+        entry = self.offset_index.lookup(offset)
+        end = self._size  # read after the index (see the module docstring)
+        for pos, header in iter_file_headers(self._file.fileno(), max(entry.position, start_position), end,
+                                             source=str(self.log_path)):
+            if header.last_offset >= offset:
+                return BatchPosition(header.base_offset, header.last_offset, pos, header.size)
+        return None
+
+    def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
+             min_one_message: bool = True) -> SegmentSlice | None:
+        """Whole batches from the one holding `start_offset`, at most `max_size` bytes (but at
+        least the first batch with min_one_message), ending at or before `max_position`.
+        None if no batch of this segment holds offsets >= start_offset."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        end = self._size if max_position is None else min(max_position, self._size)
+        if found.position >= end:
+            return None
+        budget = max(max_size, found.size) if min_one_message else max_size
+        limit = min(end, found.position + budget)
+        data = os.pread(self._file.fileno(), limit - found.position, found.position)
+        size, next_offset = _whole_batches(data)
+        if size == 0:
+            return None
+        return SegmentSlice(found.position, size, found.base_offset, next_offset, data[:size])
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampOffset | None:
+        """The first record with timestamp >= `timestamp` and offset >= starting_offset, as
+        (record timestamp, offset); None if this segment has none (ListOffsets semantics)."""
+        starting_offset = self.base_offset if starting_offset is None else starting_offset
+        indexed = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
+        for batch in iter_file_batches(self._file.fileno(), start, self._size, source=str(self.log_path)):
+            if batch.header.max_timestamp < timestamp or batch.last_offset < starting_offset:
+                continue
+            for record in batch.records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampOffset(record.timestamp, record.offset)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (scan from the last index entry), base if empty."""
+        if self._next_offset is None:
+            start = self.offset_index.entry(self.offset_index.entries - 1).position if self.offset_index.entries else 0
+            next_offset = self.base_offset
+            for _pos, header in iter_file_headers(self._file.fileno(), start, self._size, source=str(self.log_path)):
+                next_offset = header.next_offset
+            self._next_offset = next_offset
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        return self._max_ts
+
+    def largest_timestamp(self) -> int:
+        """Largest batch timestamp, or the file's mtime if there is none (retention.ms uses it)."""
+        if self._max_ts.timestamp >= 0:
+            return self._max_ts.timestamp
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    def batch_headers(self, start_position: int = 0) -> Iterable[tuple[int, BatchHeader]]:
+        return iter_file_headers(self._file.fileno(), start_position, self._size, source=str(self.log_path))
+
+    # -- recovery
+    def recover(self) -> int:
+        """Rebuild both indexes from the .log, checking every batch (size, CRC, offsets), and cut
+        the file at the first bad or partial batch. Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        self._first_batch_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        valid = 0
+        next_offset = self.base_offset
+        try:
+            for batch in iter_file_batches(self._file.fileno(), 0, self._size, source=str(self.log_path)):
+                batch.ensure_valid()
+                header = batch.header
+                if header.base_offset < next_offset or not self.can_convert_to_relative_offset(header.last_offset):
+                    raise CorruptRecordError(
+                        f"batch offsets {header.base_offset}..{header.last_offset} do not follow offset "
+                        f"{next_offset - 1} in a segment based at {self.base_offset}",
+                        source=str(self.log_path), position=batch.position)
+                self._index_batch(header, valid)
+                valid += header.size
+                next_offset = header.next_offset
+        except CorruptRecordError as exc:
+            log.warning("recovery stops at a bad batch: %s", exc)
+        truncated = self._size - valid
+        if truncated:
+            log.warning("truncating %s from %d to %d bytes (%d invalid bytes)", self.log_path, self._size,
+                        valid, truncated)
+            os.ftruncate(self._file.fileno(), valid)
+            self._size = valid
+        self._next_offset = next_offset
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def sanity_check(self) -> None:
+        """Checks Kafka runs on load are skipped for offset/time indexes; this is for tools."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+
+    # -- lifecycle
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time-index entry for the largest timestamp, then trim both indexes."""
+        self._append_final_time_entry()
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def _append_final_time_entry(self) -> None:
+        if self.writable and self._max_ts.timestamp >= 0:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+
+    def flush(self) -> None:
+        if self.writable and not self._file.closed:
+            os.fdatasync(self._file.fileno())
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        """Clean close: final time-index entry, trimmed indexes, file closed."""
+        if self._file.closed:
+            return
+        self._append_final_time_entry()
+        self.offset_index.close()
+        self.time_index.close()
+        self._file.close()
+
+    def release(self) -> None:
+        """Let go of the segment without touching its files (they were replaced or deleted by a
+        maintenance job). The .log file object is not closed here: reads in flight may still
+        hold it, and it closes when the last of them drops it."""
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+
+    def delete(self) -> None:
+        self.release()
+        self._file.close()
+        for suffix in filenames.SEGMENT_SUFFIXES:
+            filenames.segment_file(self.directory, self.base_offset, suffix + self.suffix).unlink(missing_ok=True)
+
+
+def _whole_batches(data: bytes) -> tuple[int, int]:
+    """(bytes of the whole batches at the start of `data`, offset after the last of them)."""
+    pos = 0
+    next_offset = -1
+    end = len(data)
+    while end - pos >= LOG_OVERHEAD:
+        length = int.from_bytes(data[pos + _LENGTH_AT : pos + _LENGTH_AT + 4], "big", signed=True)
+        if length < MIN_LENGTH or pos + length + LOG_OVERHEAD > end:
+            break
+        last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+        next_offset = int.from_bytes(data[pos : pos + 8], "big", signed=True) + last_delta + 1
+        pos += length + LOG_OVERHEAD
+    return pos, next_offset

@@ -1,0 +1,663 @@
+"""The log cleaner against a model of Kafka's rules, plus the rules one by one.
+
+The model (`model_clean`) restates Kafka's cleaner globally rather than as the cleaner's stream of
+state: a transaction is a producer's data batches up to its marker, a marker may go iff its
+transaction has no data batch in the log, the map is "latest offset per key over the dirty
+committed data". Hypothesis builds logs (keys, tombstones, keyless records, several producers'
+committed and aborted transactions, epoch bumps, codecs, segments) and cleans them over two
+rounds; every output batch must be what the model expects, CRC-valid, with its offsets and
+lastOffsetDelta preserved, byte-identical when untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from topiclake.segments.batch import NO_TIMESTAMP, Record, RecordBatch, TimestampType, build_batch, iter_batches
+from topiclake.segments.cleanable import (calculate_cleanable_bytes, cleanable_offsets, filthiest, log_to_clean,
+                                          max_compaction_delay, rank_cleanable)
+from topiclake.segments.cleaner import clean_log, group_segments_by_size, rewrite_log
+from topiclake.segments.compression import Compression
+from topiclake.segments.config import LogConfig
+from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.control import ControlRecordType, build_end_txn_marker, parse_control_key
+from topiclake.segments.log_summary import InvalidLogStateError, LogSummary, SegmentData, SegmentSummary
+from topiclake.segments.offset_map import OffsetMap, build_offset_map, key_digest, key_digests, offset_map_entries
+from topiclake.segments.txn_metadata import (AbortedIndex, AbortedTxn, LastRecord, collect_aborted_txns,
+                                             producer_last_records)
+
+T0 = 1_700_000_000_000
+TOPIC = "t"
+
+# ---------------------------------------------------------------------------------------------
+# A log to clean: segments of real batch bytes, appended to like a broker would
+
+
+@dataclass
+class LogBuilder:
+    segments: list[tuple[int, bytes]] = field(default_factory=lambda: [(0, b"")])
+    next_offset: int = 0
+    clock: int = T0
+    epochs: dict[int, int] = field(default_factory=dict)
+    sequences: dict[int, int] = field(default_factory=dict)
+    open_txns: dict[int, int] = field(default_factory=dict)  # producer -> first offset
+
+    def _append(self, data: bytes) -> None:
+        base, blob = self.segments[-1]
+        self.segments[-1] = (base, blob + data)
+
+    def data(self, records: list[tuple[bytes | None, bytes | None]], *, producer_id: int = -1,
+             transactional: bool = False, compression: Compression = Compression.NONE, dt: int = 10,
+             log_append_time: bool = False) -> int:
+        self.clock += dt
+        first = self.next_offset
+        recs = [Record(first + i, self.clock + i, k, v, ((("h", b"x"),) if i % 2 else ())) for i, (k, v) in
+                enumerate(records)]
+        seq = -1
+        if producer_id >= 0:
+            seq = self.sequences.get(producer_id, 0)
+            self.sequences[producer_id] = seq + len(records)
+            if transactional:
+                self.open_txns.setdefault(producer_id, first)
+        ts_type = TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME
+        if log_append_time:
+            recs = [dataclasses.replace(r, timestamp=self.clock) for r in recs]
+        self._append(build_batch(recs, base_offset=first, compression=compression, timestamp_type=ts_type,
+                                 producer_id=producer_id, producer_epoch=self.epochs.get(producer_id, 0)
+                                 if producer_id >= 0 else -1, base_sequence=seq, is_transactional=transactional,
+                                 partition_leader_epoch=3, max_timestamp=self.clock if log_append_time else None))
+        self.next_offset += len(records)
+        return first
+
+    def marker(self, producer_id: int, *, commit: bool, bump_epoch: bool = False, dt: int = 10) -> int:
+        self.clock += dt
+        if bump_epoch:  # the coordinator fencing the producer aborts with a new epoch
+            self.epochs[producer_id] = self.epochs.get(producer_id, 0) + 1
+        offset = self.next_offset
+        self._append(build_end_txn_marker(offset=offset, timestamp=self.clock, producer_id=producer_id,
+                                          producer_epoch=self.epochs.get(producer_id, 0), commit=commit,
+                                          partition_leader_epoch=3))
+        self.open_txns.pop(producer_id, None)
+        self.next_offset += 1
+        return offset
+
+    def roll(self) -> None:
+        if self.segments[-1][1]:
+            self.segments.append((self.next_offset, b""))
+
+    # -- views
+    def segment_data(self) -> list[SegmentData]:
+        return [SegmentData(base, blob) for base, blob in self.segments]
+
+    def batches(self) -> list[RecordBatch]:
+        return [b for _base, blob in self.segments for b in iter_batches(blob)]
+
+    def summary(self) -> LogSummary:
+        summaries = []
+        for base, blob in self.segments:
+            stamps = [b.header.max_timestamp for b in iter_batches(blob)]
+            summaries.append(SegmentSummary(base, len(blob), max(stamps, default=0), stamps[0] if stamps else -1))
+        lso = min(self.open_txns.values(), default=self.next_offset)
+        return LogSummary(TOPIC, 0, tuple(summaries), self.segments[0][0], self.next_offset,
+                          last_stable_offset=lso)
+
+    def apply(self, result) -> None:
+        replaced = {b for g in result.groups for b in g.replaces}
+        kept = [(b, d) for b, d in self.segments if b not in replaced]
+        self.segments = sorted([(g.base_offset, g.data) for g in result.groups] + kept)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True)
+class Expected:
+    base_offset: int
+    last_offset_delta: int
+    offsets: tuple[int, ...]
+    horizon: int | None
+    identical: bool
+    empty: bool
+
+
+def _kind(batch: RecordBatch) -> ControlRecordType | None:
+    records = batch.records()
+    return parse_control_key(records[0].key)[0] if records else None
+
+
+def model_clean(batches: list[RecordBatch], *, first_dirty: int, upper: int, now: int,
+                delete_retention_ms: int) -> tuple[list[Expected], int]:
+    if first_dirty >= upper:
+        return [], first_dirty  # nothing dirty: no round
+    # Transactions: a producer's transactional data batches, closed by its next COMMIT/ABORT.
+    txn_of: dict[int, dict] = {}  # batch index -> its transaction
+    open_txn: dict[int, dict] = {}
+    for i, b in enumerate(batches):
+        h = b.header
+        if not h.is_transactional:
+            continue
+        if not h.is_control:
+            txn = open_txn.setdefault(h.producer_id, {"data": [], "kind": None})
+            txn["data"].append(i)
+            txn_of[i] = txn
+        elif _kind(b) in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            txn = open_txn.pop(h.producer_id, {"data": [], "kind": None})
+            txn["kind"] = _kind(b)
+            txn_of[i] = txn
+
+    def aborted(i: int) -> bool:
+        return not batches[i].is_control and i in txn_of and txn_of[i]["kind"] is ControlRecordType.ABORT
+
+    def marker_discardable(i: int) -> bool:
+        kind = _kind(batches[i])
+        if kind is None:
+            return True
+        if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return not txn_of[i]["data"]
+        return False
+
+    # Producers' last data offset / epoch.
+    last: dict[int, tuple[int | None, int]] = {}
+    for b in batches:
+        h = b.header
+        if h.producer_id < 0:
+            continue
+        data_off, epoch = last.get(h.producer_id, (None, h.producer_epoch))
+        if epoch != h.producer_epoch:
+            data_off = None
+        last[h.producer_id] = (data_off if h.is_control else h.last_offset, h.producer_epoch)
+
+    # Map: latest offset per key over the committed / plain data in [first_dirty, upper).
+    latest_of: dict[bytes, int] = {}
+    for i, b in enumerate(batches):
+        if b.is_control or aborted(i):
+            continue
+        for r in b.records():
+            if r.key is not None and first_dirty <= r.offset < upper:
+                latest_of[r.key] = max(latest_of.get(r.key, -1), r.offset)
+    end = upper
+    latest = end - 1
+
+    out = []
+    for i, b in enumerate(batches):
+        h = b.header
+        if h.base_offset >= end:
+            break
+        discardable = marker_discardable(i) if h.is_control else aborted(i)
+        horizon = h.delete_horizon
+        drop_all = discardable and (not h.is_control or (horizon is not None and horizon <= now))
+        lr = last.get(h.producer_id)
+        producers_last = lr is not None and (h.last_offset == lr[0] if lr[0] is not None else
+                                             (h.is_control and h.producer_epoch == lr[1]))
+        keep_empty = (h.producer_id >= 0 and producers_last) or h.next_offset == upper
+        records = b.records()
+        if drop_all:
+            kept = []
+        elif h.is_control:
+            kept = records
+        else:
+            kept = [r for r in records if r.offset > latest or (
+                r.key is not None and r.offset >= latest_of.get(r.key, -1)
+                and (r.value is not None or horizon is None or now < horizon))]
+        if kept:
+            new_horizon = (any(r.value is None for r in kept) or (h.is_control and discardable)) and horizon is None
+            out.append(Expected(h.base_offset, h.last_offset_delta, tuple(r.offset for r in kept),
+                                now + delete_retention_ms if new_horizon else horizon,
+                                len(kept) == len(records) and not new_horizon, False))
+        elif keep_empty:
+            out.append(Expected(h.base_offset, h.last_offset_delta, (), None, False, True))
+    return out, end
+
+
+def check_against_model(log: LogBuilder, result, expected: list[Expected], checkpoint: int) -> None:
+    before = {b.base_offset: b for b in log.batches()}
+    assert result.checkpoint == checkpoint
+    got = [b for g in result.groups for b in iter_batches(g.data, validate=True)]  # CRCs checked
+    assert [(b.base_offset, tuple(r.offset for r in b.records())) for b in got] == \
+           [(e.base_offset, e.offsets) for e in expected]
+    for g in result.groups:
+        batches = list(iter_batches(g.data))
+        assert all(g.base_offset <= b.base_offset for b in batches)
+        assert g.next_offset == (batches[-1].next_offset if batches else g.base_offset)
+    for b, e in zip(got, expected):
+        h, orig = b.header, before[b.base_offset]
+        o = orig.header
+        assert h.last_offset_delta == e.last_offset_delta
+        assert (h.producer_id, h.producer_epoch, h.base_sequence) == (o.producer_id, o.producer_epoch, o.base_sequence)
+        assert (h.is_transactional, h.is_control, h.partition_leader_epoch, h.timestamp_type) == \
+               (o.is_transactional, o.is_control, o.partition_leader_epoch, o.timestamp_type)
+        assert h.delete_horizon == e.horizon
+        if e.identical:
+            assert bytes(b.data) == bytes(orig.data)
+        if e.empty:
+            assert h.records_count == 0 and h.compression is Compression.NONE
+            assert h.base_timestamp == NO_TIMESTAMP and h.max_timestamp == o.max_timestamp
+            assert not h.has_delete_horizon
+        else:
+            assert h.compression is o.compression
+            by_offset = {r.offset: r for r in orig.records()}
+            assert b.records() == [by_offset[r.offset] for r in b.records()]
+            if h.timestamp_type is TimestampType.CREATE_TIME:
+                assert h.max_timestamp == max(r.timestamp for r in b.records())
+            else:
+                assert h.max_timestamp == o.max_timestamp
+
+
+# ---------------------------------------------------------------------------------------------
+# Hypothesis workloads
+
+_key = st.one_of(st.sampled_from([b"a", b"b", b"c", b"d", b""]), st.none())
+_value = st.one_of(st.none(), st.binary(min_size=1, max_size=6))
+_records = st.lists(st.tuples(_key, _value), min_size=1, max_size=4)
+_codec = st.sampled_from([Compression.NONE, Compression.NONE, Compression.GZIP, Compression.LZ4])
+_dt = st.integers(1, 400)
+_op = st.one_of(
+    st.tuples(st.just("plain"), _records, _codec, _dt, st.booleans()),
+    st.tuples(st.just("idempotent"), _records, _codec, _dt, st.integers(10, 11)),
+    st.tuples(st.just("txn"), _records, _codec, _dt, st.integers(0, 2)),
+    st.tuples(st.just("end"), st.integers(0, 2), st.booleans(), st.integers(0, 5), _dt),
+    st.tuples(st.just("roll")),
+)
+
+
+def apply_ops(log: LogBuilder, ops) -> None:
+    for op in ops:
+        if op[0] == "plain":
+            log.data(op[1], compression=op[2], dt=op[3], log_append_time=op[4])
+        elif op[0] == "idempotent":
+            log.data(op[1], producer_id=op[4], compression=op[2], dt=op[3])
+        elif op[0] == "txn":
+            log.data(op[1], producer_id=op[4], transactional=True, compression=op[2], dt=op[3])
+        elif op[0] == "end":
+            if op[1] in log.open_txns:
+                log.marker(op[1], commit=op[2], bump_epoch=op[3] == 0, dt=op[4])
+        else:
+            log.roll()
+
+
+def before_control(log: LogBuilder, e: Expected) -> bool:
+    return next(b for b in log.batches() if b.base_offset == e.base_offset).is_control
+
+
+def clean_round(log: LogBuilder, *, checkpoint, config: LogConfig, now: int):
+    ltc = log_to_clean(log.summary(), checkpoint, config, now)
+    expected, end = model_clean(log.batches(), first_dirty=ltc.first_dirty_offset,
+                                upper=ltc.first_uncleanable_offset, now=now,
+                                delete_retention_ms=config.delete_retention_ms)
+    result = clean_log(log.segment_data(), first_dirty_offset=ltc.first_dirty_offset,
+                       first_uncleanable_offset=ltc.first_uncleanable_offset, config=config, now_ms=now,
+                       topic=TOPIC, partition=0)
+    check_against_model(log, result, expected, end)
+    stats = result.stats
+    for name in ("batches_copied", "batches_rebuilt", "batches_emptied"):
+        if getattr(stats, name):
+            event(name)
+    if any(e.horizon is not None for e in expected):
+        event("delete horizon")
+    if stats.batches_read > len(expected):
+        event("batches deleted")
+    markers_in = sum(1 for b in log.batches() if b.is_control and b.base_offset < end)
+    if markers_in > sum(1 for e in expected if before_control(log, e)):
+        event("markers deleted")
+    if collect_aborted_txns(log.batches()):
+        event("aborted transactions")
+    log.apply(result)
+    return result
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops1=st.lists(_op, min_size=3, max_size=30), ops2=st.lists(_op, max_size=20), data=st.data())
+def test_cleaner_matches_model_over_two_rounds(ops1, ops2, data):
+    log = LogBuilder()
+    apply_ops(log, ops1)
+    if data.draw(st.booleans()):  # otherwise open transactions hold the last stable offset back
+        for pid in list(log.open_txns):
+            log.marker(pid, commit=data.draw(st.booleans()))
+    log.roll()
+    config = LogConfig(cleanup_policy=("compact",), delete_retention_ms=data.draw(st.integers(0, 3000)),
+                       segment_bytes=data.draw(st.integers(100, 4000)),
+                       min_compaction_lag_ms=data.draw(st.sampled_from([0, 0, 500])))
+    checkpoint = data.draw(st.one_of(st.none(), st.none(), st.integers(0, log.next_offset + 3)))
+    now = log.clock + data.draw(st.integers(0, 1000))
+    first = clean_round(log, checkpoint=checkpoint, config=config, now=now)
+    apply_ops(log, ops2)
+    log.roll()
+    log.clock = max(log.clock, now)
+    clean_round(log, checkpoint=first.checkpoint, config=config, now=log.clock + data.draw(st.integers(0, 5000)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules, one by one
+
+
+def _offsets(result) -> list[int]:
+    return [r.offset for g in result.groups for b in iter_batches(g.data) for r in b.records()]
+
+
+def _clean(log: LogBuilder, *, now: int, checkpoint=None, config=None, **kwargs):
+    config = config or LogConfig(cleanup_policy=("compact",), delete_retention_ms=1000)
+    ltc = log_to_clean(log.summary(), checkpoint, config, now)
+    result = clean_log(log.segment_data(), first_dirty_offset=ltc.first_dirty_offset,
+                       first_uncleanable_offset=ltc.first_uncleanable_offset, config=config, now_ms=now,
+                       topic=TOPIC, partition=0, **kwargs)
+    log.apply(result)
+    return result
+
+
+def test_latest_value_per_key_wins_and_keyless_records_go():
+    log = LogBuilder()
+    log.data([(b"a", b"1"), (b"b", b"1"), (None, b"x")])
+    log.data([(b"a", b"2")])
+    log.roll()
+    log.data([(b"c", b"1")])  # active segment: never cleaned
+    result = _clean(log, now=log.clock)
+    assert _offsets(result) == [1, 3]
+    assert result.checkpoint == 4
+    assert [b.base_offset for b in log.batches()] == [0, 3, 4]
+
+
+def test_tombstones_go_in_two_passes():
+    log = LogBuilder()
+    log.data([(b"k", b"v")])
+    log.data([(b"k", None)])
+    log.data([(b"other", b"v")])
+    log.roll()
+    now = log.clock
+    first = _clean(log, now=now)
+    (tomb,) = [b for b in log.batches() if b.base_offset == 1]
+    assert tomb.header.has_delete_horizon and tomb.header.delete_horizon == now + 1000
+    assert [r.value for r in tomb.records()] == [None]
+    assert tomb.records()[0].timestamp == T0 + 20  # the record keeps its timestamp under the new base
+
+    # A cleaning before the horizon keeps it (byte for byte: nothing changes in that batch).
+    log.data([(b"x", b"1")])
+    log.roll()
+    before = bytes(tomb.data)
+    second = _clean(log, now=now + 999, checkpoint=first.checkpoint)
+    (tomb2,) = [b for b in log.batches() if b.base_offset == 1]
+    assert bytes(tomb2.data) == before
+
+    # At the horizon it is gone.
+    log.data([(b"y", b"1")])
+    log.roll()
+    _clean(log, now=now + 1000, checkpoint=second.checkpoint)
+    assert 1 not in [r.offset for b in log.batches() for r in b.records()]
+
+
+def test_aborted_data_goes_and_markers_follow_in_later_rounds():
+    log = LogBuilder()
+    log.data([(b"a", b"1")])
+    log.data([(b"a", b"aborted")], producer_id=0, transactional=True)
+    log.marker(0, commit=False)
+    log.data([(b"b", b"1")], producer_id=1, transactional=True)
+    log.marker(1, commit=True)
+    log.data([(b"z", b"1")])  # keep the producers' batches from being their last ones
+    log.data([(b"z2", b"1")], producer_id=0, transactional=True)
+    log.marker(0, commit=True)
+    log.data([(b"z3", b"1")], producer_id=1, transactional=True)
+    log.marker(1, commit=True)
+    log.roll()
+    now = log.clock
+    first = _clean(log, now=now)
+    kept = {b.base_offset: b for b in log.batches()}
+    assert 1 not in kept  # aborted data, and not the producer's last data batch
+    assert [r.offset for r in kept[0].records()] == [0]  # "a"=1 survives: the aborted "a" never entered the map
+    assert kept[2].is_control and not kept[2].header.has_delete_horizon  # ABORT kept: its data was seen
+    assert kept[4].is_control and not kept[4].header.has_delete_horizon  # COMMIT kept: data traversed
+
+    log.data([(b"q", b"1")])
+    log.roll()
+    second = _clean(log, now=now + 10, checkpoint=first.checkpoint)
+    kept = {b.base_offset: b for b in log.batches()}
+    assert kept[2].header.delete_horizon == now + 10 + 1000  # nothing of its txn left: horizon first
+    assert kept[4].header.delete_horizon is None  # its data is still there
+
+    log.data([(b"r", b"1")])
+    log.roll()
+    third = _clean(log, now=now + 10 + 999, checkpoint=second.checkpoint)
+    assert 2 in {b.base_offset for b in log.batches()}  # horizon not reached
+    log.data([(b"s", b"1")])
+    log.roll()
+    _clean(log, now=now + 10 + 1000, checkpoint=third.checkpoint)  # deleteHorizon <= now: gone
+    assert 2 not in {b.base_offset for b in log.batches()}
+
+
+def test_producers_last_batch_and_round_end_are_kept_empty():
+    log = LogBuilder()
+    log.data([(b"a", b"1")], producer_id=10)  # idempotent producer's last batch, superseded below
+    log.data([(b"a", b"2")])
+    log.data([(b"b", b"1")])
+    log.data([(b"b", b"2")])  # round's last batch (kept: latest for b)
+    log.roll()
+    _clean(log, now=log.clock)
+    by_base = {b.base_offset: b for b in log.batches()}
+    assert by_base[0].header.records_count == 0 and by_base[0].header.producer_id == 10
+    assert by_base[0].header.base_sequence == 0 and by_base[0].header.last_offset_delta == 0
+    assert 2 not in by_base
+
+    log2 = LogBuilder()
+    log2.data([(b"a", b"1")])
+    log2.data([(b"a", b"2"), (b"b", b"1")])
+    log2.data([(b"a", b"3"), (b"b", b"2")])
+    log2.data([(b"a", b"4"), (None, b"keyless")])  # offsets 5-6, next offset = round's upper bound
+    log2.roll()
+    log2.data([(b"a", b"5")])
+    # round end: the last batch keeps its offsets [5, 6] even though only offset 5 survives
+    _clean(log2, now=log2.clock)
+    last = [b for b in log2.batches() if b.base_offset == 5][0]
+    assert [r.offset for r in last.records()] == [5] and last.last_offset == 6
+
+
+def test_producer_with_no_data_offset_keeps_its_current_epoch_marker():
+    log = LogBuilder()
+    log.data([(b"a", b"1")], producer_id=0, transactional=True)
+    marker = log.marker(0, commit=False, bump_epoch=True)  # fenced: epoch 1, no data offset
+    log.data([(b"z", b"1")])
+    log.roll()
+    assert producer_last_records(log.batches())[0] == LastRecord(None, 1)
+    first = _clean(log, now=log.clock)
+    checkpoint, now = first.checkpoint, log.clock
+    for _round in range(3):  # 2nd round: horizon set; 3rd: records go, batch stays; 4th: still there
+        log.data([(b"y", b"1")])
+        log.roll()
+        now += 10_000
+        checkpoint = _clean(log, now=now, checkpoint=checkpoint).checkpoint
+    (m,) = [b for b in log.batches() if b.base_offset == marker]
+    assert m.is_control and m.header.records_count == 0 and m.header.producer_epoch == 1
+
+
+def test_rebuilt_batches_keep_codec_and_log_append_time():
+    log = LogBuilder()
+    log.data([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], compression=Compression.ZSTD)
+    log.data([(b"a", b"1"), (b"b", b"1")], log_append_time=True)
+    log.data([(b"a", b"2")])
+    log.roll()
+    _clean(log, now=log.clock)
+    b0, b3 = [b for b in log.batches() if b.base_offset in (0, 3)]
+    assert b0.compression is Compression.ZSTD and [r.offset for r in b0.records()] == [2]
+    assert b0.header.last_offset_delta == 2
+    assert b3.header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert [r.offset for r in b3.records()] == [4] and b3.header.max_timestamp == T0 + 20
+
+
+def test_offset_map_stops_when_full_and_round_stops_there():
+    log = LogBuilder()
+    log.data([(b"a", b"1")])
+    log.roll()
+    log.data([(b"b", b"1"), (b"c", b"1"), (b"a", b"2"), (b"c", b"2")])  # offsets 1-4
+    log.roll()
+    log.data([(b"b", b"2")])
+    log.roll()
+    log.data([(b"z", b"1")])
+    result = _clean(log, now=log.clock, max_map_entries=2)
+    # full when "c"@2 arrives: the map holds a@0, b@1 and covers offsets up to 1
+    assert result.checkpoint == 2 and result.offset_map_entries == 2
+    # segments 0 and 1 are rewritten; above offset 1 nothing is judged (c@2 and a@3 stay);
+    # segment 5 (b@5) is beyond the round, so b@1 stays too
+    assert [g.replaces for g in result.groups] == [(0, 1)]
+    assert _offsets(result) == [0, 1, 2, 3, 4]
+
+
+def test_dirty_range_starts_at_checkpoint():
+    log = LogBuilder()
+    log.data([(b"a", b"1")])
+    log.roll()
+    log.data([(b"a", b"2")])
+    log.roll()
+    log.data([(b"z", b"1")])
+    # the map covers [1, 2): "a"@1 supersedes "a"@0 in the clean part as well
+    result = _clean(log, now=log.clock, checkpoint=1)
+    assert _offsets(result) == [1] and result.checkpoint == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions and the offset map
+
+
+def test_collect_aborted_txns_and_index():
+    log = LogBuilder()
+    log.data([(b"a", b"1")], producer_id=0, transactional=True)  # 0
+    log.data([(b"a", b"1")], producer_id=1, transactional=True)  # 1
+    log.data([(b"a", b"1")], producer_id=0, transactional=True)  # 2
+    log.marker(0, commit=False)  # 3
+    log.marker(1, commit=True)  # 4
+    log.data([(b"a", b"1")], producer_id=0, transactional=True)  # 5, still open
+    aborted = collect_aborted_txns(log.batches())
+    assert aborted == (AbortedTxn(0, 0, 3),)
+    index = AbortedIndex(aborted)
+    assert [index.is_aborted(b.header) for b in log.batches()] == [True, False, True, False, False, False]
+
+
+def test_offset_map_from_outside_matches_the_builder():
+    log = LogBuilder()
+    log.data([(b"a", b"1"), (b"b", b"1")])
+    log.data([(b"a", b"x")], producer_id=0, transactional=True)
+    log.marker(0, commit=False)
+    log.data([(b"b", b"2"), (None, b"k")])
+    log.roll()
+    aborted = collect_aborted_txns(log.batches())
+    built = build_offset_map(log.segment_data(), start=0, end=6, aborted=aborted)
+    entries = offset_map_entries(log.batches(), start=0, end=6, aborted=aborted)
+    outside = OffsetMap.from_table(entries, latest_offset=5)
+    assert dict(outside.entries) == dict(built.entries) and outside.latest_offset == built.latest_offset == 5
+    assert outside.get(b"a") == 0 and outside.get(b"b") == 4 and outside.get(b"nope") == -1
+    import numpy as np
+    arr = np.frombuffer(b"".join(outside.entries), dtype=np.uint8).reshape(-1, 16)
+    assert OffsetMap.from_arrays(arr, list(outside.entries.values()), latest_offset=5) == outside
+    assert OffsetMap.from_table(outside.to_table(), latest_offset=5) == outside
+    import pyarrow as pa
+    assert key_digests(pa.array([b"a", None], pa.binary())).to_pylist() == [key_digest(b"a"), None]
+
+
+def test_rewrite_with_an_outside_map_equals_clean_log():
+    log = LogBuilder()
+    for i in range(12):
+        log.data([(bytes([97 + i % 3]), str(i).encode())])
+        if i % 4 == 3:
+            log.roll()
+    config = LogConfig(cleanup_policy=("compact",))
+    ltc = log_to_clean(log.summary(), None, config, log.clock)
+    entries = offset_map_entries(log.batches(), start=ltc.first_dirty_offset, end=ltc.first_uncleanable_offset,
+                                 aborted=())
+    m = OffsetMap.from_table(entries, latest_offset=ltc.first_uncleanable_offset - 1)
+    a = rewrite_log(log.segment_data(), m, first_uncleanable_offset=ltc.first_uncleanable_offset, config=config,
+                    now_ms=log.clock, topic=TOPIC, partition=0)
+    b = clean_log(log.segment_data(), first_dirty_offset=ltc.first_dirty_offset,
+                  first_uncleanable_offset=ltc.first_uncleanable_offset, config=config, now_ms=log.clock)
+    assert [g.data for g in a.groups] == [g.data for g in b.groups] and a.checkpoint == b.checkpoint == 12
+
+
+def test_corrupt_segment_names_partition_and_segment():
+    log = LogBuilder()
+    log.data([(b"a", b"1")])
+    log.roll()
+    base, blob = log.segments[0]
+    log.segments[0] = (base, blob[:-1] + bytes([blob[-1] ^ 1]))
+    with pytest.raises(CorruptRecordError, match="t-0 segment 0.*CRC mismatch in batch at offset 0"):
+        clean_log(log.segment_data(), first_dirty_offset=0, first_uncleanable_offset=1,
+                  config=LogConfig(cleanup_policy=("compact",)), now_ms=log.clock, topic=TOPIC, partition=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouping
+
+
+def _seg(base: int, size: int, index: int = 0) -> SegmentData:
+    return SegmentData(base, b"\0" * size, offset_index_bytes=index, time_index_bytes=index)
+
+
+def test_group_segments_by_size():
+    segs = [_seg(0, 40), _seg(10, 40), _seg(20, 40), _seg(30, 10)]
+    groups = group_segments_by_size(segs, max_size=100, max_index_size=1000, first_uncleanable_offset=40)
+    assert [[s.base_offset for s in g] for g in groups] == [[0, 10], [20, 30]]
+    groups = group_segments_by_size(segs, max_size=1000, max_index_size=15, first_uncleanable_offset=40)
+    assert len(groups) == 1
+    segs_idx = [_seg(0, 1, 8), _seg(10, 1, 8)]
+    assert len(group_segments_by_size(segs_idx, max_size=1000, max_index_size=15, first_uncleanable_offset=20)) == 2
+
+
+def test_group_offset_span_must_fit_int32():
+    big = 2**31
+    segs = [_seg(0, 1), _seg(100, 1), _seg(big + 50, 1)]
+    groups = group_segments_by_size(segs, max_size=1000, max_index_size=1000, first_uncleanable_offset=big + 60)
+    # segment 100's last offset is bounded by big+49: too far from base 0
+    assert [[s.base_offset for s in g] for g in groups] == [[0], [100, big + 50]]
+    # an empty segment never breaks a group on offsets
+    segs = [_seg(0, 1), _seg(100, 0), _seg(big + 50, 1)]
+    groups = group_segments_by_size(segs, max_size=1000, max_index_size=1000, first_uncleanable_offset=big + 60)
+    assert [[s.base_offset for s in g] for g in groups] == [[0, 100], [big + 50]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the log and the cleanable range
+
+
+def _summary(sizes_and_stamps, *, leo, lso=None, start=0):
+    bases = [b for b, *_ in sizes_and_stamps]
+    segs = tuple(SegmentSummary(b, size, ts, first) for b, size, ts, first in sizes_and_stamps)
+    return LogSummary(TOPIC, 0, segs, start, leo, last_stable_offset=lso)
+
+
+def test_cleanable_offsets_bounds():
+    log = _summary([(0, 100, 1000, 900), (10, 100, 2000, 1900), (20, 100, 3000, 2900), (30, 0, 0, -1)], leo=30)
+    cfg = LogConfig(cleanup_policy=("compact",))
+    assert cleanable_offsets(log, None, cfg, 5000).first_uncleanable_dirty_offset == 30  # active segment
+    assert cleanable_offsets(log, 10, cfg, 5000).first_dirty_offset == 10
+    bad = cleanable_offsets(log, 99, cfg, 5000)
+    assert bad.first_dirty_offset == 0 and bad.force_update_checkpoint
+    lagged = dataclasses.replace(cfg, min_compaction_lag_ms=2500)  # segments newer than 2500 wait
+    assert cleanable_offsets(log, None, lagged, 5000).first_uncleanable_dirty_offset == 20
+    lso_log = _summary([(0, 100, 1000, 900), (10, 100, 2000, 1900), (20, 0, 0, -1)], leo=20, lso=15)
+    offsets = cleanable_offsets(lso_log, None, cfg, 5000)
+    assert offsets.first_uncleanable_dirty_offset == 15
+    assert calculate_cleanable_bytes(lso_log, 0, 15) == (10, 100)  # rounded down to the segment base
+
+
+def test_ratio_eligibility_and_ranking():
+    cfg = LogConfig(cleanup_policy=("compact",))
+    log = _summary([(0, 100, 1000, 900), (10, 100, 2000, 1900), (20, 100, 3000, 2900), (30, 0, 0, -1)], leo=30)
+    half = log_to_clean(log, 10, cfg, 5000)  # wait: clean 100, dirty 200
+    assert (half.clean_bytes, half.cleanable_bytes) == (100, 200)
+    assert half.cleanable_ratio == pytest.approx(2 / 3) and half.eligible
+    exactly_half = log_to_clean(log, 10, dataclasses.replace(cfg, min_cleanable_dirty_ratio=2 / 3), 5000)
+    assert not exactly_half.eligible  # strictly greater than the ratio
+    overdue = log_to_clean(log, 20, dataclasses.replace(cfg, max_compaction_lag_ms=1000), 5000)
+    assert overdue.need_compaction_now and overdue.eligible and overdue.cleanable_ratio < 0.5
+    assert max_compaction_delay(log, 20, dataclasses.replace(cfg, max_compaction_lag_ms=1000), 5000) == 5000 - 1000 - 2900
+    not_compact = log_to_clean(log, 10, LogConfig(), 5000)
+    assert not not_compact.eligible
+    assert rank_cleanable([overdue, half, not_compact]) == [half, overdue]
+    assert filthiest([not_compact]) is None
+
+
+def test_log_summary_validates_and_names_partition():
+    with pytest.raises(InvalidLogStateError, match="t-0"):
+        LogSummary(TOPIC, 0, (SegmentSummary(10, 1), SegmentSummary(5, 1)), 0, 20)
+    with pytest.raises(InvalidLogStateError, match="t-0"):
+        LogSummary(TOPIC, 0, (SegmentSummary(0, 1),), 0, 20, high_watermark=10, last_stable_offset=12)

@@ -1,0 +1,174 @@
+import os
+
+import pytest
+
+from topiclake.segments import filenames as fn
+from topiclake.segments import maintenance
+from topiclake.segments.batch import iter_batches, read_header
+from topiclake.segments.config import LogConfig
+from topiclake.segments.errors import OffsetOutOfRangeError
+from topiclake.segments.log import Log
+from topiclake.segments.maintenance import MaintenanceError, delete_segments, replace_segments
+
+from .test_loader import read_all
+from .conftest import make_batch
+
+CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=100)
+
+
+def offsets(log):
+    return [read_header(b).base_offset for b in read_all(log)]
+
+
+def build_log(directory, batches=30):
+    log = Log.open(directory, CONFIG)
+    for i in range(batches):
+        log.append(make_batch(2, timestamp=1000 + i))
+    return log
+
+
+def write_cleaned(directory, old_bases, keep_every=2):
+    """A 'compacted' copy of segments old_bases: every other batch plus each segment's last."""
+    log_files = [fn.log_file(directory, b) for b in old_bases]
+    kept = []
+    for path in log_files:
+        batches = [bytes(b.data) for b in iter_batches(path.read_bytes())]
+        kept += [b for i, b in enumerate(batches) if i % keep_every == 0 or i == len(batches) - 1]
+    target = fn.log_file(directory, old_bases[0], fn.CLEANED_SUFFIX)
+    target.write_bytes(b"".join(kept))
+    return target, [read_header(b).base_offset for b in kept]
+
+
+def test_replace_segments_and_refresh(tmp_path):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    before = offsets(log)
+    in_flight = log.read(bases[1], 10_000)  # a read that started before the swap
+    cleaned, kept = write_cleaned(directory, bases[:3])
+    assert replace_segments(directory, bases[:3], [cleaned], CONFIG) == [bases[0]]
+    names = os.listdir(directory)
+    assert not [n for n in names if n.endswith((".swap", ".cleaned"))]
+    assert fn.index_file(directory, bases[0]).exists() and fn.time_index_file(directory, bases[0]).exists()
+    assert offsets(log) == before  # not refreshed yet: still the old view, and it still reads
+    assert log.refresh()
+    assert offsets(log) == kept + [o for o in before if o >= bases[3]]
+    assert [s.base_offset for s in log.segments()] == [bases[0]] + bases[3:]
+    assert in_flight.to_bytes() and next(iter_batches(in_flight.to_bytes())).is_valid()
+    log.append(make_batch(1))
+    log.close()
+    maintenance.purge_deleted(directory)
+    reopened = Log.open(directory, CONFIG)
+    assert offsets(reopened)[: len(kept)] == kept
+    assert reopened.load_result.recovered == ()  # indexes written by replace_segments are fine
+    reopened.close()
+
+
+def test_replace_refuses_bad_requests(tmp_path):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    cleaned, _ = write_cleaned(directory, [bases[-1]])
+    with pytest.raises(MaintenanceError, match="active segment"):
+        replace_segments(directory, [bases[-1]], [cleaned], CONFIG)
+    cleaned.unlink()
+    cleaned, _ = write_cleaned(directory, bases[:3])
+    with pytest.raises(MaintenanceError, match="contiguous"):
+        replace_segments(directory, [bases[0], bases[2]], [cleaned], CONFIG)
+    with pytest.raises(MaintenanceError, match="below the last old segment"):
+        replace_segments(directory, bases[:4], [cleaned], CONFIG)
+    blob = bytearray(cleaned.read_bytes())
+    blob[-3] ^= 1
+    cleaned.write_bytes(bytes(blob))
+    with pytest.raises(MaintenanceError, match="not valid batches"):
+        replace_segments(directory, bases[:3], [cleaned], CONFIG)
+    assert offsets(log) == list(range(0, 60, 2))
+    log.close()
+
+
+@pytest.mark.parametrize("crash_after", range(0, 14))
+def test_crash_at_every_rename_is_repaired(tmp_path, monkeypatch, crash_after):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    before = offsets(log)
+    log.close()
+    cleaned, kept = write_cleaned(directory, bases[:2])
+    new_view = kept + [o for o in before if o >= bases[2]]
+    calls = []
+    real_rename = os.rename
+
+    def crashing_rename(src, dst):
+        if len(calls) == crash_after:
+            raise SystemExit("crash")
+        calls.append((src, dst))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(maintenance.os, "rename", crashing_rename)
+    try:
+        replace_segments(directory, bases[:2], [cleaned], CONFIG)
+        finished = True
+    except SystemExit:
+        finished = False
+    monkeypatch.setattr(maintenance.os, "rename", real_rename)
+    reopened = Log.open(directory, CONFIG)
+    got = offsets(reopened)
+    assert got in (before, new_view)
+    if finished:
+        assert got == new_view
+    assert not [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned", ".deleted"))]
+    reopened.close()
+
+
+def test_delete_segments_moves_log_start(tmp_path):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    with pytest.raises(MaintenanceError, match="prefix"):
+        delete_segments(directory, [bases[1]], bases[2])
+    with pytest.raises(MaintenanceError, match="active"):
+        delete_segments(directory, bases, bases[-1])
+    with pytest.raises(MaintenanceError, match="point into deleted"):
+        delete_segments(directory, bases[:2], bases[2] - 1)
+    assert delete_segments(directory, bases[:2], bases[2]) == bases[2]
+    assert fn.log_file(directory, bases[0], fn.DELETED_SUFFIX).exists()
+    assert log.refresh()
+    assert log.log_start_offset == bases[2] and offsets(log)[0] == bases[2]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    log.roll()  # writing checkpoints must not move the start back
+    log.close()
+    assert (directory / "log-start-offset-checkpoint").read_text() == f"0\n1\nt 0 {bases[2]}\n"
+    assert maintenance.purge_deleted(directory, min_age_ms=60_000) == 0
+    assert maintenance.purge_deleted(directory) > 0
+    reopened = Log.open(directory, CONFIG)
+    assert reopened.log_start_offset == bases[2]
+    reopened.close()
+
+
+def test_refresh_waits_for_a_job_holding_the_lock(tmp_path):
+    from topiclake.segments.loader import partition_lock
+    directory = tmp_path / "t-0"
+    log = build_log(directory, batches=10)
+    import subprocess, sys, time
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl,sys,time; f=open(sys.argv[1],'a+b'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('locked', flush=True); time.sleep(30)"), str(directory / ".topiclake.lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert log.refresh() is False
+    finally:
+        holder.kill()
+        holder.wait()
+    assert log.refresh() is True
+    log.close()
+
+
+def test_cleaner_offset_checkpoint(tmp_path):
+    directory = tmp_path / "t-3"
+    directory.mkdir()
+    assert maintenance.read_cleaner_offset(directory) is None
+    maintenance.write_cleaner_offset(directory, 42)
+    assert (directory / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 3 42\n"
+    assert maintenance.read_cleaner_offset(directory) == 42

@@ -1,0 +1,76 @@
+import struct
+
+import pytest
+from hypothesis import given, strategies as st
+
+from topiclake.segments.index import IndexFullError, InvalidIndexOffsetError
+from topiclake.segments.offset_index import OffsetIndex, OffsetPosition
+
+
+def test_new_index_is_preallocated_and_trimmed(tmp_path):
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100, 1003)
+    assert path.stat().st_size == 1000 and index.max_entries == 125 and index.entries == 0
+    index.append(105, 0)
+    index.append(110, 4200)
+    assert index.lookup(104) == OffsetPosition(100, 0)
+    assert index.lookup(105) == OffsetPosition(105, 0)
+    assert index.lookup(109) == OffsetPosition(105, 0)
+    assert index.lookup(10**9) == OffsetPosition(110, 4200)
+    index.close()
+    assert path.read_bytes() == struct.pack(">iiii", 5, 0, 10, 4200)
+
+
+def test_reopen_existing_is_full_until_resized(tmp_path):
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 0, 80)
+    index.append(3, 10)
+    index.close()
+    reopened = OffsetIndex(path, 0, 80)
+    assert reopened.entries == 1 and reopened.is_full()  # as Kafka: room only for what is there
+    reopened.resize(80)
+    assert not reopened.is_full() and path.stat().st_size == 80
+    reopened.append(7, 20)
+    assert reopened.last_offset == 7
+
+
+def test_append_rules(tmp_path):
+    index = OffsetIndex(tmp_path / "i.index", 10, 16)
+    index.append(11, 0)
+    with pytest.raises(InvalidIndexOffsetError, match="not larger"):
+        index.append(11, 5)
+    with pytest.raises(InvalidIndexOffsetError, match="relative"):
+        index.append(10 + 2**31, 5)
+    index.append(12, 5)
+    with pytest.raises(IndexFullError, match="full"):
+        index.append(13, 9)
+
+
+def test_truncate_to(tmp_path):
+    index = OffsetIndex(tmp_path / "i.index", 0, 800)
+    for offset in (5, 10, 15, 20):
+        index.append(offset, offset * 10)
+    index.truncate_to(15)
+    assert index.entries == 2 and index.last_offset == 10
+    assert (tmp_path / "i.index").stat().st_size == 800
+    assert (tmp_path / "i.index").read_bytes()[16:] == bytes(784)  # stale entries are not left behind
+    index.truncate_to(0)
+    assert index.entries == 0
+
+
+def test_read_only_missing_index_is_empty(tmp_path):
+    index = OffsetIndex(tmp_path / "none.index", 0, 800, writable=False)
+    assert index.entries == 0 and index.lookup(5) == OffsetPosition(0, 0)
+
+
+@given(st.lists(st.integers(1, 10_000), min_size=1, max_size=200, unique=True), st.integers(0, 11_000))
+def test_lookup_is_largest_entry_at_or_below(tmp_path_factory, offsets, target):
+    offsets.sort()
+    path = tmp_path_factory.mktemp("idx") / "i.index"
+    index = OffsetIndex(path, 0, 8 * 256)
+    for i, offset in enumerate(offsets):
+        index.append(offset, i * 7)
+    below = [(o, i * 7) for i, o in enumerate(offsets) if o <= target]
+    expected = OffsetPosition(*below[-1]) if below else OffsetPosition(0, 0)
+    assert index.lookup(target) == expected
+    index.close()
