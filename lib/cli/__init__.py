@@ -25,5 +25,10 @@ from . import broker, topics  # noqa: E402  (broker start; topics create/list/de
 broker.register(app)
 topics.register(app)
 
+from . import ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, sql)
+
+ingest.register(app)
+sql.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

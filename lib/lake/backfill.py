@@ -1,0 +1,199 @@
+"""Backfill by offset range: re-read offsets [from, to) of one topic partition from the log and
+replace exactly those rows of the table in ONE commit.
+
+- New files come from the same executor path as ingest (decode.py), so a backfilled row is
+  byte-for-byte what ingest writes (apart from ingested_at).
+- Files holding only rows of the range are removed; files straddling it (rows of other
+  offsets, partitions or topics) are rewritten without the range's rows, on the executors.
+- The group's offsets do not move, and the range is clamped to them: offsets the group has not
+  ingested yet belong to the next ingest run (backfilling them would duplicate them).
+- Running the same backfill twice leaves the same rows: the second run replaces the first's.
+
+The commit carries the writer guard; when it loses a race it retries only if the snapshot still
+has exactly the files this run planned to replace (an ingest that appended elsewhere is fine).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake.transaction import AddAction, RemoveAction
+
+from topiclake.segments.storage import StorageLayout
+
+from . import delta
+from .decode import TaskWriter, file_stats
+from .errors import ConcurrentWriterError, DataLossError, LakeError
+from .ingest import GROUP_PREFIX, table_name, resolve_table_uri, run_tasks
+from .plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
+from .progress import ProgressCallback
+from .scan import scan_partition
+from .source import list_partition
+from .values import typed_columns_of
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillOptions:
+    root: Path
+    table: str
+    topic: str
+    partition: int
+    from_offset: int
+    to_offset: int  # exclusive
+    group: str | None = None  # whose offsets bound the range (default topiclake-ingest-<table>)
+    target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
+
+
+@dataclass(slots=True)
+class BackfillResult:
+    table_uri: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    version: int | None = None
+    records: int = 0
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rewritten: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | None = None) -> BackfillResult:
+    started = time.monotonic()
+    layout = StorageLayout(options.root)
+    uri = resolve_table_uri(layout, options.table)
+    table = delta.load_table(uri)
+    if table is None:
+        raise LakeError(f"backfill: no Delta table at {uri}")
+    topic, partition = options.topic, options.partition
+    group = options.group or GROUP_PREFIX + table_name(uri)
+    committed = table.transaction_version(delta.app_id(group, topic, partition))
+    start, end = options.from_offset, min(options.to_offset, committed if committed is not None else -1)
+    if committed is None or start >= end:
+        raise LakeError(f"backfill of {topic!r} partition {partition} [{options.from_offset}, {options.to_offset}): "
+                        f"group {group!r} has ingested up to {committed}; only ingested offsets can be backfilled")
+    files = list_partition(layout, topic, partition)
+    if start < files.log_start_offset:
+        raise DataLossError(topic, partition, start, min(end, files.log_start_offset))
+    result = BackfillResult(uri, topic, partition, start, end)
+
+    run_id = uuid.uuid4().hex[:16]
+    partition_by = table.metadata().partition_columns
+    tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
+                           target_bytes=options.target_task_bytes))
+    typed = typed_columns_of(table)
+    # Typed columns as the table has them; bad values are already in the quarantine table for
+    # ingested offsets, so the backfill sends none there (quarantine_from = end).
+    writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000, partition_by={uri: partition_by},
+                        value_schemas={uri: typed.to_json()} if typed else None,
+                        quarantine_from={(uri, topic, partition): end})
+    rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
+                     job_group=f"topiclake-backfill-{run_id}", progress=progress)
+    new_files = [r for r in rows.to_pylist() if r["path"] is not None]
+    result.records = sum(r["num_records"] for r in new_files)
+
+    inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
+    planned = {f["path"] for f in inside + straddling}
+    outcomes = _rewrite(spark, uri, straddling, topic, partition, start, end, run_id)
+    untouched = {o["source"] for o in outcomes if o["unchanged"]}
+    rewrites = [o for o in outcomes if o["path"] is not None]
+    now_ms = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(f["path"], True, now_ms, f["size_bytes"], f["partition_values"])
+        for f in inside + straddling if f["path"] not in untouched]
+    actions += [delta.add_action(r) for r in new_files + rewrites]
+
+    def still_planned(snapshot) -> None:
+        now = _overlapping(delta.active_files(snapshot), topic, partition, start, end, partition_by)
+        if {f["path"] for f in now[0] + now[1]} != planned:
+            raise ConcurrentWriterError(f"table {uri}: another writer changed the files of {topic!r} partition "
+                                        f"{partition} offsets [{start}, {end}) during the backfill; run it again")
+
+    result.version = delta.commit(uri, group=group, actions=actions, offsets=[], schema=None, partition_by=partition_by,
+                                  precheck=still_planned, metadata={"topiclake": {
+                                      "operation": "backfill", "run_id": run_id, "topic": topic,
+                                      "partition": partition, "range": [start, end]}})
+    result.added = [r["path"] for r in new_files]
+    result.removed = sorted(planned - untouched)
+    result.rewritten = [r["path"] for r in rewrites]
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _overlapping(files: pa.Table, topic: str, partition: int, start: int, end: int,
+                 partition_by: list[str]) -> tuple[list[dict], list[dict]]:
+    """(files wholly inside the range, files straddling it), from Delta file stats. A file
+    without stats is assumed to straddle: it is rewritten, never dropped blindly."""
+    inside, straddling = [], []
+    for f in files.to_pylist():
+        lo_t, hi_t, lo_p, hi_p = f.get("min.topic"), f.get("max.topic"), f.get("min.partition"), f.get("max.partition")
+        lo_o, hi_o = f.get("min.offset"), f.get("max.offset")
+        if None in (lo_t, hi_t, lo_p, hi_p, lo_o, hi_o):
+            f["partition_values"] = _partition_values(f, partition_by)
+            straddling.append(f)
+            continue
+        if not (lo_t <= topic <= hi_t and lo_p <= partition <= hi_p and lo_o < end and hi_o >= start):
+            continue
+        f["partition_values"] = _partition_values(f, partition_by)
+        if lo_t == hi_t == topic and lo_p == hi_p == partition and lo_o >= start and hi_o < end:
+            inside.append(f)
+        else:
+            straddling.append(f)
+    return inside, straddling
+
+
+def _partition_values(f: dict, partition_by: list[str]) -> dict[str, str | None]:
+    out = {}
+    for name in partition_by:
+        value = f.get(f"partition.{name}")
+        out[name] = None if value is None else (value.isoformat() if hasattr(value, "isoformat") else str(value))
+    return out
+
+
+def _rewrite(spark, uri: str, straddling: list[dict], topic: str, partition: int, start: int, end: int,
+             run_id: str) -> list[dict]:
+    """Rewrite straddling files without the range's rows, one Spark task per file."""
+    if not straddling:
+        return []
+    jobs = [(uri, f["path"], json.dumps(f["partition_values"]), topic, partition, start, end, run_id)
+            for f in straddling]
+    return spark.sparkContext.parallelize(jobs, len(jobs)).map(rewrite_file).collect()
+
+
+def rewrite_file(job: tuple) -> dict:
+    """Executor side: copy one file without the rows of (topic, partition, [start, end)).
+    `unchanged`: the file holds none of them (its stats only said it might): keep it as it is;
+    `path` None: nothing is left, the file is only removed."""
+    uri, path, partition_values, topic, partition, start, end, run_id = job
+    fs, base = pafs.FileSystem.from_uri(uri)
+    data = pq.read_table(f"{base}/{path}", filesystem=fs)
+    in_range = pc.and_(pc.and_(pc.equal(data["topic"], topic), pc.equal(data["partition"], partition)),
+                       pc.and_(pc.greater_equal(data["offset"], start), pc.less(data["offset"], end)))
+    kept = data.filter(pc.invert(pc.fill_null(in_range, False)))
+    if kept.num_rows == data.num_rows:
+        return {"source": path, "unchanged": True, "path": None}
+    if kept.num_rows == 0:
+        return {"source": path, "unchanged": False, "path": None}
+    directory, _, _ = path.rpartition("/")
+    name = f"{directory + '/' if directory else ''}part-rewrite-{run_id}-{uuid.uuid4().hex[:12]}.snappy.parquet"
+    pq.write_table(kept, f"{base}/{name}", filesystem=fs, compression="snappy")
+    info = fs.get_file_info(f"{base}/{name}")
+    return {"source": path, "unchanged": False, "path": name, "size": info.size, "partition_values": partition_values,
+            "modification_time": int(time.time() * 1000), "stats": file_stats(kept),
+            "num_records": kept.num_rows}
+
+
+def format_result(result: BackfillResult) -> str:
+    return (f"backfill {result.topic}-{result.partition} offsets [{result.start}, {result.end}) into "
+            f"{result.table_uri}: version {result.version}, {result.records} records in {len(result.added)} new "
+            f"files; removed {len(result.removed)} files, rewrote {len(result.rewritten)} "
+            f"({result.duration_s:.1f} s)")

@@ -1,0 +1,211 @@
+"""Executor side of ingest: the mapInArrow function that turns planned byte ranges into Parquet
+files in the table directory and returns one row of metadata per file.
+
+Per task: map the planned byte range of the segment file, decode it columnar
+(`topiclake.segments.arrow.decode_to_arrow`: batches in, Arrow columns out, no per-record Python
+objects), drop control records and the records of aborted transactions (read_committed), add the
+table columns, split by partition value and write one Parquet file per value. The file name is
+unique per task attempt (a retried or speculative attempt never overwrites a file another
+attempt may still be writing); files of failed attempts are never committed, and
+`vacuum(full=True)` removes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import mmap
+import time
+import uuid
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from topiclake.segments.arrow import decode_to_arrow
+
+from .schema import DATA_SCHEMA, RECORD_DATE, TIMESTAMP_TYPE
+from .source import open_segment
+from .values import ERROR_COLUMN, ValueSchema, decode_values, quarantine_uri
+
+#: The task rows the driver sends (one row = one Spark partition = one byte range).
+TASK_DDL = ("table_uri STRING, topic STRING, partition INT, path STRING, inode BIGINT, start BIGINT, "
+            "end BIGINT, min_offset BIGINT, max_offset BIGINT, "
+            "aborted ARRAY<STRUCT<producer_id: BIGINT, first_offset: BIGINT, last_offset: BIGINT>>")
+
+#: What comes back: one row per written file, plus one per task with `path` null (its counters).
+RESULT_SCHEMA = pa.schema([
+    ("table_uri", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("path", pa.string()), ("size", pa.int64()), ("partition_values", pa.string()),
+    ("modification_time", pa.int64()), ("num_records", pa.int64()),
+    ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("stats", pa.string()),
+    ("bytes_read", pa.int64()), ("records_read", pa.int64()),
+    ("dropped_control", pa.int64()), ("dropped_aborted", pa.int64()), ("quarantined", pa.int64()),
+])
+RESULT_DDL = ("table_uri STRING, topic STRING, partition INT, path STRING, size BIGINT, partition_values STRING, "
+              "modification_time BIGINT, num_records BIGINT, min_offset BIGINT, max_offset BIGINT, stats STRING, "
+              "bytes_read BIGINT, records_read BIGINT, dropped_control BIGINT, dropped_aborted BIGINT, "
+              "quarantined BIGINT")
+
+_STATS_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "ingested_at")
+_NULL_COUNT_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "ingested_at")
+
+
+class TaskWriter:
+    """The mapInArrow function (a picklable callable: Spark ships it to the executors)."""
+
+    def __init__(self, *, run_id: str, ingested_at_us: int, partition_by: dict[str, list[str]],
+                 value_schemas: dict[str, str] | None = None,
+                 quarantine_from: dict[tuple[str, str, int], int] | None = None, compression: str = "snappy"):
+        self.run_id = run_id
+        self.ingested_at_us = ingested_at_us
+        self.partition_by = partition_by  # table uri -> partition columns
+        # table uri -> declared value schema (JSON); such tables send bad values to quarantine
+        self.value_schemas = value_schemas or {}
+        # (table uri, topic, partition) -> first offset the quarantine table does not hold yet
+        self.quarantine_from = quarantine_from or {}
+        self.compression = compression
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.to_pylist():  # task rows, not records: a handful per partition
+                yield pa.RecordBatch.from_pylist(self.run_task(task), schema=RESULT_SCHEMA)
+
+    def run_task(self, task: dict) -> list[dict]:
+        uri = task["table_uri"]
+        records, counters = read_task(task)
+        table = self._table_columns(task, records)
+        outputs = [(uri, table)]
+        if uri in self.value_schemas:
+            good, bad = self._typed(task, table)
+            outputs = [(uri, good), (quarantine_uri(uri), bad)]
+            counters["quarantined"] = bad.num_rows
+        rows = []
+        for target, data in outputs:
+            for part_values, part in _split(data, self.partition_by[uri]):
+                rows.append(self._write(task, target, part_values, part))
+        rows.append({"table_uri": uri, "topic": task["topic"], "partition": task["partition"], **counters})
+        return rows
+
+    def _typed(self, task: dict, table: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """(rows with their typed columns, rows for the quarantine table with the error)."""
+        schema = ValueSchema.from_json(self.value_schemas[task["table_uri"]]).arrow
+        typed, errors = decode_values(table.column("value"), schema)
+        ok = pc.is_null(errors)
+        good = table.filter(ok)
+        for field_ in schema:
+            good = good.append_column(field_, typed.column(field_.name).filter(ok))
+        bad = table.append_column(ERROR_COLUMN, errors).filter(pc.invert(ok))
+        first = self.quarantine_from.get((task["table_uri"], task["topic"], task["partition"]), 0)
+        bad = bad.filter(pc.greater_equal(bad.column("offset"), first))  # already quarantined by a crashed run
+        return good, bad
+
+    def _table_columns(self, task: dict, records: pa.Table) -> pa.Table:
+        n = records.num_rows
+        ts = records.column("timestamp").cast(TIMESTAMP_TYPE)
+        columns = {
+            "topic": pa.repeat(pa.scalar(task["topic"], pa.string()), n),
+            "partition": pa.repeat(pa.scalar(task["partition"], pa.int32()), n),
+            "offset": records.column("offset"),
+            "timestamp": ts,
+            "timestamp_type": records.column("timestamp_type").cast(pa.int8()),
+            "key": records.column("key"),
+            "value": records.column("value"),
+            "headers": records.column("headers").cast(DATA_SCHEMA.field("headers").type),
+            "ingested_at": pa.repeat(pa.scalar(self.ingested_at_us, TIMESTAMP_TYPE), n),
+        }
+        return pa.table(columns, schema=DATA_SCHEMA)
+
+    def _write(self, task: dict, target: str, part_values: dict[str, str], part: pa.Table) -> dict:
+        fs, base = pafs.FileSystem.from_uri(target)
+        prefix = "".join(f"{k}={v}/" for k, v in part_values.items())
+        name = (f"{prefix}part-{task['topic']}-{task['partition']}-{task['min_offset']:020d}-"
+                f"{self.run_id}-{uuid.uuid4().hex[:12]}.{self.compression}.parquet")
+        fs.create_dir(f"{base}/{prefix}".rstrip("/"), recursive=True)
+        pq.write_table(part, f"{base}/{name}", filesystem=fs, compression=self.compression)
+        info = fs.get_file_info(f"{base}/{name}")
+        offsets = part.column("offset")
+        return {
+            "table_uri": target, "topic": task["topic"], "partition": task["partition"],
+            "path": name, "size": info.size, "partition_values": json.dumps(part_values),
+            "modification_time": int(info.mtime_ns // 1_000_000) if info.mtime_ns else int(time.time() * 1000),
+            "num_records": part.num_rows,
+            "min_offset": pc.min(offsets).as_py(), "max_offset": pc.max(offsets).as_py(),
+            "stats": file_stats(part),
+        }
+
+
+def read_task(task: dict) -> tuple[pa.Table, dict]:
+    """Decode one task's byte range and apply read_committed; returns the kept records and the
+    task's counters."""
+    with open_segment(task["path"], task["inode"]) as f:
+        buf = mmap.mmap(f.fileno(), task["end"], access=mmap.ACCESS_READ)
+    try:
+        records = decode_to_arrow(buf, start=task["start"], end=task["end"], source=task["path"], validate=True,
+                         min_offset=task["min_offset"], max_offset=task["max_offset"])
+    finally:
+        del buf  # views of the map may live in `records` until they are copied out by Arrow
+    read = records.num_rows
+    control = records.column("is_control")
+    aborted = _aborted_mask(records, task["aborted"] or [])
+    drop = pc.or_(control, aborted)
+    kept = records.filter(pc.invert(drop))
+    counters = {"bytes_read": task["end"] - task["start"], "records_read": read,
+                "dropped_control": pc.sum(control.cast(pa.int64())).as_py() or 0,
+                "dropped_aborted": pc.sum(pc.and_(aborted, pc.invert(control)).cast(pa.int64())).as_py() or 0}
+    return kept, counters
+
+
+def _aborted_mask(records: pa.Table, aborted: list[dict]) -> pa.ChunkedArray:
+    """True for records of aborted transactions: a transactional record of the producer inside
+    one of its aborted ranges (a planner fact, from the ABORT markers)."""
+    mask = pa.repeat(pa.scalar(False), records.num_rows)
+    if not aborted or records.num_rows == 0:
+        return mask
+    offsets = records.column("offset")
+    producers = records.column("producer_id")
+    transactional = records.column("is_transactional")
+    for r in aborted:
+        hit = pc.and_(pc.equal(producers, r["producer_id"]),
+                      pc.and_(pc.greater_equal(offsets, r["first_offset"]),
+                              pc.less_equal(offsets, r["last_offset"])))
+        mask = pc.or_(mask, pc.and_(hit, transactional))
+    return mask
+
+
+def _split(table: pa.Table, partition_by: list[str]) -> Iterator[tuple[dict[str, str], pa.Table]]:
+    """(partition values, the rows with them) for each distinct value, partition columns dropped."""
+    if table.num_rows == 0:
+        return
+    if not partition_by:
+        yield {}, table
+        return
+    if partition_by != [RECORD_DATE]:
+        raise ValueError(f"unsupported partition columns {partition_by}")
+    dates = pc.cast(table.column("timestamp"), pa.date32())
+    for day in pc.unique(dates).to_pylist():
+        rows = table.filter(pc.equal(dates, pa.scalar(day, pa.date32())))
+        yield {RECORD_DATE: day.isoformat()}, rows
+
+
+def file_stats(table: pa.Table) -> str:
+    """Delta file statistics (numRecords, minValues, maxValues, nullCount) for data skipping.
+    Timestamps in Delta stats are ISO-8601 with milliseconds; our timestamps are whole
+    milliseconds, so the truncation loses nothing."""
+    mins, maxs = {}, {}
+    for name in _STATS_COLUMNS:
+        col = table.column(name)
+        if col.null_count == len(col):
+            continue
+        mm = pc.min_max(col)
+        mins[name], maxs[name] = _stat_value(mm["min"].as_py()), _stat_value(mm["max"].as_py())
+    nulls = {name: table.column(name).null_count for name in _NULL_COUNT_COLUMNS}
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def _stat_value(value):
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value

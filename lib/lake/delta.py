@@ -1,0 +1,144 @@
+"""Delta commits with the group's offsets inside them (delta-rs `deltalake`).
+
+A group's committed offset for a partition is a Delta idempotency record: a `txn` action with
+app id `<group>:<topic>:<partition>` and version = the next offset to read (what
+kafka-delta-ingest does). Txn actions are part of the snapshot, so they survive checkpoints and
+log clean-up, and `DeltaTable.transaction_version(app_id)` reads them back.
+
+Every commit also carries a shared writer-guard txn whose version goes up by one per commit:
+delta-rs rejects a commit whose snapshot is older than a commit carrying the same app id, so two
+writers that planned from the same snapshot can never both commit (delta-rs alone would accept
+both). Before committing we re-read the table and check that each partition's offset is still
+what was planned; a writer that moved them first won, and this run stops (its files are orphans
+for vacuum). A commit that lost only the guard (another table writer touched other partitions)
+is retried on a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+from urllib.parse import unquote
+
+import pyarrow as pa
+from deltalake import DeltaTable, Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import (AddAction, CommitProperties, RemoveAction, Transaction,
+                                   create_table_with_add_actions)
+
+from .errors import ConcurrentWriterError
+
+log = logging.getLogger(__name__)
+
+GUARD_APP_ID = "topiclake:writer-guard"
+MAX_ATTEMPTS = 5
+
+
+def app_id(group: str, topic: str, partition: int) -> str:
+    return f"{group}:{topic}:{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetUpdate:
+    """Move the group's offset of one partition from `expected` (None: never committed) to `new`."""
+
+    topic: str
+    partition: int
+    expected: int | None
+    new: int
+
+
+def load_table(uri: str) -> DeltaTable | None:
+    try:
+        return DeltaTable(uri)
+    except TableNotFoundError:
+        return None
+
+
+def committed_offsets(table: DeltaTable | None, group: str,
+                      partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+    """The group's next offset per partition, None where it never committed."""
+    if table is None:
+        return {tp: None for tp in partitions}
+    return {(t, p): table.transaction_version(app_id(group, t, p)) for t, p in partitions}
+
+
+def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
+           schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
+           precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS) -> int:
+    """Commit files and offsets in ONE Delta commit; returns the new table version.
+
+    Raises ConcurrentWriterError when another writer moved any of these offsets since planning,
+    or when `precheck` (called with the snapshot each attempt commits on) raises it.
+    """
+    for update in offsets:
+        if update.expected is not None and update.new < update.expected:
+            raise ValueError(f"group {group!r} topic {update.topic!r} partition {update.partition}: "
+                             f"offset would go back from {update.expected} to {update.new}")
+    txns = [Transaction(app_id(group, u.topic, u.partition), u.new) for u in offsets]
+    for attempt in range(1, max_attempts + 1):
+        table = load_table(uri)
+        if table is None:
+            if any(u.expected is not None for u in offsets):
+                raise ConcurrentWriterError(f"table {uri} disappeared after planning (group {group!r})")
+            if _create(uri, actions, txns, schema, partition_by, metadata):
+                return 0
+            continue  # another writer created it first: check its offsets on the next pass
+        _check_unchanged(table, uri, group, offsets)
+        if precheck is not None:
+            precheck(table)
+        guard = Transaction(GUARD_APP_ID, (table.transaction_version(GUARD_APP_ID) or 0) + 1)
+        try:
+            table.create_write_transaction(
+                list(actions), mode="append", schema=table.schema(), partition_by=list(partition_by),
+                commit_properties=CommitProperties(custom_metadata=metadata, app_transactions=txns + [guard]))
+        except CommitFailedError as exc:
+            log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
+            continue
+        table.update_incremental()
+        return table.version()
+    raise ConcurrentWriterError(f"table {uri}: gave up after {max_attempts} commit attempts lost to other writers")
+
+
+def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
+    adds = [a for a in actions if isinstance(a, AddAction)]
+    if len(adds) != len(actions):
+        raise ValueError(f"table {uri} does not exist: nothing to remove")
+    try:
+        create_table_with_add_actions(
+            uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=list(partition_by) or None,
+            commit_properties=CommitProperties(custom_metadata=metadata,
+                                               app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]))
+    except DeltaError as exc:
+        if "already exists" in str(exc):
+            return False
+        raise
+    return True
+
+
+def _check_unchanged(table: DeltaTable, uri: str, group: str, offsets: Sequence[OffsetUpdate]) -> None:
+    moved = []
+    for u in offsets:
+        now = table.transaction_version(app_id(group, u.topic, u.partition))
+        if now != u.expected:
+            moved.append(f"{u.topic}/{u.partition}: planned from {u.expected}, now {now}")
+    if moved:
+        raise ConcurrentWriterError(
+            f"table {uri}: another writer committed offsets of group {group!r} since this run planned "
+            f"({'; '.join(moved)}); nothing was committed by this run, its files are left for vacuum")
+
+
+def active_files(table: DeltaTable) -> pa.Table:
+    """The snapshot's add actions with flattened stats (`min.offset`, `partition.record_date`...),
+    paths decoded."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    paths = pa.array([unquote(p) for p in actions.column("path").to_pylist()], pa.string())
+    return actions.set_column(actions.schema.get_field_index("path"), "path", paths)
+
+
+def add_action(row: dict) -> AddAction:
+    """An AddAction from a decode result row (paths are relative and not encoded)."""
+    return AddAction(row["path"], row["size"], json.loads(row["partition_values"]), row["modification_time"],
+                     True, row["stats"])

@@ -1,0 +1,304 @@
+"""Ingest: Kafka segment files -> Delta tables, exactly once.
+
+1. Plan on the driver: per partition, from the group's committed offset (a txn version in the
+   table) to the last stable offset; tasks of about `target_task_bytes` (plan.py).
+2. Executors decode and write Parquet files into the table directories and return one row of
+   metadata per file (decode.py); no record reaches the driver.
+3. The driver makes ONE Delta commit per table with all its files and the partitions' new
+   offsets (delta.py). A crash before that leaves the table as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from topiclake.segments.storage import StorageLayout
+
+from . import delta
+from .decode import RESULT_DDL, RESULT_SCHEMA, TASK_DDL, TaskWriter
+from .errors import LakeError
+from .offsets import EARLIEST, LATEST, parse_offset_spec
+from .plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, plan_partition
+from .progress import ProgressCallback, track_job_group
+from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
+from .source import list_partition, topic_partitions
+from .values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
+
+log = logging.getLogger(__name__)
+
+GROUP_PREFIX = "topiclake-ingest-"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    topics: tuple[str, ...]
+    root: Path
+    table: str | None = None  # a name under <root>/tables, or any location deltalake accepts
+    group: str | None = None
+    starting_offsets: str | None = None
+    ending_offsets: str | None = None
+    target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
+    partition_by: tuple[str, ...] = DEFAULT_PARTITION_BY  # for new tables; a table keeps its own
+    allow_data_loss: bool = False
+    schemas_dir: Path | None = None  # conf/schemas: <table>.json declares typed value columns
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """One table fed by a consumer group from one or more topics."""
+
+    table_uri: str
+    group: str
+    topics: tuple[str, ...]
+    value_schema: ValueSchema | None = None
+
+
+@dataclass(slots=True)
+class PartitionOutcome:
+    plan: PartitionPlan
+    files: int = 0
+    records: int = 0
+    bytes_read: int = 0
+    dropped_control: int = 0
+    dropped_aborted: int = 0
+    quarantined: int = 0
+    quarantine_committed: int | None = None  # the quarantine table's txn version when planning
+
+
+@dataclass(slots=True)
+class TableOutcome:
+    pipeline: Pipeline
+    partitions: list[PartitionOutcome]
+    version: int | None = None  # the Delta version committed by this run; None: nothing to commit
+
+
+@dataclass(slots=True)
+class IngestResult:
+    run_id: str
+    tables: list[TableOutcome] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for t in self.tables for p in t.partitions)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(p.bytes_read for t in self.tables for p in t.partitions)
+
+
+def resolve_table_uri(layout: StorageLayout, name_or_location: str) -> str:
+    """A bare name lives under <root>/tables; a path or URI is used as it is."""
+    if "://" in name_or_location:
+        return name_or_location
+    if "/" in name_or_location or name_or_location.startswith("."):
+        return str(Path(name_or_location).resolve())
+    return str(layout.table_dir(name_or_location).resolve())
+
+
+def pipelines_for(options: IngestOptions) -> list[Pipeline]:
+    layout = StorageLayout(options.root)
+    if options.table is not None:  # every topic into the one table
+        targets = [(resolve_table_uri(layout, options.table), tuple(options.topics))]
+    else:
+        targets = [(resolve_table_uri(layout, topic), (topic,)) for topic in options.topics]
+    return [Pipeline(uri, options.group or GROUP_PREFIX + table_name(uri), topics,
+                     load_value_schema(options.schemas_dir, table_name(uri))) for uri, topics in targets]
+
+
+def _table_schema(pipeline: Pipeline, partition_by: Sequence[str]) -> pa.Schema:
+    schema = table_schema(tuple(partition_by))
+    if pipeline.value_schema is None:
+        return schema
+    data = DATA_SCHEMA
+    for f in pipeline.value_schema.arrow:
+        data = data.append(f)
+    return pa.schema(list(data) + [schema.field(name) for name in partition_by])
+
+
+def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> None:
+    """Typed columns are fixed when a table is created: a declared schema must match it."""
+    if table is None:
+        return
+    have = [f.name for f in table.schema().fields]
+    want = _table_schema(pipeline, partition_by).names
+    if have != want:
+        raise LakeError(f"table {pipeline.table_uri} has columns {have}, but the declared schema gives {want}; "
+                        "changing the typed columns of an existing table is not supported")
+
+
+def table_name(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None = None) -> IngestResult:
+    started = time.monotonic()
+    run_id = uuid.uuid4().hex[:16]
+    layout = StorageLayout(options.root)
+    starting = parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True)
+    ending = parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False)
+    result = IngestResult(run_id)
+    partition_by: dict[str, list[str]] = {}
+    value_schemas: dict[str, str] = {}
+    quarantine_from: dict[tuple[str, str, int], int] = {}
+    for pipeline in pipelines_for(options):
+        uri = pipeline.table_uri
+        table = delta.load_table(uri)
+        partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
+        _check_schema(pipeline, table, partition_by[uri])
+        tps = [(t, p) for t in pipeline.topics for p in topic_partitions(layout, t)]
+        committed = delta.committed_offsets(table, pipeline.group, tps)
+        plans = [plan_partition(list_partition(layout, t, p), table_uri=uri,
+                                committed=committed[(t, p)], starting=starting, ending=ending,
+                                target_task_bytes=options.target_task_bytes,
+                                allow_data_loss=options.allow_data_loss) for t, p in tps]
+        outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
+        if pipeline.value_schema is not None:
+            value_schemas[uri] = pipeline.value_schema.to_json()
+            quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
+            for part in outcome.partitions:
+                part.quarantine_committed = quarantined[(part.plan.topic, part.plan.partition)]
+                quarantine_from[(uri, part.plan.topic, part.plan.partition)] = max(
+                    part.plan.start_offset, part.quarantine_committed or 0)
+        result.tables.append(outcome)
+
+    tasks = [task for t in result.tables for p in t.partitions for task in p.plan.tasks]
+    ingested_at_us = int(time.time() * 1000) * 1000  # whole milliseconds: exact in Delta stats
+    rows = run_tasks(spark, tasks, TaskWriter(run_id=run_id, ingested_at_us=ingested_at_us,
+                                              partition_by=partition_by, value_schemas=value_schemas,
+                                              quarantine_from=quarantine_from),
+                     description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
+    for outcome in result.tables:
+        _commit_table(outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: str, job_group: str,
+              progress: ProgressCallback | None = None) -> pa.Table:
+    """Run the tasks as one Spark job, one Spark partition per task; the file metadata rows."""
+    if not tasks:
+        return RESULT_SCHEMA.empty_table()
+    ordered = sorted(tasks, key=lambda t: -t.bytes)  # big tasks first: the stragglers start early
+    rows = [(t.table_uri, t.topic, t.partition, t.path, t.inode, t.start, t.end, t.min_offset, t.max_offset,
+             [(a.producer_id, a.first_offset, a.last_offset) for a in t.aborted]) for t in ordered]
+    sc = spark.sparkContext
+    sc.setJobGroup(job_group, description[:1000])
+    try:
+        frame = spark.createDataFrame(sc.parallelize(rows, len(rows)), TASK_DDL)
+        with track_job_group(sc, job_group, progress):
+            table = frame.mapInArrow(writer, RESULT_DDL).toArrow()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    return table
+
+
+def _describe(result: IngestResult) -> str:
+    """The Spark UI's job description: which topic partitions and offsets this job reads."""
+    parts = []
+    for t in result.tables:
+        ranges = " ".join(f"{p.plan.topic}-{p.plan.partition}@[{p.plan.start_offset},{p.plan.end_offset})"
+                          for p in t.partitions if p.plan.tasks)
+        parts.append(f"{table_name(t.pipeline.table_uri)} <- {ranges}")
+    return "topiclake ingest: " + "; ".join(parts)
+
+
+def _commit_table(outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str]) -> None:
+    pipeline = outcome.pipeline
+    by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
+    actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
+    updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.plan.committed, p.plan.end_offset)
+               for p in outcome.partitions if p.plan.moves]
+    if not updates and not actions:
+        log.info("table %s: nothing new for group %s", pipeline.table_uri, pipeline.group)
+        return
+    metadata = {"topiclake": {
+        "operation": "ingest", "run_id": run_id, "group": pipeline.group,
+        "offsets": {f"{u.topic}:{u.partition}": [u.expected, u.new] for u in updates},
+        # the offsets this run read per partition: where a group began, for coverage reports
+        "ranges": {f"{p.plan.topic}:{p.plan.partition}": [p.plan.start_offset, p.plan.end_offset]
+                   for p in outcome.partitions if p.plan.moves},
+        "lost": {f"{p.plan.topic}:{p.plan.partition}": list(p.plan.lost)
+                 for p in outcome.partitions if p.plan.lost is not None},
+    }}
+    if pipeline.value_schema is not None:
+        # First, so that a crash between the two commits leaves the quarantine ahead, never
+        # behind: the rerun skips the offsets it already holds (quarantine_from).
+        _commit_quarantine(outcome, rows, metadata, partition_by)
+    outcome.version = delta.commit(pipeline.table_uri, group=pipeline.group, actions=actions, offsets=updates,
+                                   schema=_table_schema(pipeline, partition_by), partition_by=partition_by,
+                                   metadata=metadata)
+    log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
+             len(actions), pipeline.group)
+
+
+def _file_actions(rows: pa.Table, uri: str, by_partition: dict, *, count: bool) -> list:
+    actions = []
+    for row in rows.filter(pc.equal(rows.column("table_uri"), uri)).to_pylist():
+        part = by_partition[(row["topic"], row["partition"])]
+        if row["path"] is None:  # a task's counters
+            part.bytes_read += row["bytes_read"]
+            part.dropped_control += row["dropped_control"]
+            part.dropped_aborted += row["dropped_aborted"]
+            part.quarantined += row["quarantined"] or 0
+            continue
+        if count:
+            part.files += 1
+            part.records += row["num_records"]
+        actions.append(delta.add_action(row))
+    return actions
+
+
+def _commit_quarantine(outcome: TableOutcome, rows: pa.Table, metadata: dict, partition_by: list[str]) -> None:
+    pipeline = outcome.pipeline
+    uri = quarantine_uri(pipeline.table_uri)
+    by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
+    actions = _file_actions(rows, uri, by_partition, count=False)
+    updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.quarantine_committed, p.plan.end_offset)
+               for p in outcome.partitions
+               if p.quarantine_committed is None or p.plan.end_offset > p.quarantine_committed]
+    if actions or updates:
+        schema = pa.schema(list(QUARANTINE_SCHEMA) + [table_schema(tuple(partition_by)).field(n)
+                                                      for n in partition_by])
+        delta.commit(uri, group=pipeline.group, actions=actions, offsets=updates, schema=schema,
+                     partition_by=partition_by, metadata=metadata)
+
+
+def format_summary(result: IngestResult) -> str:
+    lines = [f"ingest run {result.run_id}: {result.records} records, {result.bytes_read} bytes read "
+             f"in {result.duration_s:.1f} s"]
+    for t in result.tables:
+        state = f"version {t.version}" if t.version is not None else "no commit (nothing new)"
+        lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
+        for p in t.partitions:
+            plan = p.plan
+            line = (f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) "
+                    f"{p.records} records in {p.files} files")
+            if p.dropped_control or p.dropped_aborted:
+                line += f", dropped {p.dropped_control} control / {p.dropped_aborted} aborted"
+            if p.quarantined:
+                line += f", {p.quarantined} undecodable values quarantined"
+            if plan.last_stable_offset < plan.log_end_offset:
+                line += f", open transaction from {plan.last_stable_offset} (log end {plan.log_end_offset})"
+            if plan.lost is not None:
+                line += f", LOST [{plan.lost[0]}, {plan.lost[1]}) to retention"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def run(options: IngestOptions, *, master: str | None = None, progress: ProgressCallback | None = None,
+        spark_conf: dict[str, str] | None = None) -> IngestResult:
+    """Entry point of jobs/ingest.py and `topiclake ingest`: the session, then the run."""
+    from .spark import get_session
+
+    spark = get_session("topiclake-ingest", master=master, conf=spark_conf)
+    return ingest(spark, options, progress=progress)

@@ -1,0 +1,62 @@
+"""Backfill replaces exactly an offset range in one commit, idempotently, offsets untouched."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from topiclake.lake.backfill import BackfillOptions, backfill
+from topiclake.lake.delta import app_id
+from topiclake.lake.errors import LakeError
+from topiclake.lake.ingest import IngestOptions, ingest
+
+from .conftest import read_table
+
+GROUP = "topiclake-ingest-orders"
+
+
+def rows(data):
+    """(partition, offset, value) of every row, sorted: duplicates would show."""
+    return sorted(zip(data["partition"].to_pylist(), data["offset"].to_pylist(), data["value"].to_pylist()))
+
+
+def test_backfill_replaces_exactly_the_range(spark, root, topic_writer):
+    w = topic_writer("orders", partitions=2)
+    for i in range(3):
+        w.produce(0, [f"v{3 * i + j}".encode() for j in range(3)])  # offsets 0-8, one file
+    w.produce(1, [b"p1"])
+    ingest(spark, IngestOptions(topics=("orders",), root=root))
+    uri = root / "tables" / "orders"
+    table, before = read_table(uri)
+    p1_file = [p for p in table.file_uris() if "part-orders-1-" in p]
+
+    options = BackfillOptions(root=root, table="orders", topic="orders", partition=0, from_offset=3, to_offset=6)
+    first = backfill(spark, options)
+    table, after = read_table(uri)
+    assert first.version == 1 and first.records == 3
+    assert len(first.removed) == 1 and len(first.rewritten) == 1  # the 0-8 file straddled the range
+    assert rows(after) == rows(before)
+    fresh = after.filter(pc.greater(after["ingested_at"], pc.max(before["ingested_at"])))
+    assert sorted(fresh["offset"].to_pylist()) == [3, 4, 5]
+    assert [p for p in table.file_uris() if "part-orders-1-" in p] == p1_file  # other partition untouched
+    assert table.transaction_version(app_id(GROUP, "orders", 0)) == 9
+    assert table.history(1)[0]["topiclake"]["range"] == [3, 6]
+
+    second = backfill(spark, options)
+    table, again = read_table(uri)
+    assert second.version == 2 and rows(again) == rows(before)
+    assert len(second.removed) == 1 and second.rewritten == []  # only the first backfill's file held 3-5
+    assert table.transaction_version(app_id(GROUP, "orders", 0)) == 9
+
+
+def test_backfill_is_bounded_by_the_group_offsets(spark, root, topic_writer):
+    w = topic_writer("orders")
+    w.produce(0, [b"a", b"b", b"c"])
+    ingest(spark, IngestOptions(topics=("orders",), root=root, ending_offsets='{"orders": {"0": 2}}'))
+    result = backfill(spark, BackfillOptions(root=root, table="orders", topic="orders", partition=0,
+                                             from_offset=0, to_offset=100))
+    assert (result.start, result.end) == (0, 2)
+    assert sorted(read_table(root / "tables" / "orders")[1]["offset"].to_pylist()) == [0, 1]
+    with pytest.raises(LakeError, match="only ingested offsets can be backfilled"):
+        backfill(spark, BackfillOptions(root=root, table="orders", topic="orders", partition=0,
+                                        from_offset=2, to_offset=3))

@@ -1,0 +1,69 @@
+"""The commit protocol on real Delta tables (no Spark needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from topiclake.lake import delta
+from topiclake.lake.errors import ConcurrentWriterError
+from topiclake.lake.schema import table_schema
+
+SCHEMA = table_schema()
+PART = ["record_date"]
+
+
+def commit(uri, *updates, group="g"):
+    return delta.commit(str(uri), group=group, actions=[], offsets=list(updates), schema=SCHEMA,
+                        partition_by=PART, metadata={"topiclake": {"operation": "test"}})
+
+
+def test_offsets_are_txn_versions_and_survive_checkpoints(tmp_path):
+    uri = tmp_path / "t"
+    assert commit(uri, delta.OffsetUpdate("t", 0, None, 5), delta.OffsetUpdate("t", 1, None, 0)) == 0
+    for i in range(11):
+        commit(uri, delta.OffsetUpdate("t", 0, 5 + i, 6 + i))
+    delta.load_table(str(uri)).create_checkpoint()
+    assert commit(uri, delta.OffsetUpdate("t", 0, 16, 17)) == 12
+    for name in (f"{v:020d}.json" for v in range(11)):  # what log clean-up removes, in effect
+        (uri / "_delta_log" / name).unlink()
+    table = delta.load_table(str(uri))
+    assert delta.committed_offsets(table, "g", [("t", 0), ("t", 1), ("t", 2)]) == {
+        ("t", 0): 17, ("t", 1): 0, ("t", 2): None}
+
+
+def test_a_writer_that_moved_the_offsets_first_wins(tmp_path):
+    uri = tmp_path / "t"
+    commit(uri, delta.OffsetUpdate("t", 0, None, 5))
+    commit(uri, delta.OffsetUpdate("t", 0, 5, 9))  # the other writer, after we planned from 5
+    with pytest.raises(ConcurrentWriterError, match=r"t/0: planned from 5, now 9"):
+        commit(uri, delta.OffsetUpdate("t", 0, 5, 7))
+    assert delta.load_table(str(uri)).transaction_version(delta.app_id("g", "t", 0)) == 9
+
+
+def test_other_partitions_and_groups_do_not_conflict(tmp_path):
+    uri = tmp_path / "t"
+    commit(uri, delta.OffsetUpdate("t", 0, None, 5))
+    commit(uri, delta.OffsetUpdate("t", 1, None, 3), group="other")
+    commit(uri, delta.OffsetUpdate("t", 0, 5, 6))
+    table = delta.load_table(str(uri))
+    assert table.version() == 2 and table.transaction_version(delta.GUARD_APP_ID) == 3
+
+
+def test_stale_snapshot_commit_fails_because_of_the_guard(tmp_path):
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, Transaction
+
+    uri = tmp_path / "t"
+    commit(uri, delta.OffsetUpdate("t", 0, None, 5))
+    stale = DeltaTable(str(uri))
+    commit(uri, delta.OffsetUpdate("t", 1, None, 1))
+    with pytest.raises(CommitFailedError):
+        stale.create_write_transaction([], mode="append", schema=stale.schema(), partition_by=PART,
+                                       commit_properties=CommitProperties(app_transactions=[
+                                           Transaction(delta.GUARD_APP_ID, 2)]))
+
+
+def test_offsets_never_go_back(tmp_path):
+    with pytest.raises(ValueError, match="go back from 9 to 3"):
+        commit(tmp_path / "t", delta.OffsetUpdate("t", 0, 9, 3))
