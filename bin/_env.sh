@@ -39,3 +39,5 @@ fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"
+# Spark binds the machine's outward address by default; everything here is local.
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"

@@ -16,8 +16,9 @@ app = typer.Typer(
 def _main() -> None:
     """Kafka's log, made batch-native."""
 
-from . import dump  # noqa: E402  (registers dump-log)
+from . import demo, dump  # noqa: E402  (demo: the quick start's job; dump-log)
 
+demo.register(app)
 dump.register(app)
 
 from . import broker, topics  # noqa: E402  (broker start; topics create/list/describe/delete/alter-config)

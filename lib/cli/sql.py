@@ -31,5 +31,5 @@ def sql(
     from topiclake.segments.storage import StorageLayout
 
     layout = StorageLayout(storage_root(load_settings(config), data))
-    spark = get_session("topiclake-sql", master=master)
+    spark = get_session("topiclake-sql", master=master, conf={"spark.ui.showConsoleProgress": "false"})
     typer.echo(format_result(run_sql(spark, query, discover_tables(layout), max_rows=max_rows), fmt))

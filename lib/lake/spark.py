@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 DEFAULT_MASTER = "local[*]"
 
@@ -42,6 +43,9 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Quiet driver logs for local runs; the driver JVM starts with this session.
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

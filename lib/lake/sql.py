@@ -54,6 +54,8 @@ def register_views(spark, tables: dict[str, str]) -> list[str]:
 
 def run_sql(spark, query: str, tables: dict[str, str], *, max_rows: int | None = None) -> pa.Table:
     register_views(spark, tables)
+    # Ad-hoc queries shuffle; let Spark size the shuffle to the data (ingest turns this off).
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
     frame = spark.sql(query)
     if max_rows is not None:
         frame = frame.limit(max_rows)
