@@ -10,6 +10,9 @@ from typing import Any, Mapping
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import section, storage_root
 
+from .group.config import GroupsConfig
+from .txn.config import TransactionsConfig
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
@@ -23,6 +26,8 @@ class BrokerConfig:
     num_partitions: int = 1
     max_request_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     lease_interval_s: float = 10.0
+    groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
+    transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
 
     @property
     def public_host(self) -> str:
@@ -40,9 +45,10 @@ class BrokerConfig:
                       **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
-        names = {f.name for f in dataclasses.fields(cls)} - {"root"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(root=storage_root(settings, root), **values)
+        return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
+                   transactions=TransactionsConfig.from_section(section(settings, "transactions")), **values)

@@ -11,7 +11,9 @@ from topiclake.segments.atomic import atomic_write
 from topiclake.segments.storage import StorageLayout
 
 from .config import BrokerConfig
+from .group.coordinator import GroupService
 from .partitions import PartitionManager
+from .txn.coordinator import TransactionCoordinator
 
 PRODUCER_ID_BLOCK = 1000
 
@@ -46,6 +48,8 @@ class BrokerContext:
     partitions: PartitionManager
     cluster_id: str
     producer_ids: ProducerIdAllocator
+    groups: GroupService  # the group coordinator (started by the server)
+    txn: TransactionCoordinator  # the transaction coordinator (started by the server)
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
@@ -53,9 +57,14 @@ class BrokerContext:
         layout = StorageLayout(config.root)
         for directory in (layout.cluster_dir, layout.topics_dir, layout.logs_dir):
             os.makedirs(directory, exist_ok=True)
-        return cls(config=config, layout=layout,
-                   partitions=PartitionManager(layout, default_partitions=config.num_partitions),
-                   cluster_id=layout.cluster_id(), producer_ids=ProducerIdAllocator(layout))
+        partitions = PartitionManager(layout, default_partitions=config.num_partitions)
+        producer_ids = ProducerIdAllocator(layout)
+        groups = GroupService(partitions, config.groups)
+        txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
+                                     offsets_partition_for=groups.partition_for,
+                                     offsets_marker=groups.complete_transaction)
+        return cls(config=config, layout=layout, partitions=partitions,
+                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn)
 
     @property
     def broker_id(self) -> int:

@@ -29,6 +29,7 @@ from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, 
 
 from .errors import UnknownTopicOrPartition
 from .producer_state import ProducerState
+from .txn.partition_state import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Partition:
         self.log = log_
         self.config = config
         self.producers = ProducerState(topic, index)
+        self.txns = PartitionTxns(f"{topic}-{index}")  # open/aborted transactions: LSO, read_committed
         self._waiters: list[asyncio.Future] = []
 
     def __repr__(self) -> str:
@@ -66,6 +68,11 @@ class Partition:
     def high_watermark(self) -> int:
         # One replica: everything appended is committed.
         return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # Kafka: min(first offset of an undecided transaction, high watermark).
+        return self.txns.last_stable_offset(self.high_watermark)
 
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -90,10 +97,36 @@ class Partition:
             return
         try:
             for _pos, header in iter_file_headers(fd, 0, os.fstat(fd).st_size, source=str(info.path)):
-                if header.producer_id >= 0:
+                if header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    self.producers.observe_marker(header.producer_id, header.producer_epoch)
+                else:
                     self.producers.observe(header, header.base_offset, header.last_offset, header.max_timestamp)
         finally:
             os.close(fd)
+
+    def refresh(self) -> None:
+        """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
+        deleting old segments only drops entries; a compaction swap may have removed aborted data
+        and markers, so the index is rebuilt. Partitions without aborted transactions skip this."""
+        if not self.txns.aborted():
+            self.log.refresh()
+            return
+        before = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
+        self.log.refresh()
+        after = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
+        only_deleted = len(after) <= len(before) and after == before[len(before) - len(after):]
+        if only_deleted:  # unchanged, or a prefix gone
+            self.txns.forget_before(self.log.log_start_offset)
+        else:
+            self.rebuild_txn_state()
+
+    def rebuild_txn_state(self) -> None:
+        """Open and aborted transactions from the whole log's batch headers (I/O thread; at open)."""
+        self.txns = PartitionTxns(f"{self.topic}-{self.index}")
+        scan_log([info.path for info in self.log.segments()], self.txns)
+        self.txns.forget_before(self.log.log_start_offset)
 
 
 class PartitionManager:
@@ -198,6 +231,7 @@ class PartitionManager:
             directory.mkdir(parents=True, exist_ok=True)
             part = Partition(meta.name, index, Log.open(directory, config, topic=meta.name, partition=index), config)
             part.rebuild_producer_state()
+            part.rebuild_txn_state()
             return part
 
         part = await self.run_io(open_log)
@@ -212,7 +246,7 @@ class PartitionManager:
         """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs."""
         for part in list(self._partitions.values()):
             try:
-                await self.run_io(part.log.refresh)
+                await self.run_io(part.refresh)
             except Exception:
                 log.exception("refreshing %s-%d failed", part.topic, part.index)
 

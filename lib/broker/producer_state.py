@@ -97,5 +97,16 @@ class ProducerState:
         entry.batches.append(BatchMeta(header.base_sequence, header.last_sequence,
                                        first_offset, last_offset, timestamp))
 
+    def observe_marker(self, producer_id: int, producer_epoch: int) -> None:
+        """A COMMIT/ABORT marker was appended (or replayed) with the producer's current epoch. A
+        higher epoch (the coordinator fenced the producer) makes its older batches INVALID_PRODUCER_EPOCH;
+        the sequence carries on within one epoch, as Kafka's appendEndTxnMarker keeps it."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = _Entry()
+        if producer_epoch > entry.epoch:
+            entry.epoch = producer_epoch
+            entry.batches.clear()
+
     def __len__(self) -> int:
         return len(self._producers)

@@ -51,8 +51,11 @@ class BrokerServer:
         if self.config.port == 0:  # an ephemeral port: advertise the one we got
             self.context.config = self.config = dataclasses.replace(self.config, port=self.port)
         self._register()
+        await self.context.groups.start()
+        await self.context.txn.start()
         self._background = [asyncio.create_task(self._renew_lease()),
-                            asyncio.create_task(self._refresh_logs())]
+                            asyncio.create_task(self._refresh_logs()),
+                            asyncio.create_task(self.context.txn.run_checks())]
         log.info("broker %d listening on %s:%d (root %s, cluster %s)", self.config.broker_id,
                  self.config.host, self.port, self.config.root, self.context.cluster_id)
 
@@ -93,6 +96,7 @@ class BrokerServer:
         for task in list(self._tasks) + self._background:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        await ctx.groups.stop()
         await ctx.partitions.close()
         self._unregister()
         log.info("broker %d stopped cleanly", self.config.broker_id)

@@ -8,25 +8,16 @@ import uuid
 
 import typer
 
+from .protocol import BOOTSTRAP, connect
+
 topics_app = typer.Typer(help="Manage topics on a running broker (over the Kafka protocol).", no_args_is_help=True)
 
-BOOTSTRAP = typer.Option("127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="Broker host:port.")
 _TIMEOUT = datetime.timedelta(seconds=30)
 _TOPIC_RESOURCE = 2
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(topics_app, name="topics")
-
-
-def _client(bootstrap: str):
-    from topiclake.broker.client import ProtocolClient
-
-    try:
-        return ProtocolClient(bootstrap)
-    except OSError as exc:
-        typer.echo(f"error: cannot reach a broker at {bootstrap}: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _fail_on(code, message: str | None, what: str) -> None:
@@ -56,7 +47,7 @@ def create(name: str, partitions: int = typer.Option(1, "--partitions", help="Nu
     configs = tuple(req.CreatableTopicConfig(name=k, value=v) for k, v in _parse_pairs(config).items())
     topic = req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, assignments=(),
                                configs=configs)
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         result = client.request(req.CreateTopicsRequest(topics=(topic,), timeout=_TIMEOUT, validate_only=False))
     r = result.topics[0]
     _fail_on(r.error_code, r.error_message, f"creating topic {name}")
@@ -81,7 +72,7 @@ def _topic_id(value: uuid.UUID) -> str:
 @topics_app.command("list")
 def list_topics(bootstrap: str = BOOTSTRAP) -> None:
     """List topic names."""
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         metadata = _metadata(client, None)
     for topic in sorted(metadata.topics, key=lambda t: t.name or ""):
         typer.echo(topic.name)
@@ -92,7 +83,7 @@ def describe(name: str, bootstrap: str = BOOTSTRAP) -> None:
     """Partitions, leader and config overrides of a topic (like kafka-topics --describe)."""
     from kio.schema.describe_configs.v4 import request as req
 
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         topic = _metadata(client, [name]).topics[0]
         _fail_on(topic.error_code, None, f"describing topic {name}")
         resource = req.DescribeConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=name, configuration_keys=None)
@@ -111,7 +102,7 @@ def delete(name: str, bootstrap: str = BOOTSTRAP) -> None:
     """Delete a topic and its partition logs."""
     from kio.schema.delete_topics.v6 import request as req
 
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         result = client.request(req.DeleteTopicsRequest(
             topics=(req.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0)),), timeout=_TIMEOUT))
     r = result.responses[0]
@@ -129,7 +120,7 @@ def alter_config(name: str, pairs: list[str] = typer.Argument(..., help="key=val
     ops = [req.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _parse_pairs(pairs).items()]
     ops += [req.AlterableConfig(name=k, config_operation=1, value=None) for k in delete_keys]
     resource = req.AlterConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=name, configs=tuple(ops))
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         result = client.request(req.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False))
     r = result.responses[0]
     _fail_on(r.error_code, r.error_message, f"altering configs of {name}")
@@ -143,7 +134,7 @@ def add_partitions(name: str, partitions: int = typer.Option(..., "--partitions"
     from kio.schema.create_partitions.v3 import request as req
 
     topic = req.CreatePartitionsTopic(name=name, count=partitions, assignments=None)
-    with _client(bootstrap) as client:
+    with connect(bootstrap) as client:
         result = client.request(req.CreatePartitionsRequest(topics=(topic,), timeout=_TIMEOUT, validate_only=False))
     r = result.results[0]
     _fail_on(r.error_code, r.error_message, f"adding partitions to {name}")

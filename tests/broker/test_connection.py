@@ -75,7 +75,7 @@ def test_unsupported_api_versions_version_answers_v0(broker):
 
 def test_unsupported_api_closes_connection(broker):
     with socket.create_connection(("127.0.0.1", broker.server.port)) as sock:
-        body = struct.pack(">hhi", 11, 5, 1) + struct.pack(">h", -1) + b"\x00" * 20  # JoinGroup: not yet served
+        body = struct.pack(">hhi", 76, 0, 1) + struct.pack(">h", -1) + b"\x00" * 20  # ShareGroupHeartbeat: not served
         sock.sendall(struct.pack(">i", len(body)) + body)
         assert closed_by_peer(sock)
     still_serves(broker)

@@ -85,4 +85,6 @@ def test_describe_cluster_and_producer_ids(broker):
         assert len({r.producer_id for r in ids}) == 3
         txn = c.request(pid_req.InitProducerIdRequest(transactional_id="tx",
                                                       transaction_timeout=datetime.timedelta(seconds=60)))
-        assert txn.error_code != ErrorCode.none
+        # a transactional id: the transaction coordinator's own id, epoch 0 (tests/broker/txn has the rest)
+        assert (txn.error_code, txn.producer_epoch) == (ErrorCode.none, 0)
+        assert txn.producer_id not in {r.producer_id for r in ids}

@@ -20,8 +20,10 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None):
+    def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None,
+                 config: Path | None = None):
         self.data = Path(data)
+        self.config = Path(config) if config is not None else REPO / "conf" / "topiclake.toml"
         self.port = port or free_port()
         self.log_path = log_path or self.data.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen | None = None
@@ -36,7 +38,7 @@ class BrokerProcess:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(self.port),
-             "--data", str(self.data), "--config", str(REPO / "conf" / "topiclake.toml")],
+             "--data", str(self.data), "--config", str(self.config)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

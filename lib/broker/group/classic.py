@@ -42,13 +42,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .api import (CommitOffset, Completion, DescribedMember, FetchedOffset, GroupDescription, GroupResult,
-                  HeartbeatRequest, JoinMember, JoinRequest, JoinResponse, LeaveMemberResult, LeaveResponse,
-                  ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse, OffsetFetchResponse,
-                  PartitionResult, Result, SyncRequest, SyncResponse)
+from .api import (DescribedMember, GroupDescription, GroupResult, HeartbeatRequest, JoinMember, JoinRequest,
+                  JoinResponse, LeaveMemberResult, LeaveResponse, ListedGroup, MemberIdentity, Result, SyncRequest,
+                  SyncResponse)
 from .errors import GroupCoordinatorError, GroupErrorCode as E
-from .records import (CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, UnknownKey,
-                      decode_record, group_metadata_record, offset_commit_record)
+from .offsets import OffsetsMixin
+from .op import NO_PRODUCER_ID, Op
+from .records import (CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, UnknownKey, decode_record,
+                      group_metadata_record, offset_commit_record)
 from .state import ClassicGroup, GroupState, Member
 
 S = GroupState
@@ -67,38 +68,14 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
 
 
-class _Op:
-    """Collects the records and completed parked requests of one call."""
+class GroupCoordinator(OffsetsMixin):
+    """The groups of one `__consumer_offsets` partition; the offset calls come from OffsetsMixin."""
 
-    def __init__(self, coordinator: "GroupCoordinator", now_ms: int):
-        self.coordinator = coordinator
-        self.now = now_ms
-        self.records: list[CoordinatorRecord] = []
-        self.completions: list[Completion] = []
-
-    def emit(self, record: CoordinatorRecord) -> None:
-        self.records.append(record)
-        self.coordinator.replay(record, self.now)
-
-    def complete(self, ticket: int | None, response: JoinResponse | SyncResponse) -> None:
-        if ticket is not None:
-            self.completions.append(Completion(ticket, response))
-
-    def result(self, response=None, ticket: int | None = None) -> Result:
-        completions = self.completions
-        if ticket is not None:
-            own = [c for c in completions if c.ticket == ticket]
-            if own:
-                response = own[0].response
-                completions = [c for c in completions if c.ticket != ticket]
-        return Result(response, tuple(self.records), tuple(completions), ticket if response is None else None)
-
-
-class GroupCoordinator:
     def __init__(self, config: GroupConfig = GroupConfig(),
                  new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4())):
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
+        self._init_offsets()
         self._new_member_suffix = new_member_suffix
         self._next_ticket = 0
 
@@ -107,18 +84,11 @@ class GroupCoordinator:
         return self._next_ticket
 
     # ============================================================== replay (live + load)
-    def replay(self, record: CoordinatorRecord, now_ms: int) -> None:
+    def replay(self, record: CoordinatorRecord, now_ms: int, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one record; `producer_id` >= 0 when it came in a transactional batch."""
         key, value = record.key, record.value
         if isinstance(key, OffsetCommitKey):
-            group = self.groups.get(key.group)
-            if value is None:
-                if group is not None:
-                    group.offsets.pop((key.topic, key.partition), None)
-                return
-            if group is None:  # offsets without group metadata: a simple (standalone) group
-                group = self.groups[key.group] = ClassicGroup(key.group, state_timestamp=now_ms)
-            assert isinstance(value, OffsetCommitValue)
-            group.offsets[(key.topic, key.partition)] = value
+            self._replay_offset(record, now_ms, producer_id)
         elif isinstance(key, GroupMetadataKey):
             if value is None:
                 group = self.groups.pop(key.group, None)
@@ -130,15 +100,16 @@ class GroupCoordinator:
                 group = self.groups[key.group] = ClassicGroup(key.group)
             group.apply_value(value, now_ms)
 
-    def replay_bytes(self, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+    def replay_bytes(self, key: bytes | None, value: bytes | None, now_ms: int,
+                     producer_id: int = NO_PRODUCER_ID) -> None:
         """Load one record of the partition (in log order); unknown record types are skipped."""
         record = decode_record(key, value)
         if not isinstance(record, UnknownKey):
-            self.replay(record, now_ms)
+            self.replay(record, now_ms, producer_id)
 
     # ======================================================================== JoinGroup
     def join(self, req: JoinRequest, now_ms: int) -> Result[JoinResponse]:
-        op, ticket = _Op(self, now_ms), self._ticket()
+        op, ticket = Op(self, now_ms), self._ticket()
         created = req.group_id not in self.groups
         try:
             group = self._join(op, ticket, req)
@@ -149,7 +120,7 @@ class GroupCoordinator:
             op.complete(ticket, JoinResponse(exc.code, req.member_id))
         return op.result(ticket=ticket)
 
-    def _join(self, op: _Op, ticket: int, req: JoinRequest) -> ClassicGroup:
+    def _join(self, op: Op, ticket: int, req: JoinRequest) -> ClassicGroup:
         cfg = self.config
         if not req.group_id:
             raise GroupCoordinatorError(E.INVALID_GROUP_ID)
@@ -171,7 +142,7 @@ class GroupCoordinator:
             self._join_known_member(op, ticket, group, req)
         return group
 
-    def _join_new_member(self, op: _Op, ticket: int, group: ClassicGroup, req: JoinRequest) -> None:
+    def _join_new_member(self, op: Op, ticket: int, group: ClassicGroup, req: JoinRequest) -> None:
         old_id = group.static_member_id(req.group_instance_id)
         if old_id is None and len(group.members) + len(group.pending_members) >= self.config.max_size:
             raise GroupCoordinatorError(E.GROUP_MAX_SIZE_REACHED)
@@ -185,7 +156,7 @@ class GroupCoordinator:
         else:
             self._add_member_and_rebalance(op, ticket, group, req, new_id)
 
-    def _join_known_member(self, op: _Op, ticket: int, group: ClassicGroup, req: JoinRequest) -> None:
+    def _join_known_member(self, op: Op, ticket: int, group: ClassicGroup, req: JoinRequest) -> None:
         if req.member_id in group.pending_members:
             del group.pending_members[req.member_id]
             self._add_member_and_rebalance(op, ticket, group, req, req.member_id)
@@ -205,7 +176,7 @@ class GroupCoordinator:
             # The leader rejoining a Stable group asks for a new assignment (e.g. metadata changed).
             self._update_member_and_rebalance(op, ticket, group, member, req)
 
-    def _rejoin_static_member(self, op: _Op, ticket: int, group: ClassicGroup, req: JoinRequest,
+    def _rejoin_static_member(self, op: Op, ticket: int, group: ClassicGroup, req: JoinRequest,
                               old_id: str, new_id: str) -> None:
         old = group.members[old_id]
         changed = (group.protocol is not None
@@ -222,7 +193,7 @@ class GroupCoordinator:
         else:
             self._update_member_and_rebalance(op, ticket, group, member, req)
 
-    def _add_member_and_rebalance(self, op: _Op, ticket: int, group: ClassicGroup, req: JoinRequest,
+    def _add_member_and_rebalance(self, op: Op, ticket: int, group: ClassicGroup, req: JoinRequest,
                                   member_id: str) -> None:
         member = Member(
             member_id, req.group_instance_id, req.client_id, req.client_host,
@@ -243,7 +214,7 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = self._rebalance_timeout(req)
         member.session_timeout_ms = req.session_timeout_ms
 
-    def _update_member_and_rebalance(self, op: _Op, ticket: int, group: ClassicGroup, member: Member,
+    def _update_member_and_rebalance(self, op: Op, ticket: int, group: ClassicGroup, member: Member,
                                      req: JoinRequest) -> None:
         if member.join_ticket is not None:
             op.complete(member.join_ticket, JoinResponse(E.REBALANCE_IN_PROGRESS, member.member_id))
@@ -259,11 +230,11 @@ class GroupCoordinator:
                             group.leader or "", members, skip)
 
     # ============================================================= rebalance mechanics
-    def _maybe_prepare_rebalance(self, op: _Op, group: ClassicGroup) -> None:
+    def _maybe_prepare_rebalance(self, op: Op, group: ClassicGroup) -> None:
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
             self._prepare_rebalance(op, group)
 
-    def _prepare_rebalance(self, op: _Op, group: ClassicGroup) -> None:
+    def _prepare_rebalance(self, op: Op, group: ClassicGroup) -> None:
         if group.state is S.COMPLETING_REBALANCE:
             # The assignment of this generation will never be used.
             for m in group.members.values():
@@ -284,7 +255,7 @@ class GroupCoordinator:
             group.join_deadline = op.now + timeout
         group.transition(S.PREPARING_REBALANCE, op.now)
 
-    def _maybe_complete_join(self, op: _Op, group: ClassicGroup) -> None:
+    def _maybe_complete_join(self, op: Op, group: ClassicGroup) -> None:
         if group.state is not S.PREPARING_REBALANCE or group.join_deadline is None:
             return
         if group.initial_delay:
@@ -300,7 +271,7 @@ class GroupCoordinator:
             return
         self._complete_join(op, group)
 
-    def _complete_join(self, op: _Op, group: ClassicGroup) -> None:
+    def _complete_join(self, op: Op, group: ClassicGroup) -> None:
         group.join_deadline, group.initial_delay = None, False
         for member in [m for m in group.members.values() if m.join_ticket is None]:
             self._fail_parked(op, member, E.UNKNOWN_MEMBER_ID)
@@ -324,31 +295,31 @@ class GroupCoordinator:
         group.pending_sync = set(group.members)
         group.sync_deadline = op.now + group.rebalance_timeout_ms()
 
-    def _fail_parked(self, op: _Op, member: Member, error: E) -> None:
+    def _fail_parked(self, op: Op, member: Member, error: E) -> None:
         if member.join_ticket is not None:
             op.complete(member.join_ticket, JoinResponse(error, member.member_id))
         if member.sync_ticket is not None:
             op.complete(member.sync_ticket, SyncResponse(error))
         member.join_ticket = member.sync_ticket = None
 
-    def _remove_member_and_rebalance(self, op: _Op, group: ClassicGroup, member: Member) -> None:
+    def _remove_member_and_rebalance(self, op: Op, group: ClassicGroup, member: Member) -> None:
         self._fail_parked(op, member, E.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._prepare_rebalance(op, group)
-        else:
-            self._maybe_complete_join(op, group)
+        # Kafka's DelayedJoin is tried at once: with the last member gone the group is Empty now.
+        self._maybe_complete_join(op, group)
 
     # ======================================================================== SyncGroup
     def sync(self, req: SyncRequest, now_ms: int) -> Result[SyncResponse]:
-        op, ticket = _Op(self, now_ms), self._ticket()
+        op, ticket = Op(self, now_ms), self._ticket()
         try:
             self._sync(op, ticket, req)
         except GroupCoordinatorError as exc:
             op.complete(ticket, SyncResponse(exc.code))
         return op.result(ticket=ticket)
 
-    def _sync(self, op: _Op, ticket: int, req: SyncRequest) -> None:
+    def _sync(self, op: Op, ticket: int, req: SyncRequest) -> None:
         group, member = self._validate_member(req.group_id, req.member_id, req.group_instance_id,
                                               req.generation_id)
         if ((req.protocol_type is not None and req.protocol_type != group.protocol_type)
@@ -411,7 +382,7 @@ class GroupCoordinator:
 
     # ======================================================================= LeaveGroup
     def leave(self, group_id: str, members: Iterable[MemberIdentity], now_ms: int) -> Result[LeaveResponse]:
-        op = _Op(self, now_ms)
+        op = Op(self, now_ms)
         members = tuple(members)
         group = self.groups.get(group_id)
         if group is None:
@@ -423,7 +394,7 @@ class GroupCoordinator:
                    for m in members]
         return op.result(LeaveResponse(E.NONE, tuple(results)))
 
-    def _leave_one(self, op: _Op, group: ClassicGroup, who: MemberIdentity) -> E:
+    def _leave_one(self, op: Op, group: ClassicGroup, who: MemberIdentity) -> E:
         member_id = who.member_id
         if who.group_instance_id is not None:
             member_id = group.static_member_id(who.group_instance_id)
@@ -444,7 +415,7 @@ class GroupCoordinator:
     # ============================================================================ timers
     def tick(self, now_ms: int) -> Result[None]:
         """Expire pending members, sessions, pending syncs, rebalance delays and timeouts."""
-        op = _Op(self, now_ms)
+        op = Op(self, now_ms)
         for group in list(self.groups.values()):
             for member_id, deadline in list(group.pending_members.items()):
                 if now_ms >= deadline:
@@ -503,7 +474,7 @@ class GroupCoordinator:
                      for g in self.groups.values() if not wanted or g.state.value.lower() in wanted)
 
     def delete_groups(self, group_ids: Iterable[str], now_ms: int) -> Result[tuple[GroupResult, ...]]:
-        op = _Op(self, now_ms)
+        op = Op(self, now_ms)
         results = []
         for gid in group_ids:
             group = self.groups.get(gid)
@@ -517,7 +488,7 @@ class GroupCoordinator:
             results.append(GroupResult(gid, error))
         return op.result(tuple(results))
 
-    def _delete_group(self, op: _Op, group: ClassicGroup) -> None:
+    def _delete_group(self, op: Op, group: ClassicGroup) -> None:
         for topic, partition in list(group.offsets):
             op.emit(offset_commit_record(group.group_id, topic, partition, None))
         op.emit(group_metadata_record(group.group_id, None))
@@ -526,116 +497,3 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and not group.members and not group.pending_members and not group.offsets:
             del self.groups[group_id]
-
-    # ====================================================================== offsets
-    def commit_offsets(self, req: OffsetCommitRequest, now_ms: int) -> Result[tuple[PartitionResult, ...]]:
-        op = _Op(self, now_ms)
-        try:
-            group = self._validate_commit(req, now_ms)
-        except GroupCoordinatorError as exc:
-            return op.result(tuple(PartitionResult(o.topic, o.partition, exc.code) for o in req.offsets))
-        expire = now_ms + req.retention_time_ms if req.retention_time_ms >= 0 else None
-        results = []
-        for o in req.offsets:
-            metadata = o.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results.append(PartitionResult(o.topic, o.partition, E.OFFSET_METADATA_TOO_LARGE))
-                continue
-            value = OffsetCommitValue(o.offset, metadata, now_ms, o.leader_epoch, expire)
-            op.emit(offset_commit_record(group.group_id, o.topic, o.partition, value))
-            results.append(PartitionResult(o.topic, o.partition, E.NONE))
-        return op.result(tuple(results))
-
-    def _validate_commit(self, req: OffsetCommitRequest, now_ms: int) -> ClassicGroup:
-        if not req.group_id:
-            raise GroupCoordinatorError(E.INVALID_GROUP_ID)
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if req.generation_id >= 0:  # a member of a generation the coordinator never saw
-                raise GroupCoordinatorError(E.ILLEGAL_GENERATION)
-            # Standalone consumer / admin client: a simple group that only stores offsets.
-            group = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
-        if group.state is S.DEAD:
-            raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
-        if req.generation_id < 0 and group.state is S.EMPTY:
-            return group
-        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            if req.group_instance_id is not None:
-                static_id = group.static_member_id(req.group_instance_id)
-                if static_id is None:
-                    raise GroupCoordinatorError(E.UNKNOWN_MEMBER_ID)
-                if static_id != req.member_id:
-                    raise GroupCoordinatorError(E.FENCED_INSTANCE_ID)
-            member = group.members.get(req.member_id)
-            if member is None:
-                raise GroupCoordinatorError(E.UNKNOWN_MEMBER_ID)
-            if req.generation_id != group.generation:
-                raise GroupCoordinatorError(E.ILLEGAL_GENERATION)
-            if group.state is S.COMPLETING_REBALANCE:
-                # Valid member and generation, assignment not yet received: let it retry.
-                raise GroupCoordinatorError(E.REBALANCE_IN_PROGRESS)
-            member.heartbeat_deadline = now_ms + member.session_timeout_ms
-            return group
-        raise GroupCoordinatorError(E.UNKNOWN_MEMBER_ID)  # no identity, group not Empty
-
-    def fetch_offsets(self, group_id: str,
-                      partitions: Iterable[tuple[str, int]] | None = None) -> OffsetFetchResponse:
-        """Committed offsets of `partitions` (None = all); -1 where nothing is committed."""
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        wanted = sorted(offsets) if partitions is None else list(partitions)
-        out = []
-        for topic, partition in wanted:
-            v = offsets.get((topic, partition))
-            out.append(FetchedOffset(topic, partition, -1) if v is None else
-                       FetchedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata))
-        return OffsetFetchResponse(E.NONE, tuple(out))
-
-    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
-                       now_ms: int) -> Result[OffsetDeleteResponse]:
-        op = _Op(self, now_ms)
-        group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
-            return op.result(OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND))
-        if group.state is not S.EMPTY and group.protocol_type != "consumer":
-            return op.result(OffsetDeleteResponse(E.NON_EMPTY_GROUP))
-        results = []
-        for topic, partition in partitions:
-            if group.state is not S.EMPTY and group.is_subscribed_to(topic):
-                results.append(PartitionResult(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
-                continue
-            if (topic, partition) in group.offsets:
-                op.emit(offset_commit_record(group_id, topic, partition, None))
-            results.append(PartitionResult(topic, partition, E.NONE))
-        return op.result(OffsetDeleteResponse(E.NONE, tuple(results)))
-
-    def expire_offsets(self, now_ms: int) -> Result[None]:
-        """Kafka's offset retention: tombstones for expired offsets; an Empty group left with
-        no offsets is deleted."""
-        op = _Op(self, now_ms)
-        retention = self.config.offsets_retention_ms
-        for group in list(self.groups.values()):
-            base, skip_topics = self._expiry_rule(group)
-            if base is not None:
-                for (topic, partition), v in list(group.offsets.items()):
-                    if topic in skip_topics:
-                        continue
-                    expired = (now_ms >= v.expire_timestamp if v.expire_timestamp is not None
-                               else now_ms - base(v) >= retention)
-                    if expired:
-                        op.emit(offset_commit_record(group.group_id, topic, partition, None))
-            if group.state is S.EMPTY and not group.offsets and not group.pending_members:
-                op.emit(group_metadata_record(group.group_id, None))
-        return op.result()
-
-    @staticmethod
-    def _expiry_rule(group: ClassicGroup):
-        """(commit value -> time retention counts from, topics never expired) or (None, _)."""
-        if group.protocol_type is None:
-            return (lambda v: v.commit_timestamp), frozenset()
-        if group.state is S.EMPTY:
-            ts = group.state_timestamp
-            return (lambda v: v.commit_timestamp if ts is None else ts), frozenset()
-        if group.protocol_type == "consumer" and group.subscribed_topics is not None and group.state is S.STABLE:
-            return (lambda v: v.commit_timestamp), group.subscribed_topics
-        return None, frozenset()

@@ -4,5 +4,7 @@ from .registry import REGISTRY, Registry, Route
 
 # Each import registers its routes with REGISTRY.
 from . import api_versions, cluster, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401
+from . import consumer_groups, groups, offsets  # noqa: E402,F401  (group coordinator APIs)
+from . import transactions  # noqa: E402,F401  (transaction coordinator APIs)
 
 __all__ = ["REGISTRY", "Registry", "Route"]

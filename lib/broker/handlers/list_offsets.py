@@ -1,4 +1,5 @@
-"""ListOffsets (key 2): earliest, latest, max timestamp, or the first offset at a timestamp."""
+"""ListOffsets (key 2): earliest, latest, max timestamp, or the first offset at a timestamp.
+With isolation_level read_committed (v2+), "latest" is the last stable offset."""
 
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ EARLIEST_LOCAL = -4  # KIP-405: no tiered storage, so the same as EARLIEST
 LATEST_TIERED = -5
 
 
-def _lookup(part, timestamp: int) -> tuple[int, int]:
+def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     """(timestamp, offset) on the I/O thread; (-1, -1) when no record qualifies."""
     log_ = part.log
     if timestamp == LATEST:
-        return -1, log_.log_end_offset
+        return -1, part.last_stable_offset if committed else log_.log_end_offset
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
         return -1, log_.log_start_offset
@@ -44,13 +45,14 @@ async def list_offsets(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
+    committed = getattr(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:
         results = []
         for p in topic.partitions:
             try:
                 part = await broker.partitions.get(topic.name, p.partition_index)
-                ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp)
+                ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
                 code = ErrorCode.none
             except Exception as exc:
                 ts, offset, code = -1, -1, error_code(exc)

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0  # one broker, never re-elected
 _NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @REGISTRY.route(3, (0, 12))
@@ -38,7 +39,7 @@ async def metadata(broker, request):
                      leader_epoch=LEADER_EPOCH, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=())
                 for i in range(meta.partitions))
             topic_id = topic_uuid(meta)
-        return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=False,
+        return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS,
                     partitions=partitions)
 
     if body.topics is None or (request.api_version == 0 and not body.topics):

@@ -59,8 +59,6 @@ def validate_batch(data: bytes | None, max_message_bytes: int, where: str) -> Ba
                             f"{header.last_offset_delta + 1}")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecord(f"{where}: producer {header.producer_id} sent sequence {header.base_sequence}")
-    if header.is_transactional:
-        raise BrokerError(f"{where}: transactional batches are not supported yet", ErrorCode.invalid_txn_state)
     return header
 
 
@@ -71,6 +69,7 @@ def _append(part, data: bytes, header: BatchHeader):
         return duplicate
     result = part.log.append(data, leader_epoch=LEADER_EPOCH)
     part.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+    part.txns.on_data(header, result.first_offset)  # a transactional batch holds back the LSO
     return result
 
 
@@ -99,6 +98,9 @@ async def produce(broker, request):
                     raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
+                if header.is_transactional:  # only into a partition of the producer's ongoing transaction
+                    await broker.txn.verify_produce(body.transactional_id, header.producer_id,
+                                                    header.producer_epoch, name, pdata.index)
                 result = await broker.partitions.run_io(_append, part, pdata.records, header)
                 if isinstance(result, Duplicate):
                     log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",

@@ -1,8 +1,5 @@
-"""InitProducerId (22) for idempotent producers (no transactional id).
-
-Transactions (a transactional id, hence the transaction coordinator) are a later issue; such a
-request gets INVALID_REQUEST and a log line naming why, instead of a silently wrong answer.
-"""
+"""InitProducerId (22): a fresh id for an idempotent producer, or, with a transactional id, the
+transaction coordinator's id and (bumped) epoch for it, which fences older instances."""
 
 from __future__ import annotations
 
@@ -11,24 +8,39 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from ..wire import make
 from .registry import REGISTRY
+from .transactions import txn_error
 
 log = logging.getLogger(__name__)
 
 _NO_THROTTLE = datetime.timedelta(0)
 
 
+def _ms(value) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
 @REGISTRY.route(22, (0, 5))
 async def init_producer_id(broker, request):
     body, cls = request.body, request.response_type
-    if body.transactional_id is not None:
-        log.warning("InitProducerId with transactional id %r from %s: transactions are not supported yet",
-                    body.transactional_id, request.client_id)
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_request,
-                    producer_id=-1, producer_epoch=-1)
-    # A fresh id each time: an idempotent producer that restarts (or bumps its epoch after an
-    # error, KIP-360) starts a new sequence space, which a new id gives it for free.
-    producer_id = await broker.partitions.run_io(broker.producer_ids.next_id)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id,
-                producer_epoch=0)
+    if body.transactional_id is None:
+        # A fresh id each time: an idempotent producer that restarts (or bumps its epoch after an
+        # error, KIP-360) starts a new sequence space, which a new id gives it for free.
+        producer_id = await broker.partitions.run_io(broker.producer_ids.next_id)
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id,
+                    producer_epoch=0)
+    producer_id = getattr(body, "producer_id", NO_PRODUCER_ID)
+    producer_epoch = getattr(body, "producer_epoch", NO_PRODUCER_EPOCH)
+    # v3+ (KIP-360): a producer that already holds an id asks for a bump of that id's epoch.
+    expected = (producer_id, producer_epoch) if producer_id != NO_PRODUCER_ID else None
+    try:
+        m = await broker.txn.init_producer_id(body.transactional_id, _ms(body.transaction_timeout), expected)
+    except Exception as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=txn_error(exc, request, fenced_since=4),
+                    producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id=m.producer_id,
+                producer_epoch=m.producer_epoch)

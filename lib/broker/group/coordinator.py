@@ -1,0 +1,473 @@
+"""The group coordinator inside the broker: one shard per `__consumer_offsets` partition.
+
+A shard holds the pure cores of its partition (`classic.GroupCoordinator` for classic groups
+and all offsets, `consumer.ConsumerGroups` for KIP-848 groups) and one asyncio lock. Every call
+runs "core call -> append its records to the partition's log -> answer" under that lock, so no
+response (nor any earlier parked JoinGroup/SyncGroup completed by the call) leaves before its
+records are in the log. If an append fails the shard is reloaded from its log: the state is
+only ever what the log says, and every parked request is answered COORDINATOR_NOT_AVAILABLE,
+which makes clients rediscover the coordinator and retry.
+
+Loading replays the partition from its start through the same `replay` the live path uses
+(`replay_bytes` per record, `replay_end_txn` per transaction marker). Until a shard is loaded
+its groups answer COORDINATOR_LOAD_IN_PROGRESS. A timer task drives session/rebalance
+deadlines (`tick`) and offset retention (`expire_offsets`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from topiclake.segments.batch import Record, build_batch, iter_batches
+from topiclake.segments.control import ControlRecordType, build_end_txn_marker, parse_control_record
+from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+
+from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
+                  LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
+                  OffsetFetchResponse, PartitionResult, Result, SyncRequest, SyncResponse)
+from .classic import GroupCoordinator
+from .config import GroupsConfig
+from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from .errors import GroupCoordinatorError, GroupErrorCode as E
+from .offsets import TxnOffsetCommitRequest
+from .op import NO_PRODUCER_ID
+from .records import CoordinatorRecord, partition_for_group
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+LEADER_EPOCH = 0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class Shard:
+    index: int
+    core: GroupCoordinator
+    consumer: ConsumerGroups
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    loaded: bool = False
+    waiters: dict[int, asyncio.Future] = field(default_factory=dict)
+    partition: Any = None  # the open Partition of __consumer_offsets-<index>
+
+
+class GroupService:
+    """The facade handlers call. Methods raise GroupCoordinatorError for whole-request errors
+    (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)."""
+
+    def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig()):
+        self.partitions = partitions  # the broker's PartitionManager
+        self.config = config
+        self.shards = [self._new_shard(i) for i in range(config.offsets_topic_partitions)]
+        self._tasks: list[asyncio.Task] = []
+        self._loading: asyncio.Task | None = None
+
+    def _new_shard(self, index: int) -> Shard:
+        return Shard(index, GroupCoordinator(self.config.classic()),
+                     ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms))
+
+    # ===================================================================== lifecycle
+    async def start(self) -> None:
+        """Start the timer; if `__consumer_offsets` exists, load every partition in the background
+        (otherwise the first group request creates it, as Kafka's FindCoordinator does)."""
+        self._tasks = [asyncio.create_task(self._timer())]
+        if self.partitions.registry.exists(OFFSETS_TOPIC):
+            self.ensure_loading()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for shard in self.shards:
+            self._fail_waiters(shard)
+
+    def ensure_loading(self) -> None:
+        """Create `__consumer_offsets` if needed and start loading its partitions (once)."""
+        if self._loading is not None:
+            return
+        cfg = self.config
+        try:
+            meta = self.partitions.topic(OFFSETS_TOPIC, fresh=True)
+        except UnknownTopicError:
+            try:
+                meta = self.partitions.create_topic(OFFSETS_TOPIC, cfg.offsets_topic_partitions, {
+                    "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                    "compression.type": "producer"})
+                log.info("created %s with %d partitions", OFFSETS_TOPIC, meta.partitions)
+            except TopicAlreadyExistsError:
+                meta = self.partitions.topic(OFFSETS_TOPIC, fresh=True)
+        if meta.partitions != len(self.shards):
+            # The topic decides: group -> partition must not change under existing offsets.
+            log.warning("%s has %d partitions, [groups] offsets_topic_partitions says %d: using %d",
+                        OFFSETS_TOPIC, meta.partitions, len(self.shards), meta.partitions)
+            self.shards = [self._new_shard(i) for i in range(meta.partitions)]
+        self._loading = asyncio.create_task(self._load_all())
+        self._tasks.append(self._loading)
+
+    async def _load_all(self) -> None:
+        for shard in self.shards:
+            async with shard.lock:
+                await self._load(shard)
+
+    async def _load(self, shard: Shard) -> None:
+        """(Re)build the shard from its log; the caller holds the lock."""
+        shard.loaded = False
+        self._fail_waiters(shard)
+        fresh = self._new_shard(shard.index)
+        shard.core, shard.consumer = fresh.core, fresh.consumer
+        part = shard.partition = await self.partitions.get(OFFSETS_TOPIC, shard.index)
+        count = await self.partitions.run_read(_replay_log, part.log, shard.core, now_ms(),
+                                               f"{OFFSETS_TOPIC}-{shard.index}")
+        shard.loaded = True
+        if count:
+            log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, shard.index, count,
+                     len(shard.core.groups))
+
+    def _fail_waiters(self, shard: Shard) -> None:
+        waiters, shard.waiters = shard.waiters, {}
+        for fut in waiters.values():
+            if not fut.done():
+                fut.set_exception(GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE))
+
+    async def _timer(self) -> None:
+        interval = self.config.tick_interval_ms / 1000
+        next_expiry = now_ms() + self.config.offsets_retention_check_interval_ms
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            expire = now >= next_expiry
+            if expire:
+                next_expiry = now + self.config.offsets_retention_check_interval_ms
+            for shard in self.shards:
+                try:
+                    await self._tick(shard, now, expire)
+                except GroupCoordinatorError:
+                    pass  # the append failed and the shard was reloaded
+                except Exception:
+                    log.exception("group timer of %s-%d failed", OFFSETS_TOPIC, shard.index)
+
+    async def _tick(self, shard: Shard, now: int, expire: bool) -> None:
+        if not shard.loaded:
+            return
+        due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms()) if d is not None]
+        if not expire and not any(d <= now for d in due):
+            return
+        for group_id, member_id in shard.consumer.tick(now):
+            log.info("group %s: member %s left (session or revocation timeout)", group_id, member_id)
+        await self._run(shard, lambda t: shard.core.tick(t))
+        if expire:
+            subs = shard.consumer.subscriptions()
+            await self._run(shard, lambda t: shard.core.expire_offsets(t, subs))
+
+    # ======================================================================= plumbing
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, len(self.shards))
+
+    def shard(self, group_id: str) -> Shard:
+        self.ensure_loading()
+        shard = self.shards[self.partition_for(group_id)]
+        if not shard.loaded:
+            raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS,
+                                        f"{OFFSETS_TOPIC}-{shard.index} (group {group_id}) is loading")
+        return shard
+
+    async def _run(self, shard: Shard, call: Callable[[int], Result], *, producer_id: int = NO_PRODUCER_ID,
+                   producer_epoch: int = -1) -> Any:
+        """The recipe of classic.py: call, park, append, answer. Returns the response."""
+        async with shard.lock:
+            if not shard.loaded:
+                raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+            result = call(now_ms())
+            parked = None
+            if result.response is None and result.ticket is not None:
+                parked = shard.waiters[result.ticket] = asyncio.get_running_loop().create_future()
+            if result.records:
+                try:
+                    await self._append(shard, result.records, producer_id, producer_epoch)
+                except Exception:
+                    log.exception("appending %d records to %s-%d failed: reloading it", len(result.records),
+                                  OFFSETS_TOPIC, shard.index)
+                    await self._load(shard)
+                    raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
+            for c in result.completions:
+                fut = shard.waiters.pop(c.ticket, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(c.response)
+        if parked is None:
+            return result.response
+        try:
+            return await parked
+        finally:
+            shard.waiters.pop(result.ticket, None)
+
+    async def _append(self, shard: Shard, records: Iterable[CoordinatorRecord], producer_id: int,
+                      producer_epoch: int) -> None:
+        ts = now_ms()
+        batch = build_batch([Record(i, ts, r.key_bytes(), r.value_bytes()) for i, r in enumerate(records)],
+                            base_offset=0, producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=0 if producer_id != NO_PRODUCER_ID else -1,
+                            is_transactional=producer_id != NO_PRODUCER_ID, partition_leader_epoch=LEADER_EPOCH)
+        await self._append_batch(shard, batch)
+
+    async def _append_batch(self, shard: Shard, batch: bytes) -> None:
+        part = shard.partition
+
+        def append():
+            from topiclake.segments.batch import read_header
+
+            header = read_header(batch)
+            result = part.log.append(batch, leader_epoch=LEADER_EPOCH)
+            part.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+            if header.is_transactional and hasattr(part, "txns"):
+                part.txns.on_data(header, result.first_offset)  # holds back the partition's LSO
+            return result
+
+        await self.partitions.run_io(append)
+        part.notify()
+
+    # ================================================================ classic groups
+    def _not_consumer_group(self, shard: Shard, group_id: str) -> None:
+        if group_id in shard.consumer.groups:
+            raise GroupCoordinatorError(E.INCONSISTENT_GROUP_PROTOCOL,
+                                        f"group {group_id} uses the consumer (KIP-848) protocol")
+
+    async def join(self, req: JoinRequest) -> JoinResponse:
+        shard = self.shard(req.group_id)
+        self._not_consumer_group(shard, req.group_id)
+        return await self._run(shard, lambda t: shard.core.join(req, t))
+
+    async def sync(self, req: SyncRequest) -> SyncResponse:
+        shard = self.shard(req.group_id)
+        return await self._run(shard, lambda t: shard.core.sync(req, t))
+
+    async def heartbeat(self, req: HeartbeatRequest) -> E:
+        shard = self.shard(req.group_id)
+        return await self._run(shard, lambda t: shard.core.heartbeat(req, t))
+
+    async def leave(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveResponse:
+        shard = self.shard(group_id)
+        members = tuple(members)
+        return await self._run(shard, lambda t: shard.core.leave(group_id, members, t))
+
+    # ======================================================================= offsets
+    async def commit_offsets(self, req: OffsetCommitRequest) -> tuple[PartitionResult, ...]:
+        shard = self.shard(req.group_id)
+        verdict = shard.consumer.validate_offset_commit(req.group_id, req.member_id, req.generation_id)
+        if verdict is not None:
+            if verdict is not E.NONE:
+                return tuple(PartitionResult(o.topic, o.partition, verdict) for o in req.offsets)
+            # A KIP-848 member's commit: stored like a standalone one (the epoch was checked above).
+            req = OffsetCommitRequest(req.group_id, req.offsets, retention_time_ms=req.retention_time_ms)
+        return await self._run(shard, lambda t: shard.core.commit_offsets(req, t))
+
+    async def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None, *,
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResponse:
+        shard = self.shard(group_id)
+        if member_id is not None and member_epoch >= 0:
+            verdict = shard.consumer.validate_offset_commit(group_id, member_id, member_epoch)
+            if verdict not in (None, E.NONE):
+                return OffsetFetchResponse(verdict)
+        return shard.core.fetch_offsets(group_id, None if partitions is None else list(partitions), require_stable)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResponse:
+        shard = self.shard(group_id)
+        partitions = list(partitions)
+        group = shard.consumer.groups.get(group_id)
+        if group is not None and group.members:
+            subscribed = group.subscribed_topics()
+            return await self._run(shard, lambda t: _delete_unsubscribed(shard.core, group_id, partitions,
+                                                                         subscribed, t))
+        return await self._run(shard, lambda t: shard.core.delete_offsets(group_id, partitions, t))
+
+    # ====================================================== transactional offsets (KIP-98)
+    async def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                           offsets: Iterable[CommitOffset], *, generation_id: int = -1,
+                                           member_id: str = "", group_instance_id: str | None = None
+                                           ) -> tuple[PartitionResult, ...]:
+        """TxnOffsetCommit: write the offsets into `__consumer_offsets` inside the producer's
+        transaction (a transactional batch of producer_id/producer_epoch). They are invisible to
+        OffsetFetch (UNSTABLE_OFFSET_COMMIT with require_stable) until `complete_transaction`."""
+        shard = self.shard(group_id)
+        offsets = tuple(offsets)
+        verdict = shard.consumer.validate_offset_commit(group_id, member_id, generation_id)
+        if verdict is not None:
+            if verdict is not E.NONE:
+                return tuple(PartitionResult(o.topic, o.partition, verdict) for o in offsets)
+            generation_id, member_id = -1, ""
+        req = TxnOffsetCommitRequest(group_id, producer_id, producer_epoch, offsets, generation_id, member_id,
+                                     group_instance_id)
+        return await self._run(shard, lambda t: shard.core.commit_transactional_offsets(req, t),
+                               producer_id=producer_id, producer_epoch=producer_epoch)
+
+    async def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool, *,
+                                   coordinator_epoch: int = 0, partitions: Iterable[int] | None = None) -> None:
+        """Write the COMMIT/ABORT marker of `producer_id` to `__consumer_offsets` partitions and
+        materialise (commit) or drop (abort) its pending offsets there. `partitions`: the
+        `__consumer_offsets` partitions in the transaction (AddOffsetsToTxn adds
+        `partition_for(group)`); None = every partition where this producer has pending offsets.
+        Call this instead of writing markers to `__consumer_offsets` yourself."""
+        indexes = (sorted(set(partitions)) if partitions is not None else
+                   [s.index for s in self.shards if producer_id in s.core.pending_txn_offsets])
+        for index in indexes:
+            shard = self.shards[index]
+            async with shard.lock:
+                if not shard.loaded:
+                    raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+                part = shard.partition
+                marker = build_end_txn_marker(offset=0, timestamp=now_ms(), producer_id=producer_id,
+                                              producer_epoch=producer_epoch, commit=commit,
+                                              coordinator_epoch=coordinator_epoch, partition_leader_epoch=LEADER_EPOCH)
+
+                def append_marker():
+                    result = part.log.append(marker, leader_epoch=LEADER_EPOCH)
+                    if hasattr(part, "txns"):  # the transaction's end releases the LSO
+                        part.producers.observe_marker(producer_id, producer_epoch)
+                        part.txns.on_marker(producer_id, result.first_offset, commit)
+                    return result
+
+                try:
+                    await self.partitions.run_io(append_marker)
+                except Exception:
+                    log.exception("writing the %s marker of producer %d to %s-%d failed: reloading it",
+                                  "COMMIT" if commit else "ABORT", producer_id, OFFSETS_TOPIC, index)
+                    await self._load(shard)
+                    raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
+                part.notify()
+                shard.core.replay_end_txn(producer_id, commit, now_ms())
+
+    # ================================================================ KIP-848 groups
+    async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest,
+                                 metadata: Callable[[str], int | None]) -> ConsumerHeartbeatResponse:
+        shard = self.shard(req.group_id)
+        classic = shard.core.groups.get(req.group_id)
+        if classic is not None and classic.members:
+            return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None, error_message=(
+                f"group {req.group_id} is a classic group with members"))
+        async with shard.lock:
+            return shard.consumer.heartbeat(req, metadata, now_ms())
+
+    def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
+        out = []
+        for gid in group_ids:
+            try:
+                shard = self.shard(gid)
+            except GroupCoordinatorError as exc:
+                out.append((gid, None, exc.code))
+                continue
+            group = shard.consumer.groups.get(gid)
+            out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
+        return out
+
+    # ========================================================== describe, list, delete
+    def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        out = []
+        for gid in group_ids:
+            try:
+                shard = self.shard(gid)
+            except GroupCoordinatorError as exc:
+                out.append(GroupDescription(gid, exc.code, "", "", ""))
+                continue
+            group = shard.consumer.groups.get(gid)
+            if group is not None:  # described in classic terms; members carry no blobs
+                out.append(_describe_consumer_group(group))
+            else:
+                out.append(shard.core.describe([gid])[0])
+        return out
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[ListedGroup, str]]:
+        """(group, group type "classic" | "consumer") of every loaded shard."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        out = []
+        for shard in self.shards:
+            if not shard.loaded:
+                continue
+            listed = [(g, "classic") for g in shard.core.list_groups()
+                      if g.group_id not in shard.consumer.groups]
+            listed += [(ListedGroup(g.group_id, "consumer", g.state), "consumer")
+                       for g in shard.consumer.groups.values()]
+            out += [(g, kind) for g, kind in listed
+                    if (not wanted_states or g.state.lower() in wanted_states)
+                    and (not wanted_types or kind in wanted_types)]
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> list[GroupResult]:
+        out = []
+        for gid in group_ids:
+            try:
+                shard = self.shard(gid)
+                if gid in shard.consumer.groups:
+                    code = shard.consumer.delete(gid)
+                    if code is not E.NONE:
+                        out.append(GroupResult(gid, code))
+                        continue
+                    if gid not in shard.core.groups:
+                        out.append(GroupResult(gid, E.NONE))
+                        continue
+                out += await self._run(shard, lambda t: shard.core.delete_groups([gid], t))
+            except GroupCoordinatorError as exc:
+                out.append(GroupResult(gid, exc.code))
+        return out
+
+
+def _delete_unsubscribed(core: GroupCoordinator, group_id: str, partitions: list[tuple[str, int]],
+                         subscribed: frozenset[str], now: int) -> Result[OffsetDeleteResponse]:
+    """OffsetDelete for an active KIP-848 group: only topics nobody subscribes to."""
+    free = [(t, p) for t, p in partitions if t not in subscribed]
+    result = core.delete_offsets(group_id, free, now)
+    done = {(r.topic, r.partition): r for r in (result.response.partitions if result.response else ())}
+    merged = tuple(done.get((t, p), PartitionResult(t, p, E.GROUP_SUBSCRIBED_TO_TOPIC if t in subscribed
+                                                    else E.NONE)) for t, p in partitions)
+    return Result(OffsetDeleteResponse(E.NONE, merged), result.records, result.completions, result.ticket)
+
+
+def _describe_consumer_group(group: ConsumerGroup) -> GroupDescription:
+    from .api import DescribedMember
+    from .consumer_protocol import ConsumerAssignment, encode_assignment
+
+    members = tuple(
+        DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"",
+                        encode_assignment(ConsumerAssignment(tuple(sorted(
+                            (t, tuple(sorted(p))) for t, p in m.assigned.items())))))
+        for m in group.members.values())
+    return GroupDescription(group.group_id, E.NONE, group.state, "consumer", "range" if members else "", members)
+
+
+def _replay_log(log_: Any, core: GroupCoordinator, now: int, source: str) -> int:
+    """Replay a whole `__consumer_offsets` partition into `core` (reader thread, under the
+    shard lock, so nothing appends meanwhile). Returns the number of records replayed."""
+    offset, end, count = log_.log_start_offset, log_.log_end_offset, 0
+    while offset < end:
+        data = log_.read(offset, LOAD_CHUNK_BYTES).to_bytes()
+        if not data:
+            break
+        for batch in iter_batches(data, source=source, allow_partial_tail=True):
+            if batch.last_offset < offset:
+                continue
+            if batch.is_control:
+                for record in batch.records():
+                    marker = parse_control_record(record)
+                    if marker.type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                        core.replay_end_txn(batch.header.producer_id, marker.type is ControlRecordType.COMMIT, now)
+            else:
+                pid = batch.header.producer_id if batch.is_transactional else NO_PRODUCER_ID
+                for record in batch.records():
+                    if record.offset < offset:
+                        continue
+                    try:
+                        core.replay_bytes(record.key, record.value, now, pid)
+                    except Exception as exc:  # one bad record must not make the whole partition unusable
+                        log.error("%s offset %d: skipping a record that does not decode: %s", source,
+                                  record.offset, exc)
+                    count += 1
+            offset = batch.next_offset
+    return count

@@ -1,0 +1,117 @@
+"""The broker-side consumer protocol (KIP-848): ConsumerGroupHeartbeat (68) and
+ConsumerGroupDescribe (69). Topics travel as ids on the wire and as names in the coordinator;
+this handler translates with the topic registry."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.errors import TopiclakeError
+
+from ..group.consumer import ConsumerHeartbeatRequest
+from ..group.errors import GroupCoordinatorError
+from ..partitions import topic_uuid
+from ..wire import make, nested
+from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
+from .registry import REGISTRY
+
+_NO_THROTTLE = datetime.timedelta(0)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partition_count(broker, topic: str) -> int | None:
+    try:
+        return broker.partitions.topic(topic).partitions
+    except TopiclakeError:
+        return None
+
+
+def _subscription(broker, body) -> tuple[str, ...] | None:
+    names = body.subscribed_topic_names
+    regex = getattr(body, "subscribed_topic_regex", None)
+    if names is None and not regex:
+        return None
+    topics = set(names or ())
+    if regex:  # Kafka matches the whole name (RE2J matches()); internal topics never match
+        pattern = re.compile(regex)
+        topics |= {m.name for m in broker.partitions.topics()
+                   if pattern.fullmatch(m.name) and not m.name.startswith("__")}
+    return tuple(sorted(topics))
+
+
+@REGISTRY.route(68, (0, 1))
+async def consumer_group_heartbeat(broker, request):
+    body, cls = request.body, request.response_type
+    owned = None
+    if body.topic_partitions is not None:
+        owned = {}
+        for tp in body.topic_partitions:
+            meta = broker.partitions.topic_by_id(tp.topic_id)
+            if meta is not None:  # partitions of a deleted topic are simply no longer owned
+                owned[meta.name] = frozenset(tp.partitions)
+    try:
+        req = ConsumerHeartbeatRequest(
+            group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
+            instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
+            subscribed_topics=_subscription(broker, body), server_assignor=body.server_assignor, owned=owned,
+            client_id=request.client_id or "")
+        resp = await broker.groups.consumer_heartbeat(req, lambda t: _partition_count(broker, t))
+    except re.error as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
+                    error_message=str(exc), member_id=None, member_epoch=-1,
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
+    except GroupCoordinatorError as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), error_message=str(exc),
+                    member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+    assignment = None
+    if resp.assignment is not None:
+        assignment_cls = nested(cls, "assignment")
+        tp_cls = nested(assignment_cls, "topic_partitions")
+        assignment = make(assignment_cls, topic_partitions=tuple(
+            make(tp_cls, topic_id=topic_uuid(broker.partitions.topic(name)), partitions=tuple(sorted(parts)))
+            for name, parts in sorted(resp.assignment.items())))
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), error_message=resp.error_message,
+                member_id=resp.member_id, member_epoch=resp.member_epoch,
+                heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
+
+
+@REGISTRY.route(69, (0, 1))
+async def consumer_group_describe(broker, request):
+    body, cls = request.body, request.response_type
+    group_cls = nested(cls, "groups")
+    member_cls = nested(group_cls, "members")
+    assignment_cls = nested(member_cls, "assignment")
+    tp_cls = nested(assignment_cls, "topic_partitions")
+
+    def assignment(parts):
+        out = []
+        for name, ps in sorted(parts.items()):
+            try:
+                topic_id = topic_uuid(broker.partitions.topic(name))
+            except TopiclakeError:
+                topic_id = _ZERO_UUID
+            out.append(make(tp_cls, topic_id=topic_id, topic_name=name, partitions=tuple(sorted(ps))))
+        return make(assignment_cls, topic_partitions=tuple(out))
+
+    groups = []
+    for gid, group, error in broker.groups.consumer_groups(body.group_ids):
+        if group is None:
+            groups.append(make(group_cls, error_code=code(error), error_message=f"group {gid} is not a consumer group",
+                               group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
+                               assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        members = tuple(make(
+            member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=None,
+            assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})),
+            member_type=1) for m in group.members.values())
+        groups.append(make(group_cls, error_code=ErrorCode.none, error_message=None, group_id=gid,
+                           group_state=group.state, group_epoch=group.group_epoch,
+                           assignment_epoch=group.assignment_epoch, assignor_name="range", members=members,
+                           authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))

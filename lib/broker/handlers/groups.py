@@ -1,0 +1,182 @@
+"""Classic group membership: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+
+Thin: decode the kio request into the coordinator's plain types, call the GroupService
+(broker.groups), build the response for the request's version. Whole-request errors of the
+service (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) become the response's error.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from ..group.api import HeartbeatRequest, JoinRequest, MemberIdentity, Protocol, SyncRequest
+from ..group.errors import GroupCoordinatorError
+from ..wire import has_field, make, nested
+from .registry import REGISTRY
+
+_NO_THROTTLE = datetime.timedelta(0)
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def code(value) -> ErrorCode:
+    return ErrorCode(int(value))
+
+
+def ms(value) -> int:
+    """A kio i32Timedelta/i64Timedelta as integer milliseconds (-1 stays -1)."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
+def _peer_host(request) -> str:
+    return getattr(request, "peer_host", "") or ""
+
+
+# ================================================================== FindCoordinator
+@REGISTRY.route(10, (0, 6))
+async def find_coordinator(broker, request):
+    """One broker coordinates every group and every transactional id (v4+: batched keys)."""
+    body, cls = request.body, request.response_type
+    key_type = getattr(body, "key_type", GROUP_KEY)
+    keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
+    host, port, me = broker.config.public_host, broker.config.public_port, broker.broker_id
+    if key_type == GROUP_KEY:
+        broker.groups.ensure_loading()  # creates __consumer_offsets on first use, as Kafka does
+    results = []
+    for key in keys:
+        error, message = ErrorCode.none, None
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            error, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
+        elif key_type == GROUP_KEY and not key:
+            error, message = ErrorCode.invalid_request, "group id must not be empty"
+        results.append((key, error, message))
+    if has_field(cls, "coordinators"):
+        entry = nested(cls, "coordinators")
+        return make(cls, throttle_time=_NO_THROTTLE, coordinators=tuple(
+            make(entry, key=key, node_id=me if err == ErrorCode.none else -1, host=host if err == ErrorCode.none else "",
+                 port=port if err == ErrorCode.none else -1, error_code=err, error_message=msg)
+            for key, err, msg in results))
+    _key, err, msg = results[0]
+    ok = err == ErrorCode.none
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=err, error_message=msg, node_id=me if ok else -1,
+                host=host if ok else "", port=port if ok else -1)
+
+
+# ========================================================================= JoinGroup
+@REGISTRY.route(11, (0, 9))
+async def join_group(broker, request):
+    body, cls = request.body, request.response_type
+    req = JoinRequest(
+        group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+        protocols=tuple(Protocol(p.name, p.metadata) for p in body.protocols),
+        session_timeout_ms=ms(body.session_timeout), rebalance_timeout_ms=ms(getattr(body, "rebalance_timeout", None)),
+        group_instance_id=getattr(body, "group_instance_id", None), client_id=request.client_id or "",
+        client_host=_peer_host(request), require_known_member_id=request.api_version >= 4,
+        reason=getattr(body, "reason", None))
+    try:
+        resp = await broker.groups.join(req)
+    except GroupCoordinatorError as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), generation_id=-1, protocol_type=None,
+                    protocol_name=None if request.api_version >= 7 else "", leader="", skip_assignment=False,
+                    member_id=body.member_id, members=())
+    member_cls = nested(cls, "members")
+    members = tuple(make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+                    for m in resp.members)
+    protocol_name = resp.protocol_name if resp.protocol_name is not None or request.api_version >= 7 else ""
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), generation_id=resp.generation_id,
+                protocol_type=resp.protocol_type, protocol_name=protocol_name, leader=resp.leader,
+                skip_assignment=resp.skip_assignment, member_id=resp.member_id, members=members)
+
+
+# ========================================================================= SyncGroup
+@REGISTRY.route(14, (0, 5))
+async def sync_group(broker, request):
+    body, cls = request.body, request.response_type
+    req = SyncRequest(body.group_id, body.generation_id, body.member_id,
+                      tuple((a.member_id, a.assignment) for a in body.assignments),
+                      getattr(body, "group_instance_id", None), getattr(body, "protocol_type", None),
+                      getattr(body, "protocol_name", None))
+    try:
+        resp = await broker.groups.sync(req)
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), protocol_type=resp.protocol_type,
+                    protocol_name=resp.protocol_name, assignment=resp.assignment)
+    except GroupCoordinatorError as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), protocol_type=None,
+                    protocol_name=None, assignment=b"")
+
+
+# ========================================================================= Heartbeat
+@REGISTRY.route(12, (0, 4))
+async def heartbeat(broker, request):
+    body, cls = request.body, request.response_type
+    req = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
+    try:
+        error = await broker.groups.heartbeat(req)
+    except GroupCoordinatorError as exc:
+        error = exc.code
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error))
+
+
+# ======================================================================== LeaveGroup
+@REGISTRY.route(13, (0, 5))
+async def leave_group(broker, request):
+    body, cls = request.body, request.response_type
+    batched = has_field(type(body), "members")
+    members = (tuple(MemberIdentity(m.member_id, m.group_instance_id) for m in body.members) if batched
+               else (MemberIdentity(body.member_id),))
+    try:
+        resp = await broker.groups.leave(body.group_id, members)
+    except GroupCoordinatorError as exc:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), members=())
+    if not batched:  # v0-v2: the one member's error is the response's error
+        error = resp.error if resp.error or not resp.members else resp.members[0].error
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error))
+    member_cls = nested(cls, "members")
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), members=tuple(
+        make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code(m.error))
+        for m in resp.members))
+
+
+# ==================================================================== DescribeGroups
+@REGISTRY.route(15, (0, 5))
+async def describe_groups(broker, request):
+    body, cls = request.body, request.response_type
+    group_cls = nested(cls, "groups")
+    member_cls = nested(group_cls, "members")
+    groups = []
+    for d in broker.groups.describe(body.groups):
+        members = tuple(make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                             client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                             member_assignment=m.assignment) for m in d.members)
+        groups.append(make(group_cls, error_code=code(d.error), error_message=None, group_id=d.group_id,
+                           group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
+                           members=members, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+
+
+# ======================================================================== ListGroups
+@REGISTRY.route(16, (0, 5))
+async def list_groups(broker, request):
+    body, cls = request.body, request.response_type
+    group_cls = nested(cls, "groups")
+    listed = broker.groups.list_groups(getattr(body, "states_filter", ()), getattr(body, "types_filter", ()))
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
+        make(group_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=kind)
+        for g, kind in listed))
+
+
+# ====================================================================== DeleteGroups
+@REGISTRY.route(42, (0, 2))
+async def delete_groups(broker, request):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "results")
+    results = await broker.groups.delete_groups(body.groups_names)
+    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
+        make(result_cls, group_id=r.group_id, error_code=code(r.error)) for r in results))

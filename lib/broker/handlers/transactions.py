@@ -1,0 +1,164 @@
+"""Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+TxnOffsetCommit (28). InitProducerId (22) lives in producer_ids.py; FindCoordinator with
+key_type=1 in groups.py (one broker coordinates every transactional id).
+
+Thin: each calls the TransactionCoordinator (broker.txn) and turns its TxnError into the
+response's code. Versions stop before KIP-890 part 2 (transaction.version 2: an epoch bump per
+transaction), which clients only use when the broker advertises that feature.
+
+Kafka renamed the fencing error in KIP-588: clients older than these versions only know
+INVALID_PRODUCER_EPOCH, so PRODUCER_FENCED is translated for them (as KafkaApis does).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from ..group.api import CommitOffset
+from ..group.errors import GroupCoordinatorError
+from ..txn.coordinator import OFFSETS_TOPIC
+from ..txn.state import TxnError
+from ..wire import make, nested
+from .registry import REGISTRY
+
+log = logging.getLogger(__name__)
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+def txn_error(exc: Exception, request, fenced_since: int) -> ErrorCode:
+    """The code for a coordinator failure; PRODUCER_FENCED only from version `fenced_since`."""
+    if not isinstance(exc, TxnError):
+        log.exception("%s from %s failed", type(request.body).__name__, request.client_id)
+        return ErrorCode.unknown_server_error
+    code = exc.code
+    if code == ErrorCode.producer_fenced and request.api_version < fenced_since:
+        code = ErrorCode.invalid_producer_epoch
+    level = logging.DEBUG if code == ErrorCode.concurrent_transactions else logging.INFO
+    log.log(level, "%s v%d from %s: %s (%s)", type(request.body).__name__, request.api_version,
+            request.client_id, code.name, exc)
+    return code
+
+
+# ================================================================= AddPartitionsToTxn
+async def _add_partitions(broker, txn_id: str, producer_id: int, epoch: int, topics, verify_only: bool,
+                          request) -> dict[tuple[str, int], ErrorCode]:
+    """Per-partition codes: unknown partitions fail alone and the rest is OPERATION_NOT_ATTEMPTED,
+    as Kafka answers (nothing is added unless every partition exists)."""
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = set()
+    for topic, index in wanted:
+        try:
+            meta = broker.partitions.topic(topic)
+            if not 0 <= index < meta.partitions:
+                unknown.add((topic, index))
+        except Exception:
+            unknown.add((topic, index))
+    if unknown:
+        log.info("AddPartitionsToTxn for %r: unknown partitions %s", txn_id,
+                 ", ".join(f"{t}-{p}" for t, p in sorted(unknown)))
+        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                for tp in wanted}
+    try:
+        if verify_only:
+            return await broker.txn.verify_partitions(txn_id, producer_id, epoch, wanted)
+        await broker.txn.add_partitions(txn_id, producer_id, epoch, wanted)
+        code = ErrorCode.none
+    except Exception as exc:
+        code = txn_error(exc, request, fenced_since=2)
+    return {tp: code for tp in wanted}
+
+
+def _topic_results(topic_cls, codes: dict[tuple[str, int], ErrorCode]):
+    part_cls = nested(topic_cls, "results_by_partition")
+    by_topic: dict[str, list] = {}
+    for (topic, index), code in codes.items():
+        by_topic.setdefault(topic, []).append(make(part_cls, partition_index=index, partition_error_code=code))
+    return tuple(make(topic_cls, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items())
+
+
+@REGISTRY.route(24, (0, 4))
+async def add_partitions_to_txn(broker, request):
+    body, cls = request.body, request.response_type
+    if request.api_version <= 3:
+        codes = await _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                      body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, request)
+        return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=_topic_results(
+            nested(cls, "results_by_topic_v3_and_below"), codes))
+    # v4+: the broker-to-broker form, several transactions per request (KIP-890 verification).
+    result_cls = nested(cls, "results_by_transaction")
+    topic_cls = nested(result_cls, "topic_results")
+    results = []
+    for txn in body.transactions:
+        codes = await _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                                      txn.verify_only, request)
+        results.append(make(result_cls, transactional_id=txn.transactional_id,
+                            topic_results=_topic_results(topic_cls, codes)))
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results))
+
+
+# ==================================================================== AddOffsetsToTxn
+@REGISTRY.route(25, (0, 4))
+async def add_offsets_to_txn(broker, request):
+    body, cls = request.body, request.response_type
+    try:
+        await broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
+        code = ErrorCode.none
+    except Exception as exc:
+        code = txn_error(exc, request, fenced_since=2)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code)
+
+
+# ============================================================================= EndTxn
+@REGISTRY.route(26, (0, 4))
+async def end_txn(broker, request):
+    body, cls = request.body, request.response_type
+    try:
+        await broker.txn.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
+                                         bool(body.committed))
+        code = ErrorCode.none
+    except Exception as exc:
+        code = txn_error(exc, request, fenced_since=2)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code)
+
+
+# ==================================================================== TxnOffsetCommit
+@REGISTRY.route(28, (0, 4))
+async def txn_offset_commit(broker, request):
+    """The offsets go to the group coordinator as a transactional batch of the producer; they
+    become visible when EndTxn's COMMIT marker reaches the group's `__consumer_offsets` partition.
+    First the transaction must hold that partition (AddOffsetsToTxn), which KIP-890 checks too."""
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    offsets = tuple(CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
+                                 getattr(p, "committed_leader_epoch", -1))
+                    for t in body.topics for p in t.partitions)
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    try:
+        await broker.txn.verify_produce(body.transactional_id, body.producer_id, body.producer_epoch,
+                                        OFFSETS_TOPIC, broker.groups.partition_for(body.group_id))
+    except TxnError as exc:
+        code = exc.code
+        if code == ErrorCode.invalid_producer_id_mapping:
+            code = ErrorCode.invalid_txn_state  # the offsets partition is not in any transaction of it
+        log.info("TxnOffsetCommit for group %s from %r: %s (%s)", body.group_id, body.transactional_id,
+                 code.name, exc)
+        codes = {(o.topic, o.partition): code for o in offsets}
+    if not codes:
+        try:
+            results = await broker.groups.commit_transactional_offsets(
+                body.group_id, body.producer_id, body.producer_epoch, offsets,
+                generation_id=getattr(body, "generation_id", -1), member_id=getattr(body, "member_id", ""),
+                group_instance_id=getattr(body, "group_instance_id", None))
+            codes = {(r.topic, r.partition): ErrorCode(int(r.error)) for r in results}
+        except GroupCoordinatorError as exc:
+            codes = {(o.topic, o.partition): ErrorCode(int(exc.code)) for o in offsets}
+    by_topic: dict[str, list] = {}
+    for (topic, index), code in codes.items():
+        by_topic.setdefault(topic, []).append(make(part_cls, partition_index=index, error_code=code))
+    return make(cls, throttle_time=_NO_THROTTLE,
+                topics=tuple(make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

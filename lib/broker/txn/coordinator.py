@@ -1,0 +1,358 @@
+"""The transaction coordinator: the pure transitions of `state.py`, persisted to
+`__transaction_state` and applied through one replay path.
+
+Every change is a record appended to the id's `__transaction_state` partition
+(Utils.abs(transactionalId.hashCode) % partitions) and then replayed into the cache; loading
+at start replays the same records, so the cache never holds a state that is not on disk.
+Requests for one transactional id are serialised by a per-id lock.
+
+EndTxn: persist PrepareCommit/PrepareAbort, append a marker to every partition of the
+transaction, tell the group coordinator about markers in `__consumer_offsets` (pending
+transactional offsets become visible or vanish), persist CompleteCommit/CompleteAbort. A crash
+between the two writes leaves Prepare*, which `start()` (and the periodic check) completes; a
+marker written twice is harmless (the second finds no open transaction).
+
+The same periodic check aborts Ongoing transactions older than their timeout (fencing the
+producer with an epoch bump) and forgets ids idle past transactional.id.expiration.ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.segments.batch import Record, build_batch, iter_batches
+from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+
+from ..errors import UnknownTopicOrPartition
+from ..group.errors import GroupCoordinatorError
+from ..group.java import string_hash_code, utils_abs
+from . import records, state
+from .config import TransactionsConfig
+from .markers import LEADER_EPOCH, write_marker
+from .state import TopicPartition, TxnError, TxnMetadata, TxnState
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 4 * 1024 * 1024
+
+# Writes the marker to __consumer_offsets partitions and applies it to the group coordinator's
+# pending transactional offsets: GroupService.complete_transaction(producer_id, producer_epoch,
+# commit, partitions=[...]).
+OffsetsMarker = Callable[..., Awaitable[None]]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    def __init__(self, partitions: Any, producer_ids: Any, config: TransactionsConfig, *,
+                 offsets_partition_for: Callable[[str], int], offsets_marker: OffsetsMarker | None = None,
+                 clock: Callable[[], int] = _now_ms):
+        self.partitions = partitions  # PartitionManager
+        self.producer_ids = producer_ids  # ProducerIdAllocator
+        self.config = config
+        self.offsets_partition_for = offsets_partition_for
+        self.offsets_marker = offsets_marker
+        self.clock = clock
+        self._txns: dict[str, TxnMetadata] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._num_partitions: int | None = None  # of __transaction_state, once it exists
+        self._loaded = asyncio.Event()
+
+    # ================================================================== lifecycle
+    async def start(self) -> None:
+        """Load `__transaction_state` (if it exists), then finish what a crash interrupted."""
+        try:
+            meta = self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True)
+        except UnknownTopicError:
+            meta = None
+        if meta is not None:
+            self._num_partitions = meta.partitions
+            for index in range(meta.partitions):
+                if self.partitions.layout.log_dir(TRANSACTION_STATE_TOPIC, index).exists():
+                    part = await self.partitions.get(TRANSACTION_STATE_TOPIC, index)
+                    for record in await self.partitions.run_io(_read_records, part):
+                        self._replay(record)
+        self._loaded.set()
+        if self._txns:
+            counts: dict[str, int] = {}
+            for m in self._txns.values():
+                counts[m.state.label] = counts.get(m.state.label, 0) + 1
+            log.info("loaded %d transactional ids from %s: %s", len(self._txns), TRANSACTION_STATE_TOPIC,
+                     ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        await self.complete_interrupted()
+
+    async def run_checks(self) -> None:
+        """Background task: abort timed-out transactions, retry interrupted ones, expire idle ids."""
+        interval = self.config.abort_check_interval_ms / 1000
+        last_expiry = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.abort_expired()
+                await self.complete_interrupted()
+                if time.monotonic() - last_expiry >= self.config.id_expiration_check_interval_ms / 1000:
+                    last_expiry = time.monotonic()
+                    await self.expire_ids()
+            except Exception:
+                log.exception("transaction coordinator check failed")
+
+    # ==================================================================== queries
+    def partition_for(self, transactional_id: str) -> int:
+        n = self._num_partitions or self.config.state_topic_partitions
+        return utils_abs(string_hash_code(transactional_id)) % n
+
+    def get(self, transactional_id: str) -> TxnMetadata | None:
+        return self._txns.get(transactional_id)
+
+    def transactions(self) -> dict[str, TxnMetadata]:
+        return dict(self._txns)
+
+    async def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                             topic: str, partition: int) -> None:
+        """A transactional batch may only go to a partition of the producer's Ongoing
+        transaction (KIP-890's verification, answered locally)."""
+        await self._loaded.wait()
+        where = f"transactional produce to {topic}-{partition} by producer {producer_id} epoch {producer_epoch}"
+        if transactional_id is None:
+            raise TxnError(ErrorCode.transactional_id_authorization_failed,
+                           f"{where}: the request carries no transactional id")
+        m = self._txns.get(transactional_id)
+        if m is None or m.producer_id != producer_id:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"{where}: transactional id {transactional_id!r} is not mapped to this producer")
+        if m.producer_epoch != producer_epoch:
+            raise TxnError(ErrorCode.invalid_producer_epoch,
+                           f"{where}: {m.describe()} has another epoch (fenced)")
+        if m.state is not TxnState.ONGOING or (topic, partition) not in m.partitions:
+            raise TxnError(ErrorCode.invalid_txn_state,
+                           f"{where}: {topic}-{partition} is not part of an ongoing transaction of {m.describe()}")
+
+    # ================================================================== requests
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> TxnMetadata:
+        if not transactional_id:
+            raise TxnError(ErrorCode.invalid_request, "InitProducerId with an empty transactional id")
+        state.validate_timeout(transactional_id, timeout_ms, self.config.max_timeout_ms)
+        await self._loaded.wait()
+        async with self._lock(transactional_id):
+            current = self._txns.get(transactional_id)
+            outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
+                                             await self._id_source(current), expected)
+            if outcome.abort_first:
+                # A new instance of the producer: abort its predecessor's transaction (fencing it)
+                # now, then bump again for the new instance, as the client's retry after
+                # CONCURRENT_TRANSACTIONS would.
+                log.info("%s: a new producer instance aborts the ongoing transaction", current.describe())
+                await self._persist(outcome.metadata)
+                if not await self._try_complete(outcome.metadata):
+                    raise TxnError(ErrorCode.concurrent_transactions,
+                                   f"InitProducerId for {transactional_id!r}: aborting the previous transaction")
+                current = self._txns[transactional_id]
+                outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
+                                                 await self._id_source(current), None)
+            await self._persist(outcome.metadata)
+            return self._txns[transactional_id]
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[TopicPartition]) -> None:
+        await self._loaded.wait()
+        async with self._lock(transactional_id):
+            m = self._require(transactional_id, producer_id, "AddPartitionsToTxn")
+            updated = state.add_partitions(m, producer_id, producer_epoch, partitions, self.clock())
+            if updated is not m:
+                await self._persist(updated)
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
+        await self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                  [(OFFSETS_TOPIC, self.offsets_partition_for(group_id))])
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, state.ErrorCode]:
+        """AddPartitionsToTxn v4+ verify_only: which partitions are in the ongoing transaction."""
+        await self._loaded.wait()
+        m = self._require(transactional_id, producer_id, "AddPartitionsToTxn (verify only)")
+        state.check_producer(m, producer_id, producer_epoch, f"verify {transactional_id!r}")
+        ongoing = m.state is TxnState.ONGOING
+        return {tp: (ErrorCode.none if ongoing and tp in m.partitions else ErrorCode.invalid_txn_state)
+                for tp in partitions}
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              commit: bool) -> None:
+        await self._loaded.wait()
+        async with self._lock(transactional_id):
+            m = self._require(transactional_id, producer_id, "EndTxn")
+            outcome = state.end_transaction(m, producer_id, producer_epoch, commit, self.clock())
+            if outcome.metadata is None:
+                return  # a retry: the transaction already ended this way
+            await self._persist(outcome.metadata)
+            # The decision is durable now: like Kafka, answer success even if a marker write
+            # fails; the periodic check finishes the transaction (the client's next
+            # InitProducerId/AddPartitions meanwhile gets CONCURRENT_TRANSACTIONS).
+            await self._try_complete(outcome.metadata)
+
+    # ============================================================ coordinator-driven
+    async def abort_expired(self) -> list[str]:
+        """Abort (and fence) every Ongoing transaction past its timeout; returns their ids."""
+        await self._loaded.wait()
+        aborted = []
+        for txn_id, m in list(self._txns.items()):
+            if not state.is_expired(m, self.clock()):
+                continue
+            async with self._lock(txn_id):
+                m = self._txns.get(txn_id)
+                if m is None or not state.is_expired(m, self.clock()):
+                    continue
+                log.info("%s: transaction started at %d timed out after %d ms; aborting it and fencing the "
+                         "producer", m.describe(), m.start_ms, m.timeout_ms)
+                fenced = state.fence_abort(m, self.clock())
+                await self._persist(fenced)
+                await self._try_complete(fenced)
+                aborted.append(txn_id)
+        return aborted
+
+    async def complete_interrupted(self) -> None:
+        """Finish transactions left in PrepareCommit/PrepareAbort (a crash or a failed marker write)."""
+        for txn_id, m in list(self._txns.items()):
+            if not m.is_preparing:
+                continue
+            async with self._lock(txn_id):
+                m = self._txns.get(txn_id)
+                if m is not None and m.is_preparing:
+                    log.info("%s: completing the interrupted transaction", m.describe())
+                    await self._try_complete(m)
+
+    async def expire_ids(self) -> list[str]:
+        """Forget transactional ids with no transaction for transactional.id.expiration.ms (a tombstone)."""
+        expired = []
+        for txn_id, m in list(self._txns.items()):
+            if m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) and \
+                    m.update_ms + self.config.id_expiration_ms < self.clock():
+                async with self._lock(txn_id):
+                    if self._txns.get(txn_id) is m:
+                        m.transition(TxnState.DEAD)  # checks the transition; Dead is written as a tombstone
+                        await self._append(records.TxnLogRecord(txn_id, None))
+                        expired.append(txn_id)
+        return expired
+
+    # =================================================================== internals
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = asyncio.Lock()
+        return lock
+
+    def _require(self, transactional_id: str, producer_id: int, what: str) -> TxnMetadata:
+        m = self._txns.get(transactional_id)
+        if m is None:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"{what}: unknown transactional id {transactional_id!r} (producer {producer_id})")
+        return m
+
+    async def _id_source(self, m: TxnMetadata | None) -> Callable[[], int]:
+        """A producer id for the transition, fetched first when it may need one: the allocator
+        is not thread-safe and writes its block file, so it runs on the I/O thread only."""
+        if not state.needs_new_producer_id(m):
+            return _no_new_id
+        new_id = await self.partitions.run_io(self.producer_ids.next_id)
+        return lambda: new_id
+
+    async def _try_complete(self, m: TxnMetadata) -> bool:
+        try:
+            await self._complete(m)
+            return True
+        except Exception as exc:
+            log.warning("%s: writing the markers failed (%s: %s); retrying every %d ms", m.describe(),
+                        type(exc).__name__, exc, self.config.abort_check_interval_ms,
+                        exc_info=not isinstance(exc, (TxnError, GroupCoordinatorError)))
+            return False
+
+    async def _complete(self, m: TxnMetadata) -> None:
+        """Markers for a PrepareCommit/PrepareAbort transaction, then Complete*."""
+        commit = m.state is TxnState.PREPARE_COMMIT
+        now = self.clock()
+        offsets_partitions = sorted(i for t, i in m.partitions if t == OFFSETS_TOPIC)
+        for topic, index in sorted(m.partitions):
+            if topic == OFFSETS_TOPIC and self.offsets_marker is not None:
+                continue  # the group coordinator writes these (below)
+            try:
+                part = await self.partitions.get(topic, index)
+            except (UnknownTopicError, UnknownTopicOrPartition):  # deleted meanwhile: Kafka skips it too
+                log.warning("%s: %s-%d no longer exists; no marker written there", m.describe(), topic, index)
+                continue
+            await self.partitions.run_io(write_marker, part, m.producer_id, m.producer_epoch, commit, now)
+            part.notify()
+        if offsets_partitions and self.offsets_marker is not None:
+            await self.offsets_marker(m.producer_id, m.producer_epoch, commit, partitions=offsets_partitions)
+        await self._persist(state.complete(m, self.clock()))
+        log.debug("%s: %s", m.describe(), "committed" if commit else "aborted")
+
+    async def _persist(self, m: TxnMetadata) -> None:
+        await self._append(records.TxnLogRecord(m.transactional_id, m))
+
+    async def _append(self, record: records.TxnLogRecord) -> None:
+        """Append one record to the id's partition, then replay it (the load path's replay)."""
+        part = await self._state_partition(record.transactional_id)
+        batch = build_batch([Record(0, self.clock(), records.encode_key(record.transactional_id),
+                                    records.encode_value(record.metadata))])
+        await self.partitions.run_io(lambda: part.log.append(batch, leader_epoch=LEADER_EPOCH))
+        self._replay(record)
+
+    def _replay(self, record: records.TxnLogRecord) -> None:
+        if record.metadata is None:
+            self._txns.pop(record.transactional_id, None)
+        else:
+            self._txns[record.transactional_id] = record.metadata
+
+    async def _state_partition(self, transactional_id: str):
+        if self._num_partitions is None:
+            self._num_partitions = await self._ensure_topic()
+        return await self.partitions.get(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+
+    async def _ensure_topic(self) -> int:
+        """Create `__transaction_state` on first use (Kafka does the same), compacted."""
+        try:
+            return self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True).partitions
+        except UnknownTopicError:
+            pass
+        config = {"cleanup.policy": "compact", "segment.bytes": str(self.config.state_topic_segment_bytes)}
+        try:
+            meta = await self.partitions.run_io(self.partitions.create_topic, TRANSACTION_STATE_TOPIC,
+                                                self.config.state_topic_partitions, config)
+        except TopicAlreadyExistsError:  # created concurrently (another request, or the CLI)
+            meta = self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True)
+        log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, meta.partitions)
+        return meta.partitions
+
+
+def _no_new_id() -> int:
+    raise AssertionError("this transition keeps its producer id")
+
+
+def _read_records(part) -> list[records.TxnLogRecord]:
+    """Every record of a `__transaction_state` partition, in log order (I/O thread)."""
+    out: list[records.TxnLogRecord] = []
+    offset = part.log.log_start_offset
+    end = part.log.log_end_offset
+    while offset < end:
+        result = part.log.read(offset, _READ_CHUNK)
+        data = result.to_bytes()
+        if not data:
+            break
+        for batch in iter_batches(data, source=f"{TRANSACTION_STATE_TOPIC}-{part.index}"):
+            if batch.header.is_control:
+                continue
+            for rec in batch.records():
+                if rec.offset >= offset:
+                    out.append(records.decode_record(rec.key, rec.value))
+        offset = result.next_offset
+    return out

@@ -1,0 +1,208 @@
+"""`topiclake groups ...`: consumer groups of a running broker over the Kafka protocol, like
+kafka-consumer-groups.sh: list, describe, lag, reset-offsets (a dry run unless --execute)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+import typer
+
+from .protocol import BOOTSTRAP, connect
+
+groups_app = typer.Typer(help="Inspect consumer groups and reset their offsets (over the Kafka protocol).",
+                         no_args_is_help=True)
+
+LATEST, EARLIEST = -1, -2
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(groups_app, name="groups")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------ protocol helpers
+def _describe(client, group: str):
+    from kio.schema.describe_groups.v5 import request as req
+
+    d = client.request(req.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False)).groups[0]
+    if d.error_code.value != 0:
+        _fail(f"describing group {group}: {d.error_code.name.upper()}")
+    return d
+
+
+def _committed(client, group: str) -> dict[tuple[str, int], int]:
+    from kio.schema.offset_fetch.v7 import request as req
+
+    resp = client.request(req.OffsetFetchRequest(group_id=group, topics=None, require_stable=False))
+    if resp.error_code.value != 0:
+        _fail(f"fetching the offsets of group {group}: {resp.error_code.name.upper()}")
+    return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions
+            if p.committed_offset >= 0}
+
+
+def _partitions(client, topic: str) -> list[int]:
+    from kio.schema.metadata.v12 import request as req
+
+    t = client.request(req.MetadataRequest(topics=(req.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic),),
+                                           allow_auto_topic_creation=False,
+                                           include_topic_authorized_operations=False)).topics[0]
+    if t.error_code.value != 0:
+        _fail(f"topic {topic}: {t.error_code.name.upper()}")
+    return sorted(p.partition_index for p in t.partitions)
+
+
+def _list_offsets(client, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset for a timestamp (LATEST, EARLIEST or ms); -1 when none."""
+    from kio.schema.list_offsets.v7 import request as req
+
+    topics: dict[str, list] = {}
+    for (topic, partition), ts in wanted.items():
+        topics.setdefault(topic, []).append(req.ListOffsetsPartition(partition_index=partition,
+                                                                    current_leader_epoch=-1, timestamp=ts))
+    resp = client.request(req.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
+        req.ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code.value != 0:
+                _fail(f"listing offsets of {t.name}-{p.partition_index}: {p.error_code.name.upper()}")
+            out[(t.name, p.partition_index)] = p.offset
+    return out
+
+
+def _assignments(d) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> member id, from the consumer-protocol assignments of a Stable group."""
+    from topiclake.broker.group.consumer_protocol import decode_assignment
+
+    owners = {}
+    for m in d.members:
+        if not m.member_assignment:
+            continue
+        for topic, parts in decode_assignment(m.member_assignment).partitions:
+            for p in parts:
+                owners[(topic, p)] = m.member_id
+    return owners
+
+
+# ------------------------------------------------------------------------- commands
+@groups_app.command("list")
+def list_groups(bootstrap: str = BOOTSTRAP) -> None:
+    """Group ids with their type and state."""
+    from kio.schema.list_groups.v5 import request as req
+
+    with connect(bootstrap) as client:
+        resp = client.request(req.ListGroupsRequest(states_filter=(), types_filter=()))
+    if resp.error_code.value != 0:
+        _fail(f"listing groups: {resp.error_code.name.upper()}")
+    typer.echo(f"{'GROUP':<40} {'TYPE':<10} STATE")
+    for g in sorted(resp.groups, key=lambda g: g.group_id):
+        typer.echo(f"{g.group_id:<40} {g.group_type:<10} {g.group_state}")
+
+
+@groups_app.command("describe")
+def describe(group: str, bootstrap: str = BOOTSTRAP) -> None:
+    """State, members and their assigned partitions."""
+    with connect(bootstrap) as client:
+        d = _describe(client, group)
+    typer.echo(f"Group: {group}\tState: {d.group_state}\tProtocolType: {d.protocol_type or '-'}\t"
+               f"Protocol: {d.protocol_data or '-'}\tMembers: {len(d.members)}")
+    owners = _assignments(d)
+    for m in d.members:
+        parts = sorted(tp for tp, owner in owners.items() if owner == m.member_id)
+        shown = ",".join(f"{t}-{p}" for t, p in parts) or "-"
+        typer.echo(f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host or '-'}\t"
+                   f"Assignment: {shown}")
+
+
+@groups_app.command("lag")
+def lag(group: str, bootstrap: str = BOOTSTRAP) -> None:
+    """Per partition: committed offset, log end offset and lag (like --describe --offsets)."""
+    with connect(bootstrap) as client:
+        d = _describe(client, group)
+        committed = _committed(client, group)
+        owners = _assignments(d)
+        keys = sorted(set(committed) | set(owners))
+        ends = _list_offsets(client, {k: LATEST for k in keys}) if keys else {}
+    typer.echo(f"{'TOPIC':<30} {'PARTITION':>9} {'CURRENT-OFFSET':>15} {'LOG-END-OFFSET':>15} {'LAG':>8}  MEMBER")
+    for topic, partition in keys:
+        current = committed.get((topic, partition))
+        end = ends[(topic, partition)]
+        shown_lag = "-" if current is None else str(max(end - current, 0))
+        typer.echo(f"{topic:<30} {partition:>9} {'-' if current is None else current:>15} {end:>15} {shown_lag:>8}  "
+                   f"{owners.get((topic, partition), '-')}")
+
+
+@groups_app.command("reset-offsets")
+def reset_offsets(
+    group: str,
+    topic: str = typer.Option(..., "--topic", help="Topic whose partitions are reset."),
+    to_earliest: bool = typer.Option(False, "--to-earliest"),
+    to_latest: bool = typer.Option(False, "--to-latest"),
+    to_offset: int = typer.Option(None, "--to-offset", help="An absolute offset (clamped to the log's range)."),
+    to_datetime: str = typer.Option(None, "--to-datetime", help="ISO-8601 time: first offset at or after it."),
+    execute: bool = typer.Option(False, "--execute", help="Commit the new offsets (default: only show them)."),
+    bootstrap: str = BOOTSTRAP,
+) -> None:
+    """Move a group's committed offsets (the group must have no active members)."""
+    chosen = [x for x in (to_earliest, to_latest, to_offset is not None, to_datetime is not None) if x]
+    if len(chosen) != 1:
+        typer.echo("error: give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", err=True)
+        raise typer.Exit(2)
+    with connect(bootstrap) as client:
+        d = _describe(client, group)
+        if d.members:
+            _fail(f"group {group} has {len(d.members)} active members ({d.group_state}): stop them first")
+        partitions = _partitions(client, topic)
+        keys = [(topic, p) for p in partitions]
+        earliest = _list_offsets(client, {k: EARLIEST for k in keys})
+        latest = _list_offsets(client, {k: LATEST for k in keys})
+        if to_earliest:
+            target = earliest
+        elif to_latest:
+            target = latest
+        elif to_offset is not None:
+            target = {k: min(max(to_offset, earliest[k]), latest[k]) for k in keys}
+        else:
+            when = _parse_datetime(to_datetime)
+            found = _list_offsets(client, {k: when for k in keys})
+            target = {k: latest[k] if found[k] < 0 else found[k] for k in keys}
+        typer.echo(f"{'TOPIC':<30} {'PARTITION':>9} {'NEW-OFFSET':>11}")
+        for k in keys:
+            typer.echo(f"{topic:<30} {k[1]:>9} {target[k]:>11}")
+        if not execute:
+            typer.echo("Dry run: nothing committed (add --execute).")
+            return
+        _commit(client, group, target)
+        typer.echo(f"Committed new offsets of {len(keys)} partitions for group {group}.")
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        typer.echo(f"error: --to-datetime {text!r} is not an ISO-8601 time", err=True)
+        raise typer.Exit(2) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _commit(client, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    from kio.schema.offset_commit.v8 import request as req
+
+    topics: dict[str, list] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(req.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
+    resp = client.request(req.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=tuple(req.OffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code.value != 0:
+                _fail(f"committing {t.name}-{p.partition_index} for group {group}: {p.error_code.name.upper()}")

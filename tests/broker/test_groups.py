@@ -1,0 +1,104 @@
+"""The group coordinator inside an in-process broker: FindCoordinator, offsets over the wire,
+transactional offsets through the facade, and loading `__consumer_offsets` after a restart."""
+
+import asyncio
+
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4 import request as fc4
+from kio.schema.offset_commit.v8 import request as oc8
+from kio.schema.offset_fetch.v8 import request as of8
+
+from tests.broker.conftest import InProcessBroker
+from topiclake.broker.group.api import CommitOffset
+from topiclake.broker.group.errors import GroupCoordinatorError
+
+
+def commit(client, group, topic, offsets):
+    return client.request(oc8.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=(oc8.OffsetCommitRequestTopic(name=topic, partitions=tuple(
+            oc8.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                             committed_metadata="m") for p, o in offsets.items())),)))
+
+
+def fetch(client, *groups, require_stable=False):
+    resp = client.request(of8.OffsetFetchRequest(groups=tuple(
+        of8.OffsetFetchRequestGroup(group_id=g, topics=None) for g in groups), require_stable=require_stable))
+    return {g.group_id: {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions}
+            for g in resp.groups}
+
+
+def retry(fn, timeout_s=30.0):
+    """Group calls answer COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets loads (50
+    partitions: seconds on a loaded CI machine)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = fn()
+        if result is not None:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"coordinator never became available within {timeout_s} s")
+
+
+def test_find_coordinator_batched_and_offsets_round_trip(broker):
+    with broker.client() as c:
+        resp = c.request(fc4.FindCoordinatorRequest(key_type=0, coordinator_keys=("a", "b")))
+        assert [(x.key, x.node_id, x.port, x.error_code) for x in resp.coordinators] == [
+            ("a", 0, broker.server.port, ErrorCode.none), ("b", 0, broker.server.port, ErrorCode.none)]
+        broker.create_topic("t", 2)
+
+        def try_commit():
+            r = commit(c, "g1", "t", {0: 5, 1: 7})
+            codes = {p.error_code for t in r.topics for p in t.partitions}
+            return None if codes == {ErrorCode.coordinator_load_in_progress} else codes
+
+        assert retry(try_commit) == {ErrorCode.none}
+        commit(c, "g2", "t", {0: 1})
+        assert fetch(c, "g1", "g2", "nobody") == {"g1": {("t", 0): 5, ("t", 1): 7}, "g2": {("t", 0): 1},
+                                                  "nobody": {}}
+
+
+def call(b, coro):
+    return asyncio.run_coroutine_threadsafe(coro, b.loop).result(10)
+
+
+def test_transactional_offsets_commit_abort_and_reload(tmp_path):
+    b = InProcessBroker(tmp_path / "data").start()
+    groups = b.context.groups
+    try:
+        async def load():
+            groups.ensure_loading()
+            while True:
+                try:
+                    groups.shard("txn-group")
+                    return
+                except GroupCoordinatorError:
+                    await asyncio.sleep(0.02)
+
+        call(b, load())
+        part = groups.partition_for("txn-group")
+        res = call(b, groups.commit_transactional_offsets("txn-group", 7, 0, [CommitOffset("t", 0, 11)]))
+        assert [r.error.name for r in res] == ["NONE"]
+        call(b, groups.commit_transactional_offsets("txn-group", 8, 0, [CommitOffset("t", 1, 22)]))
+        with b.client() as c:
+            assert fetch(c, "txn-group") == {"txn-group": {}}
+        call(b, groups.complete_transaction(7, 0, True, partitions=[part]))
+        call(b, groups.complete_transaction(8, 0, False))  # finds its partition by itself
+        with b.client() as c:
+            assert fetch(c, "txn-group") == {"txn-group": {("t", 0): 11}}
+        call(b, groups.commit_transactional_offsets("txn-group", 9, 0, [CommitOffset("t", 2, 33)]))
+    finally:
+        b.stop()
+    b = InProcessBroker(tmp_path / "data").start()  # replays data, markers and the open transaction
+    try:
+        with b.client() as c:
+            stable = retry(lambda: fetch(c, "txn-group", require_stable=True).get("txn-group") or None)
+        assert stable == {("t", 0): 11}
+        assert b.context.groups.shard("txn-group").core.pending_txn_offsets.keys() == {9}
+        call(b, b.context.groups.complete_transaction(9, 0, True))
+        with b.client() as c:
+            assert fetch(c, "txn-group") == {"txn-group": {("t", 0): 11, ("t", 2): 33}}
+    finally:
+        b.stop()

@@ -1,0 +1,311 @@
+"""Consumer groups with real clients against a real broker process: kafka-python members in
+their own processes (one killed with SIGKILL), offsets across a broker crash, confluent-kafka's
+KIP-848 protocol, aiokafka, and the `topiclake groups` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kio.schema.create_topics.v7 import request as create_req
+from typer.testing import CliRunner
+
+from tests.integration.broker_process import BrokerProcess
+from topiclake.broker.client import ProtocolClient
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+SETTINGS = """
+[groups]
+offsets_topic_partitions = 5
+initial_rebalance_delay_ms = 0
+consumer_session_timeout_ms = 6000
+consumer_heartbeat_interval_ms = 500
+"""
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("conf") / "topiclake.toml"
+    path.write_text(SETTINGS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, config_file):
+    proc = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", config=config_file).start()
+    yield proc
+    assert proc.stop() == 0, proc.log()
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    name = f"g-{uuid.uuid4().hex[:10]}"
+    topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
+                                      configs=())
+    with ProtocolClient(bootstrap) as client:
+        result = client.request(create_req.CreateTopicsRequest(
+            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
+    assert result.topics[0].error_code.value == 0, result
+    return name
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    for i in range(start, start + per_partition):
+        for p in range(partitions):
+            producer.send(topic, f"{p}:{i}".encode(), partition=p)
+    producer.flush()
+    producer.close()
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# ------------------------------------------------------------ kafka-python, kill -9
+class Member:
+    def __init__(self, bootstrap: str, topic: str, group: str, path: Path):
+        self.path = path
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "group_consumer.py"), bootstrap, topic, group,
+                                      str(path)], cwd=HERE.parents[1], stdout=subprocess.DEVNULL,
+                                     stderr=open(str(path) + ".stderr", "w"))
+
+    def events(self) -> list[tuple[float, str, list[str]]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 2:
+                out.append((float(parts[0]), parts[1], parts[2:]))
+        return out
+
+    def owned(self) -> set[int]:
+        """Partitions held after the last assign/revoke event (eager protocol: revoke all, assign new)."""
+        owned: set[int] = set()
+        for _t, kind, args in self.events():
+            parts = {int(p) for p in args[0].split(",")} if args and args[0] else set()
+            if kind == "A":
+                owned = parts
+            elif kind == "R":
+                owned -= parts
+        return owned
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def ownership_intervals(member: Member, end: float) -> list[tuple[int, float, float]]:
+    intervals, since = [], {}
+    for t, kind, args in member.events():
+        parts = [int(p) for p in args[0].split(",")] if args and args[0] else []
+        for p in parts:
+            if kind == "A":
+                since[p] = t
+            elif kind == "R" and p in since:
+                intervals.append((p, since.pop(p), t))
+    intervals += [(p, t0, end) for p, t0 in since.items()]
+    return intervals
+
+
+def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
+    partitions, group = 7, f"kp-{uuid.uuid4().hex[:6]}"
+    topic = create_topic(broker.bootstrap, partitions)
+    produce(broker.bootstrap, topic, partitions, 30)
+    members = [Member(broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
+    try:
+        wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 3]
+                 and set().union(*(m.owned() for m in members)) == set(range(partitions)), 40,
+                 "three members owning 3, 2, 2 partitions")
+        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 20, "commits by all")
+        victim = members[0]
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait(10)
+        killed_at = time.time()
+        produce(broker.bootstrap, topic, partitions, 30, start=30)
+        survivors = members[1:]
+        wait_for(lambda: set().union(*(m.owned() for m in survivors)) == set(range(partitions))
+                 and not (survivors[0].owned() & survivors[1].owned()), 40, "two survivors owning all 7")
+
+        def committed_to_end():
+            last = {}
+            for m in members:
+                for _t, kind, args in m.events():
+                    if kind == "K":
+                        last[int(args[0])] = max(last.get(int(args[0]), 0), int(args[1]))
+            return all(last.get(p) == 60 for p in range(partitions))
+
+        wait_for(committed_to_end, 60, "every partition committed to its end (60)")
+    finally:
+        for m in members:
+            m.stop()
+    # The takeover waited for the session timeout (the dead member was not heard from).
+    takeover = min(t for m in members[1:] for t, kind, args in m.events()
+                   if t > killed_at and kind == "A" and args)
+    assert takeover - killed_at > 3.0
+    # No partition owned by two members at the same time.
+    end = time.time()
+    intervals = [(p, a, b, i) for i, m in enumerate(members)
+                 for p, a, b in ownership_intervals(m, killed_at if i == 0 else end)]
+    for p, a, b, i in intervals:
+        for q, c, d, j in intervals:
+            if i < j and p == q:
+                assert b <= c or d <= a, f"partition {p} owned by members {i} and {j} at once"
+    # Nothing lost; nothing read again below an offset somebody had already committed.
+    reads, commits = [], []
+    for m in members:
+        for t, kind, args in m.events():
+            if kind == "C":
+                reads.append((t, int(args[0]), int(args[1])))
+            elif kind == "K":
+                commits.append((t, int(args[0]), int(args[1])))
+    assert {(p, o) for _t, p, o in reads} == {(p, o) for p in range(partitions) for o in range(60)}
+    for t, p, o in reads:
+        floor = max((off for tc, pc, off in commits if pc == p and tc < t), default=0)
+        assert o >= floor, f"{p}@{o} read at {t} after offset {floor} was committed"
+
+
+# ---------------------------------------------------------- offsets across a crash
+def test_committed_offsets_survive_a_broker_crash(tmp_path, config_file):
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    proc = BrokerProcess(tmp_path / "data", config=config_file).start()
+    try:
+        topic = create_topic(proc.bootstrap, 2)
+        produce(proc.bootstrap, topic, 2, 20)
+        consumer = KafkaConsumer(topic, bootstrap_servers=proc.bootstrap, group_id="restart", enable_auto_commit=False,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        seen = {0: [], 1: []}
+        for record in consumer:
+            seen[record.partition].append(record.offset)
+            if all(len(v) >= 12 for v in seen.values()):
+                break
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(12, "", -1) for p in (0, 1)})
+        consumer.close()
+        proc.kill()  # SIGKILL: no clean shutdown, the log is recovered on start
+        proc = BrokerProcess(tmp_path / "data", proc.port, config=config_file).start()
+        consumer = KafkaConsumer(topic, bootstrap_servers=proc.bootstrap, group_id="restart", enable_auto_commit=False,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        resumed = {0: [], 1: []}
+        for record in consumer:
+            resumed[record.partition].append(record.offset)
+            if all(len(v) >= 8 for v in resumed.values()):
+                break
+        assert resumed == {0: list(range(12, 20)), 1: list(range(12, 20))}
+        assert consumer.committed(TopicPartition(topic, 0)) == 12
+        consumer.close()
+    finally:
+        proc.kill()
+
+
+# ------------------------------------------------- confluent-kafka, KIP-848 protocol
+def test_confluent_kafka_consumer_protocol(broker):
+    from confluent_kafka import Consumer
+
+    topic = create_topic(broker.bootstrap, 4)
+    produce(broker.bootstrap, topic, 4, 10)
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-{uuid.uuid4().hex[:6]}",
+            "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    consumers = [Consumer(conf), Consumer(conf)]
+    for c in consumers:
+        c.subscribe([topic])
+    got: dict[int, set[int]] = {}
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            for c in consumers:
+                msg = c.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    got.setdefault(msg.partition(), set()).add(msg.offset())
+                    c.commit(message=msg, asynchronous=False)
+            assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
+            if (all(len(got.get(p, ())) == 10 for p in range(4)) and all(assignments)
+                    and not (assignments[0] & assignments[1]) and assignments[0] | assignments[1] == set(range(4))):
+                break
+        assert got == {p: set(range(10)) for p in range(4)}
+        assert sorted(len(a) for a in assignments) == [2, 2], assignments
+        from kio.schema.consumer_group_describe.v0 import request as req
+
+        with ProtocolClient(broker.bootstrap) as client:
+            described = client.request(req.ConsumerGroupDescribeRequest(group_ids=(conf["group.id"],),
+                                                                        include_authorized_operations=False))
+        group = described.groups[0]
+        assert group.error_code.value == 0 and len(group.members) == 2
+        assert sorted(p for m in group.members for tp in m.assignment.topic_partitions for p in tp.partitions) == \
+            [0, 1, 2, 3]
+    finally:
+        for c in consumers:
+            c.close()
+
+
+# ------------------------------------------------------- aiokafka and the groups CLI
+def cli(*args: str):
+    from topiclake.cli import app
+
+    return CliRunner().invoke(app, ["groups", *args])
+
+
+def test_aiokafka_group_and_groups_cli(broker):
+    from aiokafka import AIOKafkaConsumer
+
+    topic = create_topic(broker.bootstrap, 3)
+    produce(broker.bootstrap, topic, 3, 10)
+    group = f"aio-{uuid.uuid4().hex[:6]}"
+
+    async def consume_some():
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            seen = set()
+            while len(seen) < 30:
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    seen |= {(r.partition, r.offset) for r in records}
+            from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+            await consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(7, "") for p in range(3)})
+            out = cli("describe", group, "--bootstrap", broker.bootstrap)
+            lag = cli("lag", group, "--bootstrap", broker.bootstrap)
+            return seen, out, lag
+        finally:
+            await consumer.stop()
+
+    seen, described, lag = asyncio.run(consume_some())
+    assert len(seen) == 30
+    assert described.exit_code == 0, described.output
+    assert "State: Stable" in described.output and f"{topic}-0,{topic}-1,{topic}-2" in described.output
+    assert lag.exit_code == 0, lag.output
+    rows = [line.split() for line in lag.output.splitlines() if line.startswith(topic)]
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(str(p), "7", "10", "3") for p in range(3)]
+
+    listed = cli("list", "--bootstrap", broker.bootstrap)
+    assert any(line.split()[:3] == [group, "classic", "Empty"] for line in listed.output.splitlines()), listed.output
+    dry = cli("reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", broker.bootstrap)
+    assert dry.exit_code == 0 and "Dry run" in dry.output, dry.output
+    assert "7" in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()[1].split()[2]
+    done = cli("reset-offsets", group, "--topic", topic, "--to-offset", "4", "--execute", "--bootstrap",
+               broker.bootstrap)
+    assert done.exit_code == 0, done.output
+    rows = [line.split() for line in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()
+            if line.startswith(topic)]
+    assert [(r[2], r[4]) for r in rows] == [("4", "6")] * 3
