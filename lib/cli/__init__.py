@@ -35,5 +35,10 @@ from . import ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, sql
 ingest.register(app)
 sql.register(app)
 
+from . import compact, retain  # noqa: E402  (maintenance jobs: compact, retain)
+
+compact.register(app)
+retain.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -6,6 +6,7 @@ loader never see a change half-done. If the job dies anyway, the loader repairs 
 exactly as Kafka's LogLoader does (see loader.py):
 
 replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if absent)
+  0. make each cleaned segment span the old segments it replaces (see `_span_group`);
   1. rename each cleaned segment's files `.cleaned` -> `.swap`, highest base offset first, so a
      crash in this step leaves a `.cleaned` below every `.swap` and the loader drops them all;
   2. rename every file of the old segments to `*.deleted`;
@@ -13,30 +14,53 @@ replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if a
 delete_segments (retention): checkpoint the new log start offset first, then rename the old
   segments' files to `*.deleted`. `.deleted` files are purged after file.delete.delay.ms, so
   readers that planned on the old files can still open them for a while.
+
+Why step 0: the loader completes a swap by deleting the regular segments with base offsets in
+[first swap base, last swap's next offset). If the cleaner dropped every batch of a group's last
+old segment (or of the whole group), the swap would end below that segment's base and a crash
+between steps 2 and 3 would leave some old segments behind (stale or superseded records coming
+back). Kafka only keeps the cleaning round's last batch (RETAIN_EMPTY); here every group gets
+the same treatment: when its data ends below its last old segment, an empty batch (no records,
+no producer: it changes no producer or transaction state) taking the place of the old segments'
+last batch is appended, so the swap spans exactly what it replaces.
+
+`TOPICLAKE_CRASH_AT=<step>` (tests only) SIGKILLs the process at that step: `swap-begin`,
+`swap-partial`, `swapped`, `delete-partial`, `deleted`, `rename-partial`, `renamed`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from . import filenames
 from .atomic import fsync_dir
+from .batch import NO_TIMESTAMP, BatchHeader, build_batch
 from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .file_records import iter_file_headers
 from .loader import partition_lock
 from .segment import LogSegment
+
+CRASH_ENV = "TOPICLAKE_CRASH_AT"
 
 log = logging.getLogger(__name__)
 
 
 class MaintenanceError(CorruptRecordError):
     """A maintenance request that would break the log (touch the active segment, overlap...)."""
+
+
+def crash_point(step: str) -> None:
+    """Test hook: die like a killed job at `step` when TOPICLAKE_CRASH_AT names it."""
+    if os.environ.get(CRASH_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _regular_bases(directory: Path) -> list[int]:
@@ -100,10 +124,60 @@ def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
     return next_offset
 
 
+def _last_header(path: Path) -> BatchHeader | None:
+    """The last whole batch header of a .log file (header scan; no index needed)."""
+    last = None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        for _pos, header in iter_file_headers(f.fileno(), 0, size, source=str(path)):
+            last = header
+    return last
+
+
+def _span_group(directory: Path, base: int, old_group: Sequence[int], config: LogConfig) -> bool:
+    """Step 0 for one cleaned segment: if its data ends at or below the base of the last old
+    segment it replaces (that segment was emptied, or the whole group), append an empty batch
+    where the old segments' last batch was. Returns True when it padded."""
+    cleaned = filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX)
+    last_cleaned = _last_header(cleaned)
+    next_offset = last_cleaned.next_offset if last_cleaned is not None else base
+    last_old = old_group[-1]
+    if next_offset > last_old:
+        return False
+    old_last = None
+    for old_base in reversed(old_group):  # an empty old segment has no batch: look further back
+        old_last = _last_header(filenames.log_file(directory, old_base))
+        if old_last is not None:
+            break
+    if old_last is not None and old_last.next_offset > last_old:
+        pad_base, delta, max_ts = old_last.base_offset, old_last.last_offset_delta, old_last.max_timestamp
+    else:
+        # the last old segment holds no batch: claim its base offset (a gap) with the empty batch
+        pad_base, delta, max_ts = last_old, 0, NO_TIMESTAMP
+    if pad_base < next_offset:
+        raise MaintenanceError(f"cleaned segment {base} reaches offset {next_offset - 1}, past the old segments' "
+                               f"last batch at {pad_base}", source=str(cleaned))
+    with open(cleaned, "ab") as f:
+        f.write(build_batch((), base_offset=pad_base, last_offset_delta=delta, max_timestamp=max_ts))
+    log.info("%s: cleaned segment %d ends at %d, below old segment %d: appended an empty batch at %d", directory,
+             base, next_offset, last_old, pad_base)
+    return True
+
+
+def segment_fingerprint(path: str | os.PathLike) -> tuple[int, int]:
+    """(inode, size) of a segment file: a job compares it before swapping to be sure the segments
+    it cleaned are still the ones in the log (no retention or other swap came in between)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size
+
+
 def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[int],
-                     cleaned_files: Sequence[str | os.PathLike], config: LogConfig | None = None) -> list[int]:
+                     cleaned_files: Sequence[str | os.PathLike], config: LogConfig | None = None, *,
+                     expected: Mapping[int, tuple[int, int]] | None = None) -> list[int]:
     """Swap closed segments `old_base_offsets` for the cleaned segments `cleaned_files` (paths of
-    `<base>.log.cleaned` in `directory`). Returns the new segments' base offsets."""
+    `<base>.log.cleaned` in `directory`). Returns the new segments' base offsets. `expected`:
+    base offset -> segment_fingerprint of the old .log files as the cleaner read them; checked
+    under the lock (MaintenanceError if one changed)."""
     directory = Path(directory)
     config = config or LogConfig()
     cleaned_bases = []
@@ -119,11 +193,26 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
         raise MaintenanceError(f"replace_segments in {directory} needs old segments and cleaned files")
     with partition_lock(directory):
         existing = _check_not_active(directory, old)
+        for base, fingerprint in (expected or {}).items():
+            if segment_fingerprint(filenames.log_file(directory, base)) != tuple(fingerprint):
+                raise MaintenanceError(f"segment {base} changed since it was cleaned (retention or another "
+                                       "compaction ran meanwhile)", source=str(directory))
+        for base in cleaned_bases:  # the loader may have removed them (a broker restart)
+            if not filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX).exists():
+                raise MaintenanceError(f"cleaned segment {base} is gone (removed by a log load?)",
+                                       source=str(directory))
+        _remove_stale_cleaned(directory, cleaned_bases)
         # The loader completes a swap by deleting the regular segments with bases in
         # [first swap base, last swap next offset): the old segments must be exactly those.
         if cleaned_bases[0] != old[0]:
             raise MaintenanceError(f"the first cleaned segment must start at the first old segment's base "
                                    f"offset {old[0]}, not {cleaned_bases[0]}", source=str(directory))
+        if not set(cleaned_bases) <= set(old):
+            raise MaintenanceError(f"cleaned segments {cleaned_bases} must start at old segment bases {old}",
+                                   source=str(directory))
+        for i, base in enumerate(cleaned_bases):  # 0.
+            end = cleaned_bases[i + 1] if i + 1 < len(cleaned_bases) else old[-1] + 1
+            _span_group(directory, base, [b for b in old if base <= b < end], config)
         ranges = [(base, build_cleaned_indexes(directory, base, config)) for base in cleaned_bases]
         after = [b for b in existing if b > old[-1]][0]  # exists: old never holds the active segment
         high = max(next_offset for _, next_offset in ranges)
@@ -133,28 +222,48 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
         if high > after:
             raise MaintenanceError(f"cleaned data reaches offset {high - 1}, beyond the next kept segment {after}",
                                    source=str(directory))
-        if high <= old[-1]:
-            raise MaintenanceError(f"cleaned data ends at offset {high - 1}, below the last old segment {old[-1]}: "
-                                   "keep at least its last batch (an empty batch will do)", source=str(directory))
+        if high <= old[-1]:  # step 0 makes this impossible; the loader's repair depends on it
+            raise MaintenanceError(f"cleaned data ends at offset {high - 1}, below the last old segment {old[-1]}",
+                                   source=str(directory))
         in_range = [b for b in existing if old[0] <= b < high]
         if in_range != old:
             raise MaintenanceError(f"old segments {old} are not the contiguous segments {in_range}",
                                    source=str(directory))
 
+        crash_point("swap-begin")
         for base in reversed(cleaned_bases):  # 1. highest first (see the module docstring)
             for path in _segment_files(directory, base, filenames.CLEANED_SUFFIX):
                 os.rename(path, path.with_name(path.name[: -len(filenames.CLEANED_SUFFIX)] + filenames.SWAP_SUFFIX))
+                crash_point("swap-partial")
         fsync_dir(directory)
+        crash_point("swapped")
         for base in old:  # 2.
             for path in _segment_files(directory, base):
                 os.rename(path, path.with_name(path.name + filenames.DELETED_SUFFIX))
+                crash_point("delete-partial")
         fsync_dir(directory)
+        crash_point("deleted")
         for base in cleaned_bases:  # 3.
             for path in _segment_files(directory, base, filenames.SWAP_SUFFIX):
                 os.rename(path, path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)]))
+                crash_point("rename-partial")
         fsync_dir(directory)
+        crash_point("renamed")
     log.info("replaced segments %s of %s with %s", old, directory, cleaned_bases)
     return cleaned_bases
+
+
+def _remove_stale_cleaned(directory: Path, keep: Sequence[int]) -> None:
+    """Other `.cleaned` files (left by a crashed job) must go before the swap: a crash in step 2
+    or 3 with a `.cleaned` below our `.swap` files would make the loader drop the swap after the
+    old segments were already retired."""
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if (parsed is not None and parsed.transient == filenames.CLEANED_SUFFIX
+                and parsed.base_offset not in keep):
+            log.warning("removing stale %s", path)
+            path.unlink(missing_ok=True)
+    fsync_dir(directory)
 
 
 def delete_segments(directory: str | os.PathLike, base_offsets: Sequence[int], new_log_start_offset: int) -> int:

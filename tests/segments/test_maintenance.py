@@ -73,10 +73,10 @@ def test_replace_refuses_bad_requests(tmp_path):
         replace_segments(directory, [bases[-1]], [cleaned], CONFIG)
     cleaned.unlink()
     cleaned, _ = write_cleaned(directory, bases[:3])
+    with pytest.raises(MaintenanceError, match="first cleaned segment"):
+        replace_segments(directory, bases[1:3], [cleaned], CONFIG)
     with pytest.raises(MaintenanceError, match="contiguous"):
         replace_segments(directory, [bases[0], bases[2]], [cleaned], CONFIG)
-    with pytest.raises(MaintenanceError, match="below the last old segment"):
-        replace_segments(directory, bases[:4], [cleaned], CONFIG)
     blob = bytearray(cleaned.read_bytes())
     blob[-3] ^= 1
     cleaned.write_bytes(bytes(blob))
@@ -172,3 +172,102 @@ def test_cleaner_offset_checkpoint(tmp_path):
     maintenance.write_cleaner_offset(directory, 42)
     assert (directory / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 3 42\n"
     assert maintenance.read_cleaner_offset(directory) == 42
+
+
+# --- cleaner output that ends below the last old segment (a segment or a whole group emptied)
+
+def record_offsets(log):
+    return [r.offset for b in read_all(log) for r in iter_batches(b).__next__().records()]
+
+
+def write_dropping(directory, old_bases, drop):
+    """A 'compacted' copy of old_bases keeping every other batch of the segments not in `drop`
+    (whose batches all go). Returns (cleaned path, kept record offsets)."""
+    kept = []
+    for b in old_bases:
+        if b in drop:
+            continue
+        batches = [bytes(x.data) for x in iter_batches(fn.log_file(directory, b).read_bytes())]
+        kept += batches[::2]
+    target = fn.log_file(directory, old_bases[0], fn.CLEANED_SUFFIX)
+    target.write_bytes(b"".join(kept))
+    return target, [r.offset for blob in kept for r in next(iter_batches(blob)).records()]
+
+
+SCENARIOS = {
+    "last-segment-emptied": lambda bases: (bases[:3], {bases[2]}),
+    "group-emptied": lambda bases: (bases[:3], set(bases[:3])),
+    "middle-and-last-emptied": lambda bases: (bases[:4], {bases[1], bases[3]}),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_replace_pads_a_group_whose_end_was_dropped(tmp_path, scenario):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    old, drop = SCENARIOS[scenario](bases)
+    before = record_offsets(log)
+    cleaned, kept = write_dropping(directory, old, drop)
+    assert replace_segments(directory, old, [cleaned], CONFIG) == [old[0]]
+    assert log.refresh()
+    rest = [o for o in before if o >= bases[len(old)]]
+    assert record_offsets(log) == kept + rest
+    # the last batch of the new segment is an empty batch where the old segments ended
+    new_segment = fn.log_file(directory, old[0]).read_bytes()
+    last = list(iter_batches(new_segment))[-1]
+    assert last.header.records_count == 0 and last.next_offset == bases[len(old)]
+    assert last.header.producer_id == -1 and not last.is_control and last.is_valid()
+    log.close()
+    reopened = Log.open(directory, CONFIG)
+    assert record_offsets(reopened) == kept + rest and reopened.load_result.recovered == ()
+    reopened.close()
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("crash_after", range(0, 22, 3))
+def test_crash_during_a_padded_swap_is_repaired(tmp_path, monkeypatch, scenario, crash_after):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    old, drop = SCENARIOS[scenario](bases)
+    before = record_offsets(log)
+    log.close()
+    cleaned, kept = write_dropping(directory, old, drop)
+    new_view = kept + [o for o in before if o >= bases[len(old)]]
+    calls = []
+    real_rename = os.rename
+
+    def crashing_rename(src, dst):
+        if len(calls) == crash_after:
+            raise SystemExit("crash")
+        calls.append((src, dst))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(maintenance.os, "rename", crashing_rename)
+    try:
+        replace_segments(directory, old, [cleaned], CONFIG)
+        finished = True
+    except SystemExit:
+        finished = False
+    monkeypatch.setattr(maintenance.os, "rename", real_rename)
+    reopened = Log.open(directory, CONFIG)
+    got = record_offsets(reopened)
+    assert got in (before, new_view), (finished, len(calls))
+    if finished or any(dst.endswith(".deleted") for _src, dst in map(lambda c: (str(c[0]), str(c[1])), calls)):
+        assert got == new_view  # past step 1 the swap wins
+    assert not [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned", ".deleted"))]
+    reopened.close()
+
+
+def test_replace_with_several_groups_pads_each(tmp_path):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    before = record_offsets(log)
+    first, kept1 = write_dropping(directory, bases[:2], {bases[1]})
+    second, kept2 = write_dropping(directory, bases[2:4], set(bases[2:4]))
+    assert replace_segments(directory, bases[:4], [first, second], CONFIG) == [bases[0], bases[2]]
+    assert log.refresh()
+    assert record_offsets(log) == kept1 + kept2 + [o for o in before if o >= bases[4]]
+    log.close()

@@ -1,0 +1,120 @@
+"""Benchmark: Kafka log compaction of a keyed topic with the Spark job (local[2]) against a
+single-process pass of the same algorithm (segments.cleaner.clean_log), in one run.
+
+The topic has 2 partitions of segments written through the segment store's `Log`, batches of
+500 records (16-byte keys, ~100-byte values) drawn from `--keys` distinct keys (1M in the full
+run), so about half of the records are superseded. The baseline cleans a copy of the same data,
+partition after partition, and writes its `.cleaned` files (no swap); the Spark job does the
+whole thing (map, reduce, rewrite, swap, checkpoint). MB/s counts the dirty segment bytes; wall
+time, as both use every core they can. The last line is one JSON object; "ratio" is Spark MB/s
+over single-process MB/s.
+
+    python bench/compact.py                 # ~300 MB, 1M distinct keys
+    python bench/compact.py --mb 20 --keys 50000   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from topiclake.segments import filenames
+from topiclake.segments.batch import Record, build_batch
+from topiclake.segments.cleaner import clean_log
+from topiclake.segments.log import Log
+from topiclake.segments.log_summary import SegmentData
+from topiclake.segments.storage import StorageLayout, TopicRegistry
+
+RECORDS_PER_BATCH = 500
+PARTITIONS = 2
+TOPIC = "bench-kv"
+
+
+def write_topic(root: Path, mb: float, keys: int, seed: int = 1) -> int:
+    rng = random.Random(seed)
+    layout = StorageLayout(root)
+    TopicRegistry(layout).create(TOPIC, PARTITIONS, {"cleanup.policy": "compact", "segment.bytes": str(64 << 20)})
+    config = TopicRegistry(layout).get(TOPIC).log_config
+    value = b"v" * 90
+    per_partition = int(mb * 1e6 / PARTITIONS)
+    for p in range(PARTITIONS):
+        log = Log.open(layout.log_dir(TOPIC, p), config, topic=TOPIC, partition=p)
+        written = 0
+        while written < per_partition:
+            records = [Record(i, 1_700_000_000_000, b"key-%011d" % rng.randrange(keys),
+                              value + b"%09d" % rng.randrange(10**9), ()) for i in range(RECORDS_PER_BATCH)]
+            batch = build_batch(records, base_offset=0)
+            log.append(batch)
+            written += len(batch)
+        log.roll()  # everything written becomes cleanable
+        log.close()
+    return sum(f.stat().st_size for f in (root / "log").rglob("*.log"))
+
+
+def single_process(root: Path) -> tuple[float, int]:
+    layout = StorageLayout(root)
+    config = TopicRegistry(layout).get(TOPIC).log_config
+    started = time.perf_counter()
+    written = 0
+    for p in range(PARTITIONS):
+        d = layout.log_dir(TOPIC, p)
+        bases = sorted(int(f.name.split(".")[0]) for f in d.glob("*.log"))
+        segments = [SegmentData(b, filenames.log_file(d, b).read_bytes()) for b in bases]
+        result = clean_log(segments, first_dirty_offset=0, first_uncleanable_offset=bases[-1], config=config,
+                           now_ms=int(time.time() * 1000), topic=TOPIC, partition=p)
+        for g in result.groups:
+            filenames.segment_file(d, g.base_offset, ".log.cleaned").write_bytes(g.data)
+            written += len(g.data)
+    return time.perf_counter() - started, written
+
+
+def spark_job(root: Path) -> tuple[float, object]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from topiclake.lake.compaction import CompactOptions, compact
+    from topiclake.lake.spark import get_session
+
+    spark = get_session("bench-compact", master="local[2]", conf={"spark.ui.enabled": "false",
+                                                                  "spark.driver.memory": "2g"})
+    spark.range(1).count()  # session warm-up is not compaction time
+    started = time.perf_counter()
+    result = compact(spark, CompactOptions(root=root, topics=(TOPIC,), force=True))
+    return time.perf_counter() - started, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=300, help="topic size in MB (default 300)")
+    parser.add_argument("--keys", type=int, default=1_000_000, help="distinct keys (default 1M)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-compact-"))
+    try:
+        t = time.perf_counter()
+        size = write_topic(work / "a", args.mb, args.keys)
+        shutil.copytree(work / "a", work / "b")
+        print(f"wrote {size / 1e6:.1f} MB in {PARTITIONS} partitions ({args.keys:,} keys) in "
+              f"{time.perf_counter() - t:.1f} s", flush=True)
+        base_s, base_out = single_process(work / "a")
+        print(f"single process (clean_log): {base_s:.1f} s, {size / 1e6 / base_s:.2f} MB/s, "
+              f"{base_out / 1e6:.1f} MB out", flush=True)
+        spark_s, result = spark_job(work / "b")
+        assert not result.errors, result.errors
+        print(f"spark local[2] (compact job): {spark_s:.1f} s, {size / 1e6 / spark_s:.2f} MB/s, "
+              f"{result.bytes_after / 1e6:.1f} MB out", flush=True)
+        assert result.bytes_after == base_out, (result.bytes_after, base_out)  # the same algorithm
+        print(json.dumps({"benchmark": "compact", "mb": round(size / 1e6, 1), "keys": args.keys,
+                          "partitions": PARTITIONS, "single_process_mb_per_s": round(size / 1e6 / base_s, 2),
+                          "spark_local2_mb_per_s": round(size / 1e6 / spark_s, 2),
+                          "ratio": round(base_s / spark_s, 2)}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""Segment retention (Kafka's deleteOldSegments) as a job, plus the tables' own maintenance.
+
+    spark-submit jobs/retention.py [--topic T ...] [--data DIR] [--config FILE]
+        [--protect-groups G1,G2] [--now-ms MS] [--dry-run]
+        [--table NAME ...] [--table-retention-days N] [--optimize] [--target-file-bytes N]
+        [--vacuum-hours H]
+    topiclake retain ...same options...
+
+Log side, per partition of every topic (or of the `--topic`s): the plan is
+`segments.retention.deletable_segments` — log-start-offset breach, then retention.bytes, then
+retention.ms (policy delete), whole segments only, oldest first, never past the high watermark
+(the end of the last complete batch the broker wrote). `maintenance.delete_segments`
+checkpoints the new log start offset and retires the files (`.deleted`, purged here after
+file.delete.delay.ms); the broker picks the new start up on its next refresh (and at once for
+ListOffsets and an out-of-range fetch): ListOffsets earliest answers it, and fetching below it is
+OFFSET_OUT_OF_RANGE.
+
+The active segment: when every segment is deletable, Kafka rolls first and deletes the old
+active one. Only the broker may write or roll the active segment, so this job leaves it to the
+broker: it deletes every closed segment and reports `active segment kept`; the broker rolls on
+segment.ms / segment.bytes and the next run deletes the rolled segment.
+
+`--protect-groups G1,G2`: a segment goes only once every protected group has committed past it
+(its upper bound <= the group's offset). A group's offsets are the Delta txn versions
+`<group>:<topic>:<partition>` in any table under <root>/tables (lake ingest groups), else the
+offsets the broker committed for it in `__consumer_offsets` (read through the segment files).
+A group with offsets for some partition of a topic and none for another partition protects that
+partition entirely (it would read it from the start). What Kafka would have deleted but a group
+holds back is reported with the group and its lag.
+
+Table side (table_maintenance.py), for the `--table`s: rows older than --table-retention-days
+(by the record_date partition, one Delta commit of remove actions), small-file compaction
+(--optimize) and vacuum (--vacuum-hours).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from topiclake.segments.errors import TopiclakeError
+from topiclake.segments.maintenance import delete_segments, purge_deleted
+from topiclake.segments.retention import RetentionPlan, deletable_segments
+from topiclake.segments.storage import StorageLayout, TopicRegistry
+
+from . import delta
+from .group_offsets import OFFSETS_TOPIC, broker_committed_offsets
+from .log_state import scan_state
+from .source import list_partition
+from .sql import discover_tables
+from .table_maintenance import TableMaintenanceOptions, TableOutcome, maintain_tables
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionOptions:
+    root: Path
+    topics: tuple[str, ...] = ()  # empty: every topic (internal ones too)
+    protect_groups: tuple[str, ...] = ()
+    now_ms: int | None = None
+    dry_run: bool = False
+    tables: TableMaintenanceOptions | None = None
+
+
+@dataclass(slots=True)
+class PartitionRetention:
+    topic: str
+    partition: int
+    plan: RetentionPlan | None = None
+    deleted: tuple[int, ...] = ()  # base offsets retired by this run
+    deleted_bytes: int = 0
+    log_start_offset: int | None = None  # after this run
+    high_watermark: int | None = None
+    active_kept: bool = False  # Kafka would roll and delete the active segment too
+    protect: dict[str, int | None] = field(default_factory=dict)  # group -> committed offset
+    purged: int = 0
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(slots=True)
+class RetentionResult:
+    partitions: list[PartitionRetention] = field(default_factory=list)
+    tables: list[TableOutcome] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def errors(self) -> list[str]:
+        return [p.error for p in self.partitions if p.error] + [t.error for t in self.tables if t.error]
+
+
+def group_offsets(layout: StorageLayout, groups: Sequence[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """group -> {(topic, partition): next offset to read}: Delta txn versions first, then the
+    broker's committed offsets for what the tables do not know."""
+    out = broker_committed_offsets(layout, groups)
+    tables = discover_tables(layout)
+    if not tables or not groups:
+        return out
+    tps = [(t.name, p) for t in TopicRegistry(layout).list() for p in range(t.partitions)]
+    in_tables: dict[str, dict[tuple[str, int], int]] = {g: {} for g in groups}
+    for uri in tables.values():
+        table = delta.load_table(uri)
+        if table is None:
+            continue
+        for group in groups:
+            for tp, offset in delta.committed_offsets(table, group, tps).items():
+                if offset is not None:  # one group feeding several tables: the furthest commit
+                    in_tables[group][tp] = max(offset, in_tables[group].get(tp, offset))
+    for group in groups:  # the Delta log is the source of truth for an ingest group
+        out[group].update(in_tables[group])
+    return out
+
+
+def _protection(offsets: Mapping[str, Mapping[tuple[str, int], int]], topic: str,
+                partition: int) -> dict[str, int | None]:
+    """The protected groups that read `topic`, with their offset for this partition (None: none
+    committed yet for it, so everything is protected)."""
+    out: dict[str, int | None] = {}
+    for group, committed in offsets.items():
+        if any(t == topic for t, _p in committed):
+            out[group] = committed.get((topic, partition))
+    return out
+
+
+def retain_partition(layout: StorageLayout, topic: str, partition: int, config, *, now_ms: int,
+                     protect: dict[str, int | None], dry_run: bool) -> PartitionRetention:
+    out = PartitionRetention(topic, partition, protect=protect)
+    state = scan_state(list_partition(layout, topic, partition))
+    if state is None:
+        return out
+    summary = state.summary
+    out.high_watermark = summary.high_watermark
+    out.log_start_offset = summary.log_start_offset
+    floor = {g: (o if o is not None else summary.log_start_offset) for g, o in protect.items()}
+    plan = deletable_segments(summary, config, now_ms, protect_offsets=floor if floor else None)
+    out.plan = plan
+    active = summary.active.base_offset
+    bases = [d.base_offset for d in plan.deletions if d.base_offset != active]
+    out.active_kept = len(bases) < len(plan.deletions)
+    if bases and not dry_run:
+        new_start = min(plan.log_start_offset, active)
+        out.log_start_offset = delete_segments(state.files.directory, bases, new_start)
+        out.deleted = tuple(bases)
+        out.deleted_bytes = sum(d.size for d in plan.deletions if d.base_offset in bases)
+    elif bases:
+        out.deleted = tuple(bases)
+        out.deleted_bytes = sum(d.size for d in plan.deletions if d.base_offset in bases)
+    if not dry_run:
+        out.purged = purge_deleted(state.files.directory, min_age_ms=config.file_delete_delay_ms)
+    return out
+
+
+def retain(options: RetentionOptions) -> RetentionResult:
+    started = time.monotonic()
+    layout = StorageLayout(options.root)
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    result = RetentionResult()
+    registry = TopicRegistry(layout)
+    metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
+    offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
+    for meta in metas:
+        config = meta.log_config
+        for p in range(meta.partitions):
+            protect = _protection(offsets, meta.name, p) if meta.name != OFFSETS_TOPIC else {}
+            try:
+                result.partitions.append(retain_partition(layout, meta.name, p, config, now_ms=now_ms,
+                                                          protect=protect, dry_run=options.dry_run))
+            except TopiclakeError as exc:
+                result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
+                log.error("retention of %s-%d failed: %s", meta.name, p, exc)
+    if options.tables is not None:
+        result.tables = maintain_tables(layout, options.tables, now_ms=now_ms, dry_run=options.dry_run)
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def format_summary(result: RetentionResult) -> str:
+    deleted = [p for p in result.partitions if p.deleted]
+    lines = [f"retention: {sum(len(p.deleted) for p in deleted)} segments ({sum(p.deleted_bytes for p in deleted)} "
+             f"bytes) deleted in {len(deleted)} partitions in {result.duration_s:.1f} s"]
+    for p in result.partitions:
+        if p.error:
+            lines.append(f"  {p.name}: ERROR {p.error}")
+            continue
+        if p.plan is None:
+            continue
+        parts = []
+        if p.deleted:
+            reasons = sorted({d.reason.value for d in p.plan.deletions if d.base_offset in p.deleted})
+            parts.append(f"deleted {len(p.deleted)} segments ({p.deleted_bytes} bytes; {', '.join(reasons)}), "
+                         f"log start offset {p.log_start_offset}")
+        if p.active_kept:
+            parts.append("active segment kept (the broker rolls it; the next run deletes it)")
+        if p.plan.held_back:
+            needed = p.plan.held_back[-1].upper_bound
+            lags = ", ".join(f"{g} at {p.protect.get(g)} (lag {needed - (p.protect.get(g) or 0)} offsets behind "
+                             f"{needed})" for g in p.plan.blocking_groups)
+            parts.append(f"held back {len(p.plan.held_back)} segments for {lags or 'protected groups'}")
+        if parts:
+            lines.append(f"  {p.name}: " + "; ".join(parts))
+    for t in result.tables:
+        lines.append(f"  table {t.uri}: {t.describe()}")
+    return "\n".join(lines)
