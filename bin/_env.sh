@@ -34,6 +34,15 @@ want="$(cat pyproject.toml setup.py lib/segments/_native/*.c | sha256sum | cut -
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "Installing topiclake and its dependencies into .venv..." >&2
     .venv/bin/pip install -q -e ".[dev]"
+    # Airflow (dags/): same venv; the Spark provider without its dependencies (STACK-NOTES: its
+    # pyspark-client would silently replace pyspark's files), then check pyspark survived.
+    .venv/bin/pip install -q -e ".[airflow]"
+    .venv/bin/pip install -q --no-deps "apache-airflow-providers-apache-spark==6.3.4"
+    pyspark_version="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
+    if [ "$pyspark_version" != "4.3.0" ] || .venv/bin/pip show -q pyspark-client >/dev/null 2>&1; then
+        echo "pyspark is $pyspark_version (or pyspark-client got installed) after the Airflow install: want 4.3.0 alone" >&2
+        exit 1
+    fi
     echo "$want" > "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from topiclake.lake.backfill import BackfillOptions, backfill, format_result
 from topiclake.lake.plan import DEFAULT_TARGET_TASK_BYTES
@@ -26,13 +27,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("--to", dest="to_offset", type=int, required=True, help="end offset (exclusive)")
     p.add_argument("--group", help="the ingest group whose offsets bound the range (default topiclake-ingest-<table>)")
     p.add_argument("--target-task-bytes", type=int, default=DEFAULT_TARGET_TASK_BYTES)
+    p.add_argument("--expectations", default="conf/expectations",
+                   help="directory of <table>.json great-expectations suites (default conf/expectations)")
     p.add_argument("--data", help="storage root")
     p.add_argument("--config", help="settings file (default conf/topiclake.toml)")
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
     args = p.parse_args(argv)
+    args.group, args.data = args.group or None, args.data or None  # empty: not given (templated callers)
     options = BackfillOptions(root=storage_root(load_settings(args.config), args.data), table=args.table,
                               topic=args.topic, partition=args.partition, from_offset=args.from_offset,
-                              to_offset=args.to_offset, group=args.group, target_task_bytes=args.target_task_bytes)
+                              to_offset=args.to_offset, group=args.group, target_task_bytes=args.target_task_bytes,
+                              expectations_dir=Path(args.expectations))
     print(format_result(backfill(get_session("topiclake-backfill", master=args.master), options)))
     return 0
 

@@ -28,6 +28,10 @@ def ingest(
                                          help="Record retention gaps instead of failing."),
     schemas: Path = typer.Option(Path("conf/schemas"), "--schemas",
                                  help="Directory of <table>.json value schemas (typed columns)."),
+    expectations: Path = typer.Option(Path("conf/expectations"), "--expectations",
+                                      help="Directory of <table>.json great-expectations suites."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap",
+                                            help="Broker to mirror offsets to (default: registered brokers; 'none': off)."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
 ) -> None:
     """Ingest topics into Delta tables, exactly once (Spark)."""
@@ -44,7 +48,8 @@ def ingest(
         root=storage_root(load_settings(config), data), table=table, group=group,
         starting_offsets=starting_offsets, ending_offsets=ending_offsets, target_task_bytes=target_task_bytes,
         partition_by=() if partition_by == "none" else tuple(partition_by.split(",")),
-        allow_data_loss=allow_data_loss, schemas_dir=schemas)
+        allow_data_loss=allow_data_loss, schemas_dir=schemas, expectations_dir=expectations,
+        bootstrap=bootstrap)
     console = Console(stderr=True)
     columns = (TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn())
     try:

@@ -8,6 +8,8 @@ replace exactly those rows of the table in ONE commit.
 - The group's offsets do not move, and the range is clamped to them: offsets the group has not
   ingested yet belong to the next ingest run (backfilling them would duplicate them).
 - Running the same backfill twice leaves the same rows: the second run replaces the first's.
+- The table's quality suite (quality.py) runs on the new files before the commit; a failure
+  commits nothing.
 
 The commit carries the writer guard; when it loses a race it retries only if the snapshot still
 has exactly the files this run planned to replace (an ingest that appended elsewhere is fine).
@@ -29,7 +31,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from topiclake.segments.storage import StorageLayout
 
-from . import delta
+from . import delta, quality
 from .decode import TaskWriter, file_stats
 from .errors import ConcurrentWriterError, DataLossError, LakeError
 from .ingest import GROUP_PREFIX, table_name, resolve_table_uri, run_tasks
@@ -50,6 +52,7 @@ class BackfillOptions:
     to_offset: int  # exclusive
     group: str | None = None  # whose offsets bound the range (default topiclake-ingest-<table>)
     target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
+    expectations_dir: Path | None = None  # conf/expectations: <table>.json great-expectations suites
 
 
 @dataclass(slots=True)
@@ -64,6 +67,7 @@ class BackfillResult:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     rewritten: list[str] = field(default_factory=list)
+    quality: quality.QualityReport | None = None
     duration_s: float = 0.0
 
 
@@ -100,6 +104,10 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
+    result.quality = quality.validate(
+        spark, table_uri=uri, table=table_name(uri), files=[r["path"] for r in new_files],
+        schema=table.schema(), ranges={(topic, partition): (start, end)},
+        root=options.root, operation="backfill", run_id=run_id, expectations_dir=options.expectations_dir)
 
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}
@@ -196,4 +204,4 @@ def format_result(result: BackfillResult) -> str:
     return (f"backfill {result.topic}-{result.partition} offsets [{result.start}, {result.end}) into "
             f"{result.table_uri}: version {result.version}, {result.records} records in {len(result.added)} new "
             f"files; removed {len(result.removed)} files, rewrote {len(result.rewritten)} "
-            f"({result.duration_s:.1f} s)")
+            f"({result.duration_s:.1f} s)" + (f"\n  {result.quality.describe()}" if result.quality else ""))

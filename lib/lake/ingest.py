@@ -4,8 +4,10 @@
    table) to the last stable offset; tasks of about `target_task_bytes` (plan.py).
 2. Executors decode and write Parquet files into the table directories and return one row of
    metadata per file (decode.py); no record reaches the driver.
-3. The driver makes ONE Delta commit per table with all its files and the partitions' new
-   offsets (delta.py). A crash before that leaves the table as it was.
+3. The driver validates each table's new files (quality.py, great-expectations; a failing
+   suite stops the run before any commit), then makes ONE Delta commit per table with all its
+   files and the partitions' new offsets (delta.py). A crash before that leaves the table as it was.
+4. The group's offsets are mirrored into the broker's __consumer_offsets (mirror.py), best effort.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pyarrow.compute as pc
 
 from topiclake.segments.storage import StorageLayout
 
-from . import delta
+from . import delta, mirror, quality
 from .decode import RESULT_DDL, RESULT_SCHEMA, TASK_DDL, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
@@ -49,6 +51,9 @@ class IngestOptions:
     partition_by: tuple[str, ...] = DEFAULT_PARTITION_BY  # for new tables; a table keeps its own
     allow_data_loss: bool = False
     schemas_dir: Path | None = None  # conf/schemas: <table>.json declares typed value columns
+    expectations_dir: Path | None = None  # conf/expectations: <table>.json great-expectations suites
+    bootstrap: str | None = None  # broker to mirror offsets to; None: registered brokers; "none": off
+    mirror_timeout_s: float = mirror.DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,8 @@ class TableOutcome:
     pipeline: Pipeline
     partitions: list[PartitionOutcome]
     version: int | None = None  # the Delta version committed by this run; None: nothing to commit
+    quality: quality.QualityReport | None = None  # None: no new files to validate
+    mirror: mirror.MirrorResult | None = None
 
 
 @dataclass(slots=True)
@@ -176,8 +183,21 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                                               partition_by=partition_by, value_schemas=value_schemas,
                                               quarantine_from=quarantine_from),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
+    # Every table's suite runs before the first commit: a failure commits nothing at all.
+    for outcome in result.tables:
+        uri = outcome.pipeline.table_uri
+        outcome.quality = quality.validate(
+            spark, table_uri=uri, table=table_name(uri), files=_new_files(rows, uri),
+            schema=_table_schema(outcome.pipeline, partition_by[uri]),
+            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                    for p in outcome.partitions},
+            root=options.root, operation="ingest", run_id=run_id, expectations_dir=options.expectations_dir)
     for outcome in result.tables:
         _commit_table(outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
+    bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap)
+    for outcome in result.tables:
+        outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),
+                                               source=source, timeout_s=options.mirror_timeout_s)
     result.duration_s = time.monotonic() - started
     return result
 
@@ -200,6 +220,23 @@ def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: 
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)
     return table
+
+
+def _new_files(rows: pa.Table, uri: str) -> list[str]:
+    mine = rows.filter(pc.and_(pc.equal(rows.column("table_uri"), uri), pc.is_valid(rows.column("path"))))
+    return mine.column("path").to_pylist()
+
+
+def _group_offsets(outcome: TableOutcome) -> dict[tuple[str, int], int]:
+    """The group's offsets once this run is done: the new ones where it committed, else the
+    planned ones (all partitions, so that an earlier missed mirror heals)."""
+    committed = outcome.version is not None
+    out = {}
+    for p in outcome.partitions:
+        offset = p.plan.end_offset if committed and p.plan.moves else p.plan.committed
+        if offset is not None:
+            out[(p.plan.topic, p.plan.partition)] = offset
+    return out
 
 
 def _describe(result: IngestResult) -> str:
@@ -279,6 +316,10 @@ def format_summary(result: IngestResult) -> str:
     for t in result.tables:
         state = f"version {t.version}" if t.version is not None else "no commit (nothing new)"
         lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
+        if t.quality is not None:
+            lines.append(f"    {t.quality.describe()}")
+        if t.mirror is not None and t.mirror.bootstrap is not None:
+            lines.append(f"    {t.mirror.describe()}")
         for p in t.partitions:
             plan = p.plan
             line = (f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) "

@@ -1,0 +1,71 @@
+"""Shared wiring of the topiclake DAGs: where the project and its jobs are, what
+conf/topiclake.toml configures, and one SparkSubmitOperator factory.
+
+Deliberately free of topiclake imports (stdlib only): the scheduler parses DAG files, and it may
+run where the topiclake package is not installed; the jobs import it under spark-submit.
+
+Settings (all optional):
+- $TOPICLAKE_HOME: the project checkout holding jobs/ and conf/ (default: this file's parent's parent).
+- $TOPICLAKE_CONFIG: the settings file (default: <home>/conf/topiclake.toml), with
+  `[storage] root` (a relative root is relative to <home>: Airflow runs tasks in no fixed
+  directory), `[airflow]` (spark_conn_id, py_files, ingest_schedule, maintenance_schedule,
+  bootstrap, protect_groups) and `[[ingest]]` pipelines (topics, table, group).
+- $TOPICLAKE_ROOT wins over `[storage] root`, as for every topiclake command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+HOME = Path(os.environ.get("TOPICLAKE_HOME", Path(__file__).resolve().parents[1]))
+CONFIG = Path(os.environ.get("TOPICLAKE_CONFIG", HOME / "conf" / "topiclake.toml"))
+
+
+def settings() -> dict:
+    try:
+        with open(CONFIG, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+SETTINGS = settings()
+AIRFLOW = SETTINGS.get("airflow", {})
+
+
+def storage_root() -> str:
+    if os.environ.get("TOPICLAKE_ROOT"):
+        return os.environ["TOPICLAKE_ROOT"]
+    return str((HOME / SETTINGS.get("storage", {}).get("root", "data")).resolve())
+
+
+def pipelines() -> list[dict]:
+    """The configured `[[ingest]]` pipelines, each with a task id."""
+    out = []
+    for entry in SETTINGS.get("ingest", []):
+        topics = entry["topics"] if isinstance(entry["topics"], list) else [entry["topics"]]
+        name = entry.get("table") or topics[0]
+        out.append({**entry, "topics": topics, "task_id": "ingest_" + re.sub(r"[^A-Za-z0-9_]", "_", name),
+                    "group": entry.get("group") or f"topiclake-ingest-{Path(name).name}"})
+    return out
+
+
+def common_args() -> list[str]:
+    """Flags every job takes: the settings file (absolute: the task's directory is arbitrary)."""
+    return ["--config", str(CONFIG)] if CONFIG.is_file() else []
+
+
+def submit(task_id: str, job: str, args: list[str], **kwargs):
+    """spark-submit <home>/jobs/<job>.py with args; master and deploy mode come from the Spark
+    connection (`[airflow] spark_conn_id`, default spark_default)."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    py_files = AIRFLOW.get("py_files")  # the zip of `python -m topiclake.lake.package`, for clusters
+    return SparkSubmitOperator(
+        task_id=task_id, application=str(HOME / "jobs" / f"{job}.py"), application_args=args + common_args(),
+        conn_id=AIRFLOW.get("spark_conn_id", "spark_default"),
+        py_files=str(HOME / py_files) if py_files else None, name=f"topiclake-{task_id}",
+        conf={"spark.ui.showConsoleProgress": "false", **AIRFLOW.get("spark_conf", {})}, **kwargs)

@@ -1,0 +1,126 @@
+"""The great-expectations gate: suites run on the new files before the commit; a failing suite
+commits nothing, and the Data Docs report lands under <root>/quality/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from topiclake.lake import ingest as ingest_module
+from topiclake.lake.backfill import BackfillOptions, backfill
+from topiclake.lake.delta import app_id
+from topiclake.lake.errors import LakeError
+from topiclake.lake.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.quality import DEFAULT_SUITE, QualityError, load_suite
+
+from .conftest import read_table
+
+GROUP = "topiclake-ingest-orders"
+
+
+def test_default_suite_passes_and_writes_data_docs(spark, root, topic_writer):
+    w = topic_writer("orders", partitions=2)
+    w.produce(0, [b"a", b"b"])
+    w.produce(1, [b"c"])
+    result = ingest(spark, IngestOptions(topics=("orders",), root=root))
+    report = result.tables[0].quality
+    assert report.success and report.evaluated == len(DEFAULT_SUITE["expectations"])
+    assert report.suite_source == "default"
+    page = Path(report.path)
+    assert page.is_file() and page.suffix == ".html" and root.resolve() / "quality" in page.parents
+    assert (root / "quality" / "index.html").is_file()
+    assert str(page) in format_summary(result)
+
+
+def _inject(monkeypatch, extra_file):
+    """Make run_tasks return one more file row: `extra_file(uri, rows) -> (relative path, row)`."""
+    real = ingest_module.run_tasks
+
+    def run_tasks(spark, tasks, writer, **kwargs):
+        rows = real(spark, tasks, writer, **kwargs)
+        files = [r for r in rows.to_pylist() if r["path"] is not None]
+        if files:
+            rows = pa.concat_tables([rows, pa.Table.from_pylist([extra_file(files[0])], schema=rows.schema)])
+        return rows
+
+    monkeypatch.setattr(ingest_module, "run_tasks", run_tasks)
+
+
+def _copy(row: dict, source: Path) -> dict:
+    """A copy of a Parquet file next to the original, as a new file row."""
+    directory, _, _ = row["path"].rpartition("/")
+    name = f"{directory + '/' if directory else ''}part-injected-{uuid.uuid4().hex[:8]}.snappy.parquet"
+    uri = Path(row["table_uri"])
+    shutil.copy(source, uri / name)
+    return {**row, "path": name, "size": (uri / name).stat().st_size}
+
+
+def test_duplicated_offsets_block_the_commit(spark, root, topic_writer, monkeypatch):
+    w = topic_writer("orders")
+    w.produce(0, [b"a", b"b", b"c"])
+    _inject(monkeypatch, lambda row: _copy(row, Path(row["table_uri"]) / row["path"]))
+    with pytest.raises(QualityError, match="expect_compound_columns_to_be_unique") as failure:
+        ingest(spark, IngestOptions(topics=("orders",), root=root))
+    assert "nothing was committed" in str(failure.value)
+    assert Path(failure.value.report.path).is_file() and str(failure.value.report.path) in str(failure.value)
+    assert not (root / "tables" / "orders" / "_delta_log").exists()  # the table was never created
+
+    monkeypatch.undo()
+    ingest(spark, IngestOptions(topics=("orders",), root=root))  # the clean rerun is exactly once
+    table, data = read_table(root / "tables" / "orders")
+    assert sorted(data["offset"].to_pylist()) == [0, 1, 2]
+
+
+def test_offsets_outside_the_committed_range_block_the_commit(spark, root, topic_writer, monkeypatch):
+    w = topic_writer("orders")
+    w.produce(0, [b"a", b"b"])
+    ingest(spark, IngestOptions(topics=("orders",), root=root))
+    uri = root / "tables" / "orders"
+    old_file = next(uri.rglob("*.parquet"))  # offsets 0-1: already in the table
+    w.produce(0, [b"c"])
+    _inject(monkeypatch, lambda row: _copy(row, old_file))
+    with pytest.raises(QualityError, match="offset_in_committed_range"):
+        ingest(spark, IngestOptions(topics=("orders",), root=root))
+    table, data = read_table(uri)
+    assert table.version() == 0 and sorted(data["offset"].to_pylist()) == [0, 1]
+    assert table.transaction_version(app_id(GROUP, "orders", 0)) == 2
+
+
+def test_table_suite_from_conf_and_backfill_gate(spark, root, topic_writer, tmp_path):
+    w = topic_writer("orders")
+    w.produce(0, [b"a", None, b"c"])  # a tombstone at offset 1
+    suites = tmp_path / "expectations"
+    suites.mkdir()
+    (suites / "orders.json").write_text(json.dumps({"expectations": [
+        *DEFAULT_SUITE["expectations"],
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value"}}]}))
+    with pytest.raises(QualityError, match=r"expect_column_values_to_not_be_null\(column=value\): 1 unexpected"):
+        ingest(spark, IngestOptions(topics=("orders",), root=root, expectations_dir=suites))
+
+    ingest(spark, IngestOptions(topics=("orders",), root=root))  # the default suite accepts tombstones
+    uri = root / "tables" / "orders"
+    options = BackfillOptions(root=root, table="orders", topic="orders", partition=0, from_offset=0, to_offset=3)
+    with pytest.raises(QualityError, match="backfill run"):
+        backfill(spark, BackfillOptions(**{**_fields(options), "expectations_dir": suites}))
+    assert read_table(uri)[0].version() == 0
+    result = backfill(spark, options)
+    assert result.version == 1 and result.quality.success and "backfill-" in result.quality.path
+
+
+def _fields(options) -> dict:
+    return {name: getattr(options, name) for name in options.__dataclass_fields__}
+
+
+def test_suite_files_are_checked(tmp_path):
+    assert load_suite(tmp_path, "missing") == (DEFAULT_SUITE, "default")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(LakeError, match="bad.json: not JSON"):
+        load_suite(tmp_path, "bad")
+    (tmp_path / "shape.json").write_text('{"expectation": []}')
+    with pytest.raises(LakeError, match="an object with an \"expectations\" list"):
+        load_suite(tmp_path, "shape")
