@@ -1,4 +1,4 @@
-"""Build glue: lib/ is the package `topiclake`, plus the native record decoder (C)."""
+"""Build glue: lib/ is the package `topiclake`, plus the native record decoder and cleaner kernels (C)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -12,6 +12,12 @@ setup(
             sources=["lib/segments/_native/decode.c"],
             extra_compile_args=["-O3"],
             optional=False,
-        )
+        ),
+        Extension(
+            "topiclake.segments._native._compact",
+            sources=["lib/segments/_native/compact.c"],
+            extra_compile_args=["-O3"],
+            optional=False,
+        ),
     ],
 )

@@ -14,12 +14,14 @@ in topiclake.segments:
    segment, never past the last stable offset, min.compaction.lag.ms honoured, whole segments
    only. A partition is cleaned when Kafka's cleaner would pick it (dirty ratio >
    min.cleanable.dirty.ratio, or max.compaction.lag.ms overdue), or always with `--force`.
-2. Executors (map): byte ranges of the dirty segments, cut along batch boundaries, each gives
-   `offset_map_entries` rows (topic, partition, MD5 digest, offset); Spark reduces them to the max
-   offset per digest per partition (one shuffle, hash-partitioned by topic-partition).
-3. Executors (rewrite, ONE task per partition, applyInArrow): `cleaner.rewrite_log` over the
-   partition's segments with that map; the `.cleaned` files are written next to the log (with
-   the last replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
+2. Executors (map): byte ranges of the dirty segments, cut along batch boundaries; each task
+   decodes its range columnar and pre-aggregates it (`offset_map.task_offset_map`: the max offset
+   per MD5 digest), so one row per distinct key of the task leaves it, not one per record. The
+   driver collects the rows and merges them per partition with numpy (`OffsetMap.merge`), then
+   broadcasts each partition's map (three numpy columns).
+3. Executors (rewrite, ONE task per partition): `cleaner.rewrite_log` over the partition's
+   segments with that map; the `.cleaned` files are written next to the log (with the last
+   replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
 4. Driver: `maintenance.replace_segments` (the crash-safe swap, under the partition lock; the
    old segments must be byte-for-byte what was cleaned) and then the cleaner checkpoint. The
    broker picks the new segments up on its next refresh.
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from topiclake.segments import filenames
@@ -52,7 +55,7 @@ from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.log_summary import SegmentData
 from topiclake.segments.maintenance import (crash_point, read_cleaner_offset, replace_segments,
                                             write_cleaner_offset)
-from topiclake.segments.offset_map import OffsetMap, offset_map_entries
+from topiclake.segments.offset_map import OffsetMap, task_offset_map
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 from topiclake.segments.txn_metadata import AbortedTxn
 
@@ -65,13 +68,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TARGET_TASK_BYTES = 64 * 1024 * 1024
 CLEANER_LOCK = ".topiclake.cleaner.lock"
 
-MAP_TASK_DDL = ("topic string, partition int, path string, inode long, start long, end long, "
-                "dirty_start long, dirty_end long, aborted array<struct<first_offset: long, producer_id: long, "
-                "last_offset: long>>")
-ENTRY_DDL = "topic string, partition int, digest binary, offset long"
-RESULT_DDL = ("topic string, partition int, base_offset long, replaces array<long>, next_offset long, "
-              "path string, size long, bytes_read long, records_read long, records_retained long, "
-              "batches_emptied long, checkpoint long, map_entries long, error string")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +110,7 @@ class PartitionCompaction:
     partition: int
     to_clean: LogToClean | None = None
     spec: RewriteSpec | None = None
-    map_tasks: list[tuple] = field(default_factory=list)
+    map_tasks: list[MapTask] = field(default_factory=list)
     skipped: str | None = None  # why nothing was cleaned
     error: str | None = None
     bytes_before: int = 0  # of the replaced segments
@@ -218,9 +214,8 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
                             s.mtime_ms) for s in state.segments)
     out.spec = RewriteSpec(topic, partition, str(directory), refs, ltc.first_uncleanable_offset,
                            config.to_properties(), now_ms, state.aborted)
-    aborted = [(a.first_offset, a.producer_id, a.last_offset) for a in state.aborted]
-    out.map_tasks = [(topic, partition, path, inode, start, end, ltc.first_dirty_offset,
-                      ltc.first_uncleanable_offset, aborted)
+    out.map_tasks = [MapTask(topic, partition, path, inode, start, end, ltc.first_dirty_offset,
+                             ltc.first_uncleanable_offset, tuple(state.aborted))
                      for path, inode, start, end in _cut(state, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
                                                          target_task_bytes)]
     return out
@@ -228,49 +223,64 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
 
 # ----------------------------------------------------------------------------------- executors
 
-class MapEntries:
-    """mapInArrow: map tasks -> (topic, partition, digest, offset) of every keyed record of
-    committed data in the dirty range."""
+@dataclass(frozen=True, slots=True)
+class MapTask:
+    """One map task: a byte range of a dirty segment, cut at batch boundaries."""
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for task_batch in batches:
-            for task in task_batch.to_pylist():
-                yield from self._one(task)
+    topic: str
+    partition: int
+    path: str
+    inode: int
+    start: int  # byte positions in the segment file
+    end: int
+    dirty_start: int  # the partition's dirty range [start, end) in offsets
+    dirty_end: int
+    aborted: tuple[AbortedTxn, ...]
 
-    def _one(self, task: dict) -> Iterator[pa.RecordBatch]:
-        aborted = [AbortedTxn(a["first_offset"], a["producer_id"], a["last_offset"]) for a in task["aborted"] or ()]
-        with open_segment(task["path"], task["inode"]) as f:
-            data = os.pread(f.fileno(), task["end"] - task["start"], task["start"])
-        source = f"{task['topic']}-{task['partition']} {task['path']}"
-        entries = offset_map_entries(iter_batches(data, source=source), start=task["dirty_start"],
-                                     end=task["dirty_end"], aborted=aborted)
-        n = entries.num_rows
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([task["topic"]] * n, pa.string()), pa.array([task["partition"]] * n, pa.int32()),
-             entries.column("digest").cast(pa.binary()).combine_chunks(),
-             entries.column("offset").combine_chunks()],
-            names=["topic", "partition", "digest", "offset"])
+
+def map_task(task: MapTask) -> tuple[tuple[str, int], np.ndarray, np.ndarray]:
+    """On an executor: ((topic, partition), digest words, offsets), the max offset per digest of
+    the keyed records of committed data in the task's share of the dirty range. Pre-aggregated,
+    so one row per distinct key of the task travels, as numpy columns (plain RDD tasks: no
+    DataFrame conversion on either side)."""
+    with open_segment(task.path, task.inode) as f:
+        data = os.pread(f.fileno(), task.end - task.start, task.start)
+    source = f"{task.topic}-{task.partition} {task.path} (bytes {task.start}..{task.end})"
+    share = task_offset_map(iter_batches(data, source=source), start=task.dirty_start, end=task.dirty_end,
+                            aborted=task.aborted)
+    return (task.topic, task.partition), share.words, share.offsets
+
+
+def merge_task_maps(shares: Sequence[tuple[tuple[str, int], np.ndarray, np.ndarray]],
+                    planned: Sequence["PartitionCompaction"]) -> dict[tuple[str, int], OffsetMap]:
+    """The driver's reduce: each partition's map from its tasks' pre-aggregated shares (a
+    partition whose dirty range has no keyed record gets an empty map: its keyless records and
+    aborted data still go)."""
+    by_partition: dict[tuple[str, int], list[OffsetMap]] = {}
+    for key, words, offsets in shares:
+        by_partition.setdefault(key, []).append(OffsetMap(words, offsets))
+    return {(p.topic, p.partition): OffsetMap.merge(by_partition.get((p.topic, p.partition), ()),
+                                                    latest_offset=p.spec.first_uncleanable_offset - 1)
+            for p in planned}
 
 
 class RewritePartition:
-    """applyInArrow, one call per partition: the reduced key map -> `.cleaned` files + rows."""
+    """One task per partition: its broadcast key map -> `.cleaned` files + result rows."""
 
-    def __init__(self, specs: dict[tuple[str, int], RewriteSpec]):
+    def __init__(self, specs: dict[tuple[str, int], RewriteSpec], maps: dict[tuple[str, int], object]):
         self.specs = specs
+        self.maps = maps  # (topic, partition) -> Broadcast of (words, offsets, latest_offset)
 
-    def __call__(self, table: pa.Table) -> pa.Table:
-        topic, partition = table.column("topic")[0].as_py(), table.column("partition")[0].as_py()
-        spec = self.specs[(topic, partition)]
+    def __call__(self, key: tuple[str, int]) -> list[dict]:
+        spec = self.specs[key]
         try:
-            return self._rewrite(spec, table)
+            words, offsets, latest = self.maps[key].value
+            return self._rewrite(spec, OffsetMap(words, offsets, latest))
         except Exception as exc:  # reported per partition; the others still swap
-            log.exception("rewrite of %s-%d failed", topic, partition)
-            return _result_table([dict(_empty_row(spec), error=f"{type(exc).__name__}: {exc}")])
+            log.exception("rewrite of %s-%d failed", *key)
+            return [dict(_empty_row(spec), error=f"{type(exc).__name__}: {exc}")]
 
-    def _rewrite(self, spec: RewriteSpec, table: pa.Table) -> pa.Table:
-        digests = table.filter(table.column("digest").is_valid())  # the planning sentinel row has none
-        offset_map = OffsetMap.from_arrays(digests.column("digest"), digests.column("offset"),
-                                           latest_offset=spec.first_uncleanable_offset - 1)
+    def _rewrite(self, spec: RewriteSpec, offset_map: OffsetMap) -> list[dict]:
         with ExitStack() as stack:
             segments = []
             for ref in spec.segments:
@@ -298,7 +308,7 @@ class RewritePartition:
                                  batches_emptied=group.stats.batches_emptied, checkpoint=result.checkpoint,
                                  map_entries=result.offset_map_entries, error=None))
             del segments, result
-        return _result_table(rows or [dict(_empty_row(spec), checkpoint=offset_map.end_offset)])
+        return rows or [dict(_empty_row(spec), checkpoint=offset_map.end_offset)]
 
 
 def _close_quietly(m: mmap.mmap) -> None:
@@ -380,30 +390,26 @@ def _describe(planned: Sequence[PartitionCompaction]) -> str:
 
 def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: ProgressCallback | None) -> pa.Table:
     sc = spark.sparkContext
-    tasks = sorted((t for p in planned for t in p.map_tasks), key=lambda t: t[4] - t[5])  # big first
+    tasks = sorted((t for p in planned for t in p.map_tasks), key=lambda t: t.start - t.end)  # big first
     specs = {(p.topic, p.partition): p.spec for p in planned}
     job_group = f"topiclake-compact-{run_id}"
     sc.setJobGroup(job_group, _describe(planned)[:1000])
+    broadcasts = []
     try:
-        entries = spark.createDataFrame(sc.parallelize(tasks, max(len(tasks), 1)), MAP_TASK_DDL) \
-            .mapInArrow(MapEntries(), ENTRY_DDL)
-        # One sentinel row per partition: a partition whose dirty range has no keyed record
-        # still gets its rewrite task (keyless records and aborted data go).
-        sentinels = spark.createDataFrame([(p.topic, p.partition, None, -1) for p in planned], ENTRY_DDL)
-        reduced = (entries.repartition(len(planned), "topic", "partition")
-                   .groupBy("topic", "partition", "digest").max("offset")
-                   .withColumnRenamed("max(offset)", "offset")
-                   .unionByName(sentinels)
-                   .repartition(len(planned), "topic", "partition"))
-        rewrite = RewritePartition(specs)
-
-        def rewrite_partition(table: pa.Table) -> pa.Table:  # pyspark infers the UDF kind from the hints
-            return rewrite(table)
-
-        rewritten = reduced.groupBy("topic", "partition").applyInArrow(rewrite_partition, RESULT_DDL)
         with track_job_group(sc, job_group, progress):
-            return rewritten.toArrow()
+            shares = sc.parallelize(tasks, max(len(tasks), 1)).map(map_task).collect()
+            maps = merge_task_maps(shares, planned)
+            del shares
+            for m in maps.values():
+                broadcasts.append(sc.broadcast((m.words, m.offsets, m.latest_offset)))
+            rewrite = RewritePartition(specs, dict(zip(maps, broadcasts)))
+            del maps
+            keys = list(specs)
+            rows = sc.parallelize(keys, len(keys)).flatMap(rewrite).collect()
+        return _result_table(rows)
     finally:
+        for b in broadcasts:
+            b.destroy()
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)
 

@@ -34,7 +34,8 @@ try:
 except ImportError:
     _decode = None
 
-__all__ = ["RECORD_SCHEMA", "HAS_NATIVE", "decode_to_arrow", "decode_to_arrow_native", "decode_to_arrow_reference"]
+__all__ = ["RECORD_SCHEMA", "HAS_NATIVE", "decode_to_arrow", "decode_to_arrow_native", "decode_to_arrow_reference",
+           "decode_record_batches"]
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 RECORD_SCHEMA = pa.schema([
@@ -99,6 +100,22 @@ def decode_to_arrow_native(buf, *, start: int = 0, end: int | None = None, sourc
 
 
 decode_to_arrow = decode_to_arrow_native if HAS_NATIVE else decode_to_arrow_reference
+
+
+def decode_record_batches(batches: Sequence[RecordBatch], *, native: bool | None = None) -> pa.Table:
+    """Every record of v2 batches already walked (and CRC-checked) by `batch.iter_batches`, in
+    order, as `decode_to_arrow` would give them. The log cleaner reads each header once to judge
+    the batch and then decodes only the batches whose records it must look at. Errors name each
+    batch's own source and position. `native=None`: the kernel when it is available."""
+    if native or (native is None and HAS_NATIVE):
+        if _decode is None:
+            raise RuntimeError("the native decoder is not available (not built, or TOPICLAKE_NO_EXTENSIONS set)")
+        collector: _Sections | _Rows = _Sections(None, None, None)
+    else:
+        collector = _Rows(None, None, None)
+    for batch in batches:
+        collector.add(batch)
+    return pa.Table.from_batches(collector.flush(), schema=RECORD_SCHEMA)
 
 
 def _iter_units(buf, start: int, end: int | None, source: str | None, allow_partial_tail: bool,
@@ -189,7 +206,7 @@ class _Sections:
         self._lo, self._hi = _offset_bounds(min_offset, max_offset)
         self._source = source
         self._sections: list = []
-        self._positions: list[int] = []
+        self._where: list[tuple[str | None, int | None]] = []  # each batch's (source, position)
         self._meta = array("q")
         self._bytes = 0
         self._done: list[pa.RecordBatch] = []
@@ -203,7 +220,7 @@ class _Sections:
         if self._sections and self._bytes + len(section) > _CHUNK_BYTES:
             self._done += self._decode()
         self._sections.append(section)
-        self._positions.append(batch.position)
+        self._where.append((batch.source or self._source, batch.position))
         self._meta.extend((h.records_count, h.base_offset, h.base_timestamp, h.max_timestamp, h.attributes,
                            h.producer_id, h.producer_epoch))
         self._bytes += len(section)
@@ -220,10 +237,11 @@ class _Sections:
             out = _decode.decode_batches(self._sections, self._meta, self._lo, self._hi, _allocate)
         except _decode.DecodeError as exc:
             index, record_position, reason = exc.args
+            source, position = self._where[index]
             raise CorruptRecordError(f"{reason} (record at byte {record_position} of the records section)",
-                                     source=self._source, position=self._positions[index]) from None
+                                     source=source, position=position) from None
         finally:
-            self._sections, self._positions, self._meta, self._bytes = [], [], array("q"), 0
+            self._sections, self._where, self._meta, self._bytes = [], [], array("q"), 0
         return [_assemble(out)] if out["rows"] else []
 
 

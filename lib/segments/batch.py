@@ -426,17 +426,33 @@ def build_batch(
         encode_record(r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers)
         for r in records
     )
-    if records:
-        body = compress(compression, body)
+    return build_batch_from_section(
+        body, len(records), base_offset=base_offset, compression=compression, timestamp_type=timestamp_type,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        is_transactional=is_transactional, is_control=is_control, partition_leader_epoch=partition_leader_epoch,
+        has_delete_horizon=delete_horizon is not None, last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp, max_timestamp=max_timestamp)
+
+
+def build_batch_from_section(records_section: bytes, records_count: int, *, base_offset: int,
+                             compression: Compression | str | int, timestamp_type: TimestampType, producer_id: int,
+                             producer_epoch: int, base_sequence: int, is_transactional: bool, is_control: bool,
+                             partition_leader_epoch: int, has_delete_horizon: bool, last_offset_delta: int,
+                             base_timestamp: int, max_timestamp: int) -> bytes:
+    """The second half of `build_batch`, for records already encoded as `encode_record` does
+    (uncompressed, deltas against base_offset / base_timestamp): the log cleaner encodes its kept
+    records natively and finishes the batch here, so both paths write the same bytes."""
+    compression = Compression.parse(compression)
+    if records_count:
+        records_section = compress(compression, records_section)
     else:
         compression = Compression.NONE  # writeEmptyHeader: an empty batch is never compressed
-    attributes = make_attributes(compression, timestamp_type, is_transactional, is_control,
-                                 delete_horizon is not None)
+    attributes = make_attributes(compression, timestamp_type, is_transactional, is_control, has_delete_horizon)
     return assemble_batch(
         base_offset=base_offset, partition_leader_epoch=partition_leader_epoch, attributes=attributes,
         last_offset_delta=last_offset_delta, base_timestamp=base_timestamp, max_timestamp=max_timestamp,
         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        records_count=len(records), records_section=body,
+        records_count=records_count, records_section=records_section,
     )
 
 

@@ -25,16 +25,30 @@ change. The rules, batch by batch:
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, fields
 from typing import Iterator, Mapping, Sequence
 
-from .batch import BatchHeader, Record, RecordBatch, TimestampType, build_batch, iter_batches
+import numpy as np
+import pyarrow as pa
+
+from . import offset_map
+from .arrow import decode_record_batches
+from .batch import (BatchHeader, Record, RecordBatch, TimestampType, build_batch, build_batch_from_section,
+                    encode_record, iter_batches)
 from .config import LogConfig
 from .errors import CorruptRecordError
 from .log_summary import InvalidLogStateError, SegmentData, check_sorted
-from .offset_map import OffsetMap, build_offset_map
+from .offset_map import NO_OFFSET, OffsetMap, build_offset_map
 from .txn_metadata import (AbortedTxn, CleanedTransactionMetadata, LastRecord, collect_aborted_txns, control_type,
                            producer_last_records)
+
+try:
+    if os.environ.get("TOPICLAKE_NO_EXTENSIONS"):
+        raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
+    from ._native import _compact
+except ImportError:
+    _compact = None
 
 _INT32_MAX = 2**31 - 1
 
@@ -155,29 +169,19 @@ def _batch_retention(h: BatchHeader, discard_records: bool, rnd: _Round) -> Batc
     return BatchRetention.DELETE if discard_records else BatchRetention.DELETE_EMPTY
 
 
-def _retain_record(record: Record, h: BatchHeader, rnd: _Round) -> bool:
-    if record.offset > rnd.offset_map.latest_offset:
-        return True  # beyond what the map saw: nothing newer is known
-    if record.key is None:
-        return False  # a keyless record in a compacted topic is invalid and dropped
-    if record.offset < rnd.offset_map.get(record.key):
-        return False  # a later record of this key exists
-    if record.value is not None:
-        return True
-    # A tombstone stays until its batch's delete horizon (set by an earlier cleaning) passes.
-    horizon = h.delete_horizon
-    return horizon is None or rnd.now_ms < horizon
+def _header_fields(h: BatchHeader) -> dict:
+    """What a rebuilt batch keeps of the original header."""
+    # overrideLastOffset: the original span (last_offset_delta) keeps the producer's last sequence
+    return dict(base_offset=h.base_offset, compression=h.compression, timestamp_type=h.timestamp_type,
+                producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                is_transactional=h.is_transactional, is_control=h.is_control,
+                partition_leader_epoch=h.partition_leader_epoch, last_offset_delta=h.last_offset_delta)
 
 
 def _rebuild(h: BatchHeader, records: Sequence[Record], delete_horizon: int | None) -> bytes:
     log_append_time = h.timestamp_type == TimestampType.LOG_APPEND_TIME
     return build_batch(
-        records, base_offset=h.base_offset, compression=h.compression, timestamp_type=h.timestamp_type,
-        producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-        is_transactional=h.is_transactional, is_control=h.is_control,
-        partition_leader_epoch=h.partition_leader_epoch, delete_horizon=delete_horizon,
-        # overrideLastOffset: the original span keeps the producer's last sequence number
-        last_offset_delta=h.last_offset_delta,
+        records, delete_horizon=delete_horizon, **_header_fields(h),
         # empty: writeEmptyHeader keeps maxTimestamp; LogAppendTime: the append time stays
         max_timestamp=h.max_timestamp if (log_append_time or not records) else None)
 
@@ -191,7 +195,23 @@ class _Filtered:
     emptied: bool = False
 
 
-def _filter_batch(batch: RecordBatch, rnd: _Round, txn: CleanedTransactionMetadata) -> _Filtered:
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """The batch-level half of filterTo, decided from the header (and a marker's type) in log
+    order, since the transaction state follows the batches."""
+
+    batch: RecordBatch
+    retention: BatchRetention
+    can_discard: bool
+    discard_records: bool
+
+    @property
+    def columnar(self) -> bool:
+        # data whose records must be judged one by one: the bulk of any log, done columnar
+        return not self.batch.is_control and not self.discard_records
+
+
+def _judge(batch: RecordBatch, rnd: _Round, txn: CleanedTransactionMetadata) -> _Verdict:
     h = batch.header
     if h.is_control:
         can_discard = txn.on_control_batch_read(h, control_type(batch))
@@ -200,27 +220,148 @@ def _filter_batch(batch: RecordBatch, rnd: _Round, txn: CleanedTransactionMetada
     else:
         can_discard = txn.on_batch_read(h)  # aborted data
         discard_records = can_discard
-    retention = _batch_retention(h, discard_records, rnd)
-    if retention is BatchRetention.DELETE:
-        return _Filtered(None, 0, 0)
-    records = batch.records()
-    if discard_records:
-        retained = []
-    elif h.is_control:
-        retained = records
-    else:
-        retained = [r for r in records if _retain_record(r, h, rnd)]
+    return _Verdict(batch, _batch_retention(h, discard_records, rnd), can_discard, discard_records)
+
+
+def _filter_records(v: _Verdict, rnd: _Round) -> _Filtered:
+    """Markers and discarded batches (few, small): from `Record` objects."""
+    h = v.batch.header
+    records = v.batch.records()
+    retained = [] if v.discard_records else records
     if retained:
-        marker_for_empty_txn = can_discard and h.is_control
-        has_tombstone = any(r.value is None for r in retained)
-        new_horizon = (has_tombstone or marker_for_empty_txn) and not h.has_delete_horizon
-        if len(retained) == len(records) and not new_horizon:
-            return _Filtered(bytes(batch.data), len(records), len(retained), copied=True)
-        horizon = rnd.now_ms + rnd.delete_retention_ms if new_horizon else h.delete_horizon
-        return _Filtered(_rebuild(h, retained, horizon), len(records), len(retained))
-    if retention is BatchRetention.RETAIN_EMPTY:
-        return _Filtered(_rebuild(h, (), None), len(records), 0, emptied=True)
-    return _Filtered(None, len(records), 0)
+        new_horizon = (any(r.value is None for r in retained) or v.can_discard) and not h.has_delete_horizon
+        if not new_horizon:
+            return _Filtered(bytes(v.batch.data), len(records), len(retained), copied=True)
+        return _Filtered(_rebuild(h, retained, rnd.now_ms + rnd.delete_retention_ms), len(records), len(retained))
+    return _kept_nothing(v, len(records))
+
+
+def _kept_nothing(v: _Verdict, records_read: int) -> _Filtered:
+    if v.retention is BatchRetention.RETAIN_EMPTY:
+        return _Filtered(_rebuild(v.batch.header, (), None), records_read, 0, emptied=True)
+    return _Filtered(None, records_read, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data batches, columnar: a window of batches is decoded at once (arrow.decode_record_batches),
+# shouldRetainRecord becomes numpy masks over the whole window, untouched batches are copied byte
+# for byte and the kept records of the others are re-encoded natively in one call.
+
+# Batch bytes judged per window: bounds the decoded columns held in memory.
+WINDOW_BYTES = 16 << 20
+
+
+def _keep_mask(records: pa.RecordBatch, batch_of_row: np.ndarray, horizon_open: np.ndarray,
+               rnd: _Round) -> tuple[np.ndarray, np.ndarray]:
+    """shouldRetainRecord for every row, and which rows are tombstones."""
+    offsets = records.column("offset").to_numpy()
+    keys = records.column("key")
+    has_key = keys.is_valid().to_numpy(zero_copy_only=False)
+    tombstone = records.column("value").is_null().to_numpy(zero_copy_only=False)
+    beyond = offsets > rnd.offset_map.latest_offset  # nothing newer is known above what the map saw
+    judged = has_key & ~beyond  # keyless records go; the rest need the map
+    latest = np.full(len(offsets), NO_OFFSET, np.int64)
+    if judged.any():
+        latest[judged] = rnd.offset_map.lookup(offset_map.digest_words(keys.filter(pa.array(judged))))
+    # a tombstone stays until its batch's delete horizon (set by an earlier cleaning) passes
+    keep = beyond | (judged & (offsets >= latest) & (~tombstone | horizon_open[batch_of_row]))
+    return keep, tombstone
+
+
+def _encode_sections_native(records: pa.RecordBatch, rows: np.ndarray, starts: np.ndarray,
+                            base_offsets: np.ndarray, base_timestamps: np.ndarray) -> list[bytes]:
+    """The records section of each rebuilt batch b (rows[starts[b]:starts[b+1]]), in C."""
+    def binary(arr: pa.Array) -> tuple:
+        validity, offsets, data = arr.buffers()[:3]
+        return validity, offsets, data if data is not None else b"", arr.offset
+
+    headers = records.column("headers")
+    entries = headers.values
+    columns = (records.num_rows, records.column("offset").to_numpy(), _timestamps(records),
+               binary(records.column("key")), binary(records.column("value")), (headers.buffers()[1], headers.offset),
+               binary(entries.field("key")), binary(entries.field("value")))
+    return _compact.encode_batches(columns, rows, starts, base_offsets, base_timestamps)
+
+
+def _encode_sections_reference(records: pa.RecordBatch, rows: np.ndarray, starts: np.ndarray,
+                               base_offsets: np.ndarray, base_timestamps: np.ndarray) -> list[bytes]:
+    """The twin of `_encode_sections_native`, with batch.encode_record."""
+    # not the timestamp column: as datetimes it would overflow on timestamps far from the epoch
+    taken = records.select(["offset", "key", "value", "headers"]).take(pa.array(rows, pa.int64())).to_pydict()
+    timestamps = _timestamps(records)[rows]
+    out = []
+    for b in range(len(base_offsets)):
+        out.append(b"".join(
+            encode_record(taken["offset"][i] - int(base_offsets[b]), int(timestamps[i]) - int(base_timestamps[b]),
+                          taken["key"][i], taken["value"][i],
+                          tuple((h["key"], h["value"]) for h in taken["headers"][i]))
+            for i in range(starts[b], starts[b + 1])))
+    return out
+
+
+_encode_sections = _encode_sections_native if _compact is not None else _encode_sections_reference
+
+
+def _timestamps(records: pa.RecordBatch) -> np.ndarray:
+    return records.column("timestamp").cast(pa.int64()).to_numpy()
+
+
+def _filter_columnar(verdicts: Sequence[_Verdict], rnd: _Round) -> list[_Filtered]:
+    """shouldRetainRecord and the batch rewrite for data batches, one result per verdict."""
+    table = decode_record_batches([v.batch for v in verdicts]).combine_chunks()
+    records = table.to_batches()[0] if table.num_rows else None
+    counts = np.array([v.batch.header.records_count for v in verdicts], np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    if records is None:
+        return [_kept_nothing(v, 0) for v in verdicts]
+    batch_of_row = np.repeat(np.arange(len(verdicts)), counts)
+    horizon_open = np.array([v.batch.header.delete_horizon is None or rnd.now_ms < v.batch.header.delete_horizon
+                             for v in verdicts], bool)
+    keep, tombstone = _keep_mask(records, batch_of_row, horizon_open, rnd)
+    kept_before = np.concatenate(([0], np.cumsum(keep)))
+    tombstones_before = np.concatenate(([0], np.cumsum(keep & tombstone)))
+    timestamps = _timestamps(records)
+
+    out: list[_Filtered | None] = [None] * len(verdicts)
+    rebuild: list[tuple[int, int | None]] = []  # (verdict index, delete horizon)
+    for i, v in enumerate(verdicts):
+        h = v.batch.header
+        read = int(counts[i])
+        kept = int(kept_before[starts[i + 1]] - kept_before[starts[i]])
+        if not kept:
+            out[i] = _kept_nothing(v, read)
+            continue
+        new_horizon = bool(tombstones_before[starts[i + 1]] - tombstones_before[starts[i]]) and not h.has_delete_horizon
+        if kept == read and not new_horizon:
+            out[i] = _Filtered(bytes(v.batch.data), read, kept, copied=True)
+        else:
+            rebuild.append((i, rnd.now_ms + rnd.delete_retention_ms if new_horizon else h.delete_horizon))
+    if rebuild:
+        picked = [np.flatnonzero(keep[starts[i]:starts[i + 1]]) + starts[i] for i, _ in rebuild]
+        rows = np.concatenate(picked)
+        first = np.concatenate(([0], np.cumsum([len(p) for p in picked])))
+        # build_batch's base timestamp: the horizon if any, else the first kept record's
+        base_timestamps = np.array([timestamps[p[0]] if horizon is None else horizon
+                                    for p, (_, horizon) in zip(picked, rebuild)], np.int64)
+        base_offsets = np.array([verdicts[i].batch.header.base_offset for i, _ in rebuild], np.int64)
+        sections = _encode_sections(records, rows, first, base_offsets, base_timestamps)
+        max_timestamps = np.maximum.reduceat(timestamps[rows], first[:-1])
+        for (i, horizon), p, section, base_ts, max_ts in zip(rebuild, picked, sections, base_timestamps,
+                                                              max_timestamps):
+            h = verdicts[i].batch.header
+            log_append_time = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+            data = build_batch_from_section(
+                section, len(p), has_delete_horizon=horizon is not None, base_timestamp=int(base_ts),
+                # LogAppendTime: the append time stays
+                max_timestamp=h.max_timestamp if log_append_time else int(max_ts), **_header_fields(h))
+            out[i] = _Filtered(data, int(counts[i]), len(p))
+    return out
+
+
+def _filter_window(verdicts: Sequence[_Verdict], rnd: _Round) -> list[_Filtered]:
+    columnar = [v for v in verdicts if v.columnar]
+    judged = iter(_filter_columnar(columnar, rnd) if columnar else ())
+    return [next(judged) if v.columnar else _filter_records(v, rnd) for v in verdicts]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +376,22 @@ def _batches(segments: Sequence[SegmentData], topic: str, partition: int) -> Ite
         yield from iter_batches(segment.data, source=_source(topic, partition, segment))
 
 
+def _segment_windows(segment: SegmentData, rnd: _Round, txn: CleanedTransactionMetadata,
+                     source: str) -> Iterator[list[_Verdict]]:
+    """The segment's batches judged in log order, in windows of about WINDOW_BYTES; a DELETE
+    batch is judged without looking at its records."""
+    window: list[_Verdict] = []
+    size = 0
+    for batch in iter_batches(segment.data, source=source):
+        window.append(_judge(batch, rnd, txn))
+        size += batch.size
+        if size >= WINDOW_BYTES:
+            yield window
+            window, size = [], 0
+    if window:
+        yield window
+
+
 def clean_group(group: Sequence[SegmentData], rnd: _Round, txn: CleanedTransactionMetadata, *,
                 topic: str = "", partition: int = -1) -> CleanedGroup:
     """Clean one group of segments into one output segment (Cleaner.cleanSegments + cleanInto)."""
@@ -246,22 +403,26 @@ def clean_group(group: Sequence[SegmentData], rnd: _Round, txn: CleanedTransacti
     for segment in group:
         source = _source(topic, partition, segment)
         try:
-            for batch in iter_batches(segment.data, source=source):
-                result = _filter_batch(batch, rnd, txn)
-                counts["batches_read"] += 1
-                counts["bytes_read"] += batch.size
-                counts["records_read"] += result.records_read
-                counts["records_retained"] += result.records_retained
-                if result.output is None:
-                    continue
-                if batch.last_offset - base > _INT32_MAX:
-                    raise InvalidLogStateError(
-                        f"{topic}-{partition}: offset {batch.last_offset} does not fit a segment based at {base} "
-                        f"(relative offset above 2^31-1); split the segment first")
-                counts["batches_copied" if result.copied else
-                       "batches_emptied" if result.emptied else "batches_rebuilt"] += 1
-                out += result.output
-                next_offset = batch.next_offset
+            for window in _segment_windows(segment, rnd, txn, source):
+                kept = [v for v in window if v.retention is not BatchRetention.DELETE]
+                results = iter(_filter_window(kept, rnd))
+                for v in window:
+                    batch = v.batch
+                    result = next(results) if v.retention is not BatchRetention.DELETE else _Filtered(None, 0, 0)
+                    counts["batches_read"] += 1
+                    counts["bytes_read"] += batch.size
+                    counts["records_read"] += result.records_read
+                    counts["records_retained"] += result.records_retained
+                    if result.output is None:
+                        continue
+                    if batch.last_offset - base > _INT32_MAX:
+                        raise InvalidLogStateError(
+                            f"{topic}-{partition}: offset {batch.last_offset} does not fit a segment based at {base} "
+                            f"(relative offset above 2^31-1); split the segment first")
+                    counts["batches_copied" if result.copied else
+                           "batches_emptied" if result.emptied else "batches_rebuilt"] += 1
+                    out += result.output
+                    next_offset = batch.next_offset
         except CorruptRecordError as exc:
             raise exc.at(source=source) from None
     stats = CleanerStats(**counts, bytes_written=len(out))

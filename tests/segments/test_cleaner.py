@@ -11,9 +11,14 @@ lastOffsetDelta preserved, byte-identical when untouched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
+from unittest import mock
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -21,13 +26,16 @@ from hypothesis import strategies as st
 from topiclake.segments.batch import NO_TIMESTAMP, Record, RecordBatch, TimestampType, build_batch, iter_batches
 from topiclake.segments.cleanable import (calculate_cleanable_bytes, cleanable_offsets, filthiest, log_to_clean,
                                           max_compaction_delay, rank_cleanable)
+from topiclake.segments import arrow, cleaner
 from topiclake.segments.cleaner import clean_log, group_segments_by_size, rewrite_log
 from topiclake.segments.compression import Compression
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.control import ControlRecordType, build_end_txn_marker, parse_control_key
 from topiclake.segments.log_summary import InvalidLogStateError, LogSummary, SegmentData, SegmentSummary
-from topiclake.segments.offset_map import OffsetMap, build_offset_map, key_digest, key_digests, offset_map_entries
+from topiclake.segments import offset_map
+from topiclake.segments.offset_map import (OffsetMap, build_offset_map, key_digest, key_digests, offset_map_entries,
+                                            task_offset_map)
 from topiclake.segments.txn_metadata import (AbortedIndex, AbortedTxn, LastRecord, collect_aborted_txns,
                                              producer_last_records)
 
@@ -332,6 +340,57 @@ def test_cleaner_matches_model_over_two_rounds(ops1, ops2, data):
     clean_round(log, checkpoint=first.checkpoint, config=config, now=log.clock + data.draw(st.integers(0, 5000)))
 
 
+@contextlib.contextmanager
+def python_twins():
+    """The cleaner without its native kernels (decoder, digests, record encoder)."""
+    with mock.patch.object(arrow, "HAS_NATIVE", False), \
+            mock.patch.object(offset_map, "digest_bytes", offset_map.digest_bytes_reference), \
+            mock.patch.object(cleaner, "_encode_sections", cleaner._encode_sections_reference):
+        yield
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(_op, min_size=3, max_size=30), data=st.data())
+def test_native_and_python_twins_write_the_same_bytes(ops, data):
+    log = LogBuilder()
+    apply_ops(log, ops)
+    log.roll()
+    config = LogConfig(cleanup_policy=("compact",), delete_retention_ms=data.draw(st.integers(0, 3000)),
+                       segment_bytes=data.draw(st.integers(100, 4000)))
+    now = log.clock + data.draw(st.integers(0, 4000))
+    max_entries = data.draw(st.one_of(st.none(), st.integers(0, 8)))
+
+    def clean():
+        ltc = log_to_clean(log.summary(), None, config, now)
+        r = clean_log(log.segment_data(), first_dirty_offset=ltc.first_dirty_offset,
+                      first_uncleanable_offset=ltc.first_uncleanable_offset, config=config, now_ms=now,
+                      max_map_entries=max_entries, topic=TOPIC, partition=0)
+        return [(g.base_offset, g.data, g.stats) for g in r.groups], r.checkpoint, r.offset_map_entries
+
+    native = clean()
+    with python_twins():
+        assert clean() == native
+
+
+def test_record_encoder_twins_agree_on_headers_nulls_slices_and_wild_timestamps():
+    records = [Record(100 + i, ts, key, value, headers) for i, (ts, key, value, headers) in enumerate([
+        (T0, b"k", b"v", ()), (-(2**63), None, None, (("h", None), ("\u00e9", b""))),
+        (2**63 - 1, b"", b"x" * 300, (("a", b"1"),)), (T0 + 5, b"k2", None, ())])]
+    table = arrow.decode_record_batches(list(iter_batches(build_batch(records, base_offset=100))))
+    batch = table.to_batches()[0]
+    for piece in (batch, batch.slice(1)):
+        rows = np.array([0, 2, 1, 0][: piece.num_rows], np.int64)
+        args = (piece, rows, np.array([0, 1, len(rows)], np.int64), np.array([100, 90], np.int64),
+                np.array([2**62, -(2**62)], np.int64))
+        expected = cleaner._encode_sections_reference(*args)
+        if offset_map.HAS_NATIVE:
+            assert cleaner._encode_sections_native(*args) == expected
+    if offset_map.HAS_NATIVE:
+        with pytest.raises(ValueError, match="row"):
+            cleaner._encode_sections_native(batch, np.array([7], np.int64), np.array([0, 1], np.int64),
+                                            np.array([0], np.int64), np.array([0], np.int64))
+
+
 # ---------------------------------------------------------------------------------------------
 # Rules, one by one
 
@@ -545,14 +604,36 @@ def test_offset_map_from_outside_matches_the_builder():
     built = build_offset_map(log.segment_data(), start=0, end=6, aborted=aborted)
     entries = offset_map_entries(log.batches(), start=0, end=6, aborted=aborted)
     outside = OffsetMap.from_table(entries, latest_offset=5)
-    assert dict(outside.entries) == dict(built.entries) and outside.latest_offset == built.latest_offset == 5
+    assert outside == built and outside.latest_offset == 5 and len(outside) == 2
     assert outside.get(b"a") == 0 and outside.get(b"b") == 4 and outside.get(b"nope") == -1
-    import numpy as np
-    arr = np.frombuffer(b"".join(outside.entries), dtype=np.uint8).reshape(-1, 16)
-    assert OffsetMap.from_arrays(arr, list(outside.entries.values()), latest_offset=5) == outside
+    digests = outside.to_table().column("digest")
+    as_bytes = np.frombuffer(b"".join(digests.to_pylist()), dtype=np.uint8).reshape(-1, 16)
+    for form in (digests, as_bytes, digests.to_pylist(), outside.words):
+        assert OffsetMap.from_arrays(form, outside.offsets, latest_offset=5) == outside
     assert OffsetMap.from_table(outside.to_table(), latest_offset=5) == outside
-    import pyarrow as pa
     assert key_digests(pa.array([b"a", None], pa.binary())).to_pylist() == [key_digest(b"a"), None]
+    # the Spark shape: tasks' pre-aggregated shares merged on the driver
+    shares = [task_offset_map(log.batches(), start=s, end=e, aborted=aborted) for s, e in ((0, 3), (3, 6))]
+    assert OffsetMap.merge(shares, latest_offset=5) == outside
+
+
+def test_offset_map_keeps_the_max_offset_and_finds_digests_sharing_a_word():
+    words = np.array([[5, 9], [5, 1], [5, 9], [2, 7], [5, 4]], np.uint64)
+    m = OffsetMap.from_words(words, np.array([10, 11, 3, 12, 13], np.int64), latest_offset=20)
+    assert m.words.tolist() == [[2, 7], [5, 1], [5, 4], [5, 9]] and m.offsets.tolist() == [12, 11, 13, 10]
+    queries = np.array([[5, 4], [5, 9], [5, 5], [2, 7], [9, 9], [0, 0]], np.uint64)
+    assert m.lookup(queries).tolist() == [13, 10, -1, 12, -1, -1]
+    assert OffsetMap.empty().lookup(queries).tolist() == [-1] * 6
+
+
+def test_native_digests_equal_hashlib():
+    keys = pa.array([b"", b"a", None, b"x" * 55, b"y" * 56, b"z" * 64, bytes(range(256)) * 9, None], pa.binary())
+    expected = b"".join(bytes(16) if k is None else hashlib.md5(k).digest() for k in keys.to_pylist())
+    assert offset_map.digest_bytes_reference(keys) == expected
+    if offset_map.HAS_NATIVE:
+        assert offset_map.digest_bytes_native(keys) == expected
+        sliced = pa.chunked_array([keys.slice(1, 3), keys.slice(4)])
+        assert offset_map.digest_bytes_native(sliced) == expected[16:64] + expected[64:]
 
 
 def test_rewrite_with_an_outside_map_equals_clean_log():
