@@ -61,3 +61,18 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def mock_cluster():
+    """Yields the bootstrap of librdkafka's in-process mock cluster (C, in memory, no disk): a
+    near no-op broker. A client run against it in the same run measures what the Python client
+    loop alone can do on this machine, so a broker number is read against the client's limit."""
+    from confluent_kafka import Producer
+
+    handle = Producer({"test.mock.num.brokers": 1})  # the cluster lives as long as this handle
+    broker = next(iter(handle.list_topics(timeout=10).brokers.values()))
+    try:
+        yield f"{broker.host}:{broker.port}"
+    finally:
+        handle.flush(5)

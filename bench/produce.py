@@ -20,15 +20,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, running_broker  # noqa: E402
+from _broker import cpu_seconds, create_topic, mock_cluster, running_broker  # noqa: E402
 
 VALUE_SIZE = 100
 
 
-def produce_throughput(bootstrap: str, records: int) -> float:
+def produce_throughput(bootstrap: str, records: int, *, create: bool = True) -> float:
     from confluent_kafka import Producer
 
-    create_topic(bootstrap, "bench-produce")
+    if create:
+        create_topic(bootstrap, "bench-produce")
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 5,
                          "batch.size": 1_000_000, "message.max.bytes": 2_000_000, "acks": "all",
                          "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
@@ -43,7 +44,8 @@ def produce_throughput(bootstrap: str, records: int) -> float:
     for i in range(records):
         while True:
             try:
-                producer.produce("bench-produce", value=value, key=None, on_delivery=on_delivery if i % 1000 == 0 else None)
+                producer.produce("bench-produce", value=value, key=None, partition=0,
+                                 on_delivery=on_delivery if i % 1000 == 0 else None)
                 break
             except BufferError:
                 producer.poll(0.001)
@@ -113,6 +115,8 @@ def main() -> None:
         elapsed = produce_throughput(bootstrap, args.records)
         broker_cpu = cpu_seconds(pid) - cpu_before
         lat = latency(bootstrap, args.latency_seconds) if args.latency_seconds > 0 else {}
+    with mock_cluster() as mock:  # the same client loop against a no-op broker: the client's own limit
+        client_limit = produce_throughput(mock, args.records, create=False)
     baseline = file_append(args.records)
     mb = args.records * VALUE_SIZE / 1e6
     result = {
@@ -123,10 +127,12 @@ def main() -> None:
         # so also report how many records/s one core of broker CPU absorbs.
         "broker_cpu_s": round(broker_cpu, 2),
         "broker_records_per_cpu_s": round(args.records / broker_cpu) if broker_cpu else None,
+        "client_limit_records_per_s": round(args.records / client_limit),  # vs librdkafka's mock broker
         "target_records_per_s": 300_000, "target_p99_ms": 10, **lat,
     }
     print(f"broker: {result['records_per_s']:,} records/s, {result['mb_per_s']} MB/s of values; "
-          f"file append: {result['file_append_mb_per_s']} MB/s; p99 at 1k/s acks=all: {lat.get('p99_ms')} ms")
+          f"file append: {result['file_append_mb_per_s']} MB/s; p99 at 1k/s acks=all: {lat.get('p99_ms')} ms; "
+          f"the same client against a no-op (mock) broker: {result['client_limit_records_per_s']:,} records/s")
     print(json.dumps(result))
 
 

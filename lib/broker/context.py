@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 from topiclake.segments.atomic import atomic_write
@@ -51,6 +52,8 @@ class BrokerContext:
     groups: GroupService  # the group coordinator (started by the server)
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
+    # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
+    metrics: Counter = field(default_factory=Counter)
 
     @classmethod
     def create(cls, config: BrokerConfig) -> "BrokerContext":

@@ -46,6 +46,7 @@ class InvalidProducerEpoch(BrokerError):
 
 _BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (seg.CorruptRecordError, ErrorCode.corrupt_message),
+    (seg.RecordBatchTooLargeError, ErrorCode.record_list_too_large),  # before its base class
     (seg.RecordTooLargeError, ErrorCode.message_too_large),
     (seg.InvalidTopicError, ErrorCode.invalid_topic_exception),
     (seg.UnknownTopicError, ErrorCode.unknown_topic_or_partition),

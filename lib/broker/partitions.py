@@ -22,9 +22,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.file_records import iter_file_headers
+from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
 from .errors import UnknownTopicOrPartition
@@ -73,6 +75,15 @@ class Partition:
     def last_stable_offset(self) -> int:
         # Kafka: min(first offset of an undecided transaction, high watermark).
         return self.txns.last_stable_offset(self.high_watermark)
+
+    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int) -> AppendResult:
+        """Append one producer's batch (I/O thread) and apply it to the producer state and the
+        open transactions (a transactional batch holds back the LSO). Every data append to a
+        partition, Produce's or the group coordinator's, goes through here."""
+        result = self.log.append(data, leader_epoch=leader_epoch)
+        self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+        self.txns.on_data(header, result.first_offset)
+        return result
 
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -200,7 +211,7 @@ class PartitionManager:
         for (topic, _index), part in list(self._partitions.items()):
             if topic == meta.name:
                 part.config = config
-                await self.run_io(_set_log_config, part.log, config)
+                await self.run_io(part.log.update_config, config)
 
     # -- partitions
     async def get(self, topic: str, index: int) -> Partition:
@@ -266,11 +277,3 @@ class PartitionManager:
         self.readers.shutdown(wait=True)
         self.io.shutdown(wait=True)
 
-
-def _set_log_config(log_: Any, config: LogConfig) -> None:
-    # TODO(segments): a public Log.update_config(config); until then set the attribute.
-    update = getattr(log_, "update_config", None)
-    if update is not None:
-        update(config)
-    else:
-        log_.config = config

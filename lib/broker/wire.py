@@ -26,6 +26,9 @@ from kio.serial import entity_reader, entity_writer
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
+# Record ranges smaller than this are read into the response instead: a copy is cheaper than
+# draining the socket for a sendfile call.
+SENDFILE_MIN_BYTES = 64 * 1024
 
 
 class MalformedRequest(Exception):

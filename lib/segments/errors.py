@@ -54,6 +54,11 @@ class RecordTooLargeError(TopiclakeError):
     """A batch larger than the topic's max.message.bytes."""
 
 
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """An append larger than segment.bytes: it could never fit in a segment (Kafka's
+    RecordBatchTooLargeException, RECORD_LIST_TOO_LARGE on the wire)."""
+
+
 class InvalidConfigError(TopiclakeError, ValueError):
     """A topic/log config property with an unknown name or a value Kafka would reject."""
 

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -27,7 +27,7 @@ from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_O
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
-from .errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+from .errors import CorruptRecordError, OffsetOutOfRangeError, RecordBatchTooLargeError, RecordTooLargeError
 from .loader import load_log, open_segment, partition_lock
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
 from .time_index import NO_TIMESTAMP, TimestampOffset
@@ -56,7 +56,11 @@ class AppendResult:
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """Whole batches [position, position + size) of `file` (an open .log, for sendfile) holding
-    offsets [first_offset, next_offset). size == 0 means nothing to read (offset == LEO)."""
+    offsets [first_offset, next_offset). size == 0 means nothing to read (offset == LEO).
+
+    The bytes are not read: `read` only finds their bounds. Holding the result keeps `file` open,
+    so the bytes stay readable (and sendfile-able) even after a maintenance swap replaced the
+    segment: the open descriptor keeps the old inode alive until the result is dropped."""
 
     file: io.FileIO | None
     path: Path | None
@@ -66,10 +70,15 @@ class ReadResult:
     next_offset: int
     high_watermark: int
     log_start_offset: int
-    data: bytes = field(default=b"", repr=False)
 
     def to_bytes(self) -> bytes:
-        return self.data
+        if self.size == 0:
+            return b""
+        data = os.pread(self.file.fileno(), self.size, self.position)
+        if len(data) != self.size:  # the log only grows under a reader; a short read is a bug or damage
+            raise CorruptRecordError(f"short read: {len(data)} of {self.size} bytes", source=str(self.path),
+                                     position=self.position)
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +197,6 @@ class Log:
         LogValidator checks that need no record decoding). A tight loop: this is the hot path."""
         if not buf:
             raise CorruptRecordError("empty append: no record batch", source="append")
-        if len(buf) > self.config.segment_bytes:
-            raise RecordTooLargeError(f"append of {len(buf)} bytes to {self.directory} is larger than "
-                                      f"segment.bytes {self.config.segment_bytes}")
         headers = []
         expected = self._log_end_offset
         max_size = self.config.max_message_bytes
@@ -229,10 +235,26 @@ class Log:
                 expected = base_offset + last_offset_delta + 1
             headers.append(fields)
             pos += size
+        # After the per-batch checks, as Kafka's UnifiedLog.append: a batch within
+        # max.message.bytes that cannot fit in any segment is RECORD_LIST_TOO_LARGE.
+        if end > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(f"append of {end} bytes to {self.directory} is larger than "
+                                           f"segment.bytes {self.config.segment_bytes}")
         return headers
 
     def _corrupt(self, reason: str, position: int) -> CorruptRecordError:
         return CorruptRecordError(reason, source=f"append to {self.directory}", position=position)
+
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config change (AlterConfigs), effective for the next append: segment.bytes,
+        segment.ms, max.message.bytes, message.timestamp.type, flush.* are read per append, and
+        the segments get it too because should_roll and indexing read the segment's config.
+        Settings fixed when a segment is created (index preallocation, roll jitter) wait for the
+        next segment, as in Kafka."""
+        with self._write_lock:
+            self.config = config
+            for segment in self._segments:
+                segment.config = config
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -347,7 +369,7 @@ class Log:
             piece = segment.read(offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
             if piece is not None:
                 return ReadResult(segment.file, segment.log_path, piece.position, piece.size, piece.first_offset,
-                                  piece.next_offset, log_end, log_start, piece.data)
+                                  piece.next_offset, log_end, log_start)
         return empty
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:

@@ -8,6 +8,7 @@ forward scan of batch headers finds the batch that holds the target.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from .index import Index, IndexFullError, InvalidIndexOffsetError, read_entries
@@ -52,6 +53,13 @@ class OffsetIndex(Index):
         """Largest entry with offset <= target, or (base offset, 0) if there is none."""
         slot = self._slot_at_or_below(target_offset - self.base_offset)
         return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def entry_at_or_below_position(self, position: int) -> OffsetPosition | None:
+        """The entry with the largest position <= `position` (positions grow with offsets), or
+        None: where a read that must end by `position` can start scanning batch headers."""
+        values = self._values
+        slot = bisect_right(values, position) - 1
+        return None if slot < 0 else self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry for offsets >= `offset` (Kafka's truncateTo)."""

@@ -49,13 +49,13 @@ class BatchPosition:
 @dataclass(frozen=True, slots=True)
 class SegmentSlice:
     """Whole batches [position, position + size) of one segment, holding offsets
-    [first_offset, next_offset); `data` is those bytes (already read to find batch bounds)."""
+    [first_offset, next_offset). Only batch headers were read to find these bounds: the bytes
+    stay in the file, so a fetch can hand them to sendfile without copying them through Python."""
 
     position: int
     size: int
     first_offset: int
     next_offset: int
-    data: bytes
 
 
 class BatchSummary(NamedTuple):
@@ -225,11 +225,36 @@ class LogSegment:
             return None
         budget = max(max_size, found.size) if min_one_message else max_size
         limit = min(end, found.position + budget)
-        data = os.pread(self._file.fileno(), limit - found.position, found.position)
-        size, next_offset = _whole_batches(data)
-        if size == 0:
+        stop, next_offset = self._whole_batches_end(found, limit)
+        if stop == found.position:
             return None
-        return SegmentSlice(found.position, size, found.base_offset, next_offset, data[:size])
+        return SegmentSlice(found.position, stop - found.position, found.base_offset, next_offset)
+
+    def _whole_batches_end(self, first: BatchPosition, limit: int) -> tuple[int, int]:
+        """(end position, next offset) of the whole batches from `first` that end at or before
+        `limit`, reading batch headers only. The offset index jumps close to `limit` (an entry's
+        position is where a batch starts, and it was written after that batch's bytes), so a
+        multi-MB read costs a few small preads, not a copy of the data."""
+        if first.position + first.size > limit:
+            return first.position, first.base_offset
+        fd = self._file.fileno()
+        end, next_offset = first.position + first.size, first.last_offset + 1
+        hint = self.offset_index.entry_at_or_below_position(limit)
+        if hint is not None and hint.position > end:
+            # Everything in [end, hint.position) is whole batches; the batch at the hint starts
+            # with the offset that follows them (its base offset: compaction may leave a gap).
+            head = os.pread(fd, _SCAN_HEAD, hint.position)
+            if len(head) == _SCAN_HEAD:
+                end, next_offset = hint.position, _scan_head(head)[0]
+        while limit - end >= LOG_OVERHEAD:
+            head = os.pread(fd, _SCAN_HEAD, end)
+            if len(head) < _SCAN_HEAD:
+                break
+            base, size, after = _scan_head(head)
+            if size < MIN_LENGTH + LOG_OVERHEAD or end + size > limit:
+                break
+            end, next_offset = end + size, after
+        return end, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampOffset | None:
         """The first record with timestamp >= `timestamp` and offset >= starting_offset, as
@@ -354,16 +379,16 @@ class LogSegment:
             filenames.segment_file(self.directory, self.base_offset, suffix + self.suffix).unlink(missing_ok=True)
 
 
-def _whole_batches(data: bytes) -> tuple[int, int]:
-    """(bytes of the whole batches at the start of `data`, offset after the last of them)."""
-    pos = 0
-    next_offset = -1
-    end = len(data)
-    while end - pos >= LOG_OVERHEAD:
-        length = int.from_bytes(data[pos + _LENGTH_AT : pos + _LENGTH_AT + 4], "big", signed=True)
-        if length < MIN_LENGTH or pos + length + LOG_OVERHEAD > end:
-            break
-        last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
-        next_offset = int.from_bytes(data[pos : pos + 8], "big", signed=True) + last_delta + 1
-        pos += length + LOG_OVERHEAD
-    return pos, next_offset
+_SCAN_HEAD = 27  # baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
+_MAGIC_AT = 16
+_LAST_DELTA_AT = 23
+
+
+def _scan_head(head: bytes) -> tuple[int, int, int]:
+    """(base offset, size with the log overhead, offset after the batch) from a batch's first bytes.
+    A legacy (magic 0/1) wrapper's offset field is its last offset."""
+    base = int.from_bytes(head[0:8], "big", signed=True)
+    size = int.from_bytes(head[_LENGTH_AT : _LENGTH_AT + 4], "big", signed=True) + LOG_OVERHEAD
+    if head[_MAGIC_AT] < 2:
+        return base, size, base + 1
+    return base, size, base + int.from_bytes(head[_LAST_DELTA_AT:_SCAN_HEAD], "big", signed=True) + 1

@@ -114,3 +114,13 @@ def test_create_topics_errors(broker):
     assert broker.create_topic("a/b").error_code == ErrorCode.invalid_topic_exception
     assert broker.create_topic("bad-config", **{"retention.ms": "soon"}).error_code == ErrorCode.invalid_config
     assert broker.create_topic("zero", 0).error_code == ErrorCode.invalid_partitions
+
+
+def test_metadata_marks_both_internal_topics(broker):
+    for name in ("__consumer_offsets", "__transaction_state", "plain"):
+        broker.context.partitions.create_topic(name, 1)
+    with broker.client() as c:
+        listed = {t.name: t.is_internal for t in metadata(c).topics}
+        named = {t.name: t.is_internal for t in metadata(c, "__transaction_state").topics}
+    assert listed == {"__consumer_offsets": True, "__transaction_state": True, "plain": False}
+    assert named == {"__transaction_state": True}

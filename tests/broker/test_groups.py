@@ -3,6 +3,8 @@ transactional offsets through the facade, and loading `__consumer_offsets` after
 
 import asyncio
 
+import pytest
+
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as fc4
 from kio.schema.offset_commit.v8 import request as oc8
@@ -11,6 +13,7 @@ from kio.schema.offset_fetch.v8 import request as of8
 from tests.broker.conftest import InProcessBroker
 from topiclake.broker.group.api import CommitOffset
 from topiclake.broker.group.errors import GroupCoordinatorError
+from topiclake.segments.batch import Record, build_batch, read_header
 
 
 def commit(client, group, topic, offsets):
@@ -100,5 +103,40 @@ def test_transactional_offsets_commit_abort_and_reload(tmp_path):
         call(b, b.context.groups.complete_transaction(9, 0, True))
         with b.client() as c:
             assert fetch(c, "txn-group") == {"txn-group": {("t", 0): 11, ("t", 2): 33}}
+    finally:
+        b.stop()
+
+
+def test_transactional_offsets_move_the_offsets_partition_lso_live(tmp_path):
+    # The offsets batch of an open transaction holds back the LSO of its __consumer_offsets
+    # partition and the marker releases it, without reopening the partition.
+    b = InProcessBroker(tmp_path / "data").start()
+    groups = b.context.groups
+    try:
+        async def load():
+            groups.ensure_loading()
+            while True:
+                try:
+                    return groups.shard("lso-group").partition
+                except GroupCoordinatorError:
+                    await asyncio.sleep(0.02)
+
+        part = call(b, load())
+        start = part.high_watermark
+        call(b, groups.commit_transactional_offsets("lso-group", 21, 3, [CommitOffset("t", 0, 5)]))
+        assert part.last_stable_offset == start < part.high_watermark
+        assert part.txns.ongoing() == {21: start}
+        call(b, groups.complete_transaction(21, 3, False))
+        assert part.last_stable_offset == part.high_watermark == start + 2
+        assert [(t.producer_id, t.first_offset, t.last_offset) for t in part.txns.aborted()] == [(21, start, start + 1)]
+        call(b, groups.commit_transactional_offsets("lso-group", 22, 0, [CommitOffset("t", 0, 6)]))
+        assert part.last_stable_offset == start + 2
+        call(b, groups.complete_transaction(22, 0, True))
+        assert part.last_stable_offset == part.high_watermark == start + 4
+        # The ABORT marker applied producer 21's epoch 3 here too: an epoch-2 batch is fenced.
+        stale = build_batch([Record(0, 0, b"k", b"v", ())], base_offset=0, producer_id=21, producer_epoch=2,
+                            base_sequence=5, is_transactional=True)
+        with pytest.raises(Exception, match="epoch"):
+            part.producers.check(read_header(stale))
     finally:
         b.stop()

@@ -199,3 +199,80 @@ def test_duplicate_detected_after_restart(tmp_path):
     finally:
         second.stop()
     assert (tmp_path / "data" / "log" / "again-0" / ".kafka_cleanshutdown").exists()
+
+
+def _big_topic(broker, name, batches=4, value_size=900_000):
+    """A topic holding `batches` ~1 MB batches of incompressible bytes (two per segment)."""
+    import os
+
+    broker.create_topic(name, **{"segment.bytes": str(2 * value_size + 100_000)})
+    with broker.client() as c:
+        for i in range(batches):
+            assert produce(c, name, batch([os.urandom(value_size)])).error_code == ErrorCode.none
+    directory = broker.context.layout.log_dir(name, 0)
+    return directory, b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def test_large_fetch_is_sent_with_sendfile(broker):
+    directory, on_disk = _big_topic(broker, "bulk")
+    metrics = broker.context.metrics
+    with broker.client() as c:
+        first = fetch(c, "bulk", 0, partition_max_bytes=8 << 20)
+        second = fetch(c, "bulk", 2, partition_max_bytes=8 << 20)
+    # Whole batches up to the segment's end, byte for byte what is on disk.
+    assert first.records + second.records == on_disk and len(first.records) > 1 << 20
+    assert metrics["fetch.sendfile.regions"] == 2
+    assert metrics["fetch.sendfile.bytes"] == len(on_disk) and metrics["fetch.copied.bytes"] == 0
+
+
+def test_large_fetch_without_sendfile_falls_back_to_reading(broker, monkeypatch):
+    import asyncio
+
+    async def no_sendfile(self, transport, file, offset=0, count=None, *, fallback=True):
+        raise asyncio.SendfileNotAvailableError("as a TLS transport would")
+
+    _directory, on_disk = _big_topic(broker, "copied", batches=2)
+    monkeypatch.setattr(type(broker.loop), "sendfile", no_sendfile)
+    with broker.client() as c:
+        assert fetch(c, "copied", 0, partition_max_bytes=8 << 20).records == on_disk
+        assert fetch(c, "copied", 0, partition_max_bytes=8 << 20).records == on_disk  # the fallback sticks
+    metrics = broker.context.metrics
+    assert metrics["fetch.copied.bytes"] == 2 * len(on_disk) and metrics["fetch.sendfile.bytes"] == 0
+
+
+def test_fetch_in_flight_survives_segment_deletion(broker, monkeypatch):
+    # Retention deletes the segment between the read (bounds found, file held open) and the
+    # sendfile: the open descriptor keeps the old inode, so the fetch still gets its bytes.
+    import asyncio
+
+    from topiclake.broker.connection import Connection
+    from topiclake.segments.maintenance import delete_segments, purge_deleted
+
+    directory, on_disk = _big_topic(broker, "doomed")
+    first_segment = sorted(directory.glob("*.log"))[0].read_bytes()
+    original = Connection._send_region
+
+    async def delete_then_send(self, region):
+        part = await self.broker.partitions.get("doomed", 0)
+        delete_segments(directory, [0], 2)
+        purge_deleted(directory)
+        assert await self.broker.partitions.run_io(part.log.refresh)
+        assert not (directory / "00000000000000000000.log").exists()
+        await original(self, region)
+
+    monkeypatch.setattr(Connection, "_send_region", delete_then_send)
+    with broker.client() as c:
+        assert fetch(c, "doomed", 0, partition_max_bytes=8 << 20).records == first_segment
+        monkeypatch.setattr(Connection, "_send_region", original)
+        assert fetch(c, "doomed", 0).error_code == ErrorCode.offset_out_of_range
+    assert broker.context.metrics["fetch.sendfile.regions"] == 1
+
+
+def test_batch_larger_than_segment_bytes_is_record_list_too_large(broker):
+    # Kafka (UnifiedLog.append): max.message.bytes is checked per batch first (MESSAGE_TOO_LARGE);
+    # an append that passes it but exceeds segment.bytes is RecordBatchTooLargeException.
+    broker.create_topic("tiny", **{"segment.bytes": "300", "max.message.bytes": "2000"})
+    with broker.client() as c:
+        assert produce(c, "tiny", batch([b"x" * 500])).error_code == ErrorCode.record_list_too_large
+        assert produce(c, "tiny", batch([b"x" * 3000])).error_code == ErrorCode.message_too_large
+        assert produce(c, "tiny", batch([b"x" * 100])).error_code == ErrorCode.none

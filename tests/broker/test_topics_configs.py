@@ -8,6 +8,7 @@ from kio.schema.alter_configs.v2 import request as alter_req
 from kio.schema.describe_cluster.v1 import request as cluster_req
 from kio.schema.describe_configs.v4 import request as describe_req
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import request as inc_req
 from kio.schema.init_producer_id.v5 import request as pid_req
 from typer.testing import CliRunner
 
@@ -71,6 +72,26 @@ def test_legacy_alter_configs_replaces_overrides_and_reaches_open_logs(broker):
         assert resp.responses[0].error_code == ErrorCode.none
         code, configs = describe_configs(c, "legacy", ("retention.ms", "message.timestamp.type"))
     assert configs == {"retention.ms": ("604800000", 5), "message.timestamp.type": ("LogAppendTime", 1)}
+
+
+def test_incremental_alter_reaches_the_active_segment_at_once(broker):
+    from tests.broker.test_produce_fetch import batch, produce
+
+    broker.create_topic("grows")
+    directory = broker.context.layout.log_dir("grows", 0)
+    with broker.client() as c:
+        assert produce(c, "grows", batch([b"x" * 100])).error_code == ErrorCode.none
+        assert len(list(directory.glob("*.log"))) == 1
+        res = inc_req.AlterConfigsResource(resource_type=2, resource_name="grows", configs=(
+            inc_req.AlterableConfig(name="segment.bytes", config_operation=0, value="300"),))
+        resp = c.request(inc_req.IncrementalAlterConfigsRequest(resources=(res,), validate_only=False))
+        assert resp.responses[0].error_code == ErrorCode.none
+        # The open log's active segment rolls by the new size on the very next appends.
+        for _ in range(3):
+            assert produce(c, "grows", batch([b"y" * 100])).error_code == ErrorCode.none
+    assert len(list(directory.glob("*.log"))) >= 3
+    log = broker.context.partitions._partitions[("grows", 0)].log
+    assert log.config.segment_bytes == 300 and log.active_segment.config.segment_bytes == 300
 
 
 def test_describe_cluster_and_producer_ids(broker):

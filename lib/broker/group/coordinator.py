@@ -17,15 +17,17 @@ deadlines (`tick`) and offset retention (`expire_offsets`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from topiclake.segments.batch import Record, build_batch, iter_batches
-from topiclake.segments.control import ControlRecordType, build_end_txn_marker, parse_control_record
+from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
+from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
 
+from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
                   OffsetFetchResponse, PartitionResult, Result, SyncRequest, SyncResponse)
@@ -220,17 +222,9 @@ class GroupService:
     async def _append_batch(self, shard: Shard, batch: bytes) -> None:
         part = shard.partition
 
-        def append():
-            from topiclake.segments.batch import read_header
-
-            header = read_header(batch)
-            result = part.log.append(batch, leader_epoch=LEADER_EPOCH)
-            part.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
-            if header.is_transactional and hasattr(part, "txns"):
-                part.txns.on_data(header, result.first_offset)  # holds back the partition's LSO
-            return result
-
-        await self.partitions.run_io(append)
+        # The partition's producer and transaction state follow the append, as for Produce: a
+        # transactional offsets batch holds back this partition's LSO until its marker.
+        await self.partitions.run_io(part.append_batch, batch, read_header(batch), LEADER_EPOCH)
         part.notify()
 
     # ================================================================ classic groups
@@ -323,19 +317,12 @@ class GroupService:
                 if not shard.loaded:
                     raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
                 part = shard.partition
-                marker = build_end_txn_marker(offset=0, timestamp=now_ms(), producer_id=producer_id,
-                                              producer_epoch=producer_epoch, commit=commit,
-                                              coordinator_epoch=coordinator_epoch, partition_leader_epoch=LEADER_EPOCH)
-
-                def append_marker():
-                    result = part.log.append(marker, leader_epoch=LEADER_EPOCH)
-                    if hasattr(part, "txns"):  # the transaction's end releases the LSO
-                        part.producers.observe_marker(producer_id, producer_epoch)
-                        part.txns.on_marker(producer_id, result.first_offset, commit)
-                    return result
-
                 try:
-                    await self.partitions.run_io(append_marker)
+                    # The one marker path (txn.markers): it also releases this partition's LSO
+                    # and applies the producer epoch, live.
+                    await self.partitions.run_io(functools.partial(
+                        write_marker, part, producer_id, producer_epoch, commit, now_ms(),
+                        coordinator_epoch=coordinator_epoch))
                 except Exception:
                     log.exception("writing the %s marker of producer %d to %s-%d failed: reloading it",
                                   "COMMIT" if commit else "ABORT", producer_id, OFFSETS_TOPIC, index)

@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
 from ..errors import BrokerError, error_code
-from ..wire import FileRegion, make, nested
+from ..wire import SENDFILE_MIN_BYTES, FileRegion, make, nested
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,14 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
 
 
 def _records_of(result) -> bytes | FileRegion:
-    if result is None:
+    """A large range stays in the file (the connection sendfiles it; the region keeps the read
+    result, and with it the open segment file, alive until sent). A small one is read here, on
+    the reader thread, so the event loop never waits on the disk for it."""
+    if result is None or result.size == 0:
         return b""
-    fileobj = getattr(result, "file", None)
-    if fileobj is not None and getattr(result, "data", None) is None:
-        return FileRegion(fileobj, result.position, result.size, keepalive=result)
-    return result.to_bytes()
+    if result.size < SENDFILE_MIN_BYTES:
+        return result.to_bytes()
+    return FileRegion(result.file, result.position, result.size, keepalive=result)
 
 
 async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = False) -> int:

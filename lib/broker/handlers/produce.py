@@ -67,10 +67,7 @@ def _append(part, data: bytes, header: BatchHeader):
     duplicate = part.producers.check(header)
     if duplicate is not None:
         return duplicate
-    result = part.log.append(data, leader_epoch=LEADER_EPOCH)
-    part.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
-    part.txns.on_data(header, result.first_offset)  # a transactional batch holds back the LSO
-    return result
+    return part.append_batch(data, header, LEADER_EPOCH)
 
 
 def _datetime(ms: int | None):

@@ -9,12 +9,14 @@ COORDINATOR_EPOCH = 0  # the __transaction_state partition's leader epoch: one b
 LEADER_EPOCH = 0  # as handlers.metadata.LEADER_EPOCH: every partition has this one broker as leader
 
 
-def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> int:
+def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_ms: int, *,
+                 coordinator_epoch: int = COORDINATOR_EPOCH) -> int:
     """On the partition manager's I/O thread: append the marker and apply it to the partition's
     producer state (the epoch fences older batches) and open-transaction state (the LSO moves).
-    Returns the marker's offset."""
+    Every marker goes through here, `__consumer_offsets` ones included (GroupService). Returns
+    the marker's offset."""
     data = build_end_txn_marker(offset=0, timestamp=now_ms, producer_id=producer_id,
-                                producer_epoch=producer_epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH)
+                                producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch)
     result = part.log.append(data, leader_epoch=LEADER_EPOCH)
     part.producers.observe_marker(producer_id, producer_epoch)
     part.txns.on_marker(producer_id, result.first_offset, commit)
