@@ -17,33 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy (loaded by pyarrow) must not spin idle threads
 
 from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
+from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
 from topiclake.segments import arrow  # noqa: E402
-from topiclake.segments.batch import Record, build_batch, set_base_offset  # noqa: E402
+from topiclake.segments.batch import set_base_offset  # noqa: E402
 
-RECORDS_PER_BATCH = 1000
 TEMPLATES = 8  # distinct batches, tiled (with their base offsets patched) up to the wanted size
 CODECS = ("none", "lz4", "zstd")
-
-
-def template_batch(seed: int, codec: str) -> bytes:
-    """1000 records with 16-byte keys and 100-byte JSON-ish values (compressible like real data)."""
-    rng = random.Random(seed)
-    records = []
-    for i in range(RECORDS_PER_BATCH):
-        key = b"user-%011d" % rng.randrange(10**11)
-        value = b'{"id":%d,"event":"%s","amount":%d.%02d,"session":"%s"' % (
-            rng.randrange(10**9), rng.choice([b"click", b"view", b"purchase", b"scroll"]),
-            rng.randrange(10**5), rng.randrange(100), rng.randbytes(12).hex().encode())
-        value = value.ljust(99, b" ") + b"}"
-        records.append(Record(i, 1_700_000_000_000 + rng.randrange(60_000), key, value))
-    return build_batch(records, base_offset=0, compression=codec)
 
 
 def make_log(codec: str, batches: int) -> bytes:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 import time
@@ -35,33 +34,21 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from _broker import running_broker  # noqa: E402
-from topiclake.segments.batch import Record, build_batch, set_base_offset  # noqa: E402
+from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
+from topiclake.segments.batch import set_base_offset  # noqa: E402
 from topiclake.segments.config import LogConfig  # noqa: E402
 from topiclake.segments.log import Log  # noqa: E402
 from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
 
 TOPIC = "bench"
-RECORDS_PER_BATCH = 1000
 TEMPLATES = 8
 SEGMENT_BYTES = 64 * 1024 * 1024
-
-
-def template_batch(seed: int, codec: str) -> bytes:
-    rng = random.Random(seed)
-    records = []
-    for i in range(RECORDS_PER_BATCH):
-        key = b"user-%011d" % rng.randrange(10**11)
-        value = b'{"id":%d,"event":"%s","amount":%d.%02d,"session":"%s"' % (
-            rng.randrange(10**9), rng.choice([b"click", b"view", b"purchase", b"scroll"]),
-            rng.randrange(10**5), rng.randrange(100), rng.randbytes(12).hex().encode())
-        records.append(Record(i, 1_714_521_600_000 + rng.randrange(3_600_000), key, value.ljust(99, b" ") + b"}"))
-    return build_batch(records, base_offset=0, compression=codec)
 
 
 def write_topic(root: Path, records: int, partitions: int, codec: str) -> int:
     """Segment files through the Log (it assigns offsets, builds indexes, closes cleanly)."""
     TopicRegistry(StorageLayout(root)).create(TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
-    templates = [template_batch(seed, codec) for seed in range(TEMPLATES)]
+    templates = [template_batch(seed, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000) for seed in range(TEMPLATES)]
     config = LogConfig.from_properties({"segment.bytes": str(SEGMENT_BYTES)})
     batches = records // RECORDS_PER_BATCH
     written = 0

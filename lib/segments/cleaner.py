@@ -39,7 +39,7 @@ from .batch import (BatchHeader, Record, RecordBatch, TimestampType, build_batch
 from .config import LogConfig
 from .errors import CorruptRecordError
 from .log_summary import InvalidLogStateError, SegmentData, check_sorted
-from .offset_map import NO_OFFSET, OffsetMap, build_offset_map
+from .offset_map import NO_OFFSET, OffsetMap, batch_windows, build_offset_map
 from .txn_metadata import (AbortedTxn, CleanedTransactionMetadata, LastRecord, collect_aborted_txns, control_type,
                            producer_last_records)
 
@@ -247,9 +247,6 @@ def _kept_nothing(v: _Verdict, records_read: int) -> _Filtered:
 # shouldRetainRecord becomes numpy masks over the whole window, untouched batches are copied byte
 # for byte and the kept records of the others are re-encoded natively in one call.
 
-# Batch bytes judged per window: bounds the decoded columns held in memory.
-WINDOW_BYTES = 16 << 20
-
 
 def _keep_mask(records: pa.RecordBatch, batch_of_row: np.ndarray, horizon_open: np.ndarray,
                rnd: _Round) -> tuple[np.ndarray, np.ndarray]:
@@ -378,18 +375,10 @@ def _batches(segments: Sequence[SegmentData], topic: str, partition: int) -> Ite
 
 def _segment_windows(segment: SegmentData, rnd: _Round, txn: CleanedTransactionMetadata,
                      source: str) -> Iterator[list[_Verdict]]:
-    """The segment's batches judged in log order, in windows of about WINDOW_BYTES; a DELETE
+    """The segment's batches judged in log order, in windows (offset_map.batch_windows); a DELETE
     batch is judged without looking at its records."""
-    window: list[_Verdict] = []
-    size = 0
-    for batch in iter_batches(segment.data, source=source):
-        window.append(_judge(batch, rnd, txn))
-        size += batch.size
-        if size >= WINDOW_BYTES:
-            yield window
-            window, size = [], 0
-    if window:
-        yield window
+    for window in batch_windows(iter_batches(segment.data, source=source)):
+        yield [_judge(batch, rnd, txn) for batch in window]
 
 
 def clean_group(group: Sequence[SegmentData], rnd: _Round, txn: CleanedTransactionMetadata, *,

@@ -283,7 +283,9 @@ def _mappable(batch: RecordBatch, aborted: AbortedIndex) -> bool:
     return not batch.is_control and not aborted.is_aborted(batch.header)
 
 
-def _windows(batches: Iterable[RecordBatch]) -> Iterator[list[RecordBatch]]:
+def batch_windows(batches: Iterable[RecordBatch]) -> Iterator[list[RecordBatch]]:
+    """Consecutive batches in groups of about WINDOW_BYTES: one columnar decode per group keeps
+    memory bounded without paying per-batch call overhead."""
     window: list[RecordBatch] = []
     size = 0
     for batch in batches:
@@ -328,7 +330,7 @@ def task_offset_map(batches: Iterable[RecordBatch], *, start: int, end: int,
     so only one row per distinct key leaves the task. Merge the shares with `OffsetMap.merge`."""
     index = as_aborted_index(aborted)
     acc = _Accumulator()
-    for window in _windows(_until(batches, end)):
+    for window in batch_windows(_until(batches, end)):
         keyed = _keyed_records(window, start, end, index)
         acc.add(keyed.words, keyed.offsets)
     return acc.result(NO_OFFSET)
@@ -366,7 +368,7 @@ def build_offset_map(segments: Sequence[SegmentData], *, start: int, end: int,
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         source = f"{topic}-{partition} segment {segment.base_offset}"
         try:
-            for window in _windows(iter_batches(segment.data, source=source)):
+            for window in batch_windows(iter_batches(segment.data, source=source)):
                 keyed = _keyed_records(window, start, None, index)
                 if max_entries is not None:
                     stop = _first_refused_put(acc.fold(), keyed.words, max_entries)

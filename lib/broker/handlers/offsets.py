@@ -19,6 +19,13 @@ from .registry import REGISTRY
 _NO_THROTTLE = datetime.timedelta(0)
 
 
+def commit_offsets_of(body) -> tuple[CommitOffset, ...]:
+    """The flat offsets of an OffsetCommit or TxnOffsetCommit request (same topic nesting)."""
+    return tuple(CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
+                              getattr(p, "committed_leader_epoch", -1))
+                 for t in body.topics for p in t.partitions)
+
+
 def _grouped(results, cls, make_part):
     """Rebuild the per-topic nesting of a response from a flat list of per-partition results."""
     topics: dict[str, list] = {}
@@ -33,9 +40,7 @@ async def offset_commit(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
-    offsets = tuple(CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
-                                 getattr(p, "committed_leader_epoch", -1))
-                    for t in body.topics for p in t.partitions)
+    offsets = commit_offsets_of(body)
     retention = ms(getattr(body, "retention_time", None))
     req = OffsetCommitRequest(body.group_id, offsets, body.generation_id_or_member_epoch, body.member_id,
                               getattr(body, "group_instance_id", None), retention if retention >= 0 else -1)

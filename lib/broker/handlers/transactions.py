@@ -17,11 +17,11 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from ..group.api import CommitOffset
 from ..group.errors import GroupCoordinatorError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnError
 from ..wire import make, nested
+from .offsets import commit_offsets_of
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -134,9 +134,7 @@ async def txn_offset_commit(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
-    offsets = tuple(CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
-                                 getattr(p, "committed_leader_epoch", -1))
-                    for t in body.topics for p in t.partitions)
+    offsets = commit_offsets_of(body)
     codes: dict[tuple[str, int], ErrorCode] = {}
     try:
         await broker.txn.verify_produce(body.transactional_id, body.producer_id, body.producer_epoch,
