@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
+
+# py4j logs "closing down" from __del__ at interpreter exit, after pytest closed the streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 REPO = Path(__file__).resolve().parents[1]
 # shared/ sits beside the project checkout (in CI too); tests read it in place, never copy it in.
