@@ -2,8 +2,8 @@
 
 It runs the real pieces the way a user would, each as its own `topiclake` command: a broker on
 loopback over ./data, a standard Kafka client (confluent-kafka) producing keyed records with
-headers, the Spark ingest into a Delta table (local mode), SQL over that table, and dump-log of a
-segment the broker wrote. Run it twice: the second ingest picks up only the new records.
+headers, the Spark ingest into a Delta table (local mode) whose consumer-group offsets show up in
+`groups lag`, SQL over that table, and dump-log of a segment the broker wrote. Run it twice: the second ingest picks up only the new records.
 """
 
 from __future__ import annotations
@@ -44,16 +44,20 @@ def demo(
             _topiclake("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--bootstrap", bootstrap)
         console.rule(f"[bold]2. producing {records} records to {TOPIC} with confluent-kafka")
         _produce(bootstrap, records, console)
+        console.rule("[bold]3. Spark ingest into a Delta table (exactly once; reruns add only new records)")
+        # The broker stays up: the ingest mirrors its group's offsets into __consumer_offsets.
+        _topiclake("ingest", "--topic", TOPIC, "--data", str(data), "--master", "local[2]",
+                   "--bootstrap", bootstrap)
+        console.rule("[bold]4. the ingest pipeline is a consumer group: its lag, as Kafka tools see it")
+        _topiclake("groups", "lag", f"topiclake-ingest-{TOPIC}", "--bootstrap", bootstrap)
     finally:
         _stop_broker(broker, console)
-    console.rule("[bold]3. Spark ingest into a Delta table (exactly once; reruns add only new records)")
-    _topiclake("ingest", "--topic", TOPIC, "--data", str(data), "--master", "local[2]")
-    console.rule("[bold]4. SQL over the table")
+    console.rule("[bold]5. SQL over the table")
     _topiclake("sql", "--data", str(data),
                f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last "
                f"FROM `{TOPIC}` GROUP BY partition ORDER BY partition")
     segment = data / "log" / f"{TOPIC}-0" / "00000000000000000000.log"
-    console.rule(f"[bold]5. the first batches of {segment.relative_to(data.parent)} (Kafka's own format)")
+    console.rule(f"[bold]6. the first batches of {segment.relative_to(data.parent)} (Kafka's own format)")
     dump = subprocess.run(_command("dump-log", str(segment)), capture_output=True, text=True, check=True)
     console.print("\n".join(dump.stdout.splitlines()[:6]), markup=False, highlight=False)
     console.rule("[bold green]done")
