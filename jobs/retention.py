@@ -19,13 +19,8 @@ import argparse
 import logging
 import sys
 
-from topiclake.lake.retention import RetentionOptions, format_summary, retain
-from topiclake.lake.table_maintenance import TableMaintenanceOptions
-from topiclake.segments.settings import load_settings, storage_root
-
-
-def _split(values: list[str]) -> tuple[str, ...]:
-    return tuple(v for arg in values for v in arg.split(",") if v)
+from topiclake.lake.retention import format_summary, options_from_args, retain
+from topiclake.segments.errors import TopiclakeError
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -46,20 +41,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def options_from(args: argparse.Namespace) -> RetentionOptions:
-    tables = None
-    if args.table_retention_days is not None or args.optimize or args.vacuum_hours is not None:
-        tables = TableMaintenanceOptions(tables=_split(args.table), retention_days=args.table_retention_days,
-                                         optimize=args.optimize, target_file_bytes=args.target_file_bytes,
-                                         vacuum_hours=args.vacuum_hours)
-    return RetentionOptions(root=storage_root(load_settings(args.config), args.data), topics=_split(args.topic),
-                            protect_groups=_split(args.protect_groups), now_ms=args.now_ms, dry_run=args.dry_run,
-                            tables=tables)
-
-
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = retain(options_from(parse_args(argv)))
+    try:
+        result = retain(options_from_args(parse_args(argv)))
+    except TopiclakeError as exc:  # a bad argument (unknown topic, bad config): say it, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(format_summary(result))
     return 1 if result.errors else 0
 

@@ -29,35 +29,17 @@ def retain(
     """Delete old segments (retention.ms / retention.bytes) and maintain the tables."""
     import argparse
 
-    from topiclake.lake.retention import format_summary, retain as run_retention
+    from topiclake.lake.retention import format_summary, options_from_args, retain as run_retention
     from topiclake.segments.errors import TopiclakeError
 
     args = argparse.Namespace(topic=topic, data=data, config=config, protect_groups=protect_groups, now_ms=now_ms,
                               dry_run=dry_run, table=table, table_retention_days=table_retention_days,
                               optimize=optimize, target_file_bytes=target_file_bytes, vacuum_hours=vacuum_hours)
     try:
-        result = run_retention(_options(args))
+        result = run_retention(options_from_args(args))
     except TopiclakeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(format_summary(result))
     if result.errors:
         raise typer.Exit(1)
-
-
-def _options(args):
-    from topiclake.lake.retention import RetentionOptions
-    from topiclake.lake.table_maintenance import TableMaintenanceOptions
-    from topiclake.segments.settings import load_settings, storage_root
-
-    def split(values):
-        return tuple(v for arg in values for v in arg.split(",") if v)
-
-    tables = None
-    if args.table_retention_days is not None or args.optimize or args.vacuum_hours is not None:
-        tables = TableMaintenanceOptions(tables=split(args.table), retention_days=args.table_retention_days,
-                                         optimize=args.optimize, target_file_bytes=args.target_file_bytes,
-                                         vacuum_hours=args.vacuum_hours)
-    return RetentionOptions(root=storage_root(load_settings(args.config), args.data), topics=split(args.topic),
-                            protect_groups=split(args.protect_groups), now_ms=args.now_ms, dry_run=args.dry_run,
-                            tables=tables)

@@ -66,6 +66,27 @@ class RetentionOptions:
     tables: TableMaintenanceOptions | None = None
 
 
+def split_names(values: Sequence[str]) -> tuple[str, ...]:
+    """Repeatable name options that may also be comma lists: ("a,b", "c") -> ("a", "b", "c")."""
+    return tuple(v for arg in values for v in arg.split(",") if v)
+
+
+def options_from_args(args) -> RetentionOptions:
+    """The job's options from parsed command-line values (jobs/retention.py and `topiclake retain`
+    share the flag names): config, data, topic, protect_groups, now_ms, dry_run, table,
+    table_retention_days, optimize, target_file_bytes, vacuum_hours."""
+    from topiclake.segments.settings import load_settings, storage_root
+
+    tables = None
+    if args.table_retention_days is not None or args.optimize or args.vacuum_hours is not None:
+        tables = TableMaintenanceOptions(tables=split_names(args.table), retention_days=args.table_retention_days,
+                                         optimize=args.optimize, target_file_bytes=args.target_file_bytes,
+                                         vacuum_hours=args.vacuum_hours)
+    return RetentionOptions(root=storage_root(load_settings(args.config), args.data), topics=split_names(args.topic),
+                            protect_groups=split_names(args.protect_groups), now_ms=args.now_ms, dry_run=args.dry_run,
+                            tables=tables)
+
+
 @dataclass(slots=True)
 class PartitionRetention:
     topic: str
