@@ -43,6 +43,16 @@ def section(settings: Mapping[str, Any], name: str) -> dict[str, Any]:
     return dict(value)
 
 
+def section_dataclass(cls, name: str, values: Mapping[str, Any]):
+    """A settings dataclass from its TOML section; an unknown key is an error, not a silent typo."""
+    import dataclasses
+
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise InvalidConfigError(f"unknown [{name}] settings: {', '.join(sorted(unknown))}")
+    return cls(**values)
+
+
 def storage_root(settings: Mapping[str, Any], explicit: str | os.PathLike | None = None) -> Path:
     if explicit is not None:
         return Path(explicit)

@@ -3,11 +3,11 @@ offsets.* broker properties, in milliseconds unless the Kafka name says otherwis
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from topiclake.segments.errors import InvalidConfigError
+from topiclake.segments.settings import section_dataclass
 
 from .classic import GroupConfig
 
@@ -35,11 +35,7 @@ class GroupsConfig:
 
     @classmethod
     def from_section(cls, values: Mapping[str, Any]) -> "GroupsConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise InvalidConfigError(f"unknown [groups] settings: {', '.join(sorted(unknown))}")
-        config = cls(**values)
+        config = section_dataclass(cls, "groups", values)
         if config.offsets_topic_partitions < 1:
             raise InvalidConfigError("[groups] offsets_topic_partitions must be at least 1")
         return config

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from topiclake.segments.errors import InvalidConfigError
+from topiclake.segments.settings import section_dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,11 +22,8 @@ class TransactionsConfig:
 
     @classmethod
     def from_section(cls, values: Mapping[str, Any]) -> "TransactionsConfig":
+        config = section_dataclass(cls, "transactions", values)
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise InvalidConfigError(f"unknown [transactions] settings: {', '.join(sorted(unknown))}")
-        config = cls(**values)
         for name in names:
             if getattr(config, name) < 1:
                 raise InvalidConfigError(f"[transactions] {name} must be at least 1")
