@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
 
@@ -33,8 +34,17 @@ def main() -> None:
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000,
-                             max_poll_records=5, fetch_max_wait_ms=100, client_id=f"member-{path[-5:]}")
+                             max_poll_records=5, fetch_max_wait_ms=100, client_id=f"member-{Path(path).stem}")
     consumer.subscribe([topic], listener=Listener())
+    # Know the topic's partitions before the first poll (which joins the group). Otherwise a
+    # member that becomes leader may assign before its metadata has the topic (an empty
+    # assignment), then rejoin once the metadata arrives; kafka-python (3.0.12) stalls for good if
+    # poll()'s timeout runs out while that rejoin is in flight: the leader's assignment already
+    # cleared the metadata trigger, so need_rejoin() is False and the finished JoinGroup/SyncGroup
+    # is never picked up. The member never gets its partitions nor heartbeats again, and the
+    # broker rightly drops it after the session timeout.
+    while not consumer.partitions_for_topic(topic):
+        time.sleep(0.1)
     while True:
         batches = consumer.poll(timeout_ms=200)
         if not batches:

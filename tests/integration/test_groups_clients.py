@@ -69,14 +69,15 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, sta
     producer.close()
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, detail=None):
+    """Poll `predicate` until it is truthy; `detail()` (if given) says what things looked like at the timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\n{detail()}" if detail else ""))
 
 
 # ------------------------------------------------------------ kafka-python, kill -9
@@ -113,6 +114,15 @@ class Member:
             self.proc.kill()
             self.proc.wait(10)
 
+    def summary(self) -> str:
+        """For failure messages: liveness, consumed/committed/failed-commit counts, last group events."""
+        events = self.events()
+        counts = {k: sum(1 for _t, kind, _a in events if kind == k) for k in "CKE"}
+        rebalances = [f"{kind} {','.join(args)}" for _t, kind, args in events if kind in "AR"][-4:]
+        state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+        return (f"{self.path.name}: {state}, owns {sorted(self.owned())}, read {counts['C']}, "
+                f"committed {counts['K']}, failed commits {counts['E']}, last rebalance events {rebalances}")
+
 
 def ownership_intervals(member: Member, end: float) -> list[tuple[int, float, float]]:
     intervals, since = [], {}
@@ -130,13 +140,21 @@ def ownership_intervals(member: Member, end: float) -> list[tuple[int, float, fl
 def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
     partitions, group = 7, f"kp-{uuid.uuid4().hex[:6]}"
     topic = create_topic(broker.bootstrap, partitions)
-    produce(broker.bootstrap, topic, partitions, 30)
+    produce(broker.bootstrap, topic, partitions, 20)
     members = [Member(broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
+
+    def state():
+        return "\n".join(m.summary() for m in members)
+
     try:
         wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 3]
-                 and set().union(*(m.owned() for m in members)) == set(range(partitions)), 40,
-                 "three members owning 3, 2, 2 partitions")
-        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 20, "commits by all")
+                 and set().union(*(m.owned() for m in members)) == set(range(partitions)), 60,
+                 "three members owning 3, 2, 2 partitions", detail=state)
+        # Records for every member to read in the final generation: on a slow machine one member can
+        # start late and be given partitions the others already read to the end (then it commits nothing).
+        produce(broker.bootstrap, topic, partitions, 10, start=20)
+        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, "commits by all",
+                 detail=state)
         victim = members[0]
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(10)
@@ -144,7 +162,8 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
         produce(broker.bootstrap, topic, partitions, 30, start=30)
         survivors = members[1:]
         wait_for(lambda: set().union(*(m.owned() for m in survivors)) == set(range(partitions))
-                 and not (survivors[0].owned() & survivors[1].owned()), 40, "two survivors owning all 7")
+                 and not (survivors[0].owned() & survivors[1].owned()), 40, "two survivors owning all 7",
+                 detail=state)
 
         def committed_to_end():
             last = {}
@@ -154,7 +173,7 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
                         last[int(args[0])] = max(last.get(int(args[0]), 0), int(args[1]))
             return all(last.get(p) == 60 for p in range(partitions))
 
-        wait_for(committed_to_end, 60, "every partition committed to its end (60)")
+        wait_for(committed_to_end, 60, "every partition committed to its end (60)", detail=state)
     finally:
         for m in members:
             m.stop()
