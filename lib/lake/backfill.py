@@ -34,7 +34,7 @@ from topiclake.segments.storage import StorageLayout
 from . import delta, quality
 from .decode import TaskWriter, file_stats
 from .errors import ConcurrentWriterError, DataLossError, LakeError
-from .ingest import GROUP_PREFIX, table_name, resolve_table_uri, run_tasks
+from .ingest import GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, table_name, validate_new_files
 from .plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
 from .progress import ProgressCallback
 from .scan import scan_partition
@@ -94,20 +94,21 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
     partition_by = table.metadata().partition_columns
     tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
+    suite = quality.Suite.load(options.expectations_dir, table_name(uri))
+    quality.check_suite(suite, table_name(uri))
     typed = typed_columns_of(table)
     # Typed columns as the table has them; bad values are already in the quarantine table for
     # ingested offsets, so the backfill sends none there (quarantine_from = end).
     writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000, partition_by={uri: partition_by},
                         value_schemas={uri: typed.to_json()} if typed else None,
-                        quarantine_from={(uri, topic, partition): end})
+                        quarantine_from={(uri, topic, partition): end}, task_suites=task_suites_of({uri: suite}))
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
-    result.quality = quality.validate(
-        spark, table_uri=uri, table=table_name(uri), files=[r["path"] for r in new_files],
-        schema=table.schema(), ranges={(topic, partition): (start, end)},
-        root=options.root, operation="backfill", run_id=run_id, expectations_dir=options.expectations_dir)
+    result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
+                                        ranges={(topic, partition): (start, end)}, root=options.root,
+                                        operation="backfill", run_id=run_id)
 
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}

@@ -26,14 +26,10 @@ import pyarrow.parquet as pq
 
 from topiclake.segments.arrow import decode_to_arrow
 
+from .quality import validate_rows
 from .schema import DATA_SCHEMA, RECORD_DATE, TIMESTAMP_TYPE
 from .source import open_segment
 from .values import ERROR_COLUMN, ValueSchema, decode_values, quarantine_uri
-
-#: The task rows the driver sends (one row = one Spark partition = one byte range).
-TASK_DDL = ("table_uri STRING, topic STRING, partition INT, path STRING, inode BIGINT, start BIGINT, "
-            "end BIGINT, min_offset BIGINT, max_offset BIGINT, "
-            "aborted ARRAY<STRUCT<producer_id: BIGINT, first_offset: BIGINT, last_offset: BIGINT>>")
 
 #: What comes back: one row per written file, plus one per task with `path` null (its counters).
 RESULT_SCHEMA = pa.schema([
@@ -43,22 +39,27 @@ RESULT_SCHEMA = pa.schema([
     ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("stats", pa.string()),
     ("bytes_read", pa.int64()), ("records_read", pa.int64()),
     ("dropped_control", pa.int64()), ("dropped_aborted", pa.int64()), ("quarantined", pa.int64()),
+    ("quality", pa.string()),  # the task's great-expectations outcome (quality.validate_rows)
 ])
 RESULT_DDL = ("table_uri STRING, topic STRING, partition INT, path STRING, size BIGINT, partition_values STRING, "
               "modification_time BIGINT, num_records BIGINT, min_offset BIGINT, max_offset BIGINT, stats STRING, "
               "bytes_read BIGINT, records_read BIGINT, dropped_control BIGINT, dropped_aborted BIGINT, "
-              "quarantined BIGINT")
+              "quarantined BIGINT, quality STRING")
 
+# Columns that rarely repeat: a dictionary would be built per file only to be abandoned.
+_NO_DICTIONARY = frozenset({"offset", "timestamp", "value"})
 _STATS_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "ingested_at")
 _NULL_COUNT_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "ingested_at")
 
 
 class TaskWriter:
-    """The mapInArrow function (a picklable callable: Spark ships it to the executors)."""
+    """What one task does: decode, read_committed, table columns, quality, Parquet files (picklable:
+    Spark ships it to the executors inside PlannedTasks)."""
 
     def __init__(self, *, run_id: str, ingested_at_us: int, partition_by: dict[str, list[str]],
                  value_schemas: dict[str, str] | None = None,
-                 quarantine_from: dict[tuple[str, str, int], int] | None = None, compression: str = "snappy"):
+                 quarantine_from: dict[tuple[str, str, int], int] | None = None,
+                 task_suites: dict[str, str] | None = None, compression: str = "snappy"):
         self.run_id = run_id
         self.ingested_at_us = ingested_at_us
         self.partition_by = partition_by  # table uri -> partition columns
@@ -66,12 +67,12 @@ class TaskWriter:
         self.value_schemas = value_schemas or {}
         # (table uri, topic, partition) -> first offset the quarantine table does not hold yet
         self.quarantine_from = quarantine_from or {}
+        # table uri -> the expectations each task runs on its rows (quality.Suite.task_document)
+        self.task_suites = task_suites or {}
         self.compression = compression
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for task in batch.to_pylist():  # task rows, not records: a handful per partition
-                yield pa.RecordBatch.from_pylist(self.run_task(task), schema=RESULT_SCHEMA)
+    def for_tasks(self, tasks: list[dict]) -> "PlannedTasks":
+        return PlannedTasks(self, tasks)
 
     def run_task(self, task: dict) -> list[dict]:
         uri = task["table_uri"]
@@ -82,6 +83,9 @@ class TaskWriter:
             good, bad = self._typed(task, table)
             outputs = [(uri, good), (quarantine_uri(uri), bad)]
             counters["quarantined"] = bad.num_rows
+        if uri in self.task_suites:  # the rows of this table's files, before they are written
+            counters["quality"] = validate_rows(outputs[0][1], self.task_suites[uri], table=uri,
+                                                min_offset=task["min_offset"], max_offset=task["max_offset"])
         rows = []
         for target, data in outputs:
             for part_values, part in _split(data, self.partition_by[uri]):
@@ -124,7 +128,8 @@ class TaskWriter:
         name = (f"{prefix}part-{task['topic']}-{task['partition']}-{task['min_offset']:020d}-"
                 f"{self.run_id}-{uuid.uuid4().hex[:12]}.{self.compression}.parquet")
         fs.create_dir(f"{base}/{prefix}".rstrip("/"), recursive=True)
-        pq.write_table(part, f"{base}/{name}", filesystem=fs, compression=self.compression)
+        pq.write_table(part, f"{base}/{name}", filesystem=fs, compression=self.compression,
+                       use_dictionary=[c for c in part.column_names if c not in _NO_DICTIONARY])
         info = fs.get_file_info(f"{base}/{name}")
         offsets = part.column("offset")
         return {
@@ -135,6 +140,23 @@ class TaskWriter:
             "min_offset": pc.min(offsets).as_py(), "max_offset": pc.max(offsets).as_py(),
             "stats": file_stats(part),
         }
+
+
+class PlannedTasks:
+    """The mapInArrow function over `spark.range(len(tasks))` cut into one partition per task:
+    the planned tasks travel with the function, so the job's source is the JVM's own range and
+    no Python-side data source runs next to each task. A task is a dict: table_uri, topic,
+    partition, path, inode, start, end (byte range), min_offset, max_offset and aborted (a list of
+    {producer_id, first_offset, last_offset})."""
+
+    def __init__(self, writer: TaskWriter, tasks: list[dict]):
+        self.writer = writer
+        self.tasks = tasks
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column("id").to_pylist():
+                yield pa.RecordBatch.from_pylist(self.writer.run_task(self.tasks[index]), schema=RESULT_SCHEMA)
 
 
 def read_task(task: dict) -> tuple[pa.Table, dict]:
@@ -150,11 +172,12 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
     read = records.num_rows
     control = records.column("is_control")
     aborted = _aborted_mask(records, task["aborted"] or [])
-    drop = pc.or_(control, aborted)
-    kept = records.filter(pc.invert(drop))
+    dropped_control = pc.sum(control.cast(pa.int64())).as_py() or 0
+    dropped_aborted = pc.sum(pc.and_(aborted, pc.invert(control)).cast(pa.int64())).as_py() or 0
+    # Filtering copies every column, keys and values included: only when something goes.
+    kept = records.filter(pc.invert(pc.or_(control, aborted))) if dropped_control or dropped_aborted else records
     counters = {"bytes_read": task["end"] - task["start"], "records_read": read,
-                "dropped_control": pc.sum(control.cast(pa.int64())).as_py() or 0,
-                "dropped_aborted": pc.sum(pc.and_(aborted, pc.invert(control)).cast(pa.int64())).as_py() or 0}
+                "dropped_control": dropped_control, "dropped_aborted": dropped_aborted}
     return kept, counters
 
 
@@ -185,7 +208,11 @@ def _split(table: pa.Table, partition_by: list[str]) -> Iterator[tuple[dict[str,
     if partition_by != [RECORD_DATE]:
         raise ValueError(f"unsupported partition columns {partition_by}")
     dates = pc.cast(table.column("timestamp"), pa.date32())
-    for day in pc.unique(dates).to_pylist():
+    days = pc.unique(dates).to_pylist()
+    if len(days) == 1:  # the common case: no copy
+        yield {RECORD_DATE: days[0].isoformat()}, table
+        return
+    for day in days:
         rows = table.filter(pc.equal(dates, pa.scalar(day, pa.date32())))
         yield {RECORD_DATE: day.isoformat()}, rows
 

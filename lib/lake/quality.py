@@ -1,14 +1,21 @@
 """The data-quality gate: a great-expectations suite per table, run by every ingest and backfill on
-the files it is about to commit, BEFORE the commit. A failing suite stops the run: nothing is
+the rows it is about to commit, BEFORE the commit. A failing suite stops the run: nothing is
 committed (the files are orphans for vacuum) and the group's offsets do not move.
 
-What is validated: the run's new Parquet files, read back with Spark (one validation per table
-per run, so the cost is a few Spark jobs over the new rows only, not the table). The frame gets
-one derived column, `offset_in_committed_range`: true when the row's offset lies in the range
-this run commits for its topic partition ([planned start, new offset) for ingest, the
-backfilled [from, to) for backfill). That is what makes checking only the new files enough for
-"each offset once": every offset the table already holds is below the planned start, so new rows
-inside the range can only clash with each other, which the uniqueness expectation catches.
+Where the suite runs. Most expectations judge each row on its own (not null, in a set, between,
+a regex...), and the one that does not, uniqueness, is keyed by (topic, partition, offset), which
+the plan splits into disjoint tasks. So those run inside the executors, on each task's rows while
+they are still in memory (great-expectations' pandas engine), and the driver merges the per-task
+results (counts add up, samples are concatenated): no second read of the data, no shuffle. The
+executor adds one column, `offset_in_committed_range`: true when the row's offset lies in its
+task's range, which is inside the range this run commits for the partition. Rows in their task's
+range and unique within the task are unique across the run; every offset the table already holds
+is below the run's start, so "each offset once" holds for the table.
+
+Every other expectation (aggregates such as row counts or means, uniqueness of other columns, a
+`mostly` below 1, a row_condition) runs on the driver with great-expectations' Spark engine over
+the run's new Parquet files, read back: a few Spark jobs over the new rows only. The driver also
+checks that the files it is about to commit hold exactly the rows the tasks validated.
 
 Suites: `conf/expectations/<table>.json`, great-expectations' own suite JSON
 (`{"expectations": [{"type": "expect_...", "kwargs": {...}}, ...]}`); without a file the
@@ -21,14 +28,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import LakeError
 
@@ -36,6 +46,8 @@ log = logging.getLogger(__name__)
 
 IN_RANGE = "offset_in_committed_range"
 SITE = "topiclake"
+RESULT_FORMAT = "SUMMARY"
+_SAMPLE = 20  # unexpected values kept per expectation, as great-expectations' SUMMARY keeps
 
 #: The contract every table keeps unless its own suite says otherwise.
 DEFAULT_SUITE: dict = {"expectations": [
@@ -45,6 +57,24 @@ DEFAULT_SUITE: dict = {"expectations": [
     {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "timestamp"}},
     {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": IN_RANGE, "value_set": [True]}},
 ]}
+
+#: Expectations that judge every row by itself: run per task, their counts add up.
+ROW_LOCAL = frozenset({
+    "expect_column_values_to_not_be_null", "expect_column_values_to_be_null",
+    "expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_match_regex", "expect_column_values_to_not_match_regex",
+    "expect_column_values_to_match_regex_list", "expect_column_values_to_not_match_regex_list",
+    "expect_column_value_lengths_to_be_between", "expect_column_value_lengths_to_equal",
+    "expect_column_pair_values_to_be_equal", "expect_column_pair_values_a_to_be_greater_than_b",
+    "expect_column_pair_values_to_be_in_set", "expect_multicolumn_sum_to_equal",
+    "expect_select_column_values_to_be_unique_within_record",
+})
+#: Uniqueness expectations and their column argument: per task when keyed by the offset.
+UNIQUENESS = {"expect_compound_columns_to_be_unique": "column_list",
+              "expect_multicolumn_values_to_be_unique": "column_list",
+              "expect_column_values_to_be_unique": "column"}
+OFFSET_KEY = frozenset({"topic", "partition", "offset"})
 
 _GLOB = re.compile(r"([*?\[\]{}\\])")
 
@@ -75,6 +105,44 @@ class QualityReport:
         return f"quality {state} ({self.evaluated} expectations, suite {self.suite_source}): {self.path}"
 
 
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """A table's suite, split into what each task runs on its rows and what the driver runs."""
+
+    expectations: tuple[dict, ...]
+    source: str  # the suite file, or "default"
+
+    @classmethod
+    def load(cls, expectations_dir: Path | None, table: str) -> "Suite":
+        doc, source = load_suite(expectations_dir, table)
+        return cls(tuple(doc["expectations"]), source)
+
+    @property
+    def per_task(self) -> list[int]:
+        return [i for i, e in enumerate(self.expectations) if runs_per_task(e)]
+
+    @property
+    def on_driver(self) -> list[int]:
+        return [i for i, e in enumerate(self.expectations) if not runs_per_task(e)]
+
+    def task_document(self) -> str | None:
+        """What the executors get (JSON), None when every expectation runs on the driver."""
+        chosen = [self.expectations[i] for i in self.per_task]
+        return json.dumps({"expectations": chosen}) if chosen else None
+
+
+def runs_per_task(expectation: dict) -> bool:
+    kwargs = expectation.get("kwargs", {})
+    if kwargs.get("row_condition") or kwargs.get("mostly", 1) != 1:
+        return False  # a filter written for one engine; a tolerance that only the total can judge
+    kind = expectation.get("type")
+    if kind in UNIQUENESS:
+        columns = kwargs.get(UNIQUENESS[kind])
+        columns = {columns} if isinstance(columns, str) else set(columns or ())
+        return OFFSET_KEY <= columns
+    return kind in ROW_LOCAL
+
+
 def quality_dir(root: Path) -> Path:
     return Path(root).resolve() / "quality"
 
@@ -88,43 +156,220 @@ def load_suite(expectations_dir: Path | None, table: str) -> tuple[dict, str]:
                 doc = json.loads(path.read_text())
             except ValueError as exc:
                 raise LakeError(f"expectation suite {path}: not JSON: {exc}") from None
-            if not isinstance(doc, dict) or not isinstance(doc.get("expectations"), list):
+            if not isinstance(doc, dict) or not isinstance(doc.get("expectations"), list) or \
+                    not all(isinstance(e, dict) for e in doc["expectations"]):
                 raise LakeError(f"expectation suite {path}: expected an object with an \"expectations\" list")
             return doc, str(path)
     return DEFAULT_SUITE, "default"
 
 
-def validate(spark, *, table_uri: str, table: str, files: Sequence[str], schema,
-             ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path, operation: str, run_id: str,
-             expectations_dir: Path | None = None) -> QualityReport | None:
-    """Validate the new files (paths relative to the table) before they are committed. Returns the
-    report, None when there is nothing to validate; raises QualityError when the suite fails.
-    `schema`: the table's schema, a pyarrow or a deltalake Schema."""
+# -- executor side ------------------------------------------------------------------------------
+
+def validate_rows(rows: pa.Table, task_document: str, *, table: str, min_offset: int, max_offset: int) -> str:
+    """Run the per-task expectations on one task's rows; the outcome as JSON for the driver:
+    {"rows": n, "results": [great-expectations result dicts, in the document's order]}."""
+    expectations = json.loads(task_document)["expectations"]
+    if rows.num_rows == 0:
+        return json.dumps({"rows": 0, "results": None})
+    offsets = rows.column("offset")
+    in_range = pc.and_(pc.greater_equal(offsets, min_offset), pc.less_equal(offsets, max_offset))
+    columns = _columns_used(expectations)
+    frame = rows.append_column(IN_RANGE, pc.fill_null(in_range, False))
+    frame = frame.select([c for c in frame.column_names if columns is None or c in columns])
+    if "topic" in frame.column_names:  # one value per task: categorical, not a Python string per row
+        frame = frame.set_column(frame.column_names.index("topic"), "topic", pc.dictionary_encode(frame["topic"]))
+    result = _task_validator().validate(frame.to_pandas(), expectations, table=table)
+    return json.dumps({"rows": rows.num_rows, "results": [r.to_json_dict() for r in result.results]})
+
+
+class _TaskValidator:
+    """One in-memory great-expectations context per executor process, reused by its tasks."""
+
+    def __init__(self):
+        gx = _import_gx()
+        self._context = gx.get_context(mode="ephemeral", project_config=_project_config(None))
+        self._batches = (self._context.data_sources.add_pandas(name="topiclake-task").add_dataframe_asset(name="rows")
+                         .add_batch_definition_whole_dataframe("task"))
+
+    def validate(self, frame, expectations: list[dict], *, table: str):
+        batch = self._batches.get_batch(batch_parameters={"dataframe": frame})
+        return batch.validate(_expectation_suite(table, expectations, "task suite"), result_format=RESULT_FORMAT)
+
+
+_VALIDATOR: _TaskValidator | None = None
+
+
+def _task_validator() -> _TaskValidator:
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        _VALIDATOR = _TaskValidator()
+    return _VALIDATOR
+
+
+# -- driver side --------------------------------------------------------------------------------
+
+def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence[str], file_records: int,
+             task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path,
+             operation: str, run_id: str) -> QualityReport | None:
+    """Judge the run's new files (paths relative to the table, holding `file_records` rows)
+    before they are committed, from the executors' per-task outcomes (validate_rows) and the
+    driver-side expectations. Returns the report, None when there is nothing to validate; raises
+    QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema."""
     if not files:
         return None
-    suite_doc, source = load_suite(expectations_dir, table)
-    with _adaptive(spark), _no_doctest_exit():
-        frame = _frame(spark, table_uri, files, schema, ranges)
-        columns = _columns_used(suite_doc)
-        if columns is not None:  # only what the suite reads, cached once for its many metric jobs
-            frame = frame.select(*[c for c in frame.columns if c in columns])
-        frame = frame.persist()
-        try:
-            report = _run_suite(frame, suite_doc, source, table=table, operation=operation, run_id=run_id,
-                                site_dir=quality_dir(root))
-        finally:
-            frame.unpersist()
+    from great_expectations.core import ExpectationSuiteValidationResult
+
+    results: dict[int, object] = {}
+    extra_failures: list[str] = []
+    per_task = suite.per_task
+    if per_task:
+        outcomes = [json.loads(o) for o in task_outcomes]
+        validated = sum(o["rows"] for o in outcomes)
+        if validated != file_records:  # a file nobody validated, or a validated row in no file
+            extra_failures.append(f"the new files hold {file_records} rows, the tasks validated {validated}")
+        for position, index in enumerate(per_task):
+            results[index] = _merge(suite.expectations[index],
+                                    [o["results"][position] for o in outcomes if o["results"] is not None])
+    if suite.on_driver:
+        with _adaptive(spark), _no_doctest_exit():
+            driver_result = _validate_frame(spark, suite, table=table, table_uri=table_uri, files=files, schema=schema,
+                                            ranges=ranges)
+        results.update(zip(suite.on_driver, driver_result.results))
+    ordered = [results[i] for i in range(len(suite.expectations))]
+    passed = sum(1 for r in ordered if r.success)
+    success = passed == len(ordered) and not extra_failures
+    outcome = ExpectationSuiteValidationResult(
+        success=success, results=ordered, suite_name=table,
+        statistics={"evaluated_expectations": len(ordered), "successful_expectations": passed,
+                    "unsuccessful_expectations": len(ordered) - passed,
+                    "success_percent": 100.0 * passed / len(ordered) if ordered else None})
+    page = _publish(outcome, table=table, operation=operation, run_id=run_id, site_dir=quality_dir(root))
+    report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
+                           path=page, suite_source=suite.source,
+                           failures=[_describe_failure(r) for r in ordered if not r.success] + extra_failures)
     if not report.success:
         raise QualityError(report)
     log.info("table %s: %s", table, report.describe())
     return report
 
 
-def _columns_used(suite_doc: dict) -> set[str] | None:
-    """The columns the suite's expectations name; None (all columns) when one of them filters rows
+def _merge(expectation: dict, parts: list[dict]):
+    """One expectation's result over the whole run from its per-task results."""
+    from great_expectations.core import ExpectationValidationResult
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    totals = Counter()
+    sample: list = []
+    counts: Counter = Counter()
+    exception = {"raised_exception": False, "exception_message": None, "exception_traceback": None}
+    for part in parts:
+        result = part.get("result") or {}
+        for key in ("element_count", "missing_count", "unexpected_count"):
+            totals[key] += result.get(key) or 0
+        sample.extend(result.get("partial_unexpected_list") or [])
+        for entry in result.get("partial_unexpected_counts") or []:
+            counts[json.dumps(entry["value"], sort_keys=True)] += entry["count"]
+        info = part.get("exception_info") or {}
+        if _exception_messages(info) and not exception["raised_exception"]:
+            exception = {"raised_exception": True, "exception_message": "; ".join(_exception_messages(info)),
+                         "exception_traceback": None}
+    elements, missing, unexpected = totals["element_count"], totals["missing_count"], totals["unexpected_count"]
+    present = elements - missing
+    merged = {"element_count": elements, "missing_count": missing, "unexpected_count": unexpected,
+              "missing_percent": 100.0 * missing / elements if elements else None,
+              "unexpected_percent": 100.0 * unexpected / present if present else None,
+              "unexpected_percent_total": 100.0 * unexpected / elements if elements else None,
+              "unexpected_percent_nonmissing": 100.0 * unexpected / present if present else None,
+              "partial_unexpected_list": sample[:_SAMPLE],
+              "partial_unexpected_counts": [{"value": json.loads(v), "count": c}
+                                            for v, c in counts.most_common(_SAMPLE)]}
+    config = ExpectationConfiguration(type=expectation["type"], kwargs=expectation.get("kwargs", {}),
+                                      meta=expectation.get("meta"))
+    return ExpectationValidationResult(success=all(p.get("success") for p in parts), expectation_config=config,
+                                       result=merged, exception_info=exception)
+
+
+def _validate_frame(spark, suite: Suite, *, table: str, table_uri: str, files: Sequence[str], schema,
+                    ranges: Mapping[tuple[str, int], tuple[int, int]]):
+    """The driver-side expectations, with great-expectations' Spark engine over the new files."""
+    expectations = [suite.expectations[i] for i in suite.on_driver]
+    frame = _frame(spark, table_uri, files, schema, ranges)
+    columns = _columns_used(expectations)
+    if columns is not None:  # only what the suite reads, cached once for its many metric jobs
+        frame = frame.select(*[c for c in frame.columns if c in columns])
+    frame = frame.persist()
+    try:
+        gx = _import_gx()
+        context = gx.get_context(mode="ephemeral", project_config=_project_config(None))
+        batch = (context.data_sources.add_spark(name="topiclake").add_dataframe_asset(name=table)
+                 .add_batch_definition_whole_dataframe("new-files").get_batch(batch_parameters={"dataframe": frame}))
+        return batch.validate(_expectation_suite(table, expectations, suite.source), result_format=RESULT_FORMAT)
+    finally:
+        frame.unpersist()
+
+
+def _publish(outcome, *, table: str, operation: str, run_id: str, site_dir: Path) -> str | None:
+    """Store the validation in the Data Docs site under `site_dir`; the page's path."""
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (ExpectationSuiteIdentifier,
+                                                                           ValidationResultIdentifier)
+
+    context = _import_gx().get_context(mode="ephemeral", project_config=_project_config(site_dir))
+    run = RunIdentifier(run_name=f"{operation}-{run_id}")
+    outcome.meta = {"run_id": run, "validation_time": run.run_time, "batch_spec": {"data_asset_name": table}}
+    key = ValidationResultIdentifier(expectation_suite_identifier=ExpectationSuiteIdentifier(name=table), run_id=run,
+                                     batch_identifier="new-files")
+    context.validation_results_store.set(key, outcome)
+    context.build_data_docs(site_names=[SITE], resource_identifiers=[key])
+    urls = context.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
+    return _as_path(urls[0]["site_url"]) if urls else None
+
+
+def _import_gx():
+    # No usage statistics: jobs run on machines without internet, and a data pipeline phones no one.
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    with _no_doctest_exit():
+        import great_expectations as gx
+
+    return gx
+
+
+def _project_config(site_dir: Path | None):
+    """In memory, except the one Data Docs site we want (no temporary site directories)."""
+    from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
+                                                            ProgressBarsConfig)
+
+    sites = {} if site_dir is None else {SITE: {
+        "class_name": "SiteBuilder", "show_how_to_buttons": False,
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}}}
+    return DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+                             progress_bars=ProgressBarsConfig(globally=False), data_docs_sites=sites)
+
+
+def _expectation_suite(table: str, expectations: Sequence[dict], source: str):
+    from great_expectations.core.expectation_suite import ExpectationSuite
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    try:
+        domain = [ExpectationConfiguration(type=e["type"], kwargs=e.get("kwargs", {}), meta=e.get("meta")).to_domain_obj()
+                  for e in expectations]
+    except Exception as exc:  # noqa: BLE001  (GE raises many kinds for a bad expectation)
+        raise LakeError(f"expectation suite {source} for table {table}: {exc}") from None
+    return ExpectationSuite(name=table, expectations=domain)
+
+
+def check_suite(suite: Suite, table: str) -> None:
+    """Fail before any work when an expectation is unknown or malformed."""
+    _import_gx()
+    _expectation_suite(table, suite.expectations, suite.source)
+
+
+def _columns_used(expectations: Sequence[dict]) -> set[str] | None:
+    """The columns the expectations name; None (all columns) when one of them filters rows
     (row_condition) or names columns in a way not listed here."""
     used: set[str] = set()
-    for e in suite_doc["expectations"]:
+    for e in expectations:
         kwargs = e.get("kwargs", {})
         if kwargs.get("row_condition"):
             return None
@@ -188,47 +433,6 @@ def _frame(spark, table_uri: str, files: Sequence[str], schema,
     return (frame.join(F.broadcast(bounds), ["topic", "partition"], "left")
             .withColumn(IN_RANGE, F.coalesce(in_range, F.lit(False)))
             .drop("range_start", "range_end"))
-
-
-def _run_suite(frame, suite_doc: dict, source: str, *, table: str, operation: str, run_id: str,
-               site_dir: Path) -> QualityReport:
-    import great_expectations as gx
-    from great_expectations.core.expectation_suite import ExpectationSuite
-    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
-
-    from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
-                                                            ProgressBarsConfig)
-
-    # In memory, except the one Data Docs site we want (no temporary site directories).
-    context = gx.get_context(mode="ephemeral", project_config=DataContextConfig(
-        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
-        progress_bars=ProgressBarsConfig(globally=False),
-        data_docs_sites={SITE: {
-            "class_name": "SiteBuilder", "show_how_to_buttons": False,
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}}}))
-    try:
-        expectations = [ExpectationConfiguration(type=e["type"], kwargs=e.get("kwargs", {}),
-                                                  meta=e.get("meta")).to_domain_obj()
-                        for e in suite_doc["expectations"]]
-    except Exception as exc:  # noqa: BLE001  (GE raises many kinds for a bad expectation)
-        raise LakeError(f"expectation suite {source} for table {table}: {exc}") from None
-    suite = context.suites.add(ExpectationSuite(name=table, expectations=expectations))
-    batch = (context.data_sources.add_spark(name="topiclake").add_dataframe_asset(name=table)
-             .add_batch_definition_whole_dataframe("new-files"))
-    definition = context.validation_definitions.add(gx.ValidationDefinition(name=f"{table}-{operation}", data=batch,
-                                                                            suite=suite))
-    checkpoint = context.checkpoints.add(gx.Checkpoint(
-        name=f"{table}-{operation}", validation_definitions=[definition], result_format="SUMMARY",
-        actions=[gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=[SITE])]))
-    outcome = checkpoint.run(batch_parameters={"dataframe": frame},
-                             run_id=gx.RunIdentifier(run_name=f"{operation}-{run_id}"))
-    identifier, result = next(iter(outcome.run_results.items()))
-    urls = context.get_docs_sites_urls(resource_identifier=identifier, site_name=SITE)
-    page = urls[0]["site_url"] if urls else None
-    failures = [_describe_failure(r) for r in result.results if not r.success]
-    return QualityReport(table=table, operation=operation, run_id=run_id, success=bool(outcome.success),
-                         evaluated=len(result.results), path=_as_path(page), suite_source=source, failures=failures)
 
 
 def _describe_failure(r) -> str:

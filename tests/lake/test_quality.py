@@ -16,7 +16,7 @@ from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.delta import app_id
 from topiclake.lake.errors import LakeError
 from topiclake.lake.ingest import IngestOptions, format_summary, ingest
-from topiclake.lake.quality import DEFAULT_SUITE, QualityError, load_suite
+from topiclake.lake.quality import DEFAULT_SUITE, QualityError, Suite, load_suite
 
 from .conftest import read_table
 
@@ -60,23 +60,21 @@ def _copy(row: dict, source: Path) -> dict:
     return {**row, "path": name, "size": (uri / name).stat().st_size}
 
 
-def test_duplicated_offsets_block_the_commit(spark, root, topic_writer, monkeypatch):
+def test_duplicated_offsets_block_the_commit(spark, root, topic_writer):
     w = topic_writer("orders")
     w.produce(0, [b"a", b"b", b"c"])
-    _inject(monkeypatch, lambda row: _copy(row, Path(row["table_uri"]) / row["path"]))
-    with pytest.raises(QualityError, match="expect_compound_columns_to_be_unique") as failure:
+    w.append_bytes(0, w.path(0).read_bytes())  # a broken writer repeated the batch: offsets 0-2 twice
+    with pytest.raises(QualityError, match=r"expect_compound_columns_to_be_unique\(.*\): 6 unexpected rows") \
+            as failure:
         ingest(spark, IngestOptions(topics=("orders",), root=root))
     assert "nothing was committed" in str(failure.value)
-    assert Path(failure.value.report.path).is_file() and str(failure.value.report.path) in str(failure.value)
+    page = Path(failure.value.report.path)
+    assert page.is_file() and str(page) in str(failure.value)
+    assert page.parent.parent.name in (root / "quality" / "index.html").read_text()  # listed on the index
     assert not (root / "tables" / "orders" / "_delta_log").exists()  # the table was never created
 
-    monkeypatch.undo()
-    ingest(spark, IngestOptions(topics=("orders",), root=root))  # the clean rerun is exactly once
-    table, data = read_table(root / "tables" / "orders")
-    assert sorted(data["offset"].to_pylist()) == [0, 1, 2]
 
-
-def test_offsets_outside_the_committed_range_block_the_commit(spark, root, topic_writer, monkeypatch):
+def test_files_no_task_validated_block_the_commit(spark, root, topic_writer, monkeypatch):
     w = topic_writer("orders")
     w.produce(0, [b"a", b"b"])
     ingest(spark, IngestOptions(topics=("orders",), root=root))
@@ -84,11 +82,53 @@ def test_offsets_outside_the_committed_range_block_the_commit(spark, root, topic
     old_file = next(uri.rglob("*.parquet"))  # offsets 0-1: already in the table
     w.produce(0, [b"c"])
     _inject(monkeypatch, lambda row: _copy(row, old_file))
-    with pytest.raises(QualityError, match="offset_in_committed_range"):
+    with pytest.raises(QualityError, match="the new files hold 2 rows, the tasks validated 1"):
         ingest(spark, IngestOptions(topics=("orders",), root=root))
     table, data = read_table(uri)
     assert table.version() == 0 and sorted(data["offset"].to_pylist()) == [0, 1]
     assert table.transaction_version(app_id(GROUP, "orders", 0)) == 2
+
+    monkeypatch.undo()
+    ingest(spark, IngestOptions(topics=("orders",), root=root))  # the clean rerun is exactly once
+    assert sorted(read_table(uri)[1]["offset"].to_pylist()) == [0, 1, 2]
+
+
+def test_driver_side_expectations_judge_the_whole_run(spark, root, topic_writer, tmp_path):
+    """Expectations a task cannot judge alone (a row count, a tolerance) run with Spark over the
+    new files; their verdict and the per-task ones land in one report."""
+    w = topic_writer("orders", partitions=2)
+    w.produce(0, [b"a", b"b"])
+    w.produce(1, [b"c", None])
+    suites = tmp_path / "expectations"
+    suites.mkdir()
+    suite = [*DEFAULT_SUITE["expectations"],
+             {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value", "mostly": 0.7}},
+             {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "max_value": 3}}]
+    (suites / "orders.json").write_text(json.dumps({"expectations": suite}))
+    assert Suite.load(suites, "orders").on_driver == [5, 6]
+    with pytest.raises(QualityError, match=r"expect_table_row_count_to_be_between\(.*\)") as failure:
+        ingest(spark, IngestOptions(topics=("orders",), root=root, expectations_dir=suites))
+    assert failure.value.report.evaluated == 7 and len(failure.value.report.failures) == 1
+
+    suite[-1]["kwargs"]["max_value"] = 4
+    (suites / "orders.json").write_text(json.dumps({"expectations": suite}))
+    result = ingest(spark, IngestOptions(topics=("orders",), root=root, expectations_dir=suites))
+    assert result.tables[0].quality.success and result.records == 4
+
+
+def test_suite_split_between_tasks_and_driver():
+    unique = "expect_compound_columns_to_be_unique"
+    suite = Suite(({"type": unique, "kwargs": {"column_list": ["topic", "partition", "offset"]}},
+                   {"type": unique, "kwargs": {"column_list": ["partition", "offset"]}},  # across topics
+                   {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "key"}},
+                   {"type": "expect_column_values_to_be_between", "kwargs": {"column": "offset", "min_value": 0}},
+                   {"type": "expect_column_values_to_be_between",
+                    "kwargs": {"column": "offset", "min_value": 0, "row_condition": "partition == 1"}},
+                   {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "offset", "min_value": 0}}),
+                  "test")
+    assert suite.per_task == [0, 3] and suite.on_driver == [1, 2, 4, 5]
+    assert [e["kwargs"] for e in json.loads(suite.task_document())["expectations"]] == \
+        [suite.expectations[0]["kwargs"], suite.expectations[3]["kwargs"]]
 
 
 def test_table_suite_from_conf_and_backfill_gate(spark, root, topic_writer, tmp_path):
