@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,11 +24,11 @@ from typing import Any, Callable
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import UnknownTopicError
-from topiclake.segments.file_records import iter_file_headers
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
 from .errors import UnknownTopicOrPartition
+from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import ProducerState
 from .txn.partition_state import PartitionTxns, scan_log
 
@@ -53,6 +52,8 @@ class Partition:
         self.config = config
         self.producers = ProducerState(topic, index)
         self.txns = PartitionTxns(f"{topic}-{index}")  # open/aborted transactions: LSO, read_committed
+        self.replay: Replay | None = None  # how load_state found the state
+        log_.on_roll = self._on_roll  # Kafka snapshots producer state on every roll
         self._waiters: list[asyncio.Future] = []
 
     def __repr__(self) -> str:
@@ -96,26 +97,24 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
 
-    def rebuild_producer_state(self) -> None:
-        """Replay batch headers of the active segment (I/O thread; at open)."""
-        segments = self.log.segments()
-        if not segments:
-            return
-        info = segments[-1]
+    def load_state(self) -> Replay:
+        """Producer and transaction state from the newest producer snapshot plus the batches
+        after it, or from the whole log (I/O thread; at open). See partition_snapshot.py."""
+        self.replay = load_state(self)
+        return self.replay
+
+    def _on_roll(self, base_offset: int) -> None:
+        """Log.on_roll: the state now is the state after every batch below `base_offset`."""
         try:
-            fd = os.open(info.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            for _pos, header in iter_file_headers(fd, 0, os.fstat(fd).st_size, source=str(info.path)):
-                if header.producer_id < 0:
-                    continue
-                if header.is_control:
-                    self.producers.observe_marker(header.producer_id, header.producer_epoch)
-                else:
-                    self.producers.observe(header, header.base_offset, header.last_offset, header.max_timestamp)
-        finally:
-            os.close(fd)
+            take_snapshot(self, base_offset)
+        except OSError:
+            log.exception("%s: writing the producer snapshot at %d failed", self, base_offset)
+
+    def close(self) -> None:
+        """Clean close (I/O thread): a producer snapshot at the log end offset, then the log."""
+        self.log.flush()
+        self._on_roll(self.log.log_end_offset)
+        self.log.close()
 
     def refresh(self) -> None:
         """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
@@ -241,8 +240,7 @@ class PartitionManager:
 
             directory.mkdir(parents=True, exist_ok=True)
             part = Partition(meta.name, index, Log.open(directory, config, topic=meta.name, partition=index), config)
-            part.rebuild_producer_state()
-            part.rebuild_txn_state()
+            part.load_state()
             return part
 
         part = await self.run_io(open_log)
@@ -270,7 +268,7 @@ class PartitionManager:
         for part in list(self._partitions.values()):
             part.notify()
             try:
-                await self.run_io(part.log.close)
+                await self.run_io(part.close)
             except Exception:
                 log.exception("closing %s-%d failed", part.topic, part.index)
         self._partitions.clear()

@@ -7,8 +7,10 @@ whose sequence range matches a cached one is a retry: it is answered with the or
 and not written again. Otherwise the first sequence must follow the last one (or be 0 for a new
 epoch); anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-The state is rebuilt from the tail of the log when a partition opens (`observe` on each batch
-header), so a producer retrying across a broker restart still gets its duplicate detected.
+The state survives restarts in Kafka's producer snapshots (`to_snapshot` / `load`, written on
+segment roll and clean close, see partition_snapshot.py) plus a replay of the batches after the
+snapshot (`observe` on each batch header), so a producer retrying across a broker restart still
+gets its duplicate detected. A snapshot keeps only each producer's LAST batch, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
+from topiclake.segments.producer_snapshot import NO_OFFSET, ProducerSnapshotEntry
 
 from .errors import InvalidProducerEpoch, OutOfOrderSequence
 
@@ -36,6 +39,7 @@ class BatchMeta:
 @dataclass(slots=True)
 class _Entry:
     epoch: int = NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1  # of the last COMMIT/ABORT marker (kept for the snapshot)
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
 
     @property
@@ -97,7 +101,7 @@ class ProducerState:
         entry.batches.append(BatchMeta(header.base_sequence, header.last_sequence,
                                        first_offset, last_offset, timestamp))
 
-    def observe_marker(self, producer_id: int, producer_epoch: int) -> None:
+    def observe_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int | None = None) -> None:
         """A COMMIT/ABORT marker was appended (or replayed) with the producer's current epoch. A
         higher epoch (the coordinator fenced the producer) makes its older batches INVALID_PRODUCER_EPOCH;
         the sequence carries on within one epoch, as Kafka's appendEndTxnMarker keeps it."""
@@ -107,6 +111,37 @@ class ProducerState:
         if producer_epoch > entry.epoch:
             entry.epoch = producer_epoch
             entry.batches.clear()
+        if coordinator_epoch is not None:
+            entry.coordinator_epoch = coordinator_epoch
+
+    def to_snapshot(self, ongoing: dict[int, int]) -> list[ProducerSnapshotEntry]:
+        """Kafka's snapshot entries: each producer's epoch and last batch, plus the first offset
+        of its open transaction (`ongoing`: producer id -> first offset, from PartitionTxns)."""
+        out = []
+        for producer_id in sorted(self._producers.keys() | ongoing.keys()):
+            entry = self._producers.get(producer_id) or _Entry()
+            txn_first = ongoing.get(producer_id, NO_OFFSET)
+            if entry.batches:
+                last = entry.batches[-1]
+                out.append(ProducerSnapshotEntry(producer_id, entry.epoch, last.last_seq, last.last_offset,
+                                                 last.last_offset - last.first_offset, last.timestamp,
+                                                 entry.coordinator_epoch, txn_first))
+            else:
+                out.append(ProducerSnapshotEntry(producer_id, entry.epoch, NO_SEQUENCE, NO_OFFSET, 0, NO_TIMESTAMP,
+                                                 entry.coordinator_epoch, txn_first))
+        return out
+
+    def load(self, entries: list[ProducerSnapshotEntry]) -> None:
+        """Replace the state with a snapshot's (Kafka's loadProducerEntry). An entry with no epoch
+        and no batch only records an open transaction of a producer this state never saw."""
+        self._producers = {}
+        for e in entries:
+            if e.epoch == NO_PRODUCER_EPOCH and e.last_offset < 0:
+                continue
+            entry = self._producers[e.producer_id] = _Entry(e.epoch, e.coordinator_epoch)
+            if e.last_offset >= 0:
+                entry.batches.append(BatchMeta(e.first_sequence, e.last_sequence, e.first_offset, e.last_offset,
+                                               e.timestamp))
 
     def __len__(self) -> int:
         return len(self._producers)

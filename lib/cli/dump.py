@@ -1,4 +1,5 @@
-"""`topiclake dump-log`: what kafka-dump-log.sh shows, for .log, .index and .timeindex files."""
+"""`topiclake dump-log`: what kafka-dump-log.sh shows, for .log, .index, .timeindex, .txnindex and
+producer .snapshot files."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def register(app: typer.Typer) -> None:
 
 
 def dump_log(
-    paths: list[Path] = typer.Argument(..., help=".log, .index or .timeindex files", exists=True, dir_okay=False),
+    paths: list[Path] = typer.Argument(..., help=".log, .index, .timeindex, .txnindex or .snapshot files",
+                                       exists=True, dir_okay=False),
     print_data: bool = typer.Option(False, "--print-data", help="Print every record with key and value."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per batch (bytes as base64)."),
 ) -> None:
@@ -35,10 +37,10 @@ def dump_log(
         try:
             if path.suffix == ".log":
                 _dump_segment(path, print_data, as_json)
-            elif path.suffix in (".index", ".timeindex"):
+            elif path.suffix in (".index", ".timeindex", ".txnindex", ".snapshot"):
                 _dump_index(path, as_json)
             else:
-                raise typer.BadParameter(f"{path}: not a .log, .index or .timeindex file")
+                raise typer.BadParameter(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
         except CorruptRecordError as exc:
             typer.echo(f"error: {exc}", err=True)
             failed = True
@@ -144,12 +146,24 @@ def _printable(data: bytes | None) -> str:
 def _dump_index(path: Path, as_json: bool) -> None:
     from topiclake.segments.filenames import parse_base_offset
     from topiclake.segments.offset_index import read_offset_index
+    from topiclake.segments.producer_snapshot import read_snapshot
     from topiclake.segments.time_index import read_time_index
+    from topiclake.segments.txn_index import read_txn_index
 
     base = parse_base_offset(path.name)
     if path.suffix == ".index":
         for relative, position in read_offset_index(path):
             _index_line({"offset": base + relative, "position": position}, as_json)
+    elif path.suffix == ".txnindex":
+        for e in read_txn_index(path, base):
+            _index_line({"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset,
+                         "lastStableOffset": e.last_stable_offset}, as_json)
+    elif path.suffix == ".snapshot":
+        for e in read_snapshot(path):
+            _index_line({"producerId": e.producer_id, "producerEpoch": e.epoch, "coordinatorEpoch": e.coordinator_epoch,
+                         "currentTxnFirstOffset": e.current_txn_first_offset, "lastSequence": e.last_sequence,
+                         "lastOffset": e.last_offset, "offsetDelta": e.offset_delta, "timestamp": e.timestamp},
+                        as_json)
     else:
         for timestamp, relative in read_time_index(path):
             _index_line({"timestamp": timestamp, "offset": base + relative}, as_json)

@@ -7,7 +7,9 @@
 2. Segments are opened in offset order; index files without a .log are removed; a segment with
    a missing or insane index is recovered (indexes rebuilt from its .log).
 3. Without the clean-shutdown marker, every segment from the one holding the recovery point on
-   is recovered; if one had to be truncated, all later segments are removed.
+   is recovered; if one had to be truncated, all later segments are removed. Producer snapshots
+   above the log end offset are removed (Kafka's truncateAndReload), and all of them when a swap
+   was completed here (see complete_swaps).
 4. The log start offset is max(checkpoint, first base offset); an empty log gets a segment at it.
 
 The partition directory's `.topiclake.lock` (flock) serialises this with maintenance jobs, so a
@@ -28,6 +30,7 @@ from . import filenames
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .producer_snapshot import delete_snapshots
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,8 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int)
                 break
 
     log_end = segments[-1].read_next_offset() if segments else checkpoint_start
+    for offset in delete_snapshots(directory, above=log_end):  # they describe offsets that are gone
+        log.warning("deleted producer snapshot %d of %s: above the log end offset %d", offset, directory, log_end)
     if segments and log_end < checkpoint_start:
         # Everything is below the checkpointed start (e.g. retention ran, then a crash).
         for segment in segments:
@@ -190,6 +195,9 @@ def complete_swaps(directory: Path, config: LogConfig) -> None:
             live.append(path)
     if not live:
         return
+    # Index swaps are dropped below, the .txnindex with them: the producer snapshots' promise that
+    # every abort below them is in a .txnindex no longer holds, so the broker rebuilds from the log.
+    delete_snapshots(directory, above=-1)
     swap_ranges = []
     for path in live:
         base = filenames.offset_from_name(path.name)

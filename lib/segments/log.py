@@ -17,13 +17,14 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import crc32c
 
 from . import filenames
 from .atomic import atomic_write
 from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_LENGTH_FIELD,
-                    set_base_offset, set_log_append_time, set_partition_leader_epoch)
+                    BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch)
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
@@ -107,6 +108,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
         self._closed = False
+        # Called with the new segment's base offset on every roll, after the old segment is
+        # flushed and before the new one exists: where the broker takes a producer snapshot.
+        self.on_roll: Callable[[int], None] | None = None
         # From here on a crash is not a clean shutdown (Kafka removes the marker after loading).
         (self.directory / filenames.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         self._write_checkpoints()
@@ -274,6 +278,8 @@ class Log:
                 leftover.unlink()
         old.on_become_inactive()
         old.flush()  # Kafka flushes the rolled segment (asynchronously); the recovery point follows
+        if self.on_roll is not None:
+            self.on_roll(base_offset)
         new = LogSegment(self.directory, base_offset, self.config, created_ms=now)
         self._segments = self._segments + (new,)
         self._recovery_point = max(self._recovery_point, base_offset)
@@ -371,6 +377,21 @@ class Log:
                 return ReadResult(segment.file, segment.log_path, piece.position, piece.size, piece.first_offset,
                                   piece.next_offset, log_end, log_start)
         return empty
+
+    def batch_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch whose last offset is >= `offset`, oldest
+        first: what the broker replays on top of a producer snapshot taken at `offset`."""
+        segments = self._segments
+        i = max(bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+        for segment in segments[i:]:
+            start = 0
+            if offset > segment.base_offset:
+                found = segment.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found.position
+            for position, header in segment.batch_headers(start):
+                yield segment, position, header
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: the first record with timestamp >= `timestamp` as (timestamp, offset), or

@@ -5,7 +5,8 @@ Jobs change only closed segments, never the newest (active) one, and hold the pa
 loader never see a change half-done. If the job dies anyway, the loader repairs what it left
 exactly as Kafka's LogLoader does (see loader.py):
 
-replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if absent)
+replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if absent; the
+  `.txnindex.cleaned` keeps the old entries whose ABORT marker survived, see carry_txn_index)
   0. make each cleaned segment span the old segments it replaces (see `_span_group`);
   1. rename each cleaned segment's files `.cleaned` -> `.swap`, highest base offset first, so a
      crash in this step leaves a `.cleaned` below every `.swap` and the loader drops them all;
@@ -46,7 +47,9 @@ from .config import LogConfig
 from .errors import CorruptRecordError
 from .file_records import iter_file_headers
 from .loader import partition_lock
+from .producer_snapshot import delete_snapshots
 from .segment import LogSegment
+from .txn_index import read_txn_index, write_txn_index
 
 CRASH_ENV = "TOPICLAKE_CRASH_AT"
 
@@ -122,6 +125,28 @@ def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
     finally:
         segment.close()
     return next_offset
+
+
+def carry_txn_index(directory: Path, base: int, old_bases: Sequence[int]) -> int:
+    """Write `<base>.txnindex.cleaned`: the old segments' aborted transactions whose ABORT marker
+    the cleaned segment still holds (Kafka's cleaner re-adds exactly those). Entries of markers the
+    cleaner dropped go: that transaction has no data left to filter. Returns the entry count.
+    An unreadable old .txnindex is skipped and the producer snapshots removed, so the broker
+    rebuilds every .txnindex from the log at its next open."""
+    cleaned = filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX)
+    with open(cleaned, "rb") as f:
+        markers = {h.base_offset for _pos, h in iter_file_headers(f.fileno(), 0, os.fstat(f.fileno()).st_size,
+                                                                  source=str(cleaned)) if h.is_control}
+    entries = []
+    for old_base in old_bases:
+        try:
+            entries += read_txn_index(filenames.txn_index_file(directory, old_base), old_base)
+        except CorruptRecordError as exc:
+            log.warning("%s; the broker will rebuild the transaction indexes", exc)
+            delete_snapshots(directory, above=-1)
+    kept = [e for e in entries if e.last_offset in markers]
+    write_txn_index(filenames.txn_index_file(directory, base, filenames.CLEANED_SUFFIX), kept)
+    return len(kept)
 
 
 def _last_header(path: Path) -> BatchHeader | None:
@@ -214,6 +239,8 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
             end = cleaned_bases[i + 1] if i + 1 < len(cleaned_bases) else old[-1] + 1
             _span_group(directory, base, [b for b in old if base <= b < end], config)
         ranges = [(base, build_cleaned_indexes(directory, base, config)) for base in cleaned_bases]
+        for base in cleaned_bases:
+            carry_txn_index(directory, base, old)
         after = [b for b in existing if b > old[-1]][0]  # exists: old never holds the active segment
         high = max(next_offset for _, next_offset in ranges)
         for (base, next_offset), following in zip(ranges, ranges[1:]):

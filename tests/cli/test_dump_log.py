@@ -85,4 +85,15 @@ def test_other_files_are_refused(tmp_path):
     shutil.copy(FOO / "leader-epoch-checkpoint", path)
     result = _invoke(str(path))
     assert result.exit_code != 0
-    assert "not a .log, .index or .timeindex file" in result.output
+    assert "not a .log, .index, .timeindex, .txnindex or .snapshot file" in result.output
+
+
+def test_producer_snapshots_and_txn_indexes_list_their_entries(tmp_path):
+    from topiclake.segments.txn_index import TxnIndexEntry, write_txn_index
+
+    txnindex = tmp_path / "00000000000000000010.txnindex"
+    write_txn_index(txnindex, [TxnIndexEntry(7, 10, 14, 15)])
+    result = _invoke(str(FOO / "00000000000000000003.snapshot"), str(txnindex))
+    assert result.exit_code == 0, result.output
+    assert "producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: -1 lastSequence: 2" in result.output
+    assert "producerId: 7 firstOffset: 10 lastOffset: 14 lastStableOffset: 15" in result.output

@@ -3,7 +3,9 @@ with one broker the coordinator appends the markers itself instead of sending th
 
 from __future__ import annotations
 
+from topiclake.segments import filenames
 from topiclake.segments.control import build_end_txn_marker
+from topiclake.segments.txn_index import append_txn_index
 
 COORDINATOR_EPOCH = 0  # the __transaction_state partition's leader epoch: one broker, never re-elected
 LEADER_EPOCH = 0  # as handlers.metadata.LEADER_EPOCH: every partition has this one broker as leader
@@ -12,12 +14,16 @@ LEADER_EPOCH = 0  # as handlers.metadata.LEADER_EPOCH: every partition has this 
 def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_ms: int, *,
                  coordinator_epoch: int = COORDINATOR_EPOCH) -> int:
     """On the partition manager's I/O thread: append the marker and apply it to the partition's
-    producer state (the epoch fences older batches) and open-transaction state (the LSO moves).
-    Every marker goes through here, `__consumer_offsets` ones included (GroupService). Returns
-    the marker's offset."""
+    producer state (the epoch fences older batches) and open-transaction state (the LSO moves);
+    an ABORT also goes into the `.txnindex` of the segment holding it, before anything else
+    happens on this partition (a later snapshot relies on it). Every marker goes through here,
+    `__consumer_offsets` ones included (GroupService). Returns the marker's offset."""
     data = build_end_txn_marker(offset=0, timestamp=now_ms, producer_id=producer_id,
                                 producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch)
     result = part.log.append(data, leader_epoch=LEADER_EPOCH)
-    part.producers.observe_marker(producer_id, producer_epoch)
-    part.txns.on_marker(producer_id, result.first_offset, commit)
+    part.producers.observe_marker(producer_id, producer_epoch, coordinator_epoch)
+    aborted = part.txns.on_marker(producer_id, result.first_offset, commit)
+    if aborted is not None:
+        append_txn_index(filenames.txn_index_file(part.log.directory, result.segment_base_offset),
+                         part.txns.index_entry(aborted))
     return result.first_offset

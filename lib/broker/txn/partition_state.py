@@ -4,9 +4,12 @@ aborted ones (for read_committed fetches).
 Kafka keeps the first: ProducerStateManager.ongoingTxns (producer id -> first offset of its open
 transaction; the smallest is the first unstable offset, and LSO = min(that, high watermark)).
 And the second in each segment's `.txnindex` (AbortedTxn: producer id, first offset, offset of
-the ABORT marker). topiclake holds both in memory and rebuilds them when the partition opens by
-walking the batch headers of the whole log (`scan_log`); only control batches are read beyond
-their header. The same `on_data` / `on_marker` calls serve appends and the rebuild.
+the ABORT marker). topiclake holds both in memory and writes Kafka's files too: the open ones
+go into producer snapshots (currentTxnFirstOffset), the aborted ones into `.txnindex` files
+(`index_entry`), and a partition opening `restore`s both, then replays the batches after the
+snapshot (partition_snapshot.py). `scan_log` walks the batch headers of the whole log instead
+(after a compaction swap); only control batches are read beyond their header. The same
+`on_data` / `on_marker` calls serve appends, the replay and the rebuild.
 
 Mutated only on the partition manager's I/O thread; the event loop reads `first_unstable` (an int)
 and `aborted_between` (a list only ever appended to or replaced whole), never a dict mid-update.
@@ -19,9 +22,13 @@ import os
 from typing import Iterable
 
 from topiclake.segments.batch import BatchHeader, RecordBatch, read_header
-from topiclake.segments.control import ControlRecordType, parse_control_key
+from topiclake.segments.control import ControlRecord, ControlRecordType, parse_control_key, parse_control_record
+from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.file_records import iter_file_headers
+from topiclake.segments.txn_index import TxnIndexEntry
 from topiclake.segments.txn_metadata import AbortedTxn
+
+END_TXN_TYPES = (ControlRecordType.COMMIT, ControlRecordType.ABORT)
 
 
 class PartitionTxns:
@@ -50,6 +57,19 @@ class PartitionTxns:
         self._aborted.append(txn)  # atomic: a concurrent reader sees it or not
         return txn
 
+    def index_entry(self, txn: AbortedTxn) -> TxnIndexEntry:
+        """The `.txnindex` entry of an abort `on_marker` just applied; its last stable offset is
+        Kafka's lastStableOffset(completedTxn): the first offset still undecided, or the offset
+        after the marker."""
+        lso = txn.last_offset + 1 if self.first_unstable is None else self.first_unstable
+        return TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+
+    def restore(self, ongoing: dict[int, int], aborted: list[AbortedTxn]) -> None:
+        """Start from a snapshot's open transactions and the .txnindex entries below it."""
+        self._ongoing = dict(ongoing)
+        self._aborted = sorted(aborted, key=lambda t: t.last_offset)
+        self._recompute()
+
     def _recompute(self) -> None:
         self.first_unstable = min(self._ongoing.values(), default=None)
 
@@ -76,14 +96,21 @@ class PartitionTxns:
             self._aborted = [t for t in self._aborted if t.last_offset >= log_start_offset]
 
 
-def marker_type(fd: int, position: int, header: BatchHeader, source: str) -> ControlRecordType | None:
-    """The type of the control batch at `position` (None for an empty, cleaned one)."""
+def end_txn_marker(fd: int, position: int, header: BatchHeader, source: str) -> ControlRecord | None:
+    """The COMMIT/ABORT record of the control batch at `position`; None for other control
+    batches and for an empty (cleaned) one."""
     data = os.pread(fd, header.size, position)
     records = RecordBatch(read_header(data), data, 0, source).records()
     if not records:
         return None
-    kind, _raw = parse_control_key(records[0].key)
-    return kind
+    try:
+        record = parse_control_record(records[0])
+    except CorruptRecordError:
+        # A marker whose value is cut short still says COMMIT or ABORT in its key: settle the
+        # transaction by that (as the rebuild always did) rather than refuse to open the partition.
+        kind, raw = parse_control_key(records[0].key)
+        record = ControlRecord(kind, raw, None)
+    return record if record.type in END_TXN_TYPES else None
 
 
 def scan_log(paths: Iterable[os.PathLike], txns: PartitionTxns) -> None:
@@ -100,8 +127,8 @@ def scan_log(paths: Iterable[os.PathLike], txns: PartitionTxns) -> None:
                 if not header.is_control:
                     txns.on_data(header, header.base_offset)
                     continue
-                kind = marker_type(fd, pos, header, str(path))
-                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                    txns.on_marker(header.producer_id, header.base_offset, kind is ControlRecordType.COMMIT)
+                marker = end_txn_marker(fd, pos, header, str(path))
+                if marker is not None:
+                    txns.on_marker(header.producer_id, header.base_offset, marker.type is ControlRecordType.COMMIT)
         finally:
             os.close(fd)
