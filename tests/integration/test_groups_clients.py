@@ -276,6 +276,77 @@ def test_confluent_kafka_consumer_protocol(broker):
             c.close()
 
 
+# ------------------------------------- confluent-kafka, KIP-848 group across restarts
+def _describe_consumer_group(bootstrap: str, group_id: str):
+    from kio.schema.consumer_group_describe.v0 import request as req
+
+    try:
+        with ProtocolClient(bootstrap) as client:
+            return client.request(req.ConsumerGroupDescribeRequest(group_ids=(group_id,),
+                                                                   include_authorized_operations=False)).groups[0]
+    except OSError:
+        return None
+
+
+def test_kip848_member_keeps_its_assignment_across_broker_restarts(tmp_path, config_file):
+    """The group's records (types 3-8) are in __consumer_offsets: after a clean stop and after
+    a SIGKILL the member heartbeats on with its member id and epoch; no rejoin at epoch 0, no
+    revoke/lost callback, the same group epoch."""
+    from confluent_kafka import Consumer
+
+    proc = BrokerProcess(tmp_path / "data", config=config_file).start()
+    events: list[tuple[str, list[int]]] = []
+    consumer = None
+    try:
+        topic = create_topic(proc.bootstrap, 3)
+        group_id = f"kip848-restart-{uuid.uuid4().hex[:6]}"
+        consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": group_id, "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 300})
+        consumer.subscribe([topic], on_assign=lambda c, ps: events.append(("assign", [p.partition for p in ps])),
+                           on_revoke=lambda c, ps: events.append(("revoke", [p.partition for p in ps])),
+                           on_lost=lambda c, ps: events.append(("lost", [p.partition for p in ps])))
+
+        def poll_until(predicate, timeout, what):
+            def step():
+                consumer.poll(0.1)
+                return predicate()
+            return wait_for(step, timeout, what, interval=0, detail=lambda: f"events {events}\n{proc.log()}")
+
+        def described_member(min_epoch: int = 1):
+            group = _describe_consumer_group(proc.bootstrap, group_id)
+            if group is None or group.error_code.value != 0 or len(group.members) != 1:
+                return None
+            m = group.members[0]
+            parts = sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+            return (m.member_id, m.member_epoch, group.group_epoch, parts) if m.member_epoch >= min_epoch else None
+
+        poll_until(lambda: {tp.partition for tp in consumer.assignment()} == {0, 1, 2}, 30, "the assignment")
+        before = poll_until(described_member, 10, "the described member")
+        assert before[3] == [0, 1, 2] and events == [("assign", [0, 1, 2])], (before, events)
+
+        for crash in (False, True):
+            if crash:
+                proc.kill()
+            else:
+                assert proc.stop() == 0, proc.log()
+            for _ in range(5):  # the client notices the broker is gone
+                consumer.poll(0.1)
+            proc = BrokerProcess(tmp_path / "data", proc.port, config=config_file).start()
+            after = poll_until(described_member, 20, "the group after the restart")
+            assert after == before, (after, before)
+            time.sleep(1.5)  # several heartbeat intervals: the member stays, nothing is rebalanced
+            for _ in range(10):
+                consumer.poll(0.1)
+            assert poll_until(described_member, 5, "the member still there") == before
+            assert events == [("assign", [0, 1, 2])], events
+            assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2}
+    finally:
+        if consumer is not None:
+            consumer.close()
+        proc.kill()
+
+
 # ------------------------------------------------------- aiokafka and the groups CLI
 def cli(*args: str):
     from topiclake.cli import app

@@ -18,9 +18,16 @@ and the range assignor need):
 - A member that stops heartbeating for the session timeout, or does not finish a revocation
   within its rebalance timeout, is removed and its partitions released.
 
-Not persisted: the KIP-848 records (key types 3-8) are not written to `__consumer_offsets`;
-these groups live in memory, and after a broker restart members get UNKNOWN_MEMBER_ID and
-rejoin with epoch 0 (their committed offsets, ordinary OffsetCommit records, do survive).
+Persisted as Kafka's KIP-848 records (key types 3-8 of `__consumer_offsets`, see `records`), by
+diffing rather than by emitting from every branch: `take_records` compares each group changed
+since its last call with what the log holds for it (`persisted`) and returns the records that
+make the log say the same, in Kafka's order (a removed member: tombstones of its current
+assignment, target assignment, then member metadata; a deleted group: all of them, group epoch
+last). The coordinator appends them before it answers. `replay` applies a record read back on
+load; it rebuilds the same groups, and each member's session (and a pending revocation's
+rebalance timeout) restarts from the load time, as in Kafka. Topics are names here and ids in
+the records: the caller passes the translation both ways. Live only: session/revocation
+deadlines and what was last sent to each member.
 """
 
 from __future__ import annotations
@@ -32,17 +39,40 @@ from typing import Callable, Iterable, Mapping
 
 from .assignor import AssignorMember, range_assign
 from .errors import GroupErrorCode as E
+from .records import (CG, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey, ConsumerGroupMemberMetadataValue,
+                      ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
+                      ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
+                      ConsumerGroupValue, CoordinatorRecord, TopicMetadata, TopicPartitions)
 
 Partitions = Mapping[str, frozenset[int]]  # topic -> partitions
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 SUPPORTED_ASSIGNORS = ("range", "uniform")  # "uniform" is served by range as well (documented)
+NO_TOPIC_ID = uuid.UUID(int=0)
+TopicIds = Callable[[str], uuid.UUID | None]  # topic name -> id; None: no such topic
+TopicNames = Callable[[uuid.UUID], str | None]  # topic id -> name; None: no such topic
+GroupRecords = dict[ConsumerGroupKey, ConsumerGroupValue]
 
 
 class MemberState(enum.Enum):
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+    @property
+    def code(self) -> int:
+        """Kafka's MemberState byte (the `state` of a current-assignment record)."""
+        return _STATE_CODES[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> "MemberState":
+        for state, c in _STATE_CODES.items():
+            if c == code:
+                return state
+        raise ValueError(f"unknown member state {code}")
+
+
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +181,13 @@ class ConsumerGroups:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_member_id = new_member_id
+        self.persisted: dict[str, GroupRecords] = {}  # what the log holds, per group
+        self._dirty: set[str] = set()  # groups changed since the last take_records
 
     # ======================================================================= heartbeat
     def heartbeat(self, req: ConsumerHeartbeatRequest, metadata: Callable[[str], int | None],
                   now_ms: int) -> ConsumerHeartbeatResponse:
+        self._dirty.add(req.group_id)
         try:
             return self._heartbeat(req, metadata, now_ms)
         except ConsumerGroupError as exc:
@@ -267,6 +300,7 @@ class ConsumerGroups:
                         else MemberState.STABLE)
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._dirty.add(group.group_id)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.group_epoch += 1
@@ -314,4 +348,135 @@ class ConsumerGroups:
         if group.members:
             return E.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self._dirty.add(group_id)
         return E.NONE
+
+    # ==================================================================== persistence
+    def take_records(self, topic_id: TopicIds) -> list[CoordinatorRecord]:
+        """The records that bring the log to the in-memory state of every group changed since the
+        last call; from then on they count as written (on a failed append the caller reloads)."""
+        out: list[CoordinatorRecord] = []
+        for gid in sorted(self._dirty):
+            group = self.groups.get(gid)
+            new = group_records(group, topic_id) if group is not None else {}
+            out += diff_records(self.persisted.get(gid, {}), new)
+            if new:
+                self.persisted[gid] = new
+            else:
+                self.persisted.pop(gid, None)
+        self._dirty.clear()
+        return out
+
+    def replay(self, record: CoordinatorRecord, now_ms: int, topic_name: TopicNames) -> None:
+        """Apply one KIP-848 record read from the log (in log order)."""
+        key, value = record.key, record.value
+        assert isinstance(key, ConsumerGroupKey)
+        held = self.persisted.setdefault(key.group, {})
+        if value is None:
+            held.pop(key, None)
+        else:
+            held[key] = value
+        if not held:
+            del self.persisted[key.group]
+        group = self.groups.get(key.group)
+        if value is None:
+            if group is not None:
+                self._replay_tombstone(group, key)
+            return
+        if group is None:
+            group = self.groups[key.group] = ConsumerGroup(key.group)
+        if isinstance(value, ConsumerGroupMetadataValue):
+            group.group_epoch = value.epoch
+        elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+            group.metadata = {t.topic_name: t.num_partitions for t in value.topics}
+        elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+            group.assignment_epoch = value.assignment_epoch
+        elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+            group.target[key.member_id] = _names(value.topic_partitions, topic_name)
+        elif isinstance(value, ConsumerGroupMemberMetadataValue):
+            m = self._replayed_member(group, key.member_id, now_ms)
+            m.instance_id, m.rack_id = value.instance_id, value.rack_id
+            m.client_id, m.client_host = value.client_id, value.client_host
+            m.subscribed_topics = tuple(sorted(set(value.subscribed_topic_names)))
+            m.rebalance_timeout_ms, m.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+        elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
+            m = self._replayed_member(group, key.member_id, now_ms)
+            m.member_epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
+            m.state = MemberState.from_code(value.state)
+            m.assigned = _names(value.assigned_partitions, topic_name)
+            m.revoking = _names(value.partitions_pending_revocation, topic_name)
+            m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
+                                     if m.state is MemberState.UNREVOKED_PARTITIONS else None)
+
+    def _replayed_member(self, group: ConsumerGroup, member_id: str, now_ms: int) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            member = group.members[member_id] = ConsumerMember(member_id, None, None, "", "", (), -1)
+        member.session_deadline = now_ms + self.session_timeout_ms
+        return member
+
+    def _replay_tombstone(self, group: ConsumerGroup, key: ConsumerGroupKey) -> None:
+        if key.type == CG.METADATA:
+            del self.groups[group.group_id]
+        elif key.type == CG.PARTITION_METADATA:
+            group.metadata = {}
+        elif key.type == CG.TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = 0
+        elif key.type == CG.TARGET_ASSIGNMENT_MEMBER:
+            group.target.pop(key.member_id, None)
+        elif key.type == CG.MEMBER_METADATA:
+            group.members.pop(key.member_id, None)
+        elif key.type == CG.CURRENT_MEMBER_ASSIGNMENT and key.member_id in group.members:
+            m = group.members[key.member_id]
+            m.member_epoch = m.previous_epoch = 0
+            m.state, m.assigned, m.revoking, m.revocation_deadline = MemberState.STABLE, {}, {}, None
+
+
+def _ids(parts: Partitions, topic_id: TopicIds) -> TopicPartitions:
+    """Names -> ids, sorted by topic id; a topic without an id (deleted) is left out."""
+    pairs = [(tid, tuple(sorted(ps))) for t, ps in parts.items() if ps and (tid := topic_id(t)) is not None]
+    return tuple(sorted(pairs, key=lambda pair: pair[0].bytes))
+
+
+def _names(parts: TopicPartitions, topic_name: TopicNames) -> dict[str, frozenset[int]]:
+    """Ids -> names; partitions of a topic that no longer exists are dropped."""
+    return _clean({name: frozenset(ps) for tid, ps in parts if (name := topic_name(tid)) is not None})
+
+
+def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
+    """Every record (key -> value) that describes `group` as it stands."""
+    gid = group.group_id
+    out: GroupRecords = {
+        ConsumerGroupKey(CG.METADATA, gid): ConsumerGroupMetadataValue(group.group_epoch),
+        ConsumerGroupKey(CG.PARTITION_METADATA, gid): ConsumerGroupPartitionMetadataValue(tuple(
+            TopicMetadata(topic_id(t) or NO_TOPIC_ID, t, n) for t, n in sorted(group.metadata.items()))),
+        ConsumerGroupKey(CG.TARGET_ASSIGNMENT_METADATA, gid):
+            ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch),
+    }
+    for mid, m in group.members.items():
+        out[ConsumerGroupKey(CG.MEMBER_METADATA, gid, mid)] = ConsumerGroupMemberMetadataValue(
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topics, None,
+            m.rebalance_timeout_ms, m.server_assignor)
+        out[ConsumerGroupKey(CG.CURRENT_MEMBER_ASSIGNMENT, gid, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
+            m.member_epoch, m.previous_epoch, m.state.code, _ids(m.assigned, topic_id), _ids(m.revoking, topic_id))
+    for mid, parts in group.target.items():
+        out[ConsumerGroupKey(CG.TARGET_ASSIGNMENT_MEMBER, gid, mid)] = \
+            ConsumerGroupTargetAssignmentMemberValue(_ids(parts, topic_id))
+    return out
+
+
+# Kafka's order: tombstones of a member's current assignment, target assignment, then its
+# metadata (a deleted group: the target epoch between, partition metadata and epoch last);
+# writes of member metadata, subscription metadata, group epoch, then the target assignment
+# (members, then its epoch), then current assignments.
+_TOMBSTONE_ORDER = (CG.CURRENT_MEMBER_ASSIGNMENT, CG.TARGET_ASSIGNMENT_MEMBER, CG.TARGET_ASSIGNMENT_METADATA,
+                    CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA)
+_WRITE_ORDER = (CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA, CG.TARGET_ASSIGNMENT_MEMBER,
+                CG.TARGET_ASSIGNMENT_METADATA, CG.CURRENT_MEMBER_ASSIGNMENT)
+
+
+def diff_records(old: GroupRecords, new: GroupRecords) -> list[CoordinatorRecord]:
+    """The records that turn `old` into `new`: tombstones for keys gone, values for keys changed."""
+    out = [CoordinatorRecord(k, None) for t in _TOMBSTONE_ORDER for k in old if k.type == t and k not in new]
+    out += [CoordinatorRecord(k, v) for t in _WRITE_ORDER for k, v in new.items() if k.type == t and old.get(k) != v]
+    return out

@@ -8,9 +8,14 @@ records are in the log. If an append fails the shard is reloaded from its log: t
 only ever what the log says, and every parked request is answered COORDINATOR_NOT_AVAILABLE,
 which makes clients rediscover the coordinator and retry.
 
-Loading replays the partition from its start through the same `replay` the live path uses
-(`replay_bytes` per record, `replay_end_txn` per transaction marker). Until a shard is loaded
-its groups answer COORDINATOR_LOAD_IN_PROGRESS. A timer task drives session/rebalance
+KIP-848 groups take the same path: after each call the shard takes the records of the groups
+it changed (`ConsumerGroups.take_records`, topics as ids of the topic registry) and appends
+them before answering.
+
+Loading replays the partition from its start: classic and offset records through the same
+`replay` the live path uses (`replay_end_txn` per transaction marker), KIP-848 records (types
+3-8) through `ConsumerGroups.replay`, topic ids resolved by the topic registry. Until a shard
+is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS. A timer task drives session/rebalance
 deadlines (`tick`) and offset retention (`expire_offsets`).
 """
 
@@ -20,13 +25,15 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
 from topiclake.segments.control import ControlRecordType, parse_control_record
-from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, UnknownTopicError
 
+from ..partitions import topic_uuid
 from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
@@ -37,7 +44,7 @@ from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, C
 from .errors import GroupCoordinatorError, GroupErrorCode as E
 from .offsets import TxnOffsetCommitRequest
 from .op import NO_PRODUCER_ID
-from .records import CoordinatorRecord, partition_for_group
+from .records import ConsumerGroupKey, CoordinatorRecord, decode_record, partition_for_group
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +133,7 @@ class GroupService:
         fresh = self._new_shard(shard.index)
         shard.core, shard.consumer = fresh.core, fresh.consumer
         part = shard.partition = await self.partitions.get(OFFSETS_TOPIC, shard.index)
-        count = await self.partitions.run_read(_replay_log, part.log, shard.core, now_ms(),
+        count = await self.partitions.run_read(_replay_log, part.log, shard, self.partitions.registry, now_ms(),
                                                f"{OFFSETS_TOPIC}-{shard.index}")
         shard.loaded = True
         if count:
@@ -162,7 +169,8 @@ class GroupService:
         due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms()) if d is not None]
         if not expire and not any(d <= now for d in due):
             return
-        for group_id, member_id in shard.consumer.tick(now):
+        removed = await self._run_consumer(shard, shard.consumer.tick)
+        for group_id, member_id in removed:
             log.info("group %s: member %s left (session or revocation timeout)", group_id, member_id)
         await self._run(shard, lambda t: shard.core.tick(t))
         if expire:
@@ -209,6 +217,30 @@ class GroupService:
             return await parked
         finally:
             shard.waiters.pop(result.ticket, None)
+
+    async def _run_consumer(self, shard: Shard, call: Callable[[int], Any]) -> Any:
+        """The same recipe for the KIP-848 core: call, append the records of the groups it
+        changed, answer; a failed append reloads the shard (COORDINATOR_NOT_AVAILABLE)."""
+        async with shard.lock:
+            if not shard.loaded:
+                raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+            response = call(now_ms())
+            records = shard.consumer.take_records(self._topic_id)
+            if records:
+                try:
+                    await self._append(shard, records, NO_PRODUCER_ID, -1)
+                except Exception:
+                    log.exception("appending %d consumer group records to %s-%d failed: reloading it",
+                                  len(records), OFFSETS_TOPIC, shard.index)
+                    await self._load(shard)
+                    raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
+            return response
+
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        try:
+            return topic_uuid(self.partitions.topic(topic))
+        except TopiclakeError:
+            return None
 
     async def _append(self, shard: Shard, records: Iterable[CoordinatorRecord], producer_id: int,
                       producer_epoch: int) -> None:
@@ -339,8 +371,7 @@ class GroupService:
         if classic is not None and classic.members:
             return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None, error_message=(
                 f"group {req.group_id} is a classic group with members"))
-        async with shard.lock:
-            return shard.consumer.heartbeat(req, metadata, now_ms())
+        return await self._run_consumer(shard, lambda t: shard.consumer.heartbeat(req, metadata, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
         out = []
@@ -393,7 +424,7 @@ class GroupService:
             try:
                 shard = self.shard(gid)
                 if gid in shard.consumer.groups:
-                    code = shard.consumer.delete(gid)
+                    code = await self._run_consumer(shard, lambda t: shard.consumer.delete(gid))
                     if code is not E.NONE:
                         out.append(GroupResult(gid, code))
                         continue
@@ -429,9 +460,11 @@ def _describe_consumer_group(group: ConsumerGroup) -> GroupDescription:
     return GroupDescription(group.group_id, E.NONE, group.state, "consumer", "range" if members else "", members)
 
 
-def _replay_log(log_: Any, core: GroupCoordinator, now: int, source: str) -> int:
-    """Replay a whole `__consumer_offsets` partition into `core` (reader thread, under the
-    shard lock, so nothing appends meanwhile). Returns the number of records replayed."""
+def _replay_log(log_: Any, shard: Shard, registry: Any, now: int, source: str) -> int:
+    """Replay a whole `__consumer_offsets` partition into the shard's cores (reader thread, under
+    the shard lock, so nothing appends meanwhile). Returns the number of records replayed."""
+    core, consumer = shard.core, shard.consumer
+    topic_names = {topic_uuid(meta): meta.name for meta in registry.list()}.get
     offset, end, count = log_.log_start_offset, log_.log_end_offset, 0
     while offset < end:
         data = log_.read(offset, LOAD_CHUNK_BYTES).to_bytes()
@@ -451,7 +484,12 @@ def _replay_log(log_: Any, core: GroupCoordinator, now: int, source: str) -> int
                     if record.offset < offset:
                         continue
                     try:
-                        core.replay_bytes(record.key, record.value, now, pid)
+                        decoded = decode_record(record.key, record.value)  # UnknownKey: skipped
+                        if isinstance(decoded, CoordinatorRecord):
+                            if isinstance(decoded.key, ConsumerGroupKey):
+                                consumer.replay(decoded, now, topic_names)
+                            else:
+                                core.replay(decoded, now, pid)
                     except Exception as exc:  # one bad record must not make the whole partition unusable
                         log.error("%s offset %d: skipping a record that does not decode: %s", source,
                                   record.offset, exc)

@@ -5,7 +5,8 @@ struct, or null (a tombstone: the compacted topic forgets the key). Key versions
 
     0, 1  OffsetCommitKey     group STRING | topic STRING | partition int32   (written as 1)
     2     GroupMetadataKey    group STRING
-    3+    KIP-848 / share / streams records: decoded as UnknownKey, which the loader skips
+    3-8   KIP-848 consumer-group records (ConsumerGroupKey, below)
+    9+    share / streams records: decoded as UnknownKey, which the loader skips
 
 OffsetCommitValue (written as v3, or v1 when an explicit expire timestamp is given — Kafka's
 `offsetCommitValueVersion`):
@@ -21,10 +22,31 @@ GroupMetadataValue (written as v3):
         clientHost STRING | rebalanceTimeout i32 (v1+) | sessionTimeout i32 |
         subscription BYTES | assignment BYTES
     v4 is the flexible form (compact strings/bytes/arrays, tagged fields per member and at the end)
+
+KIP-848 consumer groups (`group-coordinator/src/main/resources/common/message/ConsumerGroup*.json`).
+Keys are not flexible: `int16 type` + group STRING (+ member STRING for 5, 7, 8). Values are all
+version 0 and flexible (compact strings/arrays, every struct ends with tagged fields; tags we do
+not model - MetadataHash, ClassicMemberMetadata, AssignmentEpochs ... - are skipped on read and
+never written). TopicPartitions = topicId UUID | partitions []int32.
+
+    3  ConsumerGroupMetadata               epoch i32
+    4  ConsumerGroupPartitionMetadata      topics [] of topicId UUID | topicName STRING |
+                                           numPartitions i32 | partitionMetadata [] of
+                                           (partition i32 | racks []STRING)
+    5  ConsumerGroupMemberMetadata         instanceId N_STRING | rackId N_STRING | clientId STRING |
+                                           clientHost STRING | subscribedTopicNames []STRING |
+                                           subscribedTopicRegex N_STRING | rebalanceTimeoutMs i32 |
+                                           serverAssignor N_STRING
+    6  ConsumerGroupTargetAssignmentMetadata  assignmentEpoch i32
+    7  ConsumerGroupTargetAssignmentMember    topicPartitions []TopicPartitions
+    8  ConsumerGroupCurrentMemberAssignment   memberEpoch i32 | previousMemberEpoch i32 | state i8 |
+                                           assignedPartitions []TopicPartitions |
+                                           partitionsPendingRevocation []TopicPartitions
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from topiclake.segments.errors import CorruptRecordError
@@ -37,6 +59,7 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
+CONSUMER_GROUP_VALUE_VERSION = 0
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
@@ -55,9 +78,35 @@ class GroupMetadataKey:
     version: int = field(default=GROUP_METADATA_KEY_VERSION, compare=False)
 
 
+class CG:
+    """The KIP-848 record types (= key versions)."""
+
+    METADATA = 3
+    PARTITION_METADATA = 4
+    MEMBER_METADATA = 5
+    TARGET_ASSIGNMENT_METADATA = 6
+    TARGET_ASSIGNMENT_MEMBER = 7
+    CURRENT_MEMBER_ASSIGNMENT = 8
+    PER_MEMBER = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
+    ALL = frozenset(range(3, 9))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """The key of a KIP-848 record: `type` 3-8; `member_id` only for types 5, 7 and 8."""
+
+    type: int
+    group: str
+    member_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in CG.ALL or (self.member_id is not None) != (self.type in CG.PER_MEMBER):
+            raise ValueError(f"invalid consumer group key {self!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class UnknownKey:
-    """A key type this coordinator does not handle (KIP-848, share and streams groups)."""
+    """A key type this coordinator does not handle (share and streams groups)."""
 
     version: int
 
@@ -95,15 +144,74 @@ class GroupMetadataValue:
     version: int = field(default=GROUP_METADATA_VALUE_VERSION, compare=False)  # as read
 
 
-Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
-Value = OffsetCommitValue | GroupMetadataValue
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    topic_name: str
+    num_partitions: int
+    partition_racks: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (partition, racks); unused since 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions) per topic
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    """Type 7: the partitions the assignor gave a member at the assignment epoch."""
+
+    topic_partitions: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    """Type 8: where a member is on its way to the target (what it owns, what it must give up)."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS
+    assigned_partitions: TopicPartitions
+    partitions_pending_revocation: TopicPartitions
+
+
+ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue |
+                      ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue |
+                      ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue
 
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorRecord:
     """One record to append to (or read from) `__consumer_offsets`; value None = tombstone."""
 
-    key: OffsetCommitKey | GroupMetadataKey
+    key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
     value: Value | None
 
     def key_bytes(self) -> bytes:
@@ -124,12 +232,17 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Coord
 
 # ---------------------------------------------------------------------------------- keys
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return (Writer().int16(OFFSET_COMMIT_KEY_VERSION).string(key.group).string(key.topic)
                 .int32(key.partition).getvalue())
     if isinstance(key, GroupMetadataKey):
         return Writer().int16(GROUP_METADATA_KEY_VERSION).string(key.group).getvalue()
+    if isinstance(key, ConsumerGroupKey):
+        w = Writer().int16(key.type).string(key.group)
+        if key.member_id is not None:
+            w.string(key.member_id)
+        return w.getvalue()
     raise TypeError(f"cannot encode key {key!r}")
 
 
@@ -142,6 +255,9 @@ def decode_key(data: bytes | None) -> Key:
         key: Key = OffsetCommitKey(r.string("group"), r.string("topic"), r.int32("partition"), version)
     elif version == 2:
         key = GroupMetadataKey(r.string("group"), version)
+    elif version in CG.ALL:
+        group = r.string("group")
+        key = ConsumerGroupKey(version, group, r.string("memberId") if version in CG.PER_MEMBER else None)
     else:
         return UnknownKey(version)
     r.end()
@@ -157,6 +273,11 @@ def encode_value(value: Value | None) -> bytes | None:
         return _encode_offset_value(value)
     if isinstance(value, GroupMetadataValue):
         return _encode_group_value(value)
+    encode = _CONSUMER_ENCODERS.get(type(value))
+    if encode is not None:
+        w = Writer().int16(CONSUMER_GROUP_VALUE_VERSION)
+        encode(w, value)
+        return w.tagged_fields().getvalue()
     raise TypeError(f"cannot encode value {value!r}")
 
 
@@ -168,6 +289,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return decode_offset_commit_value(data)
     if isinstance(key, GroupMetadataKey):
         return decode_group_metadata_value(data)
+    if isinstance(key, ConsumerGroupKey):
+        return decode_consumer_group_value(key.type, data)
     raise ValueError(f"no value schema for {key!r}")
 
 
@@ -250,6 +373,132 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         r.tagged_fields()
     r.end()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members), version)
+
+
+# ------------------------------------------------------------ KIP-848 consumer groups
+
+def _write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
+    w.array_len(len(tps), flexible=True)
+    for topic_id, partitions in tps:
+        w.uuid(topic_id).array_len(len(partitions), flexible=True)
+        for p in partitions:
+            w.int32(p)
+        w.tagged_fields()
+
+
+def _read_topic_partitions(r: Reader, field: str) -> TopicPartitions:
+    out = []
+    for _ in range(r.array_len(field, flexible=True)):
+        topic_id = r.uuid("topicId")
+        partitions = tuple(r.int32("partition") for _ in range(r.array_len("partitions", flexible=True)))
+        r.tagged_fields(f"{field} tagged fields")
+        out.append((topic_id, partitions))
+    return tuple(out)
+
+
+def _write_strings(w: Writer, strings: tuple[str, ...]) -> None:
+    w.array_len(len(strings), flexible=True)
+    for s in strings:
+        w.string(s, flexible=True)
+
+
+def _read_strings(r: Reader, field: str) -> tuple[str, ...]:
+    return tuple(r.string(field, flexible=True) for _ in range(r.array_len(field, flexible=True)))
+
+
+def _encode_partition_metadata(w: Writer, v: ConsumerGroupPartitionMetadataValue) -> None:
+    w.array_len(len(v.topics), flexible=True)
+    for t in v.topics:
+        w.uuid(t.topic_id).string(t.topic_name, flexible=True).int32(t.num_partitions)
+        w.array_len(len(t.partition_racks), flexible=True)
+        for partition, racks in t.partition_racks:
+            w.int32(partition)
+            _write_strings(w, racks)
+            w.tagged_fields()
+        w.tagged_fields()
+
+
+def _encode_member_metadata(w: Writer, v: ConsumerGroupMemberMetadataValue) -> None:
+    w.string(v.instance_id, flexible=True).string(v.rack_id, flexible=True)
+    w.string(v.client_id, flexible=True).string(v.client_host, flexible=True)
+    _write_strings(w, v.subscribed_topic_names)
+    w.string(v.subscribed_topic_regex, flexible=True).int32(v.rebalance_timeout_ms)
+    w.string(v.server_assignor, flexible=True)
+
+
+def _encode_current_assignment(w: Writer, v: ConsumerGroupCurrentMemberAssignmentValue) -> None:
+    w.int32(v.member_epoch).int32(v.previous_member_epoch).int8(v.state)
+    _write_topic_partitions(w, v.assigned_partitions)
+    _write_topic_partitions(w, v.partitions_pending_revocation)
+
+
+_CONSUMER_ENCODERS = {
+    ConsumerGroupMetadataValue: lambda w, v: w.int32(v.epoch),
+    ConsumerGroupPartitionMetadataValue: _encode_partition_metadata,
+    ConsumerGroupMemberMetadataValue: _encode_member_metadata,
+    ConsumerGroupTargetAssignmentMetadataValue: lambda w, v: w.int32(v.assignment_epoch),
+    ConsumerGroupTargetAssignmentMemberValue: lambda w, v: _write_topic_partitions(w, v.topic_partitions),
+    ConsumerGroupCurrentMemberAssignmentValue: _encode_current_assignment,
+}
+
+
+def _decode_partition_metadata(r: Reader) -> ConsumerGroupPartitionMetadataValue:
+    topics = []
+    for _ in range(r.array_len("topics", flexible=True)):
+        topic_id = r.uuid("topicId")
+        name = r.string("topicName", flexible=True)
+        count = r.int32("numPartitions")
+        racks = []
+        for _ in range(r.array_len("partitionMetadata", flexible=True)):
+            partition = r.int32("partition")
+            racks.append((partition, _read_strings(r, "racks")))
+            r.tagged_fields("partitionMetadata tagged fields")
+        r.tagged_fields("topics tagged fields")
+        topics.append(TopicMetadata(topic_id, name, count, tuple(racks)))
+    return ConsumerGroupPartitionMetadataValue(tuple(topics))
+
+
+def _decode_member_metadata(r: Reader) -> ConsumerGroupMemberMetadataValue:
+    return ConsumerGroupMemberMetadataValue(
+        instance_id=r.string("instanceId", flexible=True, nullable=True),
+        rack_id=r.string("rackId", flexible=True, nullable=True),
+        client_id=r.string("clientId", flexible=True),
+        client_host=r.string("clientHost", flexible=True),
+        subscribed_topic_names=_read_strings(r, "subscribedTopicNames"),
+        subscribed_topic_regex=r.string("subscribedTopicRegex", flexible=True, nullable=True),
+        rebalance_timeout_ms=r.int32("rebalanceTimeoutMs"),
+        server_assignor=r.string("serverAssignor", flexible=True, nullable=True))
+
+
+def _decode_current_assignment(r: Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
+    return ConsumerGroupCurrentMemberAssignmentValue(
+        r.int32("memberEpoch"), r.int32("previousMemberEpoch"), r.int8("state"),
+        _read_topic_partitions(r, "assignedPartitions"), _read_topic_partitions(r, "partitionsPendingRevocation"))
+
+
+_CONSUMER_DECODERS = {  # record type -> (value schema name, decoder)
+    CG.METADATA: ("ConsumerGroupMetadataValue", lambda r: ConsumerGroupMetadataValue(r.int32("epoch"))),
+    CG.PARTITION_METADATA: ("ConsumerGroupPartitionMetadataValue", _decode_partition_metadata),
+    CG.MEMBER_METADATA: ("ConsumerGroupMemberMetadataValue", _decode_member_metadata),
+    CG.TARGET_ASSIGNMENT_METADATA: ("ConsumerGroupTargetAssignmentMetadataValue",
+                                    lambda r: ConsumerGroupTargetAssignmentMetadataValue(r.int32("assignmentEpoch"))),
+    CG.TARGET_ASSIGNMENT_MEMBER: ("ConsumerGroupTargetAssignmentMemberValue",
+                                  lambda r: ConsumerGroupTargetAssignmentMemberValue(
+                                      _read_topic_partitions(r, "topicPartitions"))),
+    CG.CURRENT_MEMBER_ASSIGNMENT: ("ConsumerGroupCurrentMemberAssignmentValue", _decode_current_assignment),
+}
+
+
+def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupValue:
+    name, decode = _CONSUMER_DECODERS[record_type]
+    r = Reader(data, name)
+    version = r.int16("value version")
+    if version != CONSUMER_GROUP_VALUE_VERSION:
+        raise r.fail(f"unsupported value version {version}")
+    value = decode(r)
+    r.tagged_fields()
+    r.end()
+    return value
 
 
 def partition_for_group(group_id: str, num_partitions: int = 50) -> int:

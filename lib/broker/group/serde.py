@@ -1,7 +1,8 @@
 """Kafka's generated-message primitive types, for the records of `__consumer_offsets` and the
 consumer protocol blobs (the same encoding as the wire protocol, big-endian):
 
-    int16/int32/int64 | STRING = int16 length + UTF-8 (-1 = null when nullable) |
+    int8/int16/int32/int64 | UUID = 16 bytes (most significant half first) |
+    STRING = int16 length + UTF-8 (-1 = null when nullable) |
     BYTES = int32 length + bytes (-1 = null) | ARRAY = int32 count (-1 = null)
     flexible versions: COMPACT_STRING/BYTES/ARRAY = unsigned varint (length + 1, 0 = null),
     and each struct ends with tagged fields: uvarint count, then (uvarint tag, uvarint size,
@@ -13,10 +14,12 @@ Every malformed input raises CorruptRecordError with the position and the reason
 from __future__ import annotations
 
 import struct
+import uuid
 
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.varint import encode_unsigned_varint
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -41,6 +44,9 @@ class Reader:
     def _fixed(self, s: struct.Struct, field: str) -> int:
         return s.unpack(self._take(s.size, field))[0]
 
+    def int8(self, field: str) -> int:
+        return self._fixed(_I8, field)
+
     def int16(self, field: str) -> int:
         return self._fixed(_I16, field)
 
@@ -49,6 +55,9 @@ class Reader:
 
     def int64(self, field: str) -> int:
         return self._fixed(_I64, field)
+
+    def uuid(self, field: str) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16, field)))
 
     def uvarint(self, field: str) -> int:
         result = shift = 0
@@ -110,6 +119,10 @@ class Writer:
     def __init__(self) -> None:
         self.out = bytearray()
 
+    def int8(self, v: int) -> "Writer":
+        self.out += _I8.pack(v)
+        return self
+
     def int16(self, v: int) -> "Writer":
         self.out += _I16.pack(v)
         return self
@@ -120,6 +133,10 @@ class Writer:
 
     def int64(self, v: int) -> "Writer":
         self.out += _I64.pack(v)
+        return self
+
+    def uuid(self, v: uuid.UUID) -> "Writer":
+        self.out += v.bytes
         return self
 
     def _length(self, n: int, flexible: bool, classic: struct.Struct) -> None:

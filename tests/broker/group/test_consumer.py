@@ -14,17 +14,18 @@ def metadata(topic):
 
 
 class Driver:
-    def __init__(self):
+    def __init__(self, metadata=metadata):
         ids = itertools.count(1)
         self.groups = ConsumerGroups(session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
                                      new_member_id=lambda: f"m{next(ids)}")
+        self.metadata = metadata  # topic -> partition count
         self.now = 0
         self.owned = {}  # member -> what the client believes it owns
         self.epoch = {}
 
-    def join(self, member_id=""):
-        r = self.groups.heartbeat(HB(G, member_id, 0, subscribed_topics=("t",), rebalance_timeout_ms=5_000),
-                                  metadata, self.now)
+    def join(self, member_id="", topics=("t",)):
+        r = self.groups.heartbeat(HB(G, member_id, 0, subscribed_topics=topics, rebalance_timeout_ms=5_000),
+                                  self.metadata, self.now)
         assert r.error is E.NONE
         self.owned[r.member_id] = dict(r.assignment)
         self.epoch[r.member_id] = r.member_epoch
@@ -33,7 +34,7 @@ class Driver:
     def beat(self, member_id):
         """A well-behaved client: acknowledges whatever it was last told it owns."""
         r = self.groups.heartbeat(HB(G, member_id, self.epoch[member_id], owned=self.owned[member_id]),
-                                  metadata, self.now)
+                                  self.metadata, self.now)
         assert r.error is E.NONE, r
         self.epoch[member_id] = r.member_epoch
         if r.assignment is not None:
