@@ -120,17 +120,29 @@ def _too_big(label: str, max_bytes: int, declared: int | None = None) -> Corrupt
     return CorruptRecordError(f"{label} data inflates past the {max_bytes}-byte limit{detail}")
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _gzip_decompress(data, max_bytes: int) -> bytes:
-    # wbits=47: a gzip or zlib header, detected. As with zlib.decompress (used before), only the
-    # first member counts and bytes after its trailer are ignored.
-    inflater = zlib.decompressobj(wbits=47)
-    # One call: the output grows in blocks as it is written, never pre-allocated to max_length.
-    out = inflater.decompress(data, max_bytes + 1)
-    if len(out) > max_bytes:
-        raise _too_big("gzip", max_bytes)
-    if not inflater.eof:  # the output had room, so the input ran out first
-        raise CorruptRecordError("cannot decompress gzip data: incomplete or truncated stream")
-    return out
+    """Every gzip member, one after the other, as Java's GZIPInputStream (what Kafka reads
+    with) does; bytes after a member that do not start another one are ignored, as there."""
+    parts = []
+    produced = 0
+    rest = data
+    while True:
+        # wbits=47: a gzip or zlib header, detected. One call per member: the output grows in
+        # blocks as it is written, never pre-allocated to max_length.
+        inflater = zlib.decompressobj(wbits=47)
+        out = inflater.decompress(rest, max_bytes - produced + 1)
+        produced += len(out)
+        if produced > max_bytes:
+            raise _too_big("gzip", max_bytes)
+        if not inflater.eof:  # the output had room, so the input ran out first
+            raise CorruptRecordError("cannot decompress gzip data: incomplete or truncated stream")
+        parts.append(out)
+        rest = inflater.unused_data
+        if not rest.startswith(_GZIP_MAGIC):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _xerial_snappy_compress(data: bytes) -> bytes:

@@ -171,8 +171,17 @@ def test_zstd_frames_share_one_budget_and_skippable_frames_are_skipped():
         decompress(Compression.ZSTD, compress(Compression.ZSTD, b"") + b"junk")
 
 
-def test_gzip_and_lz4_keep_reading_only_the_first_member_or_frame():
-    assert decompress(Compression.GZIP, gzip.compress(b"one") + gzip.compress(b"two"), max_bytes=3) == b"one"
+def test_gzip_reads_every_member_like_javas_gzipinputstream():
+    two = gzip.compress(b"one") + gzip.compress(b"two")
+    assert decompress(Compression.GZIP, two) == b"onetwo"
+    assert decompress(Compression.GZIP, two + b"trailing junk") == b"onetwo"  # not a member: ignored
+    with pytest.raises(CorruptRecordError, match="gzip data inflates past the 5-byte limit"):
+        decompress(Compression.GZIP, two, max_bytes=5)  # the limit spans the members
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        decompress(Compression.GZIP, two[:-4])
+
+
+def test_lz4_keeps_reading_only_the_first_frame():
     lz4_two = compress(Compression.LZ4, b"one") + compress(Compression.LZ4, b"two")
     assert decompress(Compression.LZ4, lz4_two, max_bytes=3) == b"one"
 
