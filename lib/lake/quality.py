@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 IN_RANGE = "offset_in_committed_range"
 SITE = "topiclake"
 RESULT_FORMAT = "SUMMARY"
+INDEXED_VALIDATIONS = 100  # newest validations linked from <root>/quality/index.html
 _SAMPLE = 20  # unexpected values kept per expectation, as great-expectations' SUMMARY keeps
 
 #: The contract every table keeps unless its own suite says otherwise.
@@ -335,16 +336,24 @@ def _import_gx():
 
 
 def _project_config(site_dir: Path | None):
-    """In memory, except the one Data Docs site we want (no temporary site directories)."""
+    """In memory, except, when publishing, the Data Docs site under `site_dir` and the validation
+    results it indexes (`site_dir/results`, one JSON per validation, so index.html lists the
+    latest INDEXED_VALIDATIONS runs of every table, not only this one)."""
     from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
                                                             ProgressBarsConfig)
 
-    sites = {} if site_dir is None else {SITE: {
-        "class_name": "SiteBuilder", "show_how_to_buttons": False,
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}}}
-    return DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
-                             progress_bars=ProgressBarsConfig(globally=False), data_docs_sites=sites)
+    defaults = InMemoryStoreBackendDefaults(init_temp_docs_sites=False)
+    sites = {}
+    if site_dir is not None:
+        defaults.stores[defaults.validation_results_store_name]["store_backend"] = {
+            "class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir / "results")}
+        sites = {SITE: {
+            "class_name": "SiteBuilder", "show_how_to_buttons": False,
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
+                                   "validation_results_limit": INDEXED_VALIDATIONS}}}
+    return DataContextConfig(store_backend_defaults=defaults, progress_bars=ProgressBarsConfig(globally=False),
+                             data_docs_sites=sites)
 
 
 def _expectation_suite(table: str, expectations: Sequence[dict], source: str):

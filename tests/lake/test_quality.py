@@ -36,6 +36,13 @@ def test_default_suite_passes_and_writes_data_docs(spark, root, topic_writer):
     assert (root / "quality" / "index.html").is_file()
     assert str(page) in format_summary(result)
 
+    w.produce(0, [b"d"])
+    again = ingest(spark, IngestOptions(topics=("orders",), root=root)).tables[0].quality
+    index = (root / "quality" / "index.html").read_text()
+    runs = [f"ingest-{r.run_id}" for r in (report, again)]
+    assert all(run in index for run in runs), "the index links every run's page"
+    assert len(list((root / "quality" / "results").rglob("*.json"))) == 2
+
 
 def _inject(monkeypatch, extra_file):
     """Make run_tasks return one more file row: `extra_file(uri, rows) -> (relative path, row)`."""
