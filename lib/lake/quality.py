@@ -218,6 +218,7 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema."""
     if not files:
         return None
+    _import_gx()
     from great_expectations.core import ExpectationSuiteValidationResult
 
     results: dict[int, object] = {}
