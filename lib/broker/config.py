@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import section, storage_root
 
+from . import producer_state
 from .group.config import GroupsConfig
 from .txn.config import TransactionsConfig
 
@@ -26,8 +27,18 @@ class BrokerConfig:
     num_partitions: int = 1
     max_request_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     lease_interval_s: float = 10.0
+    # Idle idempotent/transactional producers' state is dropped from each partition after this
+    # long (Kafka's producer.id.expiration.ms; never while a transaction of theirs is open),
+    # checked this often (producer.id.expiration.check.interval.ms).
+    producer_id_expiration_ms: int = producer_state.EXPIRATION_MS
+    producer_id_expiration_check_interval_ms: int = producer_state.EXPIRATION_CHECK_INTERVAL_MS
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
+
+    def __post_init__(self) -> None:
+        for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms"):
+            if getattr(self, name) < 1:
+                raise InvalidConfigError(f"[broker] {name} must be at least 1")
 
     @property
     def public_host(self) -> str:

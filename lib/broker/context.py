@@ -60,7 +60,8 @@ class BrokerContext:
         layout = StorageLayout(config.root)
         for directory in (layout.cluster_dir, layout.topics_dir, layout.logs_dir):
             os.makedirs(directory, exist_ok=True)
-        partitions = PartitionManager(layout, default_partitions=config.num_partitions)
+        partitions = PartitionManager(layout, default_partitions=config.num_partitions,
+                                      producer_id_expiration_ms=config.producer_id_expiration_ms)
         producer_ids = ProducerIdAllocator(layout)
         groups = GroupService(partitions, config.groups)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,

@@ -55,8 +55,10 @@ def take_snapshot(part, offset: int) -> Path:
     return path
 
 
-def load_state(part) -> Replay:
-    """Fill a fresh partition's producer and transaction state (I/O thread; at open)."""
+def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = None) -> Replay:
+    """Fill a fresh partition's producer and transaction state (I/O thread; at open). Given
+    `now_ms` and `expiration_ms`, the snapshot's expired producers are left out (Kafka's
+    loadFromSnapshot); the batches replayed after it are the periodic check's business."""
     segments = part.log.segments()
     directory = part.log.directory
     try:
@@ -78,7 +80,7 @@ def load_state(part) -> Replay:
                 log.warning("ignoring a corrupt producer snapshot: %s", exc)
                 path.unlink(missing_ok=True)
                 continue
-            part.producers.load(entries)
+            part.producers.load(entries, now_ms=now_ms, expiration_ms=expiration_ms)
             part.txns.restore({e.producer_id: e.current_txn_first_offset for e in entries
                                if e.current_txn_first_offset >= 0},
                               [e.aborted for found in indexed.values() for e in found if e.last_offset < offset])
@@ -101,7 +103,8 @@ def _replay(part, start: int, snapshot_offset: int | None, indexed: dict[int, li
             continue
         marker = end_txn_marker(segment.file.fileno(), position, header, str(segment.log_path))
         part.producers.observe_marker(header.producer_id, header.producer_epoch,
-                                      None if marker is None else marker.coordinator_epoch)
+                                      None if marker is None else marker.coordinator_epoch,
+                                      None if marker is None else header.max_timestamp)
         if marker is None:
             continue
         aborted = part.txns.on_marker(header.producer_id, header.base_offset, marker.type is ControlRecordType.COMMIT)

@@ -9,6 +9,11 @@ never waits behind an fsync (flush.messages=1 fsyncs every append). Only cheap a
 
 Fetches that wait for data (max_wait_ms long poll) park on `Partition.changed()`, which
 resolves at the next append to that partition (or at shutdown).
+
+Idle producers' state expires (Kafka's producer.id.expiration.ms): `remove_expired_producers`,
+run periodically by the server, drops it from every open partition on the I/O thread, and a
+partition opening leaves expired producers of its snapshot out. Both read the wall clock
+through `clock` (milliseconds; tests replace it).
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, 
 
 from .errors import UnknownTopicOrPartition
 from .partition_snapshot import Replay, load_state, take_snapshot
-from .producer_state import ProducerState
+from .producer_state import EXPIRATION_MS, ProducerState
 from .txn.partition_state import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
 
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def topic_uuid(meta: TopicMeta) -> uuid.UUID:
@@ -97,11 +106,19 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
 
-    def load_state(self) -> Replay:
+    def load_state(self, *, now_ms: int | None = None, expiration_ms: int | None = None) -> Replay:
         """Producer and transaction state from the newest producer snapshot plus the batches
         after it, or from the whole log (I/O thread; at open). See partition_snapshot.py."""
-        self.replay = load_state(self)
+        self.replay = load_state(self, now_ms=now_ms, expiration_ms=expiration_ms)
         return self.replay
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers idle for `expiration_ms` with no open transaction here (I/O thread:
+        the same thread checks and appends). Returns their ids."""
+        expired = self.producers.remove_expired(now_ms, expiration_ms, self.txns.ongoing())
+        if expired:
+            log.info("%s: expired %d idle producer ids", self, len(expired))
+        return expired
 
     def _on_roll(self, base_offset: int) -> None:
         """Log.on_roll: the state now is the state after every batch below `base_offset`."""
@@ -140,10 +157,14 @@ class Partition:
 
 
 class PartitionManager:
-    def __init__(self, layout: StorageLayout, *, default_partitions: int = 1):
+    def __init__(self, layout: StorageLayout, *, default_partitions: int = 1,
+                 producer_id_expiration_ms: int = EXPIRATION_MS,
+                 clock: Callable[[], int] = wall_clock_ms):
         self.layout = layout
         self.registry = TopicRegistry(layout)
         self.default_partitions = default_partitions
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -240,7 +261,7 @@ class PartitionManager:
 
             directory.mkdir(parents=True, exist_ok=True)
             part = Partition(meta.name, index, Log.open(directory, config, topic=meta.name, partition=index), config)
-            part.load_state()
+            part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
 
         part = await self.run_io(open_log)
@@ -258,6 +279,18 @@ class PartitionManager:
                 await self.run_io(part.refresh)
             except Exception:
                 log.exception("refreshing %s-%d failed", part.topic, part.index)
+
+    async def remove_expired_producers(self) -> int:
+        """Kafka's PeriodicProducerExpirationCheck over every open partition; the number of
+        producer ids removed."""
+        removed = 0
+        for part in list(self._partitions.values()):
+            try:
+                removed += len(await self.run_io(part.remove_expired_producers, self.clock(),
+                                                 self.producer_id_expiration_ms))
+            except Exception:
+                log.exception("expiring producers of %s-%d failed", part.topic, part.index)
+        return removed
 
     async def flush_all(self) -> None:
         for part in list(self._partitions.values()):

@@ -11,12 +11,20 @@ The state survives restarts in Kafka's producer snapshots (`to_snapshot` / `load
 segment roll and clean close, see partition_snapshot.py) plus a replay of the batches after the
 snapshot (`observe` on each batch header), so a producer retrying across a broker restart still
 gets its duplicate detected. A snapshot keeps only each producer's LAST batch, as Kafka's does.
+
+Expiration (Kafka's removeExpiredProducers / isProducerExpired): a producer with no open
+transaction whose last timestamp (the max timestamp of its last batch, or its last marker's
+timestamp) is `producer.id.expiration.ms` or more behind the wall clock is forgotten: by the
+broker's periodic check (`remove_expired`) and when a snapshot is loaded (`load`). A batch from
+it afterwards is treated like any unknown producer's. Mutated only on the partition manager's
+I/O thread.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Container
 
 from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
 from topiclake.segments.producer_snapshot import NO_OFFSET, ProducerSnapshotEntry
@@ -24,6 +32,8 @@ from topiclake.segments.producer_snapshot import NO_OFFSET, ProducerSnapshotEntr
 from .errors import InvalidProducerEpoch, OutOfOrderSequence
 
 BATCHES_TO_RETAIN = 5
+EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
+EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 _SEQ_MASK = 0x7FFFFFFF
 
 
@@ -41,6 +51,7 @@ class _Entry:
     epoch: int = NO_PRODUCER_EPOCH
     coordinator_epoch: int = -1  # of the last COMMIT/ABORT marker (kept for the snapshot)
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    last_timestamp: int = NO_TIMESTAMP  # of its last batch or marker (Kafka's lastTimestamp)
 
     @property
     def last_seq(self) -> int:
@@ -100,11 +111,14 @@ class ProducerState:
             entry.batches.clear()
         entry.batches.append(BatchMeta(header.base_sequence, header.last_sequence,
                                        first_offset, last_offset, timestamp))
+        entry.last_timestamp = timestamp
 
-    def observe_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int | None = None) -> None:
+    def observe_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int | None = None,
+                       timestamp: int | None = None) -> None:
         """A COMMIT/ABORT marker was appended (or replayed) with the producer's current epoch. A
         higher epoch (the coordinator fenced the producer) makes its older batches INVALID_PRODUCER_EPOCH;
-        the sequence carries on within one epoch, as Kafka's appendEndTxnMarker keeps it."""
+        the sequence carries on within one epoch, as Kafka's appendEndTxnMarker keeps it. The
+        marker's timestamp becomes the producer's last timestamp, as there."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = _Entry()
@@ -113,6 +127,17 @@ class ProducerState:
             entry.batches.clear()
         if coordinator_epoch is not None:
             entry.coordinator_epoch = coordinator_epoch
+        if timestamp is not None:
+            entry.last_timestamp = timestamp
+
+    def remove_expired(self, now_ms: int, expiration_ms: int, ongoing: Container[int]) -> list[int]:
+        """Forget every producer idle for `expiration_ms` at `now_ms` (wall-clock ms) that has no
+        open transaction (`ongoing`: producer ids, from PartitionTxns). Returns the ids removed."""
+        expired = [producer_id for producer_id, entry in self._producers.items()
+                   if _expired(entry.last_timestamp, producer_id in ongoing, now_ms, expiration_ms)]
+        for producer_id in expired:
+            del self._producers[producer_id]
+        return expired
 
     def to_snapshot(self, ongoing: dict[int, int]) -> list[ProducerSnapshotEntry]:
         """Kafka's snapshot entries: each producer's epoch and last batch, plus the first offset
@@ -124,24 +149,37 @@ class ProducerState:
             if entry.batches:
                 last = entry.batches[-1]
                 out.append(ProducerSnapshotEntry(producer_id, entry.epoch, last.last_seq, last.last_offset,
-                                                 last.last_offset - last.first_offset, last.timestamp,
+                                                 last.last_offset - last.first_offset, entry.last_timestamp,
                                                  entry.coordinator_epoch, txn_first))
             else:
-                out.append(ProducerSnapshotEntry(producer_id, entry.epoch, NO_SEQUENCE, NO_OFFSET, 0, NO_TIMESTAMP,
-                                                 entry.coordinator_epoch, txn_first))
+                out.append(ProducerSnapshotEntry(producer_id, entry.epoch, NO_SEQUENCE, NO_OFFSET, 0,
+                                                 entry.last_timestamp, entry.coordinator_epoch, txn_first))
         return out
 
-    def load(self, entries: list[ProducerSnapshotEntry]) -> None:
+    def load(self, entries: list[ProducerSnapshotEntry], *, now_ms: int | None = None,
+             expiration_ms: int | None = None) -> None:
         """Replace the state with a snapshot's (Kafka's loadProducerEntry). An entry with no epoch
-        and no batch only records an open transaction of a producer this state never saw."""
+        and no batch only records an open transaction of a producer this state never saw. Given
+        `now_ms` and `expiration_ms`, expired entries are skipped (Kafka's loadFromSnapshot)."""
         self._producers = {}
         for e in entries:
             if e.epoch == NO_PRODUCER_EPOCH and e.last_offset < 0:
                 continue
-            entry = self._producers[e.producer_id] = _Entry(e.epoch, e.coordinator_epoch)
+            if now_ms is not None and expiration_ms is not None and _expired(
+                    e.timestamp, e.current_txn_first_offset >= 0, now_ms, expiration_ms):
+                continue
+            entry = self._producers[e.producer_id] = _Entry(e.epoch, e.coordinator_epoch, last_timestamp=e.timestamp)
             if e.last_offset >= 0:
                 entry.batches.append(BatchMeta(e.first_sequence, e.last_sequence, e.first_offset, e.last_offset,
                                                e.timestamp))
 
     def __len__(self) -> int:
         return len(self._producers)
+
+    def __contains__(self, producer_id: int) -> bool:
+        return producer_id in self._producers
+
+
+def _expired(last_timestamp: int, in_transaction: bool, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's isProducerExpired: no open transaction and idle for at least `expiration_ms`."""
+    return not in_transaction and now_ms - last_timestamp >= expiration_ms

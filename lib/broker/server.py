@@ -53,8 +53,11 @@ class BrokerServer:
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
+        partitions = self.context.partitions
         self._background = [asyncio.create_task(self._renew_lease()),
-                            asyncio.create_task(self._refresh_logs()),
+                            asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
+                            asyncio.create_task(_every(self.config.producer_id_expiration_check_interval_ms / 1000,
+                                                       partitions.remove_expired_producers)),
                             asyncio.create_task(self.context.txn.run_checks())]
         log.info("broker %d listening on %s:%d (root %s, cluster %s)", self.config.broker_id,
                  self.config.host, self.port, self.config.root, self.context.cluster_id)
@@ -141,10 +144,17 @@ class BrokerServer:
             except OSError:
                 log.exception("renewing the broker registration %s failed", path)
 
-    async def _refresh_logs(self) -> None:
-        while True:
-            await asyncio.sleep(REFRESH_INTERVAL_S)
-            await self.context.partitions.refresh_all()
+
+async def _every(interval_s: float, work) -> None:
+    """Background task: `await work()` every `interval_s`, the first time one interval after start
+    (as Kafka schedules its periodic log tasks, e.g. PeriodicProducerExpirationCheck)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await work()
+        except Exception:  # noqa: BLE001  (a failed round must not end the schedule)
+            log.exception("periodic broker task %s failed; retrying in %.0f s", getattr(work, "__name__", work),
+                          interval_s)
 
 
 def _alive(pid) -> bool:

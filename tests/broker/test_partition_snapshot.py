@@ -21,14 +21,14 @@ from topiclake.segments.txn_index import TxnIndexEntry, read_txn_index
 CONFIG = LogConfig()
 
 
-def open_partition(directory) -> Partition:
+def open_partition(directory, **load) -> Partition:
     part = Partition("t", 0, Log.open(directory, CONFIG), CONFIG)
-    part.load_state()
+    part.load_state(**load)
     return part
 
 
-def produce(part, pid, seq, n=1, *, epoch=0, transactional=False):
-    data = build_batch([Record(i, 1000 + seq + i, None, b"v", ()) for i in range(n)], base_offset=0, producer_id=pid,
+def produce(part, pid, seq, n=1, *, epoch=0, transactional=False, ts=1000):
+    data = build_batch([Record(i, ts + seq + i, None, b"v", ()) for i in range(n)], base_offset=0, producer_id=pid,
                        producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
     header = read_header(data)
     assert part.producers.check(header) is None

@@ -181,21 +181,22 @@ def test_maintenance_deletion_is_seen_without_restart(broker):
 def test_duplicate_detected_after_restart(tmp_path):
     from tests.broker.conftest import InProcessBroker
 
+    now = int(time.time() * 1000)  # a day-old last timestamp would make the producer expire at load
     first = InProcessBroker(tmp_path / "data").start()
     first.create_topic("again")
     with first.client() as c:
-        produce(c, "again", batch([b"a"], producer_id=3, epoch=0, seq=0))
-        produce(c, "again", batch([b"b", b"c"], producer_id=3, epoch=0, seq=1))
+        produce(c, "again", batch([b"a"], ts=now, producer_id=3, epoch=0, seq=0))
+        produce(c, "again", batch([b"b", b"c"], ts=now, producer_id=3, epoch=0, seq=1))
     first.stop()
     second = InProcessBroker(tmp_path / "data").start()
     try:
         with second.client() as c:
             # The producer state came back from the log: a retry is still a duplicate.
-            dup = produce(c, "again", batch([b"b", b"c"], producer_id=3, epoch=0, seq=1))
+            dup = produce(c, "again", batch([b"b", b"c"], ts=now, producer_id=3, epoch=0, seq=1))
             assert (dup.error_code, dup.base_offset) == (ErrorCode.none, 1)
-            assert produce(c, "again", batch([b"d"], producer_id=3, epoch=0, seq=5)).error_code == \
+            assert produce(c, "again", batch([b"d"], ts=now, producer_id=3, epoch=0, seq=5)).error_code == \
                 ErrorCode.out_of_order_sequence_number
-            assert produce(c, "again", batch([b"d"], producer_id=3, epoch=0, seq=3)).base_offset == 3
+            assert produce(c, "again", batch([b"d"], ts=now, producer_id=3, epoch=0, seq=3)).base_offset == 3
     finally:
         second.stop()
     assert (tmp_path / "data" / "log" / "again-0" / ".kafka_cleanshutdown").exists()
