@@ -67,20 +67,26 @@ def call(b, coro):
     return asyncio.run_coroutine_threadsafe(coro, b.loop).result(10)
 
 
+def loaded_partition(b, group: str):
+    """The group's __consumer_offsets partition, once its shard has loaded."""
+    groups = b.context.groups
+
+    async def load():
+        groups.ensure_loading()
+        while True:
+            try:
+                return groups.shard(group).partition
+            except GroupCoordinatorError:
+                await asyncio.sleep(0.02)
+
+    return call(b, load())
+
+
 def test_transactional_offsets_commit_abort_and_reload(tmp_path):
     b = InProcessBroker(tmp_path / "data").start()
     groups = b.context.groups
     try:
-        async def load():
-            groups.ensure_loading()
-            while True:
-                try:
-                    groups.shard("txn-group")
-                    return
-                except GroupCoordinatorError:
-                    await asyncio.sleep(0.02)
-
-        call(b, load())
+        loaded_partition(b, "txn-group")
         part = groups.partition_for("txn-group")
         res = call(b, groups.commit_transactional_offsets("txn-group", 7, 0, [CommitOffset("t", 0, 11)]))
         assert [r.error.name for r in res] == ["NONE"]
@@ -113,15 +119,7 @@ def test_transactional_offsets_move_the_offsets_partition_lso_live(tmp_path):
     b = InProcessBroker(tmp_path / "data").start()
     groups = b.context.groups
     try:
-        async def load():
-            groups.ensure_loading()
-            while True:
-                try:
-                    return groups.shard("lso-group").partition
-                except GroupCoordinatorError:
-                    await asyncio.sleep(0.02)
-
-        part = call(b, load())
+        part = loaded_partition(b, "lso-group")
         start = part.high_watermark
         call(b, groups.commit_transactional_offsets("lso-group", 21, 3, [CommitOffset("t", 0, 5)]))
         assert part.last_stable_offset == start < part.high_watermark
