@@ -18,6 +18,7 @@ import signal
 import socket
 import time
 
+from topiclake.segments import ownership
 from topiclake.segments.atomic import atomic_write
 
 from .config import BrokerConfig
@@ -40,16 +41,26 @@ class BrokerServer:
         self._background: list[asyncio.Task] = []
         self.port: int | None = None
         self._start_ms = 0
+        self._root_lock: ownership.RootLock | None = None
 
     async def start(self) -> None:
-        self.context = BrokerContext.create(self.config)
-        self._server = await asyncio.start_server(
-            self._on_connection, self.config.host, self.config.port, reuse_address=True,
-            limit=1024 * 1024)
+        # Own the storage root before touching anything in it: a second broker must not open,
+        # recover or mark a single log (DESIGN.md: one writer per root).
+        self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
+                                            host=self.config.public_host)
+        try:
+            self.context = BrokerContext.create(self.config)
+            self._server = await asyncio.start_server(
+                self._on_connection, self.config.host, self.config.port, reuse_address=True,
+                limit=1024 * 1024)
+        except BaseException:
+            self._root_lock.release()
+            raise
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         if self.config.port == 0:  # an ephemeral port: advertise the one we got
             self.context.config = self.config = dataclasses.replace(self.config, port=self.port)
+        self._root_lock.update_owner(port=self.config.public_port)
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
@@ -102,6 +113,7 @@ class BrokerServer:
         await ctx.groups.stop()
         await ctx.partitions.close()
         self._unregister()
+        self._root_lock.release()  # last: every log is closed
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     # -- registration (DESIGN.md: <root>/cluster/brokers/<id>.json)
@@ -118,15 +130,7 @@ class BrokerServer:
     def _register(self) -> None:
         self._start_ms = int(time.time() * 1000)
         path = self.context.layout.broker_file(self.config.broker_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            try:
-                old = json.loads(path.read_text())
-                if old.get("lease_expires_ms", 0) > self._start_ms and _alive(old.get("pid")):
-                    log.warning("broker %d is registered by live process %s with an unexpired lease (%s); "
-                                "taking over", self.config.broker_id, old.get("pid"), path)
-            except ValueError:
-                pass
+        # We hold the root's lock, so any registration left here is a dead broker's.
         atomic_write(path, json.dumps(self._registration(), indent=2).encode())
 
     def _unregister(self) -> None:
@@ -155,18 +159,6 @@ async def _every(interval_s: float, work) -> None:
         except Exception:  # noqa: BLE001  (a failed round must not end the schedule)
             log.exception("periodic broker task %s failed; retrying in %.0f s", getattr(work, "__name__", work),
                           interval_s)
-
-
-def _alive(pid) -> bool:
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 async def _run(config: BrokerConfig) -> None:

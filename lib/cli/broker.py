@@ -27,6 +27,7 @@ def start(
     from topiclake.broker.config import BrokerConfig
     from topiclake.broker.server import run_broker
     from topiclake.segments.errors import InvalidConfigError
+    from topiclake.segments.ownership import StorageRootInUseError, StorageRootNotWritableError
     from topiclake.segments.settings import load_settings
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -36,4 +37,8 @@ def start(
     except InvalidConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    run_broker(broker_config)
+    try:
+        run_broker(broker_config)
+    except (StorageRootInUseError, StorageRootNotWritableError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None

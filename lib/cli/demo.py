@@ -18,6 +18,8 @@ from pathlib import Path
 
 import typer
 
+from topiclake.segments import ownership
+
 TOPIC = "demo.events"
 PARTITIONS = 3
 
@@ -36,10 +38,21 @@ def demo(
     console = Console()
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
-    broker = _start_broker(data, console)
+    owner = ownership.owner_of(data)
+    if owner is not None and not owner.get("port"):
+        console.print(f"[red]error:[/red] {data} is in use by {ownership.describe_owner(owner)}, which is not "
+                      "serving yet; retry in a moment, or use another --data")
+        raise typer.Exit(1)
+    # One writer per root: a broker that already serves the root is used, never a second one started.
+    broker = None if owner is not None else _start_broker(data, console)
     try:
-        bootstrap = _wait_for_registration(data, broker)
-        console.rule(f"[bold]1. broker up at {bootstrap}, storage {data}")
+        if broker is None:
+            bootstrap = f"{owner.get('host', '127.0.0.1')}:{owner['port']}"
+            console.rule(f"[bold]1. using the broker that already serves {data}: "
+                         f"{ownership.describe_owner(owner)}")
+        else:
+            bootstrap = _wait_for_registration(data, broker)
+            console.rule(f"[bold]1. broker up at {bootstrap}, storage {data}")
         if not (data / "topics" / f"{TOPIC}.json").exists():
             _topiclake("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--bootstrap", bootstrap)
         console.rule(f"[bold]2. producing {records} records to {TOPIC} with confluent-kafka")
@@ -51,7 +64,8 @@ def demo(
         console.rule("[bold]4. the ingest pipeline is a consumer group: its lag, as Kafka tools see it")
         _topiclake("groups", "lag", f"topiclake-ingest-{TOPIC}", "--bootstrap", bootstrap)
     finally:
-        _stop_broker(broker, console)
+        if broker is not None:
+            _stop_broker(broker, console)
     console.rule("[bold]5. SQL over the table")
     _topiclake("sql", "--data", str(data),
                f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last "
@@ -76,8 +90,6 @@ def _topiclake(*args: str) -> None:
 
 
 def _start_broker(data: Path, console) -> subprocess.Popen:
-    registration = data / "cluster" / "brokers" / "0.json"
-    registration.unlink(missing_ok=True)  # so we wait for OUR broker's registration
     log_path = data / "demo-broker.log"
     console.print(f"starting the broker (its log: {log_path})")
     with log_path.open("ab") as out:
@@ -93,9 +105,11 @@ def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: floa
             raise RuntimeError(f"the broker exited with code {broker.returncode}: see {data / 'demo-broker.log'}")
         try:
             info = json.loads(registration.read_text())
-            return f"{info['host']}:{info['port']}"
+            if info["pid"] == broker.pid:  # not a dead broker's leftover registration
+                return f"{info['host']}:{info['port']}"
         except (FileNotFoundError, ValueError, KeyError):
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     raise RuntimeError(f"the broker did not register within {timeout_s:.0f} s: see {data / 'demo-broker.log'}")
 
 

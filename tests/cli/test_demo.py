@@ -8,6 +8,8 @@ import sys
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
+from tests.integration.broker_process import BrokerProcess
+
 
 def _delta_rows(path):
     table = DeltaTable(str(path))
@@ -32,3 +34,20 @@ def test_demo_runs_twice_and_the_second_run_ingests_only_new_records(tmp_path):
     assert len({(r["partition"], r["offset"]) for r in rows}) == 500
     assert {r["key"].decode().split("-")[0] for r in rows} == {"user"}
     assert not (data / "cluster" / "brokers" / "0.json").exists()  # the broker stopped cleanly
+
+
+def test_demo_uses_the_broker_that_already_serves_the_root(tmp_path):
+    """One writer per root: with a broker serving ./data, the quick start uses it and leaves it up."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data).start()
+    try:
+        result = subprocess.run([sys.executable, "-m", "topiclake.cli", "demo", "--data", str(data),
+                                 "--records", "100"], capture_output=True, text=True, timeout=400)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert f"using the broker that already serves {data}" in " ".join(result.stdout.split())
+        assert f"pid {broker.proc.pid}" in result.stdout and "100 records acknowledged" in result.stdout
+        assert broker.proc.poll() is None  # still serving: the demo neither restarted nor stopped it
+        assert "starting the broker" not in result.stdout
+    finally:
+        assert broker.stop() == 0
+    assert len(_delta_rows(data / "tables" / "demo.events")) == 100

@@ -32,7 +32,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> "BrokerProcess":
+    def start(self, timeout: float = 60.0) -> "BrokerProcess":
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("TOPICLAKE_ROOT", None)
         self._log = open(self.log_path, "ab")

@@ -13,6 +13,7 @@ import pytest
 from tests.integration.broker_process import BrokerProcess
 from topiclake.lake.compaction import CompactOptions, compact, format_summary
 from topiclake.lake.retention import RetentionOptions, retain
+from topiclake.segments import ownership
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from .compaction_model import Rec, committed_view, model_round
@@ -79,6 +80,9 @@ def test_compaction_and_retention_beside_a_live_broker(spark, root):
             stop.set()
             thread.join(60)
         assert not errors, errors
+        # The jobs ran beside the broker under its ownership lock (issue 10): they never need it,
+        # and the broker still owns the root afterwards.
+        assert ownership.owner_of(root)["pid"] == broker.proc.pid
         assert not result.errors, format_summary(result)
         assert result.partitions[0].records_dropped > 0
 
@@ -111,4 +115,5 @@ def test_compaction_and_retention_beside_a_live_broker(spark, root):
         consumer.close()
         producer.close()
     finally:
-        broker.stop()
+        assert broker.stop() == 0
+    assert ownership.owner_of(root) is None
