@@ -48,8 +48,8 @@ def demo(
     try:
         if broker is None:
             bootstrap = f"{owner.get('host', '127.0.0.1')}:{owner['port']}"
-            console.rule(f"[bold]1. using the broker that already serves {data}: "
-                         f"{ownership.describe_owner(owner)}")
+            console.rule("[bold]1. using the broker that already serves the storage root")
+            console.print(f"{ownership.describe_owner(owner)}, storage {data}", soft_wrap=True)
         else:
             bootstrap = _wait_for_registration(data, broker)
             console.rule(f"[bold]1. broker up at {bootstrap}, storage {data}")

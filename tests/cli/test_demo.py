@@ -44,8 +44,9 @@ def test_demo_uses_the_broker_that_already_serves_the_root(tmp_path):
         result = subprocess.run([sys.executable, "-m", "topiclake.cli", "demo", "--data", str(data),
                                  "--records", "100"], capture_output=True, text=True, timeout=400)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        assert f"using the broker that already serves {data}" in " ".join(result.stdout.split())
-        assert f"pid {broker.proc.pid}" in result.stdout and "100 records acknowledged" in result.stdout
+        assert "using the broker that already serves the storage root" in result.stdout
+        assert f"broker 0 pid {broker.proc.pid}" in result.stdout and f"storage {data}" in result.stdout
+        assert "100 records acknowledged" in result.stdout
         assert broker.proc.poll() is None  # still serving: the demo neither restarted nor stopped it
         assert "starting the broker" not in result.stdout
     finally:
