@@ -384,7 +384,8 @@ class SchemaRegistry:
 
     def _plan_delete_version(self, subject: str, version, permanent: bool):
         self._writable(subject)
-        value = self.version(subject, version, deleted=permanent)
+        # a soft-deleted version is found (40406 / hard delete); "latest" of a soft delete is the latest live one
+        value = self.version(subject, version, deleted=permanent or version != LATEST)
         if not permanent and value.deleted:
             raise E.version_soft_deleted(subject, value.version)
         if permanent and not value.deleted:
