@@ -38,8 +38,9 @@ def demo(
     data.mkdir(parents=True, exist_ok=True)
     broker = _start_broker(data, console)
     try:
-        bootstrap = _wait_for_registration(data, broker)
+        bootstrap, registry = _wait_for_registration(data, broker)
         console.rule(f"[bold]1. broker up at {bootstrap}, storage {data}")
+        console.print(f"schema registry at {registry} (Confluent's REST API, schemas kept in the _schemas topic)")
         if not (data / "topics" / f"{TOPIC}.json").exists():
             _topiclake("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--bootstrap", bootstrap)
         console.rule(f"[bold]2. producing {records} records to {TOPIC} with confluent-kafka")
@@ -81,11 +82,13 @@ def _start_broker(data: Path, console) -> subprocess.Popen:
     log_path = data / "demo-broker.log"
     console.print(f"starting the broker (its log: {log_path})")
     with log_path.open("ab") as out:
-        return subprocess.Popen(_command("broker", "start", "--data", str(data), "--port", "0"),
+        return subprocess.Popen(_command("broker", "start", "--data", str(data), "--port", "0",
+                                         "--registry-listen", "127.0.0.1:0"),
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: float = 60) -> str:
+def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: float = 60) -> tuple[str, str]:
+    """The broker's bootstrap address and its schema registry's URL, once it registered."""
     registration = data / "cluster" / "brokers" / "0.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -93,7 +96,7 @@ def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: floa
             raise RuntimeError(f"the broker exited with code {broker.returncode}: see {data / 'demo-broker.log'}")
         try:
             info = json.loads(registration.read_text())
-            return f"{info['host']}:{info['port']}"
+            return f"{info['host']}:{info['port']}", info["schema_registry"]
         except (FileNotFoundError, ValueError, KeyError):
             time.sleep(0.2)
     raise RuntimeError(f"the broker did not register within {timeout_s:.0f} s: see {data / 'demo-broker.log'}")
