@@ -376,7 +376,6 @@ class SchemaRegistry:
             version = state.next_version(subject)
         value = SchemaValue(subject, version, schema_id, text, request.schema_type, request.references,
                             metadata=request.metadata, rule_set=request.rule_set)
-        self._parsed.setdefault(schema_id, parsed)
         return {"id": schema_id}, [rec.schema_record(value)]
 
     async def delete_version(self, subject: str, version, *, permanent: bool = False) -> int:

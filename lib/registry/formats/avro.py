@@ -1,5 +1,5 @@
-"""Avro schemas: fastavro parses and validates them (names, defaults) and gives the Parsing
-Canonical Form; Apache Avro's own SchemaCompatibility port (`avro.compatibility`) judges reader
+"""Avro schemas: fastavro parses and validates them (names, defaults) and gives the normalized
+form; Apache Avro's own SchemaCompatibility port (`avro.compatibility`) judges reader
 against writer, which is exactly what Confluent runs (Avro's Java SchemaCompatibility).
 
 References are named types defined by other subjects: they are parsed first into the same name
@@ -16,7 +16,7 @@ import avro.errors
 import avro.name
 import avro.schema
 import fastavro
-from fastavro.schema import SchemaParseException, UnknownType, to_parsing_canonical_form
+from fastavro.schema import SchemaParseException, UnknownType
 
 from ..errors import invalid_schema
 from . import ParsedSchema, ResolvedReference
@@ -44,7 +44,9 @@ class AvroSchema(ParsedSchema):
             raise invalid_schema(f"{type(exc).__name__}: {exc}") from None
 
     def normalized(self) -> str:
-        return to_parsing_canonical_form(self.parsed)
+        """fastavro's parsed form: full names, defaults, docs and logical types kept (the Parsing
+        Canonical Form would drop the last three, and this string may be stored)."""
+        return json.dumps(self.parsed, separators=(",", ":"), sort_keys=True)
 
     def backward_errors(self, old: ParsedSchema, labels: tuple[str, str] = ("new", "old")) -> list[str]:
         assert isinstance(old, AvroSchema)
