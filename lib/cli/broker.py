@@ -40,4 +40,8 @@ def start(
     except InvalidConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    run_broker(broker_config)
+    try:
+        run_broker(broker_config)
+    except OSError as exc:  # an address in use (Kafka or registry port), a storage root it cannot write
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None

@@ -103,9 +103,6 @@ def test_json_schema_references_resolve_by_name_and_id():
     assert order.backward_errors(order) == []
 
 
-PROTO = 'syntax = "proto3"; package shop; {body}'
-
-
 def _proto(body: str, package: str = "shop") -> str:
     return f'syntax = "proto3"; package {package}; {body}'
 
