@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from topiclake.registry.config import RegistryConfig
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import section, storage_root
 
@@ -34,6 +35,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = producer_state.EXPIRATION_CHECK_INTERVAL_MS
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
+    registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
 
     def __post_init__(self) -> None:
         for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms"):
@@ -53,13 +55,14 @@ class BrokerConfig:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
-                      **overrides: Any) -> "BrokerConfig":
+                      registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
-        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
-                   transactions=TransactionsConfig.from_section(section(settings, "transactions")), **values)
+                   transactions=TransactionsConfig.from_section(section(settings, "transactions")),
+                   registry=RegistryConfig.from_settings(settings, listen=registry_listen), **values)

@@ -24,6 +24,7 @@ from topiclake.segments.atomic import atomic_write
 from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
+from .schema_registry import BrokerRegistry
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class BrokerServer:
         self._tasks: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
         self.port: int | None = None
+        self.registry: BrokerRegistry | None = None  # the schema registry, when [registry] listen is set
         self._start_ms = 0
         self._root_lock: ownership.RootLock | None = None
 
@@ -61,6 +63,9 @@ class BrokerServer:
         if self.config.port == 0:  # an ephemeral port: advertise the one we got
             self.context.config = self.config = dataclasses.replace(self.config, port=self.port)
         self._root_lock.update_owner(port=self.config.public_port)
+        if self.config.registry.listen is not None:
+            self.registry = BrokerRegistry(self.context.partitions, self.config.registry)
+            await self.registry.start()
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
@@ -110,11 +115,21 @@ class BrokerServer:
         for task in list(self._tasks) + self._background:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        if self.registry is not None:
+            await self.registry.stop()
         await ctx.groups.stop()
         await ctx.partitions.close()
         self._unregister()
         self._root_lock.release()  # last: every log is closed
         log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    @property
+    def registry_url(self) -> str | None:
+        if self.registry is None:
+            return None
+        host = self.config.registry.address[0]
+        host = self.config.public_host if host in ("", "0.0.0.0", "::") else host
+        return f"http://{host}:{self.registry.port}"
 
     # -- registration (DESIGN.md: <root>/cluster/brokers/<id>.json)
     def _registration(self) -> dict:
@@ -123,6 +138,7 @@ class BrokerServer:
             "version": 0, "broker_id": self.config.broker_id, "host": self.config.public_host,
             "port": self.config.public_port, "pid": os.getpid(),
             "endpoints": [f"PLAINTEXT://{self.config.public_host}:{self.config.public_port}"],
+            "schema_registry": self.registry_url,
             "cluster_id": self.context.cluster_id, "start_time_ms": self._start_ms,
             "lease_renewed_ms": now_ms, "lease_expires_ms": now_ms + int(3 * self.config.lease_interval_s * 1000),
         }

@@ -26,6 +26,10 @@ from . import broker, topics  # noqa: E402  (broker start; topics create/list/de
 broker.register(app)
 topics.register(app)
 
+from . import registry  # noqa: E402  (registry start: the schema registry beside a broker)
+
+registry.register(app)
+
 from . import groups  # noqa: E402  (groups list/describe/lag/reset-offsets)
 
 groups.register(app)

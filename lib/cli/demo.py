@@ -48,11 +48,14 @@ def demo(
     try:
         if broker is None:
             bootstrap = f"{owner.get('host', '127.0.0.1')}:{owner['port']}"
+            registry = _registered_registry(data, owner)
             console.rule("[bold]1. using the broker that already serves the storage root")
             console.print(f"{ownership.describe_owner(owner)}, storage {data}", soft_wrap=True)
         else:
-            bootstrap = _wait_for_registration(data, broker)
+            bootstrap, registry = _wait_for_registration(data, broker)
             console.rule(f"[bold]1. broker up at {bootstrap}, storage {data}")
+        if registry:
+            console.print(f"schema registry at {registry} (Confluent's REST API, schemas kept in the _schemas topic)")
         if not (data / "topics" / f"{TOPIC}.json").exists():
             _topiclake("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--bootstrap", bootstrap)
         console.rule(f"[bold]2. producing {records} records to {TOPIC} with confluent-kafka")
@@ -93,11 +96,22 @@ def _start_broker(data: Path, console) -> subprocess.Popen:
     log_path = data / "demo-broker.log"
     console.print(f"starting the broker (its log: {log_path})")
     with log_path.open("ab") as out:
-        return subprocess.Popen(_command("broker", "start", "--data", str(data), "--port", "0"),
+        return subprocess.Popen(_command("broker", "start", "--data", str(data), "--port", "0",
+                                         "--registry-listen", "127.0.0.1:0"),
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: float = 60) -> str:
+def _registered_registry(data: Path, owner: dict) -> str | None:
+    """The schema registry URL a running broker registered, if it serves one."""
+    try:
+        info = json.loads((data / "cluster" / "brokers" / f"{owner.get('broker_id', 0)}.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return info.get("schema_registry") if info.get("pid") == owner.get("pid") else None
+
+
+def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: float = 60) -> tuple[str, str]:
+    """The broker's bootstrap address and its schema registry's URL, once it registered."""
     registration = data / "cluster" / "brokers" / "0.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -106,7 +120,7 @@ def _wait_for_registration(data: Path, broker: subprocess.Popen, timeout_s: floa
         try:
             info = json.loads(registration.read_text())
             if info["pid"] == broker.pid:  # not a dead broker's leftover registration
-                return f"{info['host']}:{info['port']}"
+                return f"{info['host']}:{info['port']}", info["schema_registry"]
         except (FileNotFoundError, ValueError, KeyError):
             pass
         time.sleep(0.2)

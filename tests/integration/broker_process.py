@@ -21,8 +21,9 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None,
-                 config: Path | None = None):
+                 config: Path | None = None, args: tuple[str, ...] = ()):
         self.data = Path(data)
+        self.args = tuple(args)  # more `broker start` flags, e.g. ("--registry-listen", "127.0.0.1:0")
         self.config = Path(config) if config is not None else REPO / "conf" / "topiclake.toml"
         self.port = port or free_port()
         self.log_path = log_path or self.data.parent / f"broker-{self.port}.log"
@@ -38,7 +39,7 @@ class BrokerProcess:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(self.port),
-             "--data", str(self.data), "--config", str(self.config)],
+             "--data", str(self.data), "--config", str(self.config), *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -51,6 +52,24 @@ class BrokerProcess:
                 time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker did not listen on {self.port} within {timeout}s: {self.log()}")
+
+    def registry_url(self, timeout: float = 30.0) -> str:
+        """The schema registry's URL from this broker's registration (the broker writes it once serving)."""
+        import json
+
+        path = self.data / "cluster" / "brokers" / "0.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                info = json.loads(path.read_text())
+                if info.get("pid") == self.proc.pid and info.get("schema_registry"):
+                    return info["schema_registry"]
+            except (FileNotFoundError, ValueError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"no schema registry registered within {timeout}s: {self.log()}")
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait: the clean shutdown path."""
