@@ -23,6 +23,7 @@ from topiclake.segments.atomic import atomic_write
 from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
+from .errors import ListenError
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,12 @@ class BrokerServer:
 
     async def start(self) -> None:
         self.context = BrokerContext.create(self.config)
-        self._server = await asyncio.start_server(
-            self._on_connection, self.config.host, self.config.port, reuse_address=True,
-            limit=1024 * 1024)
+        try:
+            self._server = await asyncio.start_server(
+                self._on_connection, self.config.host, self.config.port, reuse_address=True,
+                limit=1024 * 1024)
+        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+            raise ListenError(f"cannot listen on {self.config.host}:{self.config.port}: {_reason(exc)}") from exc
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         if self.config.port == 0:  # an ephemeral port: advertise the one we got
@@ -155,6 +159,13 @@ async def _every(interval_s: float, work) -> None:
         except Exception:  # noqa: BLE001  (a failed round must not end the schedule)
             log.exception("periodic broker task %s failed; retrying in %.0f s", getattr(work, "__name__", work),
                           interval_s)
+
+
+def _reason(exc: OSError) -> str:
+    """The system's reason alone (asyncio wraps a bind error's text in its own sentence)."""
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        return exc.strerror or str(exc)
+    return os.strerror(exc.errno)
 
 
 def _alive(pid) -> bool:
