@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from .output import fail
+
 BOOTSTRAP = typer.Option("127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="Broker host:port.")
 
 
@@ -14,5 +16,4 @@ def connect(bootstrap: str):
     try:
         return ProtocolClient(bootstrap)
     except OSError as exc:
-        typer.echo(f"error: cannot reach a broker at {bootstrap}: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"cannot reach a broker at {bootstrap}: {exc}")
