@@ -45,24 +45,29 @@ def fail(message: object, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def describe_exception(exc: BaseException) -> str:
-    """What went wrong, for the error line. An OSError names its file (or address) and the
-    system's reason; errors raised on purpose carry their own message; anything else is a bug
-    and says so by its type."""
+def expected(exc: BaseException) -> bool:
+    """Errors raised on purpose (TopiclakeError) and the system's (OSError): their message is
+    the whole story. Anything else is a bug, whose traceback matters."""
     from topiclake.segments.errors import TopiclakeError
 
-    if isinstance(exc, TopiclakeError):
-        return str(exc)
+    return isinstance(exc, (TopiclakeError, OSError))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """What went wrong, for the error line. An OSError names its file (or address) and the
+    system's reason; errors raised on purpose carry their own message; anything else says its
+    type."""
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.filename}: {exc.strerror}" if exc.filename is not None else exc.strerror
-    return f"{type(exc).__name__}: {exc} (--debug prints the traceback)"
+    if expected(exc):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
 
 
 @contextmanager
-def reported_errors(debug: bool = False, *, context: str | None = None) -> Iterator[None]:
+def reported_errors(debug: bool = False) -> Iterator[None]:
     """Turn an exception escaping the block into the error line and exit code 1; with `debug`
-    let it through, so Python prints the traceback. `context` prefixes the line ("cannot start
-    the broker: ...")."""
+    let it through, so Python prints the traceback."""
     try:
         yield
     except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
@@ -70,8 +75,7 @@ def reported_errors(debug: bool = False, *, context: str | None = None) -> Itera
     except Exception as exc:  # noqa: BLE001  (every failure becomes one line; --debug shows the rest)
         if debug:
             raise
-        described = describe_exception(exc)
-        fail(f"{context}: {described}" if context else described)
+        fail(describe_exception(exc) + ("" if expected(exc) else " (--debug prints the traceback)"))
 
 
 def stderr_console():

@@ -3,6 +3,10 @@ alter-config with only --delete."""
 
 from __future__ import annotations
 
+import re
+import socket
+import threading
+
 import pytest
 from typer.testing import CliRunner
 
@@ -60,3 +64,26 @@ def test_alter_config_with_only_delete(broker):
     nothing = cli(broker, "topics", "alter-config", "events")
     assert nothing.exit_code == 2
     assert nothing.stderr == "error: give at least one key=value to set or --delete KEY to remove\n"
+
+
+def test_a_connection_that_closes_mid_command_is_one_error_line():
+    """Something listens on the port but hangs up on the first request (not a Kafka broker, or
+    a broker going down): one line naming the address, exit 1."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = "127.0.0.1:%d" % listener.getsockname()[1]
+
+        def hang_up():
+            conn, _ = listener.accept()
+            conn.recv(4)  # the request has started arriving
+            conn.close()
+
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        result = runner.invoke(app, ["topics", "list", "--bootstrap", address])
+        thread.join(10)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert re.fullmatch(rf"error: lost the broker at {address}: "
+                        rf"({address} closed the connection|Connection reset by peer)\n", result.stderr)
