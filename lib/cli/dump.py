@@ -161,7 +161,7 @@ def _dump_index(path: Path, as_json: bool) -> None:
     from topiclake.segments.txn_index import read_txn_index
 
     parsed = parse_name(path.name)
-    if parsed is None or parsed.transient:
+    if parsed is None:
         raise TopiclakeError(f"{path}: not a segment file name (20 digits, then {path.suffix}): the base offset "
                              "its entries are relative to is unknown")
     base = parsed.base_offset
