@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from topiclake.registry.config import RegistryConfig
 from topiclake.segments.errors import InvalidConfigError
-from topiclake.segments.settings import section, storage_root
+from topiclake.segments.settings import check_types, section, storage_root
 
 from . import producer_state
 from .group.config import GroupsConfig
@@ -38,9 +38,16 @@ class BrokerConfig:
     registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
 
     def __post_init__(self) -> None:
-        for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms"):
+        for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "num_partitions",
+                     "max_request_bytes"):
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"[broker] {name} must be at least 1")
+        if not 0 <= self.port <= 65535:  # 0: a free port picked by the OS
+            raise InvalidConfigError(f"port {self.port} is out of range (0-65535)")
+        if self.advertised_port is not None and not 1 <= self.advertised_port <= 65535:
+            raise InvalidConfigError(f"advertised port {self.advertised_port} is out of range (1-65535)")
+        if self.broker_id < 0:
+            raise InvalidConfigError(f"broker id {self.broker_id} must not be negative")
 
     @property
     def public_host(self) -> str:
@@ -62,6 +69,7 @@ class BrokerConfig:
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
+        check_types(cls, "broker", values)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),

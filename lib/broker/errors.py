@@ -24,6 +24,11 @@ class BrokerError(Exception):
             self.code = code
 
 
+class ListenError(seg.TopiclakeError):
+    """The broker cannot listen on its host and port (in use, not an address of this machine,
+    a host name that does not resolve)."""
+
+
 class CloseConnection(Exception):
     """Raised by a handler to end the connection without a response (acks=0 produce errors)."""
 

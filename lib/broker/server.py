@@ -24,6 +24,7 @@ from topiclake.segments.atomic import atomic_write
 from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
+from .errors import ListenError
 from .schema_registry import BrokerRegistry
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,9 @@ class BrokerServer:
             self._server = await asyncio.start_server(
                 self._on_connection, self.config.host, self.config.port, reuse_address=True,
                 limit=1024 * 1024)
+        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+            self._root_lock.release()
+            raise ListenError(f"cannot listen on {self.config.host}:{self.config.port}: {_reason(exc)}") from exc
         except BaseException:
             self._root_lock.release()
             raise
@@ -175,6 +179,13 @@ async def _every(interval_s: float, work) -> None:
         except Exception:  # noqa: BLE001  (a failed round must not end the schedule)
             log.exception("periodic broker task %s failed; retrying in %.0f s", getattr(work, "__name__", work),
                           interval_s)
+
+
+def _reason(exc: OSError) -> str:
+    """The system's reason alone (asyncio wraps a bind error's text in its own sentence)."""
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        return exc.strerror or str(exc)
+    return os.strerror(exc.errno)
 
 
 async def _run(config: BrokerConfig) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from .output import MARKUP_MODE
+
 app = typer.Typer(
     name="topiclake",
     help="Kafka's log, made batch-native: broker, segment tools, Spark ingest and maintenance.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=MARKUP_MODE,  # rich panels wrap at 80 columns when stderr is piped
 )
 
 @app.callback()

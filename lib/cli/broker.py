@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from .output import DEBUG_OPTION, fail, reported_errors
+
 broker_app = typer.Typer(help="Run the Kafka-protocol broker.", no_args_is_help=True)
 
 
@@ -25,25 +27,22 @@ def start(
                                         help="Also serve the schema registry's REST API on HOST:PORT "
                                              "(default: [registry] listen; port 0 picks a free one)."),
     log_level: str = typer.Option("INFO", "--log-level", help="Python logging level."),
+    debug: bool = DEBUG_OPTION,
 ) -> None:
-    """Start the broker in the foreground; SIGTERM/SIGINT stop it cleanly (exit 0)."""
+    """Start the broker in the foreground; SIGTERM/SIGINT stop it cleanly (exit 0). A broker that
+    cannot start (bad settings, storage it cannot write, an address it cannot bind) says why in
+    one line and exits 1."""
     from topiclake.broker.config import BrokerConfig
     from topiclake.broker.server import run_broker
-    from topiclake.segments.errors import InvalidConfigError
-    from topiclake.segments.ownership import StorageRootInUseError, StorageRootNotWritableError
     from topiclake.segments.settings import load_settings
+    from topiclake.segments.storage import StorageLayout
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        fail(f"--log-level {log_level} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+    with reported_errors(debug):
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         settings = load_settings(config)
         broker_config = BrokerConfig.from_settings(settings, root=data, host=host, port=port, broker_id=broker_id,
                                                    registry_listen=registry_listen)
-    except InvalidConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
+        StorageLayout(broker_config.root).ensure_writable()
         run_broker(broker_config)
-    except (StorageRootInUseError, StorageRootNotWritableError, OSError) as exc:
-        # another broker owns the root; an address in use (Kafka or registry port)
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None

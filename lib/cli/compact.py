@@ -1,5 +1,6 @@
 """`topiclake compact`: the Spark compaction job on local Spark (local[*] unless --master), with a
-progress bar and a per-partition summary. Same options as `spark-submit jobs/compact.py`."""
+progress bar and a summary (a line per compacted partition, one counting the skipped ones).
+Same options as `spark-submit jobs/compact.py`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from .output import DEBUG_OPTION, reported_errors, stderr_console
 
 
 def register(app: typer.Typer) -> None:
@@ -22,28 +25,25 @@ def compact(
     target_task_bytes: int = typer.Option(64 * 1024 * 1024, "--target-task-bytes"),
     now_ms: Optional[int] = typer.Option(None, "--now-ms", help="The cleaner's clock (epoch ms)."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    debug: bool = DEBUG_OPTION,
 ) -> None:
     """Compact topics whose cleanup.policy includes compact (Kafka's log cleaner, on Spark)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from topiclake.lake.compaction import CompactOptions, format_summary, run
-    from topiclake.segments.errors import TopiclakeError
+    from topiclake.lake.compaction import CompactOptions, compacted_topics, format_summary, run
     from topiclake.segments.settings import load_settings, storage_root
+    from topiclake.segments.storage import StorageLayout
 
-    options = CompactOptions(root=storage_root(load_settings(config), data),
-                             topics=tuple(t for arg in topic for t in arg.split(",") if t),
-                             force=force, target_task_bytes=target_task_bytes, now_ms=now_ms)
-    console = Console(stderr=True)
     columns = (TextColumn("compact"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=console, transient=True) as bar:
+    with reported_errors(debug):
+        options = CompactOptions(root=storage_root(load_settings(config), data),
+                                 topics=tuple(t for arg in topic for t in arg.split(",") if t),
+                                 force=force, target_task_bytes=target_task_bytes, now_ms=now_ms)
+        compacted_topics(StorageLayout(options.root), options.topics)  # a wrong --topic fails before Spark starts
+        with Progress(*columns, console=stderr_console(), transient=True) as bar:
             job = bar.add_task("compact", total=None)
             result = run(options, master=master, spark_conf={"spark.ui.showConsoleProgress": "false"},
                          progress=lambda done, total: bar.update(job, completed=done, total=total))
-    except TopiclakeError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
     typer.echo(format_summary(result))
     if result.errors:
         raise typer.Exit(1)

@@ -15,8 +15,12 @@ import typer
 from topiclake.segments import legacy
 from topiclake.segments.batch import Record, RecordBatch, TimestampType
 from topiclake.segments.control import parse_control_record
-from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.errors import CorruptRecordError, TopiclakeError
 from topiclake.segments.records_file import iter_entries
+
+from .output import DEBUG_OPTION, describe_exception, print_error, reported_errors
+
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")
 
 
 def register(app: typer.Typer) -> None:
@@ -28,22 +32,28 @@ def dump_log(
                                        exists=True, dir_okay=False),
     print_data: bool = typer.Option(False, "--print-data", help="Print every record with key and value."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per batch (bytes as base64)."),
+    debug: bool = DEBUG_OPTION,
 ) -> None:
-    """Dump batches and records of a segment, or the entries of an index (like kafka-dump-log)."""
+    """Dump batches and records of a segment, or the entries of an index (like kafka-dump-log).
+    A file that is corrupt or cannot be read prints what is valid, then one error line; the
+    other files are still dumped, and the exit code is 1."""
     failed = False
-    for path in paths:
-        if not as_json:
-            typer.echo(f"Dumping {path}")
-        try:
-            if path.suffix == ".log":
-                _dump_segment(path, print_data, as_json)
-            elif path.suffix in (".index", ".timeindex", ".txnindex", ".snapshot"):
-                _dump_index(path, as_json)
-            else:
-                raise typer.BadParameter(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
-        except CorruptRecordError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            failed = True
+    with reported_errors(debug):
+        for path in paths:
+            if not as_json:
+                typer.echo(f"Dumping {path}")
+            try:
+                if path.suffix == ".log":
+                    _dump_segment(path, print_data, as_json)
+                elif path.suffix in INDEX_SUFFIXES:
+                    _dump_index(path, as_json)
+                else:
+                    raise TopiclakeError(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
+            except (TopiclakeError, OSError) as exc:
+                if debug:
+                    raise
+                print_error(describe_exception(exc))
+                failed = True
     if failed:
         raise typer.Exit(1)
 
@@ -144,16 +154,24 @@ def _printable(data: bytes | None) -> str:
 
 
 def _dump_index(path: Path, as_json: bool) -> None:
-    from topiclake.segments.filenames import parse_base_offset
-    from topiclake.segments.offset_index import read_offset_index
+    from topiclake.segments.filenames import parse_name
+    from topiclake.segments.offset_index import dump_offset_index
     from topiclake.segments.producer_snapshot import read_snapshot
-    from topiclake.segments.time_index import read_time_index
+    from topiclake.segments.time_index import dump_time_index
     from topiclake.segments.txn_index import read_txn_index
 
-    base = parse_base_offset(path.name)
+    parsed = parse_name(path.name)
+    if parsed is None:
+        raise TopiclakeError(f"{path}: not a segment file name (20 digits, then {path.suffix}): the base offset "
+                             "its entries are relative to is unknown")
+    base = parsed.base_offset
     if path.suffix == ".index":
-        for relative, position in read_offset_index(path):
-            _index_line({"offset": base + relative, "position": position}, as_json)
+        entries = 0
+        for entry in dump_offset_index(path, base):
+            _index_line({"offset": entry.offset, "position": entry.position}, as_json)
+            entries += 1
+        if not entries and not as_json:
+            typer.echo(f"{path} is empty.")
     elif path.suffix == ".txnindex":
         for e in read_txn_index(path, base):
             _index_line({"producerId": e.producer_id, "firstOffset": e.first_offset, "lastOffset": e.last_offset,
@@ -165,8 +183,8 @@ def _dump_index(path: Path, as_json: bool) -> None:
                          "lastOffset": e.last_offset, "offsetDelta": e.offset_delta, "timestamp": e.timestamp},
                         as_json)
     else:
-        for timestamp, relative in read_time_index(path):
-            _index_line({"timestamp": timestamp, "offset": base + relative}, as_json)
+        for entry in dump_time_index(path, base):
+            _index_line({"timestamp": entry.timestamp, "offset": entry.offset}, as_json)
 
 
 def _index_line(fields: dict, as_json: bool) -> None:

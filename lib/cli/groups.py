@@ -4,43 +4,62 @@ kafka-consumer-groups.sh: list, describe, lag, reset-offsets (a dry run unless -
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 
 import typer
 
+from .output import fail
 from .protocol import BOOTSTRAP, connect
 
 groups_app = typer.Typer(help="Inspect consumer groups and reset their offsets (over the Kafka protocol).",
                          no_args_is_help=True)
 
 LATEST, EARLIEST = -1, -2
+DEAD = "Dead"  # the state a coordinator answers for a group it does not know
+COORDINATOR_WAIT_S = 30.0  # how long a coordinator that is still loading its groups is waited for
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(groups_app, name="groups")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
-
-
 # ------------------------------------------------------------------ protocol helpers
+def _coordinator_request(client, request, error_of, what: str):
+    """The response to a group-coordinator request, asked again while the coordinator is still
+    loading (right after a broker start), as Kafka's admin client retries retriable errors."""
+    deadline = time.monotonic() + COORDINATOR_WAIT_S
+    while True:
+        response = client.request(request)
+        code = error_of(response)
+        if code.value == 0:
+            return response
+        if not code.retriable or time.monotonic() >= deadline:
+            fail(f"{what}: {code.name.upper()}")
+        time.sleep(0.1)
+
+
 def _describe(client, group: str):
     from kio.schema.describe_groups.v5 import request as req
 
-    d = client.request(req.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False)).groups[0]
-    if d.error_code.value != 0:
-        _fail(f"describing group {group}: {d.error_code.name.upper()}")
+    return _coordinator_request(client, req.DescribeGroupsRequest(groups=(group,), include_authorized_operations=False),
+                                lambda r: r.groups[0].error_code, f"describing group {group}").groups[0]
+
+
+def _existing(client, group: str):
+    """The description of a group the coordinator knows (one with members or only committed
+    offsets), or `group 'G' does not exist` and exit 1, as kafka-consumer-groups says."""
+    d = _describe(client, group)
+    if d.group_state == DEAD:
+        fail(f"group {group!r} does not exist")
     return d
 
 
 def _committed(client, group: str) -> dict[tuple[str, int], int]:
     from kio.schema.offset_fetch.v7 import request as req
 
-    resp = client.request(req.OffsetFetchRequest(group_id=group, topics=None, require_stable=False))
-    if resp.error_code.value != 0:
-        _fail(f"fetching the offsets of group {group}: {resp.error_code.name.upper()}")
+    resp = _coordinator_request(client, req.OffsetFetchRequest(group_id=group, topics=None, require_stable=False),
+                                lambda r: r.error_code, f"fetching the offsets of group {group}")
     return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions
             if p.committed_offset >= 0}
 
@@ -52,7 +71,7 @@ def _partitions(client, topic: str) -> list[int]:
                                            allow_auto_topic_creation=False,
                                            include_topic_authorized_operations=False)).topics[0]
     if t.error_code.value != 0:
-        _fail(f"topic {topic}: {t.error_code.name.upper()}")
+        fail(f"topic {topic}: {t.error_code.name.upper()}")
     return sorted(p.partition_index for p in t.partitions)
 
 
@@ -70,7 +89,7 @@ def _list_offsets(client, wanted: dict[tuple[str, int], int]) -> dict[tuple[str,
     for t in resp.topics:
         for p in t.partitions:
             if p.error_code.value != 0:
-                _fail(f"listing offsets of {t.name}-{p.partition_index}: {p.error_code.name.upper()}")
+                fail(f"listing offsets of {t.name}-{p.partition_index}: {p.error_code.name.upper()}")
             out[(t.name, p.partition_index)] = p.offset
     return out
 
@@ -98,7 +117,7 @@ def list_groups(bootstrap: str = BOOTSTRAP) -> None:
     with connect(bootstrap) as client:
         resp = client.request(req.ListGroupsRequest(states_filter=(), types_filter=()))
     if resp.error_code.value != 0:
-        _fail(f"listing groups: {resp.error_code.name.upper()}")
+        fail(f"listing groups: {resp.error_code.name.upper()}")
     typer.echo(f"{'GROUP':<40} {'TYPE':<10} STATE")
     for g in sorted(resp.groups, key=lambda g: g.group_id):
         typer.echo(f"{g.group_id:<40} {g.group_type:<10} {g.group_state}")
@@ -108,7 +127,7 @@ def list_groups(bootstrap: str = BOOTSTRAP) -> None:
 def describe(group: str, bootstrap: str = BOOTSTRAP) -> None:
     """State, members and their assigned partitions."""
     with connect(bootstrap) as client:
-        d = _describe(client, group)
+        d = _existing(client, group)
     typer.echo(f"Group: {group}\tState: {d.group_state}\tProtocolType: {d.protocol_type or '-'}\t"
                f"Protocol: {d.protocol_data or '-'}\tMembers: {len(d.members)}")
     owners = _assignments(d)
@@ -123,7 +142,7 @@ def describe(group: str, bootstrap: str = BOOTSTRAP) -> None:
 def lag(group: str, bootstrap: str = BOOTSTRAP) -> None:
     """Per partition: committed offset, log end offset and lag (like --describe --offsets)."""
     with connect(bootstrap) as client:
-        d = _describe(client, group)
+        d = _existing(client, group)
         committed = _committed(client, group)
         owners = _assignments(d)
         keys = sorted(set(committed) | set(owners))
@@ -151,12 +170,11 @@ def reset_offsets(
     """Move a group's committed offsets (the group must have no active members)."""
     chosen = [x for x in (to_earliest, to_latest, to_offset is not None, to_datetime is not None) if x]
     if len(chosen) != 1:
-        typer.echo("error: give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", err=True)
-        raise typer.Exit(2)
+        fail("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", code=2)
     with connect(bootstrap) as client:
         d = _describe(client, group)
         if d.members:
-            _fail(f"group {group} has {len(d.members)} active members ({d.group_state}): stop them first")
+            fail(f"group {group} has {len(d.members)} active members ({d.group_state}): stop them first")
         partitions = _partitions(client, topic)
         keys = [(topic, p) for p in partitions]
         earliest = _list_offsets(client, {k: EARLIEST for k in keys})
@@ -185,8 +203,7 @@ def _parse_datetime(text: str) -> int:
     try:
         value = datetime.datetime.fromisoformat(text)
     except ValueError:
-        typer.echo(f"error: --to-datetime {text!r} is not an ISO-8601 time", err=True)
-        raise typer.Exit(2) from None
+        fail(f"--to-datetime {text!r} is not an ISO-8601 time", code=2)
     if value.tzinfo is None:
         value = value.replace(tzinfo=datetime.timezone.utc)
     return int(value.timestamp() * 1000)
@@ -205,4 +222,4 @@ def _commit(client, group: str, offsets: dict[tuple[str, int], int]) -> None:
     for t in resp.topics:
         for p in t.partitions:
             if p.error_code.value != 0:
-                _fail(f"committing {t.name}-{p.partition_index} for group {group}: {p.error_code.name.upper()}")
+                fail(f"committing {t.name}-{p.partition_index} for group {group}: {p.error_code.name.upper()}")

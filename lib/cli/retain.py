@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from .output import DEBUG_OPTION, reported_errors
+
 
 def register(app: typer.Typer) -> None:
     app.command("retain")(retain)
@@ -25,21 +27,18 @@ def retain(
     optimize: bool = typer.Option(False, "--optimize", help="Compact small files of the tables."),
     target_file_bytes: Optional[int] = typer.Option(None, "--target-file-bytes"),
     vacuum_hours: Optional[int] = typer.Option(None, "--vacuum-hours"),
+    debug: bool = DEBUG_OPTION,
 ) -> None:
     """Delete old segments (retention.ms / retention.bytes) and maintain the tables."""
     import argparse
 
     from topiclake.lake.retention import format_summary, options_from_args, retain as run_retention
-    from topiclake.segments.errors import TopiclakeError
 
     args = argparse.Namespace(topic=topic, data=data, config=config, protect_groups=protect_groups, now_ms=now_ms,
                               dry_run=dry_run, table=table, table_retention_days=table_retention_days,
                               optimize=optimize, target_file_bytes=target_file_bytes, vacuum_hours=vacuum_hours)
-    try:
+    with reported_errors(debug):
         result = run_retention(options_from_args(args))
-    except TopiclakeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
     typer.echo(format_summary(result))
     if result.errors:
         raise typer.Exit(1)

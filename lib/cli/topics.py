@@ -8,6 +8,7 @@ import uuid
 
 import typer
 
+from .output import fail
 from .protocol import BOOTSTRAP, connect
 
 topics_app = typer.Typer(help="Manage topics on a running broker (over the Kafka protocol).", no_args_is_help=True)
@@ -22,8 +23,7 @@ def register(app: typer.Typer) -> None:
 
 def _fail_on(code, message: str | None, what: str) -> None:
     if code.value != 0:
-        typer.echo(f"error: {what}: {code.name.upper()}{': ' + message if message else ''}", err=True)
-        raise typer.Exit(1)
+        fail(f"{what}: {code.name.upper()}{': ' + message if message else ''}")
 
 
 def _parse_pairs(pairs: list[str]) -> dict[str, str]:
@@ -31,8 +31,7 @@ def _parse_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            typer.echo(f"error: expected key=value, got {pair!r}", err=True)
-            raise typer.Exit(2)
+            fail(f"expected key=value, got {pair!r}", code=2)
         out[key.strip()] = value.strip()
     return out
 
@@ -111,12 +110,15 @@ def delete(name: str, bootstrap: str = BOOTSTRAP) -> None:
 
 
 @topics_app.command("alter-config")
-def alter_config(name: str, pairs: list[str] = typer.Argument(..., help="key=value to set"),
+def alter_config(name: str, pairs: list[str] = typer.Argument(None, help="key=value to set", show_default=False),
                  delete_keys: list[str] = typer.Option([], "--delete", help="Override to remove (repeatable)."),
                  bootstrap: str = BOOTSTRAP) -> None:
     """Set (or with --delete remove) topic config overrides."""
     from kio.schema.incremental_alter_configs.v1 import request as req
 
+    pairs = pairs or []
+    if not pairs and not delete_keys:
+        fail("give at least one key=value to set or --delete KEY to remove", code=2)
     ops = [req.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _parse_pairs(pairs).items()]
     ops += [req.AlterableConfig(name=k, config_operation=1, value=None) for k in delete_keys]
     resource = req.AlterConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=name, configs=tuple(ops))

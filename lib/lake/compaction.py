@@ -38,8 +38,10 @@ import mmap
 import os
 import time
 import uuid
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -104,6 +106,16 @@ class RewriteSpec:
     aborted: tuple[AbortedTxn, ...]
 
 
+class SkipReason(Enum):
+    """Why a partition was not cleaned; the value reads after a count in the run's summary."""
+
+    NOT_COMPACTED = "in topics without cleanup.policy=compact"
+    NO_SEGMENTS = "without segments"
+    NOTHING_CLEANABLE = "with nothing to clean"
+    BELOW_DIRTY_RATIO = "below min.cleanable.dirty.ratio"
+    LOCKED = "held by another compaction job"
+
+
 @dataclass(slots=True)
 class PartitionCompaction:
     topic: str
@@ -111,7 +123,8 @@ class PartitionCompaction:
     to_clean: LogToClean | None = None
     spec: RewriteSpec | None = None
     map_tasks: list[MapTask] = field(default_factory=list)
-    skipped: str | None = None  # why nothing was cleaned
+    skipped: str | None = None  # why nothing was cleaned, with the figures
+    skip_reason: SkipReason | None = None
     error: str | None = None
     bytes_before: int = 0  # of the replaced segments
     bytes_after: int = 0
@@ -130,12 +143,17 @@ class PartitionCompaction:
     def records_dropped(self) -> int:
         return self.records_read - self.records_retained
 
+    def skip(self, reason: SkipReason, detail: str | None = None) -> "PartitionCompaction":
+        self.skip_reason, self.skipped = reason, detail or reason.value
+        return self
+
 
 @dataclass(slots=True)
 class CompactResult:
     run_id: str
     partitions: list[PartitionCompaction] = field(default_factory=list)
     duration_s: float = 0.0
+    named_topics: tuple[str, ...] = ()  # the --topic list: its skipped partitions are listed one by one
 
     @property
     def cleaned(self) -> list[PartitionCompaction]:
@@ -195,20 +213,17 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
     out = PartitionCompaction(topic, partition)
     state = scan_state(list_partition(layout, topic, partition))
     if state is None:
-        out.skipped = "no segments"
-        return out
+        return out.skip(SkipReason.NO_SEGMENTS, "no segments")
     directory = Path(state.files.directory)
     checkpoint = read_cleaner_offset(directory)
     ltc = log_to_clean(state.summary, checkpoint, config, now_ms)
     out.to_clean = ltc
     if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0:
-        out.skipped = f"nothing cleanable (dirty from {ltc.first_dirty_offset}, uncleanable from " \
-                      f"{ltc.first_uncleanable_offset})"
-        return out
+        return out.skip(SkipReason.NOTHING_CLEANABLE, f"nothing cleanable (dirty from {ltc.first_dirty_offset}, "
+                                                      f"uncleanable from {ltc.first_uncleanable_offset})")
     if not (ltc.eligible or force):
-        out.skipped = (f"dirty ratio {ltc.cleanable_ratio:.2f} <= min.cleanable.dirty.ratio "
-                       f"{config.min_cleanable_dirty_ratio}")
-        return out
+        return out.skip(SkipReason.BELOW_DIRTY_RATIO, f"dirty ratio {ltc.cleanable_ratio:.2f} <= "
+                                                      f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
     refs = tuple(SegmentRef(s.file.base_offset, s.file.path, s.file.inode,
                             s.end if s is state.segments[-1] else s.file.size, s.index_bytes, s.time_index_bytes,
                             s.mtime_ms) for s in state.segments)
@@ -357,7 +372,7 @@ def _try_cleaner_lock(stack: ExitStack, directory: str) -> bool:
 
 def compact(spark, options: CompactOptions, *, progress: ProgressCallback | None = None) -> CompactResult:
     started = time.monotonic()
-    result = CompactResult(uuid.uuid4().hex[:16])
+    result = CompactResult(uuid.uuid4().hex[:16], named_topics=tuple(options.topics))
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     with ExitStack() as locks:
@@ -368,13 +383,18 @@ def compact(spark, options: CompactOptions, *, progress: ProgressCallback | None
             for p in range(partitions):
                 directory = layout.log_dir(topic, p)
                 if directory.is_dir() and not _try_cleaner_lock(locks, str(directory)):
-                    result.partitions.append(PartitionCompaction(topic, p, skipped="another compaction job holds it"))
+                    result.partitions.append(PartitionCompaction(topic, p).skip(
+                        SkipReason.LOCKED, "another compaction job holds it"))
                     continue
                 part = plan_partition(layout, topic, p, config, now_ms=now_ms, force=options.force,
                                       target_task_bytes=options.target_task_bytes)
                 result.partitions.append(part)
                 if part.spec is not None:
                     planned.append(part)
+        if not options.topics:  # every topic was looked at: the summary counts the others too
+            result.partitions += [PartitionCompaction(meta.name, p).skip(SkipReason.NOT_COMPACTED)
+                                  for meta in TopicRegistry(layout).list() if meta.name not in configs
+                                  for p in range(meta.partitions)]
         if planned:
             rows = _run(spark, planned, result.run_id, progress)
             for part in planned:
@@ -456,8 +476,11 @@ def _remove_cleaned(paths) -> None:
 
 
 def format_summary(result: CompactResult) -> str:
+    """A line per cleaned or failed partition. Skipped ones: one line per partition of the named
+    topics (--topic); otherwise one line counting them by reason."""
     lines = [f"compact run {result.run_id}: {len(result.cleaned)} partitions cleaned, "
              f"{result.bytes_before} -> {result.bytes_after} bytes in {result.duration_s:.1f} s"]
+    skipped = Counter()
     for p in result.partitions:
         if p.error is not None:
             lines.append(f"  {p.name}: ERROR {p.error}")
@@ -465,8 +488,13 @@ def format_summary(result: CompactResult) -> str:
             lines.append(f"  {p.name}: {p.segments_before} -> {p.segments_after} segments, {p.bytes_before} -> "
                          f"{p.bytes_after} bytes, {p.records_read} records read, {p.records_dropped} dropped, "
                          f"{p.map_entries} keys, cleaner checkpoint {p.checkpoint}")
-        else:
+        elif result.named_topics:
             lines.append(f"  {p.name}: skipped ({p.skipped})")
+        else:
+            skipped[p.skip_reason] += 1
+    if skipped:
+        counts = ", ".join(f"{n} {reason.value}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+        lines.append(f"  skipped {sum(skipped.values())} partitions: {counts}")
     return "\n".join(lines)
 
 

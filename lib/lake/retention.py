@@ -92,9 +92,9 @@ class PartitionRetention:
     topic: str
     partition: int
     plan: RetentionPlan | None = None
-    deleted: tuple[int, ...] = ()  # base offsets retired by this run
+    deleted: tuple[int, ...] = ()  # base offsets retired by this run (a dry run: that it would retire)
     deleted_bytes: int = 0
-    log_start_offset: int | None = None  # after this run
+    log_start_offset: int | None = None  # after this run (a dry run: after a real one)
     high_watermark: int | None = None
     active_kept: bool = False  # Kafka would roll and delete the active segment too
     protect: dict[str, int | None] = field(default_factory=dict)  # group -> committed offset
@@ -111,6 +111,7 @@ class RetentionResult:
     partitions: list[PartitionRetention] = field(default_factory=list)
     tables: list[TableOutcome] = field(default_factory=list)
     duration_s: float = 0.0
+    dry_run: bool = False  # nothing was changed: the summary says what a real run would do
 
     @property
     def errors(self) -> list[str]:
@@ -165,14 +166,14 @@ def retain_partition(layout: StorageLayout, topic: str, partition: int, config, 
     active = summary.active.base_offset
     bases = [d.base_offset for d in plan.deletions if d.base_offset != active]
     out.active_kept = len(bases) < len(plan.deletions)
-    if bases and not dry_run:
+    if bases:
+        out.deleted = tuple(bases)
+        out.deleted_bytes = sum(d.size for d in plan.deletions if d.base_offset in bases)
         new_start = min(plan.log_start_offset, active)
-        out.log_start_offset = delete_segments(state.files.directory, bases, new_start)
-        out.deleted = tuple(bases)
-        out.deleted_bytes = sum(d.size for d in plan.deletions if d.base_offset in bases)
-    elif bases:
-        out.deleted = tuple(bases)
-        out.deleted_bytes = sum(d.size for d in plan.deletions if d.base_offset in bases)
+        if dry_run:  # what delete_segments would checkpoint: the start never moves back
+            out.log_start_offset = max(summary.log_start_offset, new_start)
+        else:
+            out.log_start_offset = delete_segments(state.files.directory, bases, new_start)
     if not dry_run:
         out.purged = purge_deleted(state.files.directory, min_age_ms=config.file_delete_delay_ms)
     return out
@@ -182,7 +183,7 @@ def retain(options: RetentionOptions) -> RetentionResult:
     started = time.monotonic()
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    result = RetentionResult()
+    result = RetentionResult(dry_run=options.dry_run)
     registry = TopicRegistry(layout)
     metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
     offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
@@ -204,8 +205,11 @@ def retain(options: RetentionOptions) -> RetentionResult:
 
 def format_summary(result: RetentionResult) -> str:
     deleted = [p for p in result.partitions if p.deleted]
-    lines = [f"retention: {sum(len(p.deleted) for p in deleted)} segments ({sum(p.deleted_bytes for p in deleted)} "
-             f"bytes) deleted in {len(deleted)} partitions in {result.duration_s:.1f} s"]
+    verb = "would delete" if result.dry_run else "deleted"
+    header = (f"{sum(len(p.deleted) for p in deleted)} segments ({sum(p.deleted_bytes for p in deleted)} bytes) "
+              f"in {len(deleted)} partitions")
+    lines = [f"retention (dry run: nothing changed): would delete {header} in {result.duration_s:.1f} s"
+             if result.dry_run else f"retention: deleted {header} in {result.duration_s:.1f} s"]
     for p in result.partitions:
         if p.error:
             lines.append(f"  {p.name}: ERROR {p.error}")
@@ -215,8 +219,8 @@ def format_summary(result: RetentionResult) -> str:
         parts = []
         if p.deleted:
             reasons = sorted({d.reason.value for d in p.plan.deletions if d.base_offset in p.deleted})
-            parts.append(f"deleted {len(p.deleted)} segments ({p.deleted_bytes} bytes; {', '.join(reasons)}), "
-                         f"log start offset {p.log_start_offset}")
+            parts.append(f"{verb} {len(p.deleted)} segments ({p.deleted_bytes} bytes; {', '.join(reasons)}), "
+                         f"log start offset {'would be ' if result.dry_run else ''}{p.log_start_offset}")
         if p.active_kept:
             parts.append("active segment kept (the broker rolls it; the next run deletes it)")
         if p.plan.held_back:
@@ -227,5 +231,5 @@ def format_summary(result: RetentionResult) -> str:
         if parts:
             lines.append(f"  {p.name}: " + "; ".join(parts))
     for t in result.tables:
-        lines.append(f"  table {t.uri}: {t.describe()}")
+        lines.append(f"  table {t.uri}: {t.describe(dry_run=result.dry_run)}")
     return "\n".join(lines)

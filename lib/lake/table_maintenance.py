@@ -56,18 +56,19 @@ class TableOutcome:
     version: int | None = None
     error: str | None = None
 
-    def describe(self) -> str:
+    def describe(self, *, dry_run: bool = False) -> str:
+        """What was done (a dry run: what a real run would do)."""
         if self.error:
             return f"ERROR {self.error}"
         parts = []
         if self.cutoff is not None:
-            parts.append(f"removed {self.removed_files} files ({self.removed_rows} rows) of "
-                         f"{len(self.removed_partitions)} dates before {self.cutoff}")
+            parts.append(f"{'would remove' if dry_run else 'removed'} {self.removed_files} files "
+                         f"({self.removed_rows} rows) of {len(self.removed_partitions)} dates before {self.cutoff}")
         if self.optimize is not None:
             parts.append(f"optimize: {self.optimize.get('numFilesRemoved', 0)} files -> "
                          f"{self.optimize.get('numFilesAdded', 0)}")
         if self.vacuumed:
-            parts.append(f"vacuumed {self.vacuumed} files")
+            parts.append(f"{'would vacuum' if dry_run else 'vacuumed'} {self.vacuumed} files")
         return "; ".join(parts) or "nothing to do"
 
 

@@ -73,3 +73,7 @@ class UnknownTopicError(TopiclakeError):
 
 class InvalidPartitionsError(TopiclakeError):
     """A partition count that is not positive, or that would shrink a topic."""
+
+
+class StorageRootError(TopiclakeError):
+    """A storage root that is not a directory, cannot be created or cannot be written."""

@@ -73,7 +73,6 @@ def offset_from_name(name: str | Path) -> int:
     return int(stem)
 
 
-parse_base_offset = offset_from_name  # the name the dump-log command uses
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,11 @@ import struct
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+from typing import Callable, Iterator, TypeVar
 
-from .errors import TopiclakeError
+from .errors import CorruptRecordError, TopiclakeError
+
+T = TypeVar("T")
 
 
 class IndexFullError(TopiclakeError):
@@ -32,10 +35,30 @@ class InvalidIndexOffsetError(TopiclakeError):
     Not a CorruptRecordError on purpose: recovery must never mistake it for bad log bytes."""
 
 
-def read_entries(path: str | os.PathLike, entry: struct.Struct) -> list[tuple[int, int]]:
-    """Every whole raw entry of an index file, as stored (tools: dump-log)."""
+def dump_entries(path: str | os.PathLike, entry: struct.Struct, *, relative_offset: Callable[[tuple], int],
+                 parse: Callable[[tuple], T], problem: Callable[[T, T | None], str | None]) -> Iterator[T]:
+    """The entries of an index file as Kafka's DumpLogSegments reads them (tools: dump-log): every
+    whole entry up to the first empty slot of a preallocated file, which is the first entry after
+    entry 0 whose relative offset is 0 (Kafka's test: offset == base offset and i > 0).
+
+    `problem(entry, previous entry)` says what is wrong with an entry, or None. The first bad
+    entry, or bytes after the last whole entry (a torn write), is a CorruptRecordError naming the
+    entry and its byte position, raised once the valid entries before it have been yielded."""
     data = Path(path).read_bytes()
-    return list(entry.iter_unpack(data[: len(data) - len(data) % entry.size]))
+    whole = len(data) - len(data) % entry.size
+    previous = None
+    for n, fields in enumerate(entry.iter_unpack(memoryview(data)[:whole])):
+        if n > 0 and relative_offset(fields) == 0:
+            return
+        parsed = parse(fields)
+        why = problem(parsed, previous)
+        if why is not None:
+            raise CorruptRecordError(f"entry {n}: {why}", source=str(path), position=n * entry.size)
+        yield parsed
+        previous = parsed
+    if whole != len(data):
+        raise CorruptRecordError(f"{len(data) - whole} bytes at the end are not a whole {entry.size}-byte entry",
+                                 source=str(path), position=whole)
 
 
 class Index:

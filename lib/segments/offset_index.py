@@ -10,8 +10,9 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Iterator
 
-from .index import Index, IndexFullError, InvalidIndexOffsetError, read_entries
+from .index import Index, IndexFullError, InvalidIndexOffsetError, dump_entries
 from .errors import CorruptRecordError
 
 
@@ -21,9 +22,22 @@ class OffsetPosition:
     position: int
 
 
-def read_offset_index(path) -> list[tuple[int, int]]:
-    """(relative offset, position) of every entry in an .index file."""
-    return read_entries(path, OffsetIndex.ENTRY)
+def dump_offset_index(path, base_offset: int) -> Iterator[OffsetPosition]:
+    """The entries of an .index file up to the first empty slot (index.dump_entries), checked:
+    offsets and positions grow from entry to entry, and none is below the base offset / 0."""
+    def problem(entry: OffsetPosition, previous: OffsetPosition | None) -> str | None:
+        if entry.offset < base_offset:
+            return f"offset {entry.offset} is below the base offset {base_offset}"
+        if entry.position < 0:
+            return f"position {entry.position} is negative"
+        if previous is not None and entry.offset <= previous.offset:
+            return f"offset {entry.offset} does not increase (the previous entry has {previous.offset})"
+        if previous is not None and entry.position <= previous.position:
+            return f"position {entry.position} does not increase (the previous entry has {previous.position})"
+        return None
+
+    return dump_entries(path, OffsetIndex.ENTRY, relative_offset=lambda e: e[0],
+                        parse=lambda e: OffsetPosition(base_offset + e[0], e[1]), problem=problem)
 
 
 class OffsetIndex(Index):

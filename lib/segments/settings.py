@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -50,7 +52,43 @@ def section_dataclass(cls, name: str, values: Mapping[str, Any]):
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
         raise InvalidConfigError(f"unknown [{name}] settings: {', '.join(sorted(unknown))}")
+    check_types(cls, name, values)
     return cls(**values)
+
+
+def check_types(cls, name: str, values: Mapping[str, Any]) -> None:
+    """Every value of section [`name`] has the type of the dataclass field it sets (a quoted
+    number or a string where a number belongs is an InvalidConfigError naming the key, not a
+    TypeError deep in the broker). Fields of other types (nested settings) are not checked."""
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        allowed = _toml_types(hints.get(key))
+        if allowed and not _is_one_of(value, allowed):
+            wanted = " or ".join(_TYPE_NAMES[t] for t in allowed if not (t is int and float in allowed))
+            raise InvalidConfigError(f"[{name}] {key} must be {wanted}, not {value!r}")
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _toml_types(hint) -> tuple[type, ...]:
+    """The TOML value types a field's annotation accepts (an int is a valid float; None cannot
+    be written in TOML); () for annotations that are not plain settings."""
+    if hint in (bool, int, str):
+        return (hint,)
+    if hint is float:
+        return (float, int)
+    if hint is Path:
+        return (str,)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(t for arg in typing.get_args(hint) if arg is not type(None) for t in _toml_types(arg))
+    return ()
+
+
+def _is_one_of(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # a bool is an int to Python, never to a settings file
+        return bool in allowed
+    return isinstance(value, allowed)
 
 
 def storage_root(settings: Mapping[str, Any], explicit: str | os.PathLike | None = None) -> Path:
@@ -58,4 +96,7 @@ def storage_root(settings: Mapping[str, Any], explicit: str | os.PathLike | None
         return Path(explicit)
     if os.environ.get(ROOT_ENV):
         return Path(os.environ[ROOT_ENV])
-    return Path(section(settings, "storage").get("root", DEFAULT_ROOT))
+    root = section(settings, "storage").get("root", DEFAULT_ROOT)
+    if not isinstance(root, str):
+        raise InvalidConfigError(f"[storage] root must be a string, not {root!r}")
+    return Path(root)

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from typing import Any, Iterator, Mapping
 
 from .atomic import atomic_write, create_exclusive
 from .config import LogConfig
-from .errors import InvalidPartitionsError, InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError
+from .errors import (InvalidPartitionsError, InvalidTopicError, StorageRootError, TopicAlreadyExistsError,
+                     UnknownTopicError)
 from .filenames import DELETE_DIR_SUFFIX, partition_dir_name
 
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
@@ -116,6 +118,22 @@ class StorageLayout:
         meta = {"version": 0, "cluster_id": new_base64_uuid()}
         create_exclusive(self.cluster_meta_file, json.dumps(meta).encode())
         return json.loads(self.cluster_meta_file.read_text())["cluster_id"]
+
+    def ensure_writable(self) -> None:
+        """Create the root if it is missing and prove this process can write in it (a file is
+        created and removed), or raise StorageRootError saying why it cannot be used."""
+        if self.root.exists() and not self.root.is_dir():
+            raise StorageRootError(f"storage root {self.root} is not a directory")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageRootError(f"cannot create storage root {self.root}: {exc.strerror}") from exc
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=self.root)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise StorageRootError(f"storage root {self.root} is not writable: {exc.strerror}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 
 from .errors import CorruptRecordError
-from .index import Index, IndexFullError, InvalidIndexOffsetError, read_entries
+from .index import Index, IndexFullError, InvalidIndexOffsetError, dump_entries
 
 NO_TIMESTAMP = -1
 
@@ -23,9 +24,21 @@ class TimestampOffset:
     offset: int
 
 
-def read_time_index(path) -> list[tuple[int, int]]:
-    """(timestamp, relative offset) of every entry in a .timeindex file."""
-    return read_entries(path, TimeIndex.ENTRY)
+def dump_time_index(path, base_offset: int) -> Iterator[TimestampOffset]:
+    """The entries of a .timeindex file up to the first empty slot (index.dump_entries), checked:
+    timestamps grow (Kafka's tool calls one that does not "out of order"), offsets never go back
+    and none is below the base offset."""
+    def problem(entry: TimestampOffset, previous: TimestampOffset | None) -> str | None:
+        if entry.offset < base_offset:
+            return f"offset {entry.offset} is below the base offset {base_offset}"
+        if previous is not None and entry.timestamp <= previous.timestamp:
+            return f"timestamp {entry.timestamp} does not increase (the previous entry has {previous.timestamp})"
+        if previous is not None and entry.offset < previous.offset:
+            return f"offset {entry.offset} goes back (the previous entry has {previous.offset})"
+        return None
+
+    return dump_entries(path, TimeIndex.ENTRY, relative_offset=lambda e: e[1],
+                        parse=lambda e: TimestampOffset(e[0], base_offset + e[1]), problem=problem)
 
 
 class TimeIndex(Index):

@@ -43,14 +43,17 @@ def test_truncate_to(tmp_path):
     assert index.entries == 1 and index.last_entry == TimestampOffset(10, 1)
 
 
-def test_read_raw_entries_for_tools(tmp_path):
-    from topiclake.segments.offset_index import OffsetIndex, read_offset_index
-    from topiclake.segments.time_index import read_time_index
+def test_entries_for_tools_stop_at_the_preallocated_zeros(tmp_path):
+    from topiclake.segments.offset_index import OffsetIndex, OffsetPosition, dump_offset_index
+    from topiclake.segments.time_index import dump_time_index
     offsets = OffsetIndex(tmp_path / "o.index", 10, 80)
     offsets.append(12, 300)
-    offsets.close()
+    offsets.flush()  # not closed: the file keeps its preallocated zeros after the entry
     times = TimeIndex(tmp_path / "t.timeindex", 10, 120)
     times.maybe_append(55, 12)
+    times.flush()
+    assert (tmp_path / "o.index").stat().st_size == 80 and (tmp_path / "t.timeindex").stat().st_size == 120
+    assert list(dump_offset_index(tmp_path / "o.index", 10)) == [OffsetPosition(12, 300)]
+    assert list(dump_time_index(tmp_path / "t.timeindex", 10)) == [TimestampOffset(55, 12)]
+    offsets.close()
     times.close()
-    assert read_offset_index(tmp_path / "o.index") == [(2, 300)]
-    assert read_time_index(tmp_path / "t.timeindex") == [(55, 2)]
