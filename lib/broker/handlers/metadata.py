@@ -24,6 +24,14 @@ _ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
+    """Metadata/DescribeTopicPartitions entries: this broker is each partition's leader and only replica."""
+    return tuple(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=broker_id,
+                      leader_epoch=LEADER_EPOCH, replica_nodes=(broker_id,), isr_nodes=(broker_id,),
+                      eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
+                 for i in indexes)
+
+
 @REGISTRY.route(3, (0, 12))
 async def metadata(broker, request):
     body, cls = request.body, request.response_type
@@ -34,10 +42,7 @@ async def metadata(broker, request):
     def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=_ZERO_UUID):
         partitions = ()
         if meta is not None:
-            partitions = tuple(
-                make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=me,
-                     leader_epoch=LEADER_EPOCH, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=())
-                for i in range(meta.partitions))
+            partitions = partition_entries(partition_cls, me, range(meta.partitions))
             topic_id = topic_uuid(meta)
         return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS,
                     partitions=partitions)
