@@ -125,7 +125,7 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
     return slots
 
 
-@REGISTRY.route(1, (4, 17))
+@REGISTRY.route(1, (4, 18))
 async def fetch(broker, request):
     body, cls = request.body, request.response_type
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION

@@ -32,7 +32,7 @@ def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
                  for i in indexes)
 
 
-@REGISTRY.route(3, (0, 12))
+@REGISTRY.route(3, (0, 13))
 async def metadata(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -54,10 +54,9 @@ async def metadata(broker, request):
         topics = tuple(_describe(broker, t, auto_create, topic_entry) for t in body.topics)
 
     broker_cls = nested(cls, "brokers")
-    return make(cls, throttle_time=_NO_THROTTLE, cluster_id=broker.cluster_id, controller_id=me,
-                brokers=(make(broker_cls, node_id=me, host=broker.config.public_host,
-                              port=broker.config.public_port, rack=None),),
-                topics=topics, cluster_authorized_operations=-2147483648)
+    me_entry = make(broker_cls, node_id=me, host=broker.config.public_host, port=broker.config.public_port, rack=None)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
+                controller_id=me, brokers=(me_entry,), topics=topics, cluster_authorized_operations=-2147483648)
 
 
 def _describe(broker, requested, auto_create: bool, topic_entry):

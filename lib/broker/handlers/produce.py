@@ -76,7 +76,12 @@ def _datetime(ms: int | None):
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
-@REGISTRY.route(0, (3, 11))
+def _name_of(broker, topic_id) -> str | None:
+    meta = broker.partitions.topic_by_id(topic_id)
+    return None if meta is None else meta.name
+
+
+@REGISTRY.route(0, (3, 13))
 async def produce(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -85,14 +90,17 @@ async def produce(broker, request):
     failed = False
     topics = []
     for topic in body.topic_data:
-        name = topic.name
+        topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
+        name = topic.name if topic_id is None else _name_of(broker, topic_id)
         results = []
         for pdata in topic.partition_data:
-            where = f"produce to {name}-{pdata.index}"
+            where = f"produce to {name or topic_id}-{pdata.index}"
             base_offset, append_time, start = -1, None, -1
             try:
                 if acks not in (0, 1, -1):
                     raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
+                if name is None:
+                    raise BrokerError(f"{where}: unknown topic id", ErrorCode.unknown_topic_id)
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
                 if header.is_transactional:  # only into a partition of the producer's ongoing transaction
@@ -119,7 +127,7 @@ async def produce(broker, request):
             results.append(make(part_cls, index=pdata.index, error_code=code, base_offset=base_offset,
                                 log_append_time=_datetime(append_time), log_start_offset=start, record_errors=(),
                                 error_message=message))
-        topics.append(make(topic_cls, name=name, partition_responses=tuple(results)))
+        topics.append(make(topic_cls, name=name, topic_id=topic_id, partition_responses=tuple(results)))
     if acks == 0:
         # No response at all; an error closes the connection, the only signal such a client gets
         # (KafkaApis does the same).

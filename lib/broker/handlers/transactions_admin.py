@@ -43,7 +43,8 @@ async def describe_transactions(broker, request):
         for topic, index in sorted(m.partitions):
             by_topic.setdefault(topic, []).append(index)
         states.append(make(state_cls, error_code=ErrorCode.none, transactional_id=txn_id,
-                           transaction_state=m.state.label, transaction_timeout=datetime.timedelta(milliseconds=m.timeout_ms),
+                           transaction_state=m.state.label,
+                           transaction_timeout=datetime.timedelta(milliseconds=m.timeout_ms),
                            transaction_start_time=_datetime(m.start_ms), producer_id=m.producer_id,
                            producer_epoch=m.producer_epoch,
                            topics=tuple(make(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
@@ -79,8 +80,10 @@ async def list_transactions(broker, request):
             return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
                         unknown_state_filters=unknown, transaction_states=())
     now_ms = broker.txn.clock()
+    producer_ids = set(body.producer_id_filters)
+    duration = getattr(body, "duration_filter", -1)
     listed = [m for m in broker.txn.transactions().values()
-              if _listed(m, states, set(body.producer_id_filters), getattr(body, "duration_filter", -1), pattern, now_ms)]
+              if _listed(m, states, producer_ids, duration, pattern, now_ms)]
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                 transaction_states=tuple(make(state_cls, transactional_id=m.transactional_id, producer_id=m.producer_id,
                                               transaction_state=m.state.label)
