@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from topiclake.segments.atomic import atomic_write
-from topiclake.segments.storage import StorageLayout
+from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
 from .group.coordinator import GroupService
@@ -62,6 +62,10 @@ class BrokerContext:
             os.makedirs(directory, exist_ok=True)
         partitions = PartitionManager(layout, default_partitions=config.num_partitions,
                                       producer_id_expiration_ms=config.producer_id_expiration_ms)
+        # Kafka 4.1+ controllers record the cluster-wide min.insync.replicas when a cluster is first
+        # activated (KIP-966), so every topic describes it as DYNAMIC_DEFAULT_BROKER_CONFIG; so does the
+        # first broker of a storage root (a no-op once the cluster's broker configs exist).
+        partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
         producer_ids = ProducerIdAllocator(layout)
         groups = GroupService(partitions, config.groups)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,

@@ -244,6 +244,16 @@ class PartitionManager:
                 part.config = config
                 await self.run_io(part.log.update_config, config)
 
+    async def apply_defaults(self) -> None:
+        """The cluster-wide topic defaults changed: cached topics are re-read, open logs take
+        their new LogConfig."""
+        self._topics.clear()
+        for name in sorted({topic for topic, _index in self._partitions}):
+            try:
+                await self.apply_config(self.topic(name, fresh=True))
+            except UnknownTopicError:  # deleted meanwhile
+                continue
+
     # -- partitions
     async def get(self, topic: str, index: int) -> Partition:
         """The open partition (opening its log, with recovery, on first use)."""
