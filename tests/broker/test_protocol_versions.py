@@ -11,6 +11,7 @@ from kafka import KafkaAdminClient
 from kio.schema.describe_cluster.v2 import request as cluster_req
 from kio.schema.describe_groups.v6 import request as groups_req
 from kio.schema.errors import ErrorCode
+from kio.schema.join_group.v9 import request as join_req
 from kio.schema.list_offsets.v11 import request as offsets_req
 from kio.schema.metadata.v13 import request as metadata_req
 from kio.schema.offset_commit.v10 import request as commit_req
@@ -107,3 +108,24 @@ def test_kafka_python_infers_kafka_4_2(broker):
         assert admin._manager.broker_version_data.broker_version == (4, 2)
     finally:
         admin.close()
+
+
+def test_group_members_carry_their_host(broker):
+    broker.create_topic("hosted")
+    loaded_partition(broker, "hosts")
+    with broker.client() as c:
+        joined = c.request(join_req.JoinGroupRequest(
+            group_id="hosts", session_timeout=datetime.timedelta(seconds=10),
+            rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+            protocol_type="consumer", protocols=(join_req.JoinGroupRequestProtocol(name="range", metadata=b""),),
+            reason=None))
+        if joined.error_code == ErrorCode.member_id_required:  # KIP-394: join again with the id given
+            joined = c.request(join_req.JoinGroupRequest(
+                group_id="hosts", session_timeout=datetime.timedelta(seconds=10),
+                rebalance_timeout=datetime.timedelta(seconds=10), member_id=joined.member_id, group_instance_id=None,
+                protocol_type="consumer", protocols=(join_req.JoinGroupRequestProtocol(name="range", metadata=b""),),
+                reason=None))
+        assert joined.error_code == ErrorCode.none
+        [group] = c.request(groups_req.DescribeGroupsRequest(groups=("hosts",),
+                                                             include_authorized_operations=False)).groups
+    assert [(m.member_id, m.client_host) for m in group.members] == [(joined.member_id, "/127.0.0.1")]

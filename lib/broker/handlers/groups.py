@@ -35,10 +35,6 @@ def ms(value) -> int:
     return int(value)
 
 
-def _peer_host(request) -> str:
-    return getattr(request, "peer_host", "") or ""
-
-
 # ================================================================== FindCoordinator
 @REGISTRY.route(10, (0, 6))
 async def find_coordinator(broker, request):
@@ -78,7 +74,7 @@ async def join_group(broker, request):
         protocols=tuple(Protocol(p.name, p.metadata) for p in body.protocols),
         session_timeout_ms=ms(body.session_timeout), rebalance_timeout_ms=ms(getattr(body, "rebalance_timeout", None)),
         group_instance_id=getattr(body, "group_instance_id", None), client_id=request.client_id or "",
-        client_host=_peer_host(request), require_known_member_id=request.api_version >= 4,
+        client_host=request.client_host, require_known_member_id=request.api_version >= 4,
         reason=getattr(body, "reason", None))
     try:
         resp = await broker.groups.join(req)
