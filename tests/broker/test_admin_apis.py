@@ -1,6 +1,7 @@
 """The admin APIs of one broker, through real admin clients (kafka-python's KafkaAdminClient,
 confluent-kafka's AdminClient): DeleteRecords, log dirs, elections, reassignments, producers,
-transactions, DescribeTopicPartitions, the metadata quorum."""
+transactions, DescribeTopicPartitions, the metadata quorum; client quotas (no client exposes them:
+raw requests)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import kafka.errors as kerrors
 import pytest
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kio.schema.alter_client_quotas.v1 import request as quotas_alter
+from kio.schema.describe_client_quotas.v1 import request as quotas_describe
 from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.errors import ErrorCode
 
@@ -177,3 +180,60 @@ def test_metadata_quorum_of_one(broker, admin):
     assert (partition["leader_id"], partition["leader_epoch"]) == (0, 0)
     assert [v["replica_id"] for v in partition["current_voters"]] == [0] and partition["observers"] == []
     assert [(n["node_id"], n["listeners"][0]["port"]) for n in quorum["nodes"]] == [(0, broker.server.port)]
+
+
+def quota_entity(cls, **names):
+    return tuple(cls(entity_type=t.replace("_", "-"), entity_name=n) for t, n in names.items())
+
+
+def alter_quotas(client, entity: dict, ops: dict, validate_only=False):
+    entry = quotas_alter.EntryData(entity=quota_entity(quotas_alter.EntityData, **entity), ops=tuple(
+        quotas_alter.OpData(key=k, value=v if v is not None else 0.0, remove=v is None) for k, v in ops.items()))
+    [result] = client.request(quotas_alter.AlterClientQuotasRequest(entries=(entry,),
+                                                                    validate_only=validate_only)).entries
+    return result.error_code
+
+
+def describe_quotas(client, *components, strict=False):
+    response = client.request(quotas_describe.DescribeClientQuotasRequest(components=tuple(
+        quotas_describe.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components), strict=strict))
+    if response.error_code != ErrorCode.none:
+        return response.error_code
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in response.entries}
+
+
+def test_client_quotas_are_stored_and_described(tmp_path):
+    broker = InProcessBroker(tmp_path / "data").start()
+    try:
+        with broker.client() as c:
+            assert alter_quotas(c, {"user": "alice"}, {"producer_byte_rate": 1024.0,
+                                                       "request_percentage": 12.5}) == ErrorCode.none
+            assert alter_quotas(c, {"user": "alice", "client_id": "app"}, {"consumer_byte_rate": 2048.0}) == \
+                ErrorCode.none
+            assert alter_quotas(c, {"client_id": None}, {"producer_byte_rate": 99.0}) == ErrorCode.none  # default
+            assert alter_quotas(c, {"ip": "10.0.0.1"}, {"connection_creation_rate": 5.0}) == ErrorCode.none
+            assert alter_quotas(c, {"user": "bob"}, {"producer_byte_rate": 1.0}, validate_only=True) == ErrorCode.none
+            for entity, ops in (({"user": "x"}, {"producer_byte_rate": 1.5}),  # a whole number is required
+                                ({"user": "x"}, {"connection_creation_rate": 1.0}),  # an ip quota
+                                ({"ip": "10.0.0.1", "user": "x"}, {"connection_creation_rate": 1.0}),
+                                ({"ip": "not-an-ip"}, {"connection_creation_rate": 1.0}),
+                                ({"group": "g"}, {"producer_byte_rate": 1.0})):
+                assert alter_quotas(c, entity, ops) == ErrorCode.invalid_request, (entity, ops)
+
+            alice = (("user", "alice"),)
+            assert describe_quotas(c, ("user", 0, "alice"), strict=True) == {
+                alice: {"producer_byte_rate": 1024.0, "request_percentage": 12.5}}
+            assert set(describe_quotas(c, ("user", 0, "alice"))) == {alice, (("client-id", "app"), ("user", "alice"))}
+            assert describe_quotas(c, ("client-id", 1, None)) == {(("client-id", None),): {"producer_byte_rate": 99.0}}
+            assert describe_quotas(c, ("user", 0, "alice"), ("user", 0, "bob")) == ErrorCode.invalid_request
+            assert alter_quotas(c, {"user": "alice"}, {"request_percentage": None}) == ErrorCode.none
+    finally:
+        broker.stop()
+    broker = InProcessBroker(tmp_path / "data").start()  # stored in shared storage
+    try:
+        with broker.client() as c:
+            assert describe_quotas(c, ("user", 2, None), strict=True) == {
+                (("user", "alice"),): {"producer_byte_rate": 1024.0}}
+    finally:
+        broker.stop()
