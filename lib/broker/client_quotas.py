@@ -6,8 +6,9 @@ is that type's default entity. User and client-id entities take producer_byte_ra
 consumer_byte_rate (whole numbers), request_percentage and controller_mutation_rate; ip entities
 connection_creation_rate.
 
-Not enforced yet: the broker stores and describes quotas but does not throttle produce, fetch
-or requests by them (no throttle_time_ms, no channel muting).
+The byte rates are enforced by throttle.py (throttle_time_ms and channel muting, as Kafka does);
+request_percentage, controller_mutation_rate and connection_creation_rate are stored and
+described only.
 """
 
 from __future__ import annotations

@@ -104,7 +104,17 @@ class Connection:
             return False
         if response is not None:
             await self._send(request.correlation_id, response)
+            await self._mute(getattr(response, "throttle_time", None))
         return True
+
+    async def _mute(self, throttle_time) -> None:
+        """A client over its quota: read nothing more from it until its throttle time has passed
+        (Kafka mutes the channel, KIP-219); shutdown ends the wait."""
+        if throttle_time:
+            try:
+                await asyncio.wait_for(self.broker.shutting_down.wait(), throttle_time.total_seconds())
+            except asyncio.TimeoutError:
+                pass
 
     async def _send(self, correlation_id: int, response: Any) -> None:
         for chunk in wire.encode_response(correlation_id, response):

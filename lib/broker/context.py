@@ -13,7 +13,9 @@ from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
 from .group.coordinator import GroupService
+from .client_quotas import ClientQuotas
 from .partitions import PartitionManager
+from .throttle import Throttler
 from .txn.coordinator import TransactionCoordinator
 
 PRODUCER_ID_BLOCK = 1000
@@ -51,6 +53,7 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     groups: GroupService  # the group coordinator (started by the server)
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
+    throttle: Throttler  # byte-rate client quotas
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
@@ -72,7 +75,8 @@ class BrokerContext:
                                      offsets_partition_for=groups.partition_for,
                                      offsets_marker=groups.complete_transaction)
         return cls(config=config, layout=layout, partitions=partitions,
-                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn)
+                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
+                   throttle=Throttler(ClientQuotas(layout)))
 
     @property
     def broker_id(self) -> int:

@@ -5,6 +5,9 @@ raw requests)."""
 
 from __future__ import annotations
 
+import datetime
+import time
+
 import confluent_kafka as ck
 import kafka.errors as kerrors
 import pytest
@@ -16,7 +19,8 @@ from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.errors import ErrorCode
 
 from .conftest import InProcessBroker
-from .test_produce_fetch import fetch
+from . import test_produce_fetch as pf
+from .test_produce_fetch import batch, fetch
 
 
 @pytest.fixture
@@ -237,3 +241,40 @@ def test_client_quotas_are_stored_and_described(tmp_path):
                 (("user", "alice"),): {"producer_byte_rate": 1024.0}}
     finally:
         broker.stop()
+
+
+def produce_throttled(client, topic: str, data: bytes) -> tuple[ErrorCode, int]:
+    """(error, throttle_time_ms) of a produce request."""
+    response = client.request(pf.produce_req.ProduceRequest(
+        transactional_id=None, acks=-1, timeout=pf.TIMEOUT, topic_data=(pf.produce_req.TopicProduceData(
+            name=topic, partition_data=(pf.produce_req.PartitionProduceData(index=0, records=data),)),)))
+    return response.responses[0].partition_responses[0].error_code, int(response.throttle_time.total_seconds() * 1000)
+
+
+def fetch_throttled(client, topic: str) -> tuple[int, int]:
+    """(record bytes, throttle_time_ms) of a fetch from offset 0."""
+    response = client.request(pf.fetch_req.FetchRequest(
+        max_wait=datetime.timedelta(0), min_bytes=1, forgotten_topics_data=(), topics=(pf.fetch_req.FetchTopic(
+            topic=topic, partitions=(pf.fetch_req.FetchPartition(partition=0, fetch_offset=0,
+                                                                 partition_max_bytes=1 << 20),)),)))
+    return len(response.responses[0].partitions[0].records or b""), int(response.throttle_time.total_seconds() * 1000)
+
+
+def test_byte_rate_quotas_throttle_and_mute(broker):
+    """producer_byte_rate / consumer_byte_rate: over quota, throttle_time_ms = (rate - quota) / quota *
+    window (at least 10 s of window), and the connection reads nothing more until then; a throttled
+    fetch carries no records."""
+    broker.create_topic("metered")
+    with broker.client() as c:  # its client id is topiclake-cli
+        assert alter_quotas(c, {"client_id": "topiclake-cli"}, {"producer_byte_rate": 1000.0,
+                                                                "consumer_byte_rate": 1000.0}) == ErrorCode.none
+        assert produce_throttled(c, "metered", batch([b"x" * 100])) == (ErrorCode.none, 0)
+        code, throttle_ms = produce_throttled(c, "metered", batch([b"y" * 12_000]))  # ~1.2x the quota
+        assert code == ErrorCode.none and 1_000 < throttle_ms < 3_000, throttle_ms
+        started = time.monotonic()
+        fetched, throttle_ms = fetch_throttled(c, "metered")  # read only once the mute has passed
+        assert time.monotonic() - started >= 1.0
+        assert fetched == 0 and throttle_ms > 0, "12 kB would put it over its consumer quota: no records"
+    with broker.client() as other:
+        other.client_id = "unmetered"
+        assert fetch_throttled(other, "metered")[0] > 12_000

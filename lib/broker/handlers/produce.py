@@ -21,13 +21,12 @@ from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 from ..append_policy import check_append
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
+from ..throttle import PRODUCE
 from ..wire import has_field, make, nested
 from .metadata import LEADER_EPOCH
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 class InvalidRecord(BrokerError):
@@ -142,4 +141,6 @@ async def produce(broker, request):
         if failed:
             raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
         return None
-    return make(cls, responses=tuple(topics), throttle_time=_NO_THROTTLE)
+    produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
+    throttle_ms = broker.throttle.record(PRODUCE, None, request.client_id, produced)  # the connection mutes
+    return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))

@@ -1,5 +1,5 @@
-"""DescribeClientQuotas (48) and AlterClientQuotas (49) over client_quotas.ClientQuotas (stored and
-described; not enforced yet, see that module)."""
+"""DescribeClientQuotas (48) and AlterClientQuotas (49) over client_quotas.ClientQuotas (byte rates
+are enforced by throttle.py)."""
 
 from __future__ import annotations
 
