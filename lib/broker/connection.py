@@ -35,6 +35,7 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""  # Kafka's InetAddress.toString()
         self.busy = False  # a request is being handled (shutdown waits for it)
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
@@ -79,7 +80,7 @@ class Connection:
     async def _handle(self, frame: bytes) -> bool:
         """Handle one request; False closes the connection."""
         try:
-            request = wire.parse_request(frame, REGISTRY.supports)
+            request = wire.parse_request(frame, REGISTRY.supports, self.client_host)
         except wire.UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
@@ -103,7 +104,17 @@ class Connection:
             return False
         if response is not None:
             await self._send(request.correlation_id, response)
+            await self._mute(getattr(response, "throttle_time", None))
         return True
+
+    async def _mute(self, throttle_time) -> None:
+        """A client over its quota: read nothing more from it until its throttle time has passed
+        (Kafka mutes the channel, KIP-219); shutdown ends the wait."""
+        if throttle_time:
+            try:
+                await asyncio.wait_for(self.broker.shutting_down.wait(), throttle_time.total_seconds())
+            except asyncio.TimeoutError:
+                pass
 
     async def _send(self, correlation_id: int, response: Any) -> None:
         for chunk in wire.encode_response(correlation_id, response):

@@ -9,11 +9,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from topiclake.segments.atomic import atomic_write
-from topiclake.segments.storage import StorageLayout
+from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
 from .group.coordinator import GroupService
+from .client_quotas import ClientQuotas
 from .partitions import PartitionManager
+from .throttle import Throttler
 from .txn.coordinator import TransactionCoordinator
 
 PRODUCER_ID_BLOCK = 1000
@@ -51,6 +53,7 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     groups: GroupService  # the group coordinator (started by the server)
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
+    throttle: Throttler  # byte-rate client quotas
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
@@ -62,13 +65,18 @@ class BrokerContext:
             os.makedirs(directory, exist_ok=True)
         partitions = PartitionManager(layout, default_partitions=config.num_partitions,
                                       producer_id_expiration_ms=config.producer_id_expiration_ms)
+        # Kafka 4.1+ controllers record the cluster-wide min.insync.replicas when a cluster is first
+        # activated (KIP-966), so every topic describes it as DYNAMIC_DEFAULT_BROKER_CONFIG; so does the
+        # first broker of a storage root (a no-op once the cluster's broker configs exist).
+        partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
         producer_ids = ProducerIdAllocator(layout)
         groups = GroupService(partitions, config.groups)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
                                      offsets_partition_for=groups.partition_for,
                                      offsets_marker=groups.complete_transaction)
         return cls(config=config, layout=layout, partitions=partitions,
-                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn)
+                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
+                   throttle=Throttler(ClientQuotas(layout)))
 
     @property
     def broker_id(self) -> int:

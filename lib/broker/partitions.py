@@ -201,6 +201,17 @@ class PartitionManager:
         return metas
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        """The topic with this id: from the topic cache when it knows the id (requests by id,
+        Produce v13 and Fetch v13+, come often), else from a fresh listing of the registry."""
+        for _at, meta in list(self._topics.values()):
+            if meta is not None and topic_uuid(meta) == topic_id:
+                try:
+                    current = self.topic(meta.name)  # re-read once the cache entry is stale
+                except UnknownTopicError:
+                    break
+                if topic_uuid(current) == topic_id:  # not deleted and re-created meanwhile
+                    return current
+                break
         for meta in self.topics():
             if topic_uuid(meta) == topic_id:
                 return meta
@@ -232,6 +243,16 @@ class PartitionManager:
             if topic == meta.name:
                 part.config = config
                 await self.run_io(part.log.update_config, config)
+
+    async def apply_defaults(self) -> None:
+        """The cluster-wide topic defaults changed: cached topics are re-read, open logs take
+        their new LogConfig."""
+        self._topics.clear()
+        for name in sorted({topic for topic, _index in self._partitions}):
+            try:
+                await self.apply_config(self.topic(name, fresh=True))
+            except UnknownTopicError:  # deleted meanwhile
+                continue
 
     # -- partitions
     async def get(self, topic: str, index: int) -> Partition:

@@ -52,6 +52,7 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request dataclass
+    client_host: str = ""  # the client's address as Kafka shows it ("/127.0.0.1"), for group members
 
     @property
     def response_type(self) -> type:
@@ -88,7 +89,7 @@ def peek_header(frame) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(frame, 0)
 
 
-def parse_request(frame, supported: Callable[[int, int], bool]) -> Request:
+def parse_request(frame, supported: Callable[[int, int], bool], client_host: str = "") -> Request:
     """Decode a whole frame. `supported(api_key, version)` says what this broker serves."""
     api_key, api_version, correlation_id = peek_header(frame)
     schema = request_schema(api_key, api_version) if supported(api_key, api_version) else None
@@ -101,7 +102,7 @@ def parse_request(frame, supported: Callable[[int, int], bool]) -> Request:
         raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
     # carries a few).
-    return Request(api_key, api_version, correlation_id, header.client_id, body)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, client_host)
 
 
 # ---------------------------------------------------------------------------------------------

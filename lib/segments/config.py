@@ -5,6 +5,11 @@ LogConfig holds them typed, one field per property (the name with dots turned in
 underscores); `from_properties` / `to_properties` convert from and to Kafka's names, so the
 broker's CreateTopics/DescribeConfigs/AlterConfigs and the topic JSON files speak the same
 language. Unknown names and bad values raise InvalidConfigError naming the property.
+
+Every Kafka 4.x topic config is accepted. Each spec also names the broker-level property that
+sets the config's cluster-wide default (Kafka's ServerTopicConfigSynonyms, e.g. retention.ms <-
+log.retention.ms) and documents it; a config that changes nothing here (no replicas, no tiered
+storage, no recompression) says so in its documentation.
 """
 
 from __future__ import annotations
@@ -48,8 +53,21 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60_000
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     preallocate: bool = False
     min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 60 * 60 * 1000  # Kafka 4.0's default: one hour
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2  # -2: follow retention.ms
+    local_retention_bytes: int = -2  # -2: follow retention.bytes
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,17 +126,38 @@ class LogConfig:
     def property_names() -> tuple[str, ...]:
         return tuple(_BY_PROPERTY)
 
+    @staticmethod
+    def property_spec(name: str) -> "PropertySpec | None":
+        """A property's type (`kind`), broker-level synonym (`server`) and documentation (`doc`)."""
+        return _BY_PROPERTY.get(name)
+
+    @staticmethod
+    def server_synonym(name: str) -> str | None:
+        """The broker property that sets `name`'s cluster-wide default (None: the topic config has none)."""
+        spec = _BY_PROPERTY.get(name)
+        return spec.server if spec is not None else None
+
+    @staticmethod
+    def topic_config_of(server_name: str) -> str | None:
+        """The topic config a broker property is the cluster-wide default of (None: it is none's)."""
+        return _BY_SERVER.get(server_name)
+
 
 # ---------------------------------------------------------------------------------------------
 # One spec per property: its Kafka name, how to parse, format and check a value.
 
 @dataclass(frozen=True, slots=True)
-class _Spec:
+class PropertySpec:
     field: str
     kind: str  # "int", "float", "bool", "str", "list"
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] | None = None
+    server: str | None = None  # the broker property that sets the cluster-wide default
+    doc: str = ""
+    allowed: tuple[Any, ...] = ()  # values allowed outside [low, high] (gzip's -1)
+    item: Callable[[str], bool] | None = None  # a list item's check
+    empty_ok: bool = False  # a list that may be empty
 
     @property
     def name(self) -> str:
@@ -141,18 +180,24 @@ class _Spec:
         if self.kind in ("int", "float"):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidConfigError(f"{self.name} must be a number, got {value!r}")
+            if value in self.allowed:
+                return
             if self.low is not None and value < self.low:
                 raise InvalidConfigError(f"{self.name}={value} is below the minimum {self.low:g}")
             if self.high is not None and value > self.high:
                 raise InvalidConfigError(f"{self.name}={value} is above the maximum {self.high:g}")
-        values = value if self.kind == "list" else (value,) if self.kind == "str" else ()
+        values = value if self.kind == "list" else (value,) if self.kind == "str" else (
+            (self.format(value),) if self.kind == "bool" else ())
         if self.choices is not None:
             for item in values:
                 if item not in self.choices:
                     raise InvalidConfigError(
                         f"invalid value {item!r} for {self.name}: use one of {', '.join(self.choices)}")
-        if self.kind == "list" and not value:
+        if self.kind == "list" and not value and not self.empty_ok:
             raise InvalidConfigError(f"{self.name} must not be empty")
+        for item in values if self.item is not None else ():
+            if not self.item(item):
+                raise InvalidConfigError(f"invalid value {item!r} in {self.name}")
 
 
 def _parse_int(raw: Any) -> int:
@@ -180,28 +225,93 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "str": lambda raw: str(raw).strip(), "list": _parse_list,
 }
 
-# Bounds are Kafka's ConfigDef validators (TopicConfig / LogConfig.configDef).
-_SPECS: dict[str, _Spec] = {s.field: s for s in (
-    _Spec("segment_bytes", "int", 14, INT_MAX),  # at least a legacy v0 record overhead
-    _Spec("segment_ms", "int", 1, LONG_MAX),
-    _Spec("segment_jitter_ms", "int", 0, LONG_MAX),
-    _Spec("segment_index_bytes", "int", 4, INT_MAX),
-    _Spec("index_interval_bytes", "int", 0, INT_MAX),
-    _Spec("flush_messages", "int", 1, LONG_MAX),
-    _Spec("flush_ms", "int", 0, LONG_MAX),
-    _Spec("retention_ms", "int", -1, LONG_MAX),
-    _Spec("retention_bytes", "int", None, LONG_MAX),
-    _Spec("cleanup_policy", "list", choices=(CLEANUP_DELETE, CLEANUP_COMPACT)),
-    _Spec("max_message_bytes", "int", 0, INT_MAX),
-    _Spec("message_timestamp_type", "str", choices=(CREATE_TIME, LOG_APPEND_TIME)),
-    _Spec("min_cleanable_dirty_ratio", "float", 0, 1),
-    _Spec("delete_retention_ms", "int", 0, LONG_MAX),
-    _Spec("min_compaction_lag_ms", "int", 0, LONG_MAX),
-    _Spec("max_compaction_lag_ms", "int", 1, LONG_MAX),
-    _Spec("file_delete_delay_ms", "int", 0, LONG_MAX),
-    _Spec("compression_type", "str", choices=COMPRESSION_TYPES),
-    _Spec("preallocate", "bool"),
-    _Spec("min_insync_replicas", "int", 1, INT_MAX),
+def _throttled_replica(item: str) -> bool:
+    """"*" alone, or partition:broker pairs (Kafka's ThrottledReplicaListValidator)."""
+    partition, _, broker = item.partition(":")
+    return item == "*" or (partition.isdigit() and broker.isdigit())
+
+
+_NO_REPLICAS = " No effect here: each partition has one replica, on its one broker."
+_NO_TIERED = " No effect here: topiclake has no tiered storage (only false is accepted for remote.storage.enable)."
+_NO_RECOMPRESSION = (" Stored and described; the broker keeps each producer batch as written (it does not"
+                     " recompress), so this has no effect here.")
+
+# Bounds are Kafka's ConfigDef validators (TopicConfig / LogConfig.configDef); `server` is the
+# broker-level synonym (ServerTopicConfigSynonyms); the docs are this project's words.
+_SPECS: dict[str, PropertySpec] = {s.field: s for s in (
+    PropertySpec("segment_bytes", "int", 14, INT_MAX, server="log.segment.bytes",  # a legacy v0 record overhead
+                 doc="Size at which the active segment file is rolled."),
+    PropertySpec("segment_ms", "int", 1, LONG_MAX, server="log.roll.ms",
+                 doc="Time after which the active segment is rolled even if not full."),
+    PropertySpec("segment_jitter_ms", "int", 0, LONG_MAX, server="log.roll.jitter.ms",
+                 doc="Random jitter subtracted from segment.ms so partitions do not roll together."),
+    PropertySpec("segment_index_bytes", "int", 4, INT_MAX, server="log.index.size.max.bytes",
+                 doc="Size of each segment's offset and time index files; a full index rolls the segment."),
+    PropertySpec("index_interval_bytes", "int", 0, INT_MAX, server="log.index.interval.bytes",
+                 doc="Bytes of batches between two offset index entries."),
+    PropertySpec("flush_messages", "int", 1, LONG_MAX, server="log.flush.interval.messages",
+                 doc="Records appended between two fsyncs of the log."),
+    PropertySpec("flush_ms", "int", 0, LONG_MAX, server="log.flush.interval.ms",
+                 doc="Longest time appended records may wait for an fsync."),
+    PropertySpec("retention_ms", "int", -1, LONG_MAX, server="log.retention.ms",
+                 doc="Segments whose newest record is older than this are deleted by retention (-1: no limit)."),
+    PropertySpec("retention_bytes", "int", None, LONG_MAX, server="log.retention.bytes",
+                 doc="Oldest segments are deleted while the partition is larger than this (-1: no limit)."),
+    PropertySpec("cleanup_policy", "list", choices=(CLEANUP_DELETE, CLEANUP_COMPACT), server="log.cleanup.policy",
+                 empty_ok=True, doc="delete (retention), compact (log compaction), both, or empty: keep everything "
+                                    "(retention only removes what DeleteRecords moved below the log start offset)."),
+    PropertySpec("max_message_bytes", "int", 0, INT_MAX, server="message.max.bytes",
+                 doc="Largest record batch a producer may append."),
+    PropertySpec("message_timestamp_type", "str", choices=(CREATE_TIME, LOG_APPEND_TIME),
+                 server="log.message.timestamp.type",
+                 doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker's "
+                     "clock."),
+    PropertySpec("min_cleanable_dirty_ratio", "float", 0, 1, server="log.cleaner.min.cleanable.ratio",
+                 doc="Share of uncompacted bytes above which the compaction job cleans the partition."),
+    PropertySpec("delete_retention_ms", "int", 0, LONG_MAX, server="log.cleaner.delete.retention.ms",
+                 doc="How long compaction keeps tombstones and transaction markers."),
+    PropertySpec("min_compaction_lag_ms", "int", 0, LONG_MAX, server="log.cleaner.min.compaction.lag.ms",
+                 doc="Records younger than this are never compacted."),
+    PropertySpec("max_compaction_lag_ms", "int", 1, LONG_MAX, server="log.cleaner.max.compaction.lag.ms",
+                 doc="Records older than this make a partition eligible for compaction whatever its dirty ratio."),
+    PropertySpec("file_delete_delay_ms", "int", 0, LONG_MAX, server="log.segment.delete.delay.ms",
+                 doc="How long retired segment files (.deleted) stay on disk before they are removed."),
+    PropertySpec("compression_type", "str", choices=COMPRESSION_TYPES, server="compression.type",
+                 doc="The codec batches should be stored with; 'producer' keeps the producer's." + _NO_RECOMPRESSION),
+    PropertySpec("compression_gzip_level", "int", 1, 9, allowed=(-1,), server="compression.gzip.level",
+                 doc="gzip level for compression.type=gzip (-1: the codec's default)." + _NO_RECOMPRESSION),
+    PropertySpec("compression_lz4_level", "int", 1, 17, server="compression.lz4.level",
+                 doc="lz4 level for compression.type=lz4." + _NO_RECOMPRESSION),
+    PropertySpec("compression_zstd_level", "int", -131072, 22, server="compression.zstd.level",
+                 doc="zstd level for compression.type=zstd." + _NO_RECOMPRESSION),
+    PropertySpec("preallocate", "bool", server="log.preallocate",
+                 doc="Preallocate new segment files. No effect here: segment files grow as they are written."),
+    PropertySpec("min_insync_replicas", "int", 1, INT_MAX, server="min.insync.replicas",
+                 doc="Replicas that must hold an acks=all append. Each partition has one, so a value above 1 "
+                     "refuses acks=all produce requests with NOT_ENOUGH_REPLICAS, as Kafka would."),
+    PropertySpec("unclean_leader_election_enable", "bool", server="unclean.leader.election.enable",
+                 doc="Let an out-of-sync replica become leader." + _NO_REPLICAS),
+    PropertySpec("message_timestamp_before_max_ms", "int", 0, LONG_MAX, server="log.message.timestamp.before.max.ms",
+                 doc="With CreateTime, a record whose timestamp is further than this in the past is refused "
+                     "(INVALID_TIMESTAMP)."),
+    PropertySpec("message_timestamp_after_max_ms", "int", 0, LONG_MAX, server="log.message.timestamp.after.max.ms",
+                 doc="With CreateTime, a record whose timestamp is further than this in the future is refused "
+                     "(INVALID_TIMESTAMP)."),
+    PropertySpec("leader_replication_throttled_replicas", "list", empty_ok=True, item=_throttled_replica,
+                 doc="Replicas whose replication the leader throttles (partition:broker pairs or *)." + _NO_REPLICAS),
+    PropertySpec("follower_replication_throttled_replicas", "list", empty_ok=True, item=_throttled_replica,
+                 doc="Replicas whose replication followers throttle (partition:broker pairs or *)." + _NO_REPLICAS),
+    PropertySpec("remote_storage_enable", "bool", choices=("false",),
+                 doc="Tier closed segments to remote storage." + _NO_TIERED),
+    PropertySpec("local_retention_ms", "int", -2, LONG_MAX, server="log.local.retention.ms",
+                 doc="Retention of the local copy of tiered segments (-2: retention.ms)." + _NO_TIERED),
+    PropertySpec("local_retention_bytes", "int", -2, LONG_MAX, server="log.local.retention.bytes",
+                 doc="Size limit of the local copy of tiered segments (-2: retention.bytes)." + _NO_TIERED),
+    PropertySpec("remote_log_copy_disable", "bool",
+                 doc="Stop copying segments to remote storage, keeping what is there." + _NO_TIERED),
+    PropertySpec("remote_log_delete_on_disable", "bool",
+                 doc="Delete the remote copy when remote storage is turned off." + _NO_TIERED),
 )}
-_BY_PROPERTY: dict[str, _Spec] = {s.name: s for s in _SPECS.values()}
+_BY_PROPERTY: dict[str, PropertySpec] = {s.name: s for s in _SPECS.values()}
+_BY_SERVER: dict[str, str] = {s.server: s.name for s in _SPECS.values() if s.server}
 assert set(_SPECS) == {f.name for f in dataclasses.fields(LogConfig)}, "every LogConfig field needs a spec"

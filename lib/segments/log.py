@@ -396,7 +396,7 @@ class Log:
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: the first record with timestamp >= `timestamp` as (timestamp, offset), or
         None; LATEST_TIMESTAMP/EARLIEST_TIMESTAMP/MAX_TIMESTAMP give (-1, LEO), (-1, start) and
-        the largest timestamp with its offset."""
+        the largest timestamp with the offset of the first record holding it."""
         segments = self._segments
         log_start = self._log_start_offset
         if timestamp == LATEST_TIMESTAMP:
@@ -404,8 +404,10 @@ class Log:
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(NO_TIMESTAMP, log_start)
         if timestamp == MAX_TIMESTAMP:
-            best = max((s.max_timestamp_so_far for s in segments), key=lambda t: t.timestamp, default=None)
-            return best if best is not None and best.timestamp >= 0 else None
+            # The first segment holding the largest timestamp (max keeps the first of equals), then
+            # the exact record in it.
+            latest = max(segments, key=lambda s: s.max_timestamp_so_far.timestamp, default=None)
+            return latest.max_timestamp_record() if latest is not None else None
         for segment in segments:
             if segment.max_timestamp_so_far.timestamp < timestamp or segment.size == 0:
                 continue

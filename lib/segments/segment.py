@@ -270,6 +270,22 @@ class LogSegment:
                     return TimestampOffset(record.timestamp, record.offset)
         return None
 
+    def max_timestamp_record(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP within this segment: the first record whose timestamp is the
+        segment's largest, as (timestamp, offset); None if it has no timestamps. The batch is the
+        first one reaching that maximum (max_timestamp_so_far records it), found from the index
+        entry at or below it; its records are decoded to find the exact one (Kafka's
+        RecordBatch.offsetOfMaxTimestamp), since the batch's last offset need not be it."""
+        best = self._max_ts
+        if best.timestamp < 0:
+            return None
+        start = self.offset_index.lookup(best.offset).position
+        for batch in iter_file_batches(self._file.fileno(), start, self._size, source=str(self.log_path)):
+            if batch.header.max_timestamp == best.timestamp:
+                return next((TimestampOffset(r.timestamp, r.offset) for r in batch.records()
+                             if r.timestamp == best.timestamp), None)
+        return None
+
     def read_next_offset(self) -> int:
         """The offset after the last batch (scan from the last index entry), base if empty."""
         if self._next_offset is None:

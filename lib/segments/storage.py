@@ -2,6 +2,8 @@
 
     <root>/cluster/meta.json           {"cluster_id": <22 chars>, "version": 0}, created once
     <root>/cluster/brokers/<id>.json   broker registrations (written by the broker)
+    <root>/cluster/broker-configs.json dynamic broker configs: "" is the cluster-wide default
+                                       (log.retention.ms, min.insync.replicas, ...: topic defaults)
     <root>/topics/<topic>.json         {"name", "topic_id", "partitions", "config": {overrides}}
     <root>/log/<topic>-<partition>/    Kafka's partition directories
     <root>/tables/<name>/              Delta tables
@@ -13,6 +15,7 @@ escape the root (`../x`, `a/b`, `.`, `..`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import fcntl
 import json
 import os
@@ -27,6 +30,7 @@ from typing import Any, Iterator, Mapping
 
 from .atomic import atomic_write, create_exclusive
 from .config import LogConfig
+from .config_store import ConfigStore
 from .errors import (InvalidPartitionsError, InvalidTopicError, StorageRootError, TopicAlreadyExistsError,
                      UnknownTopicError)
 from .filenames import DELETE_DIR_SUFFIX, partition_dir_name
@@ -91,6 +95,10 @@ class StorageLayout:
         return self.brokers_dir / f"{int(broker_id)}.json"
 
     @property
+    def broker_configs_file(self) -> Path:
+        return self.cluster_dir / "broker-configs.json"
+
+    @property
     def topics_dir(self) -> Path:
         return self.root / "topics"
 
@@ -142,10 +150,12 @@ class TopicMeta:
     partitions: int
     config: Mapping[str, str] = field(default_factory=dict)  # overrides only, Kafka names
     topic_id: str = ""
+    # The cluster-wide dynamic defaults (topic names), under the overrides; not part of the file.
+    defaults: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def log_config(self) -> LogConfig:
-        return LogConfig.from_properties(self.config)
+        return LogConfig.from_properties({**self.defaults, **self.config})
 
     def to_json(self) -> bytes:
         return json.dumps({"version": 0, "name": self.name, "topic_id": self.topic_id,
@@ -169,12 +179,28 @@ def _normalize_config(config: Mapping[str, Any] | None) -> dict[str, str]:
     return {name: formatted[name] for name in sorted(config)}
 
 
+CLUSTER_DEFAULT = ""  # the broker-config resource name of the cluster-wide default (Kafka's)
+
+
+def topic_defaults(broker_configs: Mapping[str, str]) -> dict[str, str]:
+    """The topic configs a set of broker properties sets, by topic name (log.retention.ms ->
+    retention.ms, ...)."""
+    return {LogConfig.topic_config_of(key): value for key, value in broker_configs.items()
+            if LogConfig.topic_config_of(key)}
+
+
 class TopicRegistry:
     """Topics as JSON files under <root>/topics; every change is atomic, and read-modify-write
-    changes hold an flock on <root>/topics/.lock so two processes cannot lose an update."""
+    changes hold an flock on <root>/topics/.lock so two processes cannot lose an update. A
+    topic's effective config is its overrides over the cluster-wide dynamic defaults."""
 
     def __init__(self, layout: StorageLayout):
         self.layout = layout
+        self.broker_configs = ConfigStore(layout.broker_configs_file)
+
+    def defaults(self) -> dict[str, str]:
+        """The cluster-wide dynamic topic defaults (topic names)."""
+        return topic_defaults(self.broker_configs.get(CLUSTER_DEFAULT))
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -190,7 +216,8 @@ class TopicRegistry:
         path = self.layout.topic_file(name)
         if isinstance(partitions, bool) or int(partitions) < 1:
             raise InvalidPartitionsError(f"topic {name!r}: number of partitions must be at least 1, got {partitions}")
-        meta = TopicMeta(name, int(partitions), _normalize_config(config), new_base64_uuid())
+        meta = TopicMeta(name, int(partitions), _normalize_config(config), new_base64_uuid(), self.defaults())
+        meta.log_config  # the overrides over the cluster defaults must make a valid config
         if not create_exclusive(path, meta.to_json()):
             raise TopicAlreadyExistsError(f"topic {name!r} already exists ({path})")
         return meta
@@ -201,7 +228,7 @@ class TopicRegistry:
             data = path.read_bytes()
         except FileNotFoundError:
             raise UnknownTopicError(f"unknown topic {name!r} (no {path})") from None
-        return TopicMeta.from_json(data, source=str(path))
+        return dataclasses.replace(TopicMeta.from_json(data, source=str(path)), defaults=self.defaults())
 
     def exists(self, name: str) -> bool:
         return self.layout.topic_file(name).exists()
@@ -227,7 +254,8 @@ class TopicRegistry:
                     config.pop(key, None)
                 else:
                     config[key] = value
-            new = TopicMeta(meta.name, meta.partitions, _normalize_config(config), meta.topic_id)
+            new = TopicMeta(meta.name, meta.partitions, _normalize_config(config), meta.topic_id, meta.defaults)
+            new.log_config  # valid over the cluster defaults too
             atomic_write(self.layout.topic_file(name), new.to_json())
             return new
 
@@ -238,7 +266,7 @@ class TopicRegistry:
                 raise InvalidPartitionsError(
                     f"topic {name!r} currently has {meta.partitions} partitions, "
                     f"{total} would not increase the partition count")
-            new = TopicMeta(meta.name, int(total), meta.config, meta.topic_id)
+            new = TopicMeta(meta.name, int(total), meta.config, meta.topic_id, meta.defaults)
             atomic_write(self.layout.topic_file(name), new.to_json())
             return new
 

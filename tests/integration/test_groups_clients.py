@@ -384,6 +384,7 @@ def test_aiokafka_group_and_groups_cli(broker):
     assert len(seen) == 30
     assert described.exit_code == 0, described.output
     assert "State: Stable" in described.output and f"{topic}-0,{topic}-1,{topic}-2" in described.output
+    assert "Host: /127.0.0.1" in described.output, described.output
     assert lag.exit_code == 0, lag.output
     rows = [line.split() for line in lag.output.splitlines() if line.startswith(topic)]
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(str(p), "7", "10", "3") for p in range(3)]

@@ -36,7 +36,10 @@ def test_round_trip_and_overrides():
     ({"segment.bytes": "13"}, "segment.bytes=13 is below the minimum 14"),
     ({"segment.ms": "soon"}, "invalid value 'soon' for segment.ms"),
     ({"cleanup.policy": "shred"}, "invalid value 'shred' for cleanup.policy"),
-    ({"cleanup.policy": ""}, "cleanup.policy must not be empty"),
+    ({"remote.storage.enable": "true"}, "invalid value 'true' for remote.storage.enable"),
+    ({"compression.gzip.level": "0"}, "compression.gzip.level=0 is below the minimum 1"),
+    ({"leader.replication.throttled.replicas": "0:0,one"}, "invalid value 'one' in leader.replication"),
+    ({"local.retention.bytes": "-3"}, "local.retention.bytes=-3 is below the minimum -2"),
     ({"min.cleanable.dirty.ratio": "1.5"}, "above the maximum 1"),
     ({"message.timestamp.type": "Now"}, "message.timestamp.type"),
     ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "must not exceed"),
@@ -45,3 +48,32 @@ def test_round_trip_and_overrides():
 def test_bad_values_name_the_property(props, message):
     with pytest.raises(InvalidConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         LogConfig.from_properties(props)
+
+
+def test_every_kafka_4_topic_config_is_accepted_with_its_broker_synonym():
+    kafka_4 = {
+        "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+        "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+        "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+        "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+        "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+        "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+        "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+        "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+        "unclean.leader.election.enable"}
+    assert set(LogConfig.property_names()) == kafka_4
+    assert LogConfig.server_synonym("retention.ms") == "log.retention.ms"
+    assert LogConfig.server_synonym("max.message.bytes") == "message.max.bytes"
+    assert LogConfig.server_synonym("leader.replication.throttled.replicas") is None
+    assert "No effect here" in LogConfig.property_spec("unclean.leader.election.enable").doc
+    config = LogConfig.from_properties({"compression.gzip.level": "-1", "unclean.leader.election.enable": "true",
+                                        "follower.replication.throttled.replicas": "*", "local.retention.ms": "-2"})
+    assert config.to_properties(only_overrides=True) == {"unclean.leader.election.enable": "true",
+                                                         "follower.replication.throttled.replicas": "*"}
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts():
+    # Kafka 4: an empty policy is "delete with infinite retention" (IncrementalAlterConfigs SUBTRACT can empty it).
+    config = LogConfig.from_properties({"cleanup.policy": ""})
+    assert config.cleanup_policy == () and not config.delete and not config.compact
+    assert config.to_properties(only_overrides=True) == {"cleanup.policy": ""}

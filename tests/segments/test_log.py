@@ -3,7 +3,7 @@ import threading
 import pytest
 
 from topiclake.segments import filenames as fn
-from topiclake.segments.batch import TimestampType, iter_batches, read_header
+from topiclake.segments.batch import Record, TimestampType, build_batch, iter_batches, read_header
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from topiclake.segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
@@ -119,6 +119,26 @@ def test_offset_for_timestamp(open_log):
     assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 60
     assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
     assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampOffset(12_901, 59)
+
+
+def _timed_batch(*timestamps: int) -> bytes:
+    return build_batch([Record(i, ts, None, b"v" * 20) for i, ts in enumerate(timestamps)])
+
+
+def test_max_timestamp_is_the_exact_record_not_its_batch_end(tmp_path):
+    # KIP-734 as Kafka 3.8+ answers it: the first record with the largest timestamp, even inside
+    # a batch, and the first segment that holds it; also after a reopen (from the time index).
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    log.append(_timed_batch(100, 400, 200))  # offsets 0-2
+    log.append(_timed_batch(150, 400))  # 3-4: a tie, later
+    assert len(log.segments()) == 2
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampOffset(400, 1)
+    log.close()
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampOffset(400, 1)
+    log.append(_timed_batch(500, 499))  # 5-6
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampOffset(500, 5)
+    log.close()
 
 
 def test_close_and_reopen_is_clean(tmp_path):

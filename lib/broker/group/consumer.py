@@ -176,9 +176,12 @@ class ConsumerGroups:
     """The KIP-848 groups of one `__consumer_offsets` partition."""
 
     def __init__(self, session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
-                 new_member_id: Callable[[], str] = lambda: str(uuid.uuid4())):
+                 new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 group_timeouts: Callable[[str], tuple[int, int]] | None = None):
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # A group's (session timeout, heartbeat interval) when it has GROUP configs of its own.
+        self._group_timeouts = group_timeouts or (lambda _gid: (self.session_timeout_ms, self.heartbeat_interval_ms))
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_member_id = new_member_id
         self.persisted: dict[str, GroupRecords] = {}  # what the log holds, per group
@@ -206,7 +209,8 @@ class ConsumerGroups:
             if member is None:
                 raise ConsumerGroupError(E.UNKNOWN_MEMBER_ID, f"group {req.group_id}: no member {req.member_id}")
             self._remove(group, member)
-            return ConsumerHeartbeatResponse(E.NONE, req.member_id, req.member_epoch, self.heartbeat_interval_ms)
+            return ConsumerHeartbeatResponse(E.NONE, req.member_id, req.member_epoch,
+                                             self._group_timeouts(req.group_id)[1])
         bump = False
         if req.member_epoch == 0:
             if req.subscribed_topics is None:
@@ -229,7 +233,8 @@ class ConsumerGroups:
                 raise ConsumerGroupError(E.UNKNOWN_MEMBER_ID,
                                          f"group {req.group_id}: member {req.member_id} is unknown")
             self._check_epoch(group, member, req)
-        member.session_deadline = now_ms + self.session_timeout_ms
+        session_timeout_ms, heartbeat_interval_ms = self._group_timeouts(req.group_id)
+        member.session_deadline = now_ms + session_timeout_ms
         if req.rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
         if req.server_assignor is not None:
@@ -249,7 +254,7 @@ class ConsumerGroups:
         send = None
         if req.member_epoch == 0 or req.owned is not None or member.assigned != member.last_sent:
             send = member.last_sent = dict(member.assigned)
-        return ConsumerHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, self.heartbeat_interval_ms,
+        return ConsumerHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, heartbeat_interval_ms,
                                          send)
 
     @staticmethod
@@ -412,7 +417,7 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             member = group.members[member_id] = ConsumerMember(member_id, None, None, "", "", (), -1)
-        member.session_deadline = now_ms + self.session_timeout_ms
+        member.session_deadline = now_ms + self._group_timeouts(group.group_id)[0]
         return member
 
     def _replay_tombstone(self, group: ConsumerGroup, key: ConsumerGroupKey) -> None:

@@ -42,6 +42,7 @@ from .classic import GroupCoordinator
 from .config import GroupsConfig
 from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
 from .errors import GroupCoordinatorError, GroupErrorCode as E
+from .group_configs import GroupConfigs
 from .offsets import TxnOffsetCommitRequest
 from .op import NO_PRODUCER_ID
 from .records import ConsumerGroupKey, CoordinatorRecord, decode_record, partition_for_group
@@ -75,13 +76,18 @@ class GroupService:
     def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig()):
         self.partitions = partitions  # the broker's PartitionManager
         self.config = config
+        self.configs = GroupConfigs(partitions.layout, config)  # GROUP config resources
         self.shards = [self._new_shard(i) for i in range(config.offsets_topic_partitions)]
         self._tasks: list[asyncio.Task] = []
         self._loading: asyncio.Task | None = None
 
     def _new_shard(self, index: int) -> Shard:
         return Shard(index, GroupCoordinator(self.config.classic()),
-                     ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms))
+                     ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
+                                    group_timeouts=self._consumer_timeouts))
+
+    def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
+        return self.configs.session_timeout_ms(group_id), self.configs.heartbeat_interval_ms(group_id)
 
     # ===================================================================== lifecycle
     async def start(self) -> None:

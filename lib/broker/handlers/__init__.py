@@ -6,5 +6,7 @@ from .registry import REGISTRY, Registry, Route
 from . import api_versions, cluster, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401
 from . import consumer_groups, groups, offsets  # noqa: E402,F401  (group coordinator APIs)
 from . import transactions  # noqa: E402,F401  (transaction coordinator APIs)
+from . import log_dirs, quorum, quotas, records, replicas, topic_partitions  # noqa: E402,F401  (cluster admin APIs)
+from . import producers, transactions_admin  # noqa: E402,F401  (producer and transaction state, read)
 
 __all__ = ["REGISTRY", "Registry", "Route"]

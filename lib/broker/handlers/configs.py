@@ -1,54 +1,43 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) for topic configs.
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), ListConfigResources (74)
+for TOPIC, BROKER and GROUP resources (config_resources.py says where each value comes from).
 
-Topic overrides live in the topic file (TopicRegistry); everything else is LogConfig's Kafka
-default. A change is applied to the topic's open logs at once.
+A topic change is applied to the topic's open logs at once; a cluster-wide topic default to
+every open log; a group config at the group's next heartbeat.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from topiclake.segments.config import LogConfig
-
+from .. import config_resources as resources
+from ..config_resources import ConfigEntry
 from ..errors import BrokerError, error_code, error_message
-from ..wire import make, nested
+from ..wire import has_field, make, nested
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-
-# DescribeConfigsResponse config_source / config_type values.
-SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
-SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
-_TYPE_OF = {bool: 1, str: 2, int: 5, float: 6, tuple: 7}  # BOOLEAN, STRING, LONG, DOUBLE, LIST
-_DEFAULTS = LogConfig()
-_CONFIG_TYPES = {f.name.replace("_", "."): _TYPE_OF.get(type(getattr(_DEFAULTS, f.name)), 0)
-                 for f in dataclasses.fields(LogConfig)}
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def config_entries(overrides: Mapping[str, str], entry_cls: type, keys=None) -> tuple:
-    """Every topic config (override or default) as response entries of `entry_cls`."""
-    effective = LogConfig.from_properties(overrides).to_properties()
-    wanted = effective if not keys else {k: effective[k] for k in keys if k in effective}
-    has_synonyms = "synonyms" in entry_cls.__dataclass_fields__
-    synonym_cls = nested(entry_cls, "synonyms") if has_synonyms else None
-    out = []
-    for name, value in wanted.items():
-        source = SOURCE_TOPIC if name in overrides else SOURCE_DEFAULT
-        synonyms = (synonym_cls(name=name, value=value, source=source),) if has_synonyms else ()
-        out.append(make(entry_cls, name=name, value=value, read_only=False, config_source=source,
-                        is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=synonyms,
-                        config_type=_CONFIG_TYPES.get(name, 0), documentation=None))
-    return tuple(out)
+def entries_of(entries: list[ConfigEntry], entry_cls: type, *, with_documentation: bool = False) -> tuple:
+    """Response entries of `entry_cls` (any DescribeConfigs/CreateTopics version)."""
+    synonym_cls = nested(entry_cls, "synonyms") if has_field(entry_cls, "synonyms") else None
+    return tuple(make(entry_cls, name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                      is_default=e.is_default, is_sensitive=e.sensitive, config_type=e.config_type,
+                      documentation=e.documentation if with_documentation else None,
+                      synonyms=tuple(make(synonym_cls, name=s.name, value=s.value, source=s.source)
+                                     for s in e.synonyms) if synonym_cls else ())
+                 for e in entries)
+
+
+def topic_config_entries(overrides, defaults, entry_cls: type) -> tuple:
+    """A new topic's configs for CreateTopics v5+ (no synonyms there)."""
+    return entries_of(resources.topic_entries(overrides, defaults), entry_cls)
 
 
 @REGISTRY.route(32, (1, 4))
@@ -56,15 +45,15 @@ async def describe_configs(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     entry_cls = nested(result_cls, "configs")
+    with_synonyms = bool(getattr(body, "include_synonyms", False))
+    with_documentation = bool(getattr(body, "include_documentation", False))
     results = []
     for res in body.resources:
         configs: tuple = ()
         try:
-            if res.resource_type == TOPIC_RESOURCE:
-                meta = broker.partitions.topic(res.resource_name, fresh=True)
-                configs = config_entries(meta.config, entry_cls, res.configuration_keys)
-            elif res.resource_type != BROKER_RESOURCE:
-                raise BrokerError(f"resource type {res.resource_type} has no configs here", ErrorCode.invalid_request)
+            entries = resources.describe(broker, res.resource_type, res.resource_name, res.configuration_keys,
+                                         with_synonyms=with_synonyms)
+            configs = entries_of(entries, entry_cls, with_documentation=with_documentation)
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code(exc), error_message(exc)
@@ -74,22 +63,14 @@ async def describe_configs(broker, request):
 
 
 async def _alter(broker, body, cls, updates_of) -> Any:
-    """Shared by both alter APIs: `updates_of(resource, current_overrides)` -> (updates, replace)."""
+    """Shared by both alter APIs: `updates_of(resource)` -> (updates, replace)."""
     result_cls = nested(cls, "responses")
     results = []
     for res in body.resources:
         try:
-            if res.resource_type != TOPIC_RESOURCE:
-                raise BrokerError(f"only topic configs can be altered, not resource type {res.resource_type}",
-                                  ErrorCode.invalid_request)
-            meta = broker.partitions.topic(res.resource_name, fresh=True)
-            updates, replace = updates_of(res, dict(meta.config))
-            merged = {} if replace else dict(meta.config)
-            merged.update(updates)
-            LogConfig.from_properties({k: v for k, v in merged.items() if v is not None})  # validate
-            if not body.validate_only:
-                meta = broker.partitions.registry.alter_config(res.resource_name, updates, replace=replace)
-                await broker.partitions.apply_config(meta)
+            updates, replace = updates_of(res)
+            await resources.alter(broker, res.resource_type, res.resource_name, updates, replace=replace,
+                                  validate_only=body.validate_only)
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code(exc), error_message(exc)
@@ -100,14 +81,15 @@ async def _alter(broker, body, cls, updates_of) -> Any:
 
 @REGISTRY.route(33, (0, 2))
 async def alter_configs(broker, request):
-    # The legacy API replaces the whole set of overrides.
+    # The legacy API replaces the whole set of a resource's dynamic values.
     return await _alter(broker, request.body, request.response_type,
-                        lambda res, _current: ({c.name: c.value for c in res.configs}, True))
+                        lambda res: ({c.name: c.value for c in res.configs}, True))
 
 
 @REGISTRY.route(44, (0, 1))
 async def incremental_alter_configs(broker, request):
-    def updates_of(res, current: dict[str, str]):
+    def updates_of(res):
+        current = resources.current(broker, res.resource_type, res.resource_name)
         updates: dict[str, str | None] = {}
         for c in res.configs:
             op = c.config_operation
@@ -116,15 +98,17 @@ async def incremental_alter_configs(broker, request):
             elif op == OP_DELETE:
                 updates[c.name] = None
             elif op in (OP_APPEND, OP_SUBTRACT):
-                base = updates.get(c.name) or current.get(c.name) or LogConfig().to_properties().get(c.name, "")
-                if _CONFIG_TYPES.get(c.name) != _TYPE_OF[tuple]:
+                if not resources.is_list(res.resource_type, c.name):
                     raise BrokerError(f"{c.name} is not a list config: APPEND/SUBTRACT do not apply",
                                       ErrorCode.invalid_config)
+                base = updates.get(c.name, current.get(c.name))
+                if base is None:
+                    base = resources.default_value(res.resource_type, c.name) or ""
                 items = [i for i in base.split(",") if i]
                 value_items = [i for i in (c.value or "").split(",") if i]
                 if op == OP_APPEND:
                     items += [i for i in value_items if i not in items]
-                else:
+                else:  # may leave the list empty (Kafka 4 allows an empty cleanup.policy)
                     items = [i for i in items if i not in value_items]
                 updates[c.name] = ",".join(items)
             else:
@@ -132,3 +116,13 @@ async def incremental_alter_configs(broker, request):
         return updates, False
 
     return await _alter(broker, request.body, request.response_type, updates_of)
+
+
+@REGISTRY.route(74, (0, 1))
+async def list_config_resources(broker, request):
+    """v0 (ListClientMetricsResources) lists client-metrics resources only: there are none here."""
+    body, cls = request.body, request.response_type
+    entry_cls = nested(cls, "config_resources")
+    listed = resources.listed(broker, body.resource_types) if request.api_version >= 1 else []
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, config_resources=tuple(
+        make(entry_cls, resource_name=name, resource_type=kind) for kind, name in listed))

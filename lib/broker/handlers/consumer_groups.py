@@ -58,7 +58,7 @@ async def consumer_group_heartbeat(broker, request):
             group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
             instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
             subscribed_topics=_subscription(broker, body), server_assignor=body.server_assignor, owned=owned,
-            client_id=request.client_id or "")
+            client_id=request.client_id or "", client_host=request.client_host)
         resp = await broker.groups.consumer_heartbeat(req, lambda t: _partition_count(broker, t))
     except re.error as exc:
         return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,

@@ -23,12 +23,12 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
 from ..errors import BrokerError, error_code
+from ..throttle import FETCH
 from ..wire import SENDFILE_MIN_BYTES, FileRegion, make, nested
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 FIRST_TOPIC_ID_VERSION = 13
 READ_COMMITTED = 1
 
@@ -125,7 +125,7 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
     return slots
 
 
-@REGISTRY.route(1, (4, 17))
+@REGISTRY.route(1, (4, 18))
 async def fetch(broker, request):
     body, cls = request.body, request.response_type
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
@@ -149,10 +149,16 @@ async def fetch(broker, request):
         await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:
             w.cancel()
-    return _response(cls, slots, by_id, committed)
+    fetched = sum(len(s.records) for s in slots)
+    throttle_ms = broker.throttle.record(FETCH, None, request.client_id, fetched)
+    if throttle_ms:  # over quota: no records now (not counted), the connection mutes, as Kafka does
+        broker.throttle.unrecord(FETCH, None, request.client_id, fetched)
+        for slot in slots:
+            slot.records = b""
+    return _response(cls, slots, by_id, committed, throttle_ms)
 
 
-def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False):
+def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, throttle_ms: int = 0):
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     aborted_cls = nested(part_cls, "aborted_transactions")
@@ -172,7 +178,8 @@ def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False):
             last_stable_offset=lso, log_start_offset=start, aborted_transactions=aborted,
             preferred_read_replica=-1, records=slot.records))
     key_field = "topic_id" if by_id else "topic"
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
+    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
+                session_id=0,
                 responses=tuple(make(topic_cls, **{key_field: key}, partitions=tuple(parts))
                                 for key, parts in topics.items()))
 

@@ -35,10 +35,6 @@ def ms(value) -> int:
     return int(value)
 
 
-def _peer_host(request) -> str:
-    return getattr(request, "peer_host", "") or ""
-
-
 # ================================================================== FindCoordinator
 @REGISTRY.route(10, (0, 6))
 async def find_coordinator(broker, request):
@@ -78,7 +74,7 @@ async def join_group(broker, request):
         protocols=tuple(Protocol(p.name, p.metadata) for p in body.protocols),
         session_timeout_ms=ms(body.session_timeout), rebalance_timeout_ms=ms(getattr(body, "rebalance_timeout", None)),
         group_instance_id=getattr(body, "group_instance_id", None), client_id=request.client_id or "",
-        client_host=_peer_host(request), require_known_member_id=request.api_version >= 4,
+        client_host=request.client_host, require_known_member_id=request.api_version >= 4,
         reason=getattr(body, "reason", None))
     try:
         resp = await broker.groups.join(req)
@@ -145,7 +141,7 @@ async def leave_group(broker, request):
 
 
 # ==================================================================== DescribeGroups
-@REGISTRY.route(15, (0, 5))
+@REGISTRY.route(15, (0, 6))
 async def describe_groups(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -155,7 +151,10 @@ async def describe_groups(broker, request):
         members = tuple(make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
                              client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                              member_assignment=m.assignment) for m in d.members)
-        groups.append(make(group_cls, error_code=code(d.error), error_message=None, group_id=d.group_id,
+        error, message = code(d.error), None
+        if request.api_version >= 6 and error == ErrorCode.none and d.state == "Dead":  # KIP-1043
+            error, message = ErrorCode.group_id_not_found, f"Group {d.group_id} not found."
+        groups.append(make(group_cls, error_code=error, error_message=message, group_id=d.group_id,
                            group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
                            members=members, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
     return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))

@@ -22,6 +22,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734
 EARLIEST_LOCAL = -4  # KIP-405: no tiered storage, so the same as EARLIEST
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6  # KIP-1023 (v11): nothing is ever pending upload without tiered storage
 
 
 def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
@@ -32,7 +33,7 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
         return -1, log_.log_start_offset
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1
     found = log_.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP
     if found is None:
@@ -40,7 +41,7 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     return found.timestamp, found.offset
 
 
-@REGISTRY.route(2, (1, 9))
+@REGISTRY.route(2, (1, 11))
 async def list_offsets(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -24,7 +24,15 @@ _ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-@REGISTRY.route(3, (0, 12))
+def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
+    """Metadata/DescribeTopicPartitions entries: this broker is each partition's leader and only replica."""
+    return tuple(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=broker_id,
+                      leader_epoch=LEADER_EPOCH, replica_nodes=(broker_id,), isr_nodes=(broker_id,),
+                      eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
+                 for i in indexes)
+
+
+@REGISTRY.route(3, (0, 13))
 async def metadata(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -34,10 +42,7 @@ async def metadata(broker, request):
     def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=_ZERO_UUID):
         partitions = ()
         if meta is not None:
-            partitions = tuple(
-                make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=me,
-                     leader_epoch=LEADER_EPOCH, replica_nodes=(me,), isr_nodes=(me,), offline_replicas=())
-                for i in range(meta.partitions))
+            partitions = partition_entries(partition_cls, me, range(meta.partitions))
             topic_id = topic_uuid(meta)
         return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS,
                     partitions=partitions)
@@ -49,10 +54,9 @@ async def metadata(broker, request):
         topics = tuple(_describe(broker, t, auto_create, topic_entry) for t in body.topics)
 
     broker_cls = nested(cls, "brokers")
-    return make(cls, throttle_time=_NO_THROTTLE, cluster_id=broker.cluster_id, controller_id=me,
-                brokers=(make(broker_cls, node_id=me, host=broker.config.public_host,
-                              port=broker.config.public_port, rack=None),),
-                topics=topics, cluster_authorized_operations=-2147483648)
+    me_entry = make(broker_cls, node_id=me, host=broker.config.public_host, port=broker.config.public_port, rack=None)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
+                controller_id=me, brokers=(me_entry,), topics=topics, cluster_authorized_operations=-2147483648)
 
 
 def _describe(broker, requested, auto_create: bool, topic_entry):

@@ -1,17 +1,21 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9, v8+ batched groups), OffsetDelete (47).
 
-Thin over the GroupService (broker.groups). OffsetCommit and OffsetFetch stop at v9: v10
-addresses topics by id only. A whole-request error of the service is every partition's error.
+Thin over the GroupService (broker.groups). OffsetCommit and OffsetFetch v10 address topics by
+id only: ids are translated to names for the coordinator (which keeps offsets by name, as
+`__consumer_offsets` does) and back; an id no topic has is UNKNOWN_TOPIC_ID. A whole-request
+error of the service is every partition's error.
 """
 
 from __future__ import annotations
 
 import datetime
+import uuid
 
 from kio.schema.errors import ErrorCode
 
 from ..group.api import CommitOffset, OffsetCommitRequest
 from ..group.errors import GroupCoordinatorError
+from ..partitions import topic_uuid
 from ..wire import has_field, make, nested
 from .groups import code, ms
 from .registry import REGISTRY
@@ -19,38 +23,78 @@ from .registry import REGISTRY
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-def commit_offsets_of(body) -> tuple[CommitOffset, ...]:
-    """The flat offsets of an OffsetCommit or TxnOffsetCommit request (same topic nesting)."""
-    return tuple(CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
+def commit_offsets_of(body, keys=None) -> tuple[CommitOffset, ...]:
+    """The flat offsets of an OffsetCommit or TxnOffsetCommit request (same topic nesting).
+    `keys`: each topic's name (default: its `name`); a topic keyed by an unknown id is left out."""
+    keys = keys if keys is not None else [t.name for t in body.topics]
+    return tuple(CommitOffset(key, p.partition_index, p.committed_offset, p.committed_metadata,
                               getattr(p, "committed_leader_epoch", -1))
-                 for t in body.topics for p in t.partitions)
+                 for key, t in zip(keys, body.topics) if isinstance(key, str) for p in t.partitions)
 
 
-def _grouped(results, cls, make_part):
-    """Rebuild the per-topic nesting of a response from a flat list of per-partition results."""
+def _grouped(results, cls, make_part, ids: "_TopicIds | None" = None):
+    """Rebuild the per-topic nesting of a response from a flat list of per-partition results
+    (keyed by topic name, or by id in v10+)."""
     topics: dict[str, list] = {}
     for r in results:
         topics.setdefault(r.topic, []).append(make_part(r))
-    return tuple(make(cls, name=name, partitions=tuple(parts)) for name, parts in topics.items())
+    return tuple(make(cls, name=name, topic_id=ids.id_of(name) if ids else None, partitions=tuple(parts))
+                 for name, parts in topics.items())
+
+
+class _TopicIds:
+    """Topic ids <-> names for one v10+ request. An unknown id stands for itself (a UUID key)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self._ids: dict[str, uuid.UUID] = {}
+
+    def name_of(self, topic_id: uuid.UUID) -> str | uuid.UUID:
+        meta = self.broker.partitions.topic_by_id(topic_id)
+        if meta is None:
+            return topic_id
+        self._ids[meta.name] = topic_id
+        return meta.name
+
+    def id_of(self, key: str | uuid.UUID) -> uuid.UUID:
+        if isinstance(key, uuid.UUID):
+            return key
+        if key not in self._ids:
+            try:
+                self._ids[key] = topic_uuid(self.broker.partitions.topic(key))
+            except Exception:  # noqa: BLE001  (offsets of a deleted topic: Kafka's zero id)
+                self._ids[key] = uuid.UUID(int=0)
+        return self._ids[key]
+
+
+def _topic_keys(broker, topics) -> tuple[list, "_TopicIds | None"]:
+    """Each request topic's key: its name, or (v10+) the name of its id, the id if unknown."""
+    if not topics or not has_field(type(topics[0]), "topic_id"):
+        return [t.name for t in topics or ()], None
+    ids = _TopicIds(broker)
+    return [ids.name_of(t.topic_id) for t in topics], ids
 
 
 # ====================================================================== OffsetCommit
-@REGISTRY.route(8, (2, 9))
+@REGISTRY.route(8, (2, 10))
 async def offset_commit(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
-    offsets = commit_offsets_of(body)
+    keys, ids = _topic_keys(broker, body.topics)
+    unknown = [_Failed(key, p.partition_index, ErrorCode.unknown_topic_id)
+               for key, t in zip(keys, body.topics) if isinstance(key, uuid.UUID) for p in t.partitions]
+    offsets = commit_offsets_of(body, keys)
     retention = ms(getattr(body, "retention_time", None))
     req = OffsetCommitRequest(body.group_id, offsets, body.generation_id_or_member_epoch, body.member_id,
                               getattr(body, "group_instance_id", None), retention if retention >= 0 else -1)
     try:
-        results = await broker.groups.commit_offsets(req)
+        results = await broker.groups.commit_offsets(req) if offsets else []
     except GroupCoordinatorError as exc:
         results = [_Failed(o.topic, o.partition, exc.code) for o in offsets]
     return make(cls, throttle_time=_NO_THROTTLE, topics=_grouped(
-        results, topic_cls,
-        lambda r: make(part_cls, partition_index=r.partition, error_code=code(r.error))))
+        [*results, *unknown], topic_cls,
+        lambda r: make(part_cls, partition_index=r.partition, error_code=code(r.error)), ids))
 
 
 class _Failed:
@@ -61,7 +105,7 @@ class _Failed:
 
 
 # ======================================================================= OffsetFetch
-@REGISTRY.route(9, (1, 9))
+@REGISTRY.route(9, (1, 10))
 async def offset_fetch(broker, request):
     body, cls = request.body, request.response_type
     require_stable = getattr(body, "require_stable", False)
@@ -71,9 +115,13 @@ async def offset_fetch(broker, request):
         part_cls = nested(topic_cls, "partitions")
         groups = []
         for g in body.groups:
-            wanted = None if g.topics is None else [(t.name, p) for t in g.topics for p in t.partition_indexes]
+            keys, ids = _topic_keys(broker, g.topics)
+            if ids is None and has_field(topic_cls, "topic_id"):  # v10, all topics: answer by id
+                ids = _TopicIds(broker)
+            wanted = None if g.topics is None else [(key, p) for key, t in zip(keys, g.topics)
+                                                    for p in t.partition_indexes]
             error, topics = await _fetch(broker, g.group_id, wanted, require_stable, topic_cls, part_cls,
-                                         getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                                         getattr(g, "member_id", None), getattr(g, "member_epoch", -1), ids)
             groups.append(make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
     topic_cls = nested(cls, "topics")
@@ -88,19 +136,26 @@ async def offset_fetch(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, topics=topics, error_code=error)
 
 
-async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, member_id=None, member_epoch=-1):
+async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, member_id=None, member_epoch=-1,
+                 ids=None):
+    """(group error, response topics); `wanted` keys are names, or unknown topic ids (v10)."""
+    unknown = [_Failed(t, p, ErrorCode.unknown_topic_id) for t, p in wanted or () if isinstance(t, uuid.UUID)]
+    known = None if wanted is None else [(t, p) for t, p in wanted if isinstance(t, str)]
+
+    def failed(r):
+        return make(part_cls, partition_index=r.partition, committed_offset=-1, committed_leader_epoch=-1,
+                    metadata="", error_code=code(r.error))
+
     try:
-        resp = await broker.groups.fetch_offsets(group_id, wanted, require_stable=require_stable,
+        resp = await broker.groups.fetch_offsets(group_id, known, require_stable=require_stable,
                                                  member_id=member_id, member_epoch=member_epoch)
     except GroupCoordinatorError as exc:
-        empty = _grouped([_Failed(t, p, exc.code) for t, p in wanted or ()], topic_cls,
-                         lambda r: make(part_cls, partition_index=r.partition, committed_offset=-1,
-                                        committed_leader_epoch=-1, metadata="", error_code=code(exc.code)))
+        empty = _grouped([_Failed(t, p, exc.code) for t, p in wanted or ()], topic_cls, failed, ids)
         return code(exc.code), empty
     topics = _grouped(resp.partitions, topic_cls, lambda r: make(
         part_cls, partition_index=r.partition, committed_offset=r.offset, committed_leader_epoch=r.leader_epoch,
-        metadata=r.metadata, error_code=code(r.error)))
-    return code(resp.error), topics
+        metadata=r.metadata, error_code=code(r.error)), ids)
+    return code(resp.error), topics + _grouped(unknown, topic_cls, failed, ids)
 
 
 # ====================================================================== OffsetDelete

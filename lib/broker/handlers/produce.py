@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
 from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 
+from ..append_policy import check_append
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
-from ..wire import make, nested
+from ..throttle import PRODUCE
+from ..wire import has_field, make, nested
 from .metadata import LEADER_EPOCH
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 class InvalidRecord(BrokerError):
@@ -76,25 +77,35 @@ def _datetime(ms: int | None):
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
-@REGISTRY.route(0, (3, 11))
+def _name_of(broker, topic_id) -> str | None:
+    meta = broker.partitions.topic_by_id(topic_id)
+    return None if meta is None else meta.name
+
+
+@REGISTRY.route(0, (3, 13))
 async def produce(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partition_responses")
+    record_error_cls = nested(part_cls, "record_errors") if has_field(part_cls, "record_errors") else None
     acks = body.acks
     failed = False
     topics = []
     for topic in body.topic_data:
-        name = topic.name
+        topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
+        name = topic.name if topic_id is None else _name_of(broker, topic_id)
         results = []
         for pdata in topic.partition_data:
-            where = f"produce to {name}-{pdata.index}"
-            base_offset, append_time, start = -1, None, -1
+            where = f"produce to {name or topic_id}-{pdata.index}"
+            base_offset, append_time, start, record_errors = -1, None, -1, ()
             try:
                 if acks not in (0, 1, -1):
                     raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
+                if name is None:
+                    raise BrokerError(f"{where}: unknown topic id", ErrorCode.unknown_topic_id)
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
+                check_append(part.config, header, pdata.records, acks, int(time.time() * 1000), where)
                 if header.is_transactional:  # only into a partition of the producer's ongoing transaction
                     await broker.txn.verify_produce(body.transactional_id, header.producer_id,
                                                     header.producer_epoch, name, pdata.index)
@@ -111,19 +122,25 @@ async def produce(broker, request):
                 code, message = ErrorCode.none, None
             except Exception as exc:
                 code, message = error_code(exc), error_message(exc)
+                if record_error_cls is not None:  # v8+ lists the rejected records
+                    record_errors = tuple(make(record_error_cls, batch_index=i, batch_index_error_message=m)
+                                          for i, m in getattr(exc, "record_errors", ()))
                 failed = True
                 if code == ErrorCode.unknown_server_error:
                     log.exception("%s failed", where)
                 elif code != ErrorCode.unknown_topic_or_partition:
                     log.info("%s rejected: %s (%s)", where, code.name, message)
             results.append(make(part_cls, index=pdata.index, error_code=code, base_offset=base_offset,
-                                log_append_time=_datetime(append_time), log_start_offset=start, record_errors=(),
+                                log_append_time=_datetime(append_time), log_start_offset=start,
+                                record_errors=record_errors,
                                 error_message=message))
-        topics.append(make(topic_cls, name=name, partition_responses=tuple(results)))
+        topics.append(make(topic_cls, name=name, topic_id=topic_id, partition_responses=tuple(results)))
     if acks == 0:
         # No response at all; an error closes the connection, the only signal such a client gets
         # (KafkaApis does the same).
         if failed:
             raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
         return None
-    return make(cls, responses=tuple(topics), throttle_time=_NO_THROTTLE)
+    produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
+    throttle_ms = broker.throttle.record(PRODUCE, None, request.client_id, produced)  # the connection mutes
+    return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))

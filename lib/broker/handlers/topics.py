@@ -14,7 +14,7 @@ from topiclake.segments.storage import validate_topic_name
 from ..errors import BrokerError, error_code, error_message
 from ..partitions import topic_uuid
 from ..wire import make, nested
-from .configs import config_entries
+from .configs import topic_config_entries
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ async def create_topics(broker, request):
             count = _partition_count(broker, topic)
             overrides = {c.name: c.value for c in topic.configs}
             if body.validate_only:
-                LogConfig.from_properties(overrides)
+                LogConfig.from_properties({**broker.partitions.registry.defaults(), **overrides})
                 if broker.partitions.registry.exists(topic.name):
                     raise BrokerError(f"topic {topic.name!r} already exists", ErrorCode.topic_already_exists)
                 if count < 1:
@@ -66,7 +66,8 @@ async def create_topics(broker, request):
             results.append(make(result_cls, name=topic.name, topic_id=_ZERO_UUID, error_code=error_code(exc),
                                 error_message=error_message(exc), configs=()))
             continue
-        configs = config_entries(meta.config if meta else overrides, config_cls) if config_cls else ()
+        configs = topic_config_entries(meta.config if meta else overrides, broker.partitions.registry.defaults(),
+                                       config_cls) if config_cls else ()
         results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else _ZERO_UUID,
                             error_code=ErrorCode.none, error_message=None, num_partitions=count,
                             replication_factor=1, configs=configs))
