@@ -54,14 +54,27 @@ def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog:
     except SystemExit as exc:  # argparse's --help
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        state = _what_was_committed(command, debug)
-        print(f"{name}: interrupted; {state}", file=sys.stderr, flush=True)
+        print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - every error ends here, as one line
+        if _interrupted(exc):  # Ctrl-C cancelled the Spark job; its error replaced the KeyboardInterrupt
+            print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         if debug:
             traceback.print_exc()
         print(f"error: {error_line(exc)}", file=sys.stderr, flush=True)
         return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """A KeyboardInterrupt anywhere in the exception's chain."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _what_was_committed(command: Command, debug: bool) -> str:

@@ -48,17 +48,16 @@ def _offset(value: str) -> int:
 
 
 def _parser(job: str, description: str, prog: str | None) -> OneLineParser:
-    p = OneLineParser(prog=prog or f"{job}.py", description=description,
-                      epilog="Errors are one line on stderr; --debug adds the Python traceback.")
-    return p
+    return OneLineParser(prog=prog or f"{job}.py", description=description,
+                         epilog="Errors are one line on stderr; --debug adds the Python traceback.")
 
 
 def _common(p: OneLineParser, *, spark: bool = True) -> None:
     """Flags every job takes."""
-    p.add_argument("--data", type=_optional, help=ROOT_HELP)
-    p.add_argument("--config", type=_optional, help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
+    p.add_argument("--data", type=_optional, metavar="DIR", help=ROOT_HELP)
+    p.add_argument("--config", type=_optional, metavar="FILE", help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
     if spark:
-        p.add_argument("--master", type=_optional,
+        p.add_argument("--master", type=_optional, metavar="URL",
                        help="Spark master when not run by spark-submit (default: local[*])")
         p.add_argument("--verbose", action="store_true", help="Spark's own log (INFO) and topiclake's info messages")
     p.add_argument("--debug", action="store_true", help="print the Python traceback of an error")
@@ -71,24 +70,24 @@ def split_names(values: list[str] | None) -> tuple[str, ...]:
 
 def ingest_parser(prog: str | None = None) -> OneLineParser:
     p = _parser("ingest", "Kafka segment files -> Delta tables, exactly once.", prog)
-    p.add_argument("--topic", action="append", required=True, help="topic to ingest (repeatable, or a,b,c)")
+    p.add_argument("--topic", action="append", required=True, metavar="T", help="topic to ingest (repeatable, or a,b,c)")
     p.add_argument("--table", type=_optional,
                    help="table name under <root>/tables, or a path/URI (default: one table per topic)")
-    p.add_argument("--group", type=_optional, help="consumer group id (default: topiclake-ingest-<table>)")
-    p.add_argument("--starting-offsets", type=_optional,
+    p.add_argument("--group", type=_optional, metavar="G", help="consumer group id (default: topiclake-ingest-<table>)")
+    p.add_argument("--starting-offsets", type=_optional, metavar="SPEC",
                    help="where a new group starts: earliest (default), latest, JSON or ISO time")
-    p.add_argument("--ending-offsets", type=_optional,
+    p.add_argument("--ending-offsets", type=_optional, metavar="SPEC",
                    help="where the run stops: latest (default, the last stable offset) or JSON")
-    p.add_argument("--target-task-bytes", type=_count(1), help="bytes of segment data per Spark task")
-    p.add_argument("--partition-by", default="record_date", help="partition column of new tables, or 'none'")
+    p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of segment data per Spark task")
+    p.add_argument("--partition-by", default="record_date", metavar="COLUMN", help="partition column of new tables, or 'none'")
     p.add_argument("--allow-data-loss", action="store_true",
                    help="record offsets deleted by retention before ingestion as a gap instead of failing")
-    p.add_argument("--schemas", default="conf/schemas",
+    p.add_argument("--schemas", default="conf/schemas", metavar="DIR",
                    help="directory of <table>.json value schemas (typed columns; default conf/schemas)")
-    p.add_argument("--expectations", default="conf/expectations",
+    p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
                    help="directory of <table>.json great-expectations suites (default conf/expectations; "
                         "a table without one gets the default suite)")
-    p.add_argument("--bootstrap", type=_optional,
+    p.add_argument("--bootstrap", type=_optional, metavar="HOST:PORT",
                    help="broker to mirror the group's offsets to (host:port); default: the brokers registered "
                         "under <root>/cluster/brokers; 'none' turns mirroring off")
     _common(p)
@@ -103,10 +102,10 @@ def backfill_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--partition", type=_count(0), required=True)
     p.add_argument("--from", dest="from_offset", type=_offset, required=True, help="first offset (inclusive)")
     p.add_argument("--to", dest="to_offset", type=_offset, required=True, help="end offset (exclusive)")
-    p.add_argument("--group", type=_optional,
+    p.add_argument("--group", type=_optional, metavar="G",
                    help="the ingest group whose offsets bound the range (default: topiclake-ingest-<table>)")
-    p.add_argument("--target-task-bytes", type=_count(1), help="bytes of segment data per Spark task")
-    p.add_argument("--expectations", default="conf/expectations",
+    p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of segment data per Spark task")
+    p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
                    help="directory of <table>.json great-expectations suites (default conf/expectations)")
     _common(p)
     return p
@@ -118,7 +117,7 @@ def coverage_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--table", required=True, help="table name under <root>/tables, or a path/URI")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=_count(0), action="append", help="partition (repeatable; default: all)")
-    p.add_argument("--group", type=_optional, help="ingest group (default: topiclake-ingest-<table>)")
+    p.add_argument("--group", type=_optional, metavar="G", help="ingest group (default: topiclake-ingest-<table>)")
     _common(p)
     return p
 
@@ -128,9 +127,9 @@ def sql_parser(prog: str | None = None) -> OneLineParser:
                        "Several statements run in one session; with no query on a terminal, an interactive "
                        "shell.", prog)
     p.add_argument("query", nargs="*", help="SQL statements (several: separate them with ';')")
-    p.add_argument("-f", "--file", help="read the statements from this file ('-': standard input)")
+    p.add_argument("-f", "--file", metavar="FILE", help="read the statements from this file ('-': standard input)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.add_argument("--max-rows", type=_count(1), default=1000, help="rows to print at most per query (default 1000)")
+    p.add_argument("--max-rows", type=_count(1), default=1000, metavar="N", help="rows to print at most per query (default 1000)")
     _common(p)
     return p
 
@@ -142,7 +141,7 @@ def compact_parser(prog: str | None = None) -> OneLineParser:
                    help="topic to compact (repeatable, or a,b,c; default: every compacted topic)")
     p.add_argument("--force", action="store_true",
                    help="clean every partition with a cleanable range, whatever min.cleanable.dirty.ratio says")
-    p.add_argument("--target-task-bytes", type=_count(1), help="bytes of dirty segments per key-map task")
+    p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of dirty segments per key-map task")
     p.add_argument("--now-ms", type=_count(0), help="the cleaner's clock in epoch ms (default: now)")
     _common(p)
     return p

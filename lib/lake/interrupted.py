@@ -20,8 +20,9 @@ from . import delta
 Watcher = Callable[[], str]
 
 
-def _offsets(offsets: dict[tuple[str, int], int | None]) -> str:
-    return ", ".join(f"{t}-{p}@{o if o is not None else 'none'}" for (t, p), o in sorted(offsets.items()))
+def _offsets(group: str, offsets: dict[tuple[str, int], int | None]) -> str:
+    held = [f"{t}-{p}@{o}" for (t, p), o in sorted(offsets.items()) if o is not None]
+    return f"group {group} at {', '.join(held)}" if held else f"group {group} has committed nothing yet"
 
 
 def watch_ingest(pipelines: Iterable, topic_partitions: dict[str, list[int]]) -> Watcher:
@@ -40,9 +41,9 @@ def watch_ingest(pipelines: Iterable, topic_partitions: dict[str, list[int]]) ->
             now = committed(pl)
             name = Path(pl.table_uri).name
             if now != before[pl.table_uri]:
-                done.append(f"table {name} (group {pl.group} now at {_offsets(now)})")
+                done.append(f"table {name} ({_offsets(pl.group, now)})")
             else:
-                not_done.append(f"table {name} (group {pl.group} stays at {_offsets(now)})")
+                not_done.append(f"table {name} ({_offsets(pl.group, now)})")
         parts = [f"committed {'; '.join(done)}" if done else "nothing was committed"]
         if done and not_done:
             parts.append(f"not committed: {'; '.join(not_done)}")
