@@ -122,27 +122,39 @@ class SqlSession:
                 lines = []
 
     def _cancellable(self, statement: str) -> QueryResult:
-        """Run one statement in its own job group; SIGINT cancels the group, not the shell."""
+        """Run one statement in its own job group; SIGINT cancels the group, not the shell.
+        A Ctrl-C that comes while Spark still plans the statement cancels its jobs as they start."""
         sc = self.spark.sparkContext
         group = f"topiclake-sql-{uuid.uuid4().hex[:8]}"
-        cancelled = threading.Event()
+        cancelled, finished = threading.Event(), threading.Event()
+
+        def keep_cancelling() -> None:
+            tracker = sc.statusTracker()
+            while not finished.wait(0.2):
+                if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
+                    sc.cancelJobGroup(group)
 
         def cancel(_signum, _frame) -> None:
-            cancelled.set()
-            sc.cancelJobGroup(group)
+            if not cancelled.is_set():
+                cancelled.set()
+                threading.Thread(target=keep_cancelling, name=f"cancel-{group}", daemon=True).start()
 
         previous = signal.signal(signal.SIGINT, cancel)
         sc.setJobGroup(group, statement[:200], interruptOnCancel=True)
         try:
-            return execute(self.spark, statement, self.tables, max_rows=self.max_rows)
+            result = execute(self.spark, statement, self.tables, max_rows=self.max_rows)
         except Exception:
             if cancelled.is_set():
                 raise QueryCancelled() from None
             raise
         finally:
+            finished.set()
             signal.signal(signal.SIGINT, previous)
             sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setLocalProperty("spark.job.description", None)
+        if cancelled.is_set():  # Ctrl-C after the last job: the result is there, but was not wanted
+            raise QueryCancelled()
+        return result
 
 
 def _open_history():
