@@ -63,6 +63,12 @@ def _common(p: OneLineParser, *, spark: bool = True) -> None:
     p.add_argument("--debug", action="store_true", help="print the Python traceback of an error")
 
 
+def _table_and_topic(p: OneLineParser) -> None:
+    """A job over one topic's table."""
+    p.add_argument("--table", required=True, help="table name under <root>/tables, or a path/URI")
+    p.add_argument("--topic", required=True, metavar="T")
+
+
 def split_names(values: list[str] | None) -> tuple[str, ...]:
     """Repeatable flags that also take a,b,c."""
     return tuple(name for value in values or () for name in value.split(",") if name)
@@ -97,8 +103,7 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
 def backfill_parser(prog: str | None = None) -> OneLineParser:
     p = _parser("backfill", "Re-read offsets [from, to) of one topic partition and replace exactly those rows "
                             "of the table in one commit (idempotent; the group's offsets do not move).", prog)
-    p.add_argument("--table", required=True, help="table name under <root>/tables, or a path/URI")
-    p.add_argument("--topic", required=True)
+    _table_and_topic(p)
     p.add_argument("--partition", type=_count(0), required=True)
     p.add_argument("--from", dest="from_offset", type=_offset, required=True, help="first offset (inclusive)")
     p.add_argument("--to", dest="to_offset", type=_offset, required=True, help="end offset (exclusive)")
@@ -114,8 +119,7 @@ def backfill_parser(prog: str | None = None) -> OneLineParser:
 def coverage_parser(prog: str | None = None) -> OneLineParser:
     p = _parser("coverage", "Offset coverage of a topic table per partition: the ranges it holds and the reason "
                             "for every gap. Exits 3 when some partition has missing offsets.", prog)
-    p.add_argument("--table", required=True, help="table name under <root>/tables, or a path/URI")
-    p.add_argument("--topic", required=True)
+    _table_and_topic(p)
     p.add_argument("--partition", type=_count(0), action="append", help="partition (repeatable; default: all)")
     p.add_argument("--group", type=_optional, metavar="G", help="ingest group (default: topiclake-ingest-<table>)")
     _common(p)

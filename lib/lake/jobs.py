@@ -66,10 +66,16 @@ def backfill_main(argv: Sequence[str], prog: str | None = None) -> int:
     return run_command("backfill", argv, flags.backfill_parser, _backfill, prog=prog)
 
 
-def _backfill(args, command: Command) -> int:
+def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
+    """Before Spark: the root, the topic and its partitions, the table (backfill, coverage)."""
     root = preflight.resolve_root(args.config, args.data)
-    preflight.check_partitions(root, args.topic, [args.partition])
+    partitions = preflight.check_partitions(root, args.topic, partitions)
     preflight.check_table(root, args.table)
+    return root, partitions
+
+
+def _backfill(args, command: Command) -> int:
+    root, _partitions = _topic_table(args, [args.partition])
     from .backfill import BackfillOptions, backfill, check_range, format_result
     from .interrupted import watch_backfill
     from .progress import report_progress
@@ -98,9 +104,7 @@ def coverage_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _coverage(args, command: Command) -> int:
-    root = preflight.resolve_root(args.config, args.data)
-    partitions = preflight.check_partitions(root, args.topic, args.partition)
-    preflight.check_table(root, args.table)
+    root, partitions = _topic_table(args, args.partition)
     _spark_log(args)
     from .coverage import coverage, format_coverage
     from .ingest import GROUP_PREFIX
@@ -155,15 +159,21 @@ def _sql_source(args) -> str | None:
 
 # ----------------------------------------------------------------------------------------- compact
 
+def _root_and_topics(args) -> tuple[Path, tuple[str, ...]]:
+    """Before anything runs: the root, and the --topic names if given (default: all of them)."""
+    root = preflight.resolve_root(args.config, args.data)
+    topics = split_names(args.topic)
+    if topics:
+        preflight.check_topics(root, topics)
+    return root, topics
+
+
 def compact_main(argv: Sequence[str], prog: str | None = None) -> int:
     return run_command("compact", argv, flags.compact_parser, _compact, prog=prog)
 
 
 def _compact(args, command: Command) -> int:
-    root = preflight.resolve_root(args.config, args.data)
-    topics = split_names(args.topic)
-    if topics:
-        preflight.check_topics(root, topics)
+    root, topics = _root_and_topics(args)
     _spark_log(args)
     from topiclake.segments.storage import StorageLayout
 
@@ -188,10 +198,7 @@ def retention_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _retention(args, command: Command) -> int:
-    root = preflight.resolve_root(args.config, args.data)
-    topics = split_names(args.topic)
-    if topics:
-        preflight.check_topics(root, topics)
+    root, topics = _root_and_topics(args)
     from .retention import format_summary, options_from_args, retain
 
     args.data = str(root)
