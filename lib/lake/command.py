@@ -100,6 +100,8 @@ def configure_logging(*, verbose: bool) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO if verbose else logging.WARNING)
+    # Libraries' Python warnings (deprecations inside great-expectations...) are not the user's to act on
+    logging.getLogger("py.warnings").setLevel(logging.INFO if verbose else logging.ERROR)
 
 
 # --------------------------------------------------------------------------------- one-line errors

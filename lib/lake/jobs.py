@@ -20,10 +20,12 @@ SPARK_CONF = {"spark.ui.showConsoleProgress": "false"}
 EXIT_MISSING_OFFSETS = 3  # coverage: some partition has offsets the log holds and the table lacks
 
 
-def _spark_log(args) -> None:
-    from .spark import set_spark_log
+def _prepare_spark(args) -> None:
+    """Once the arguments are checked, before the SparkSession starts."""
+    from .spark import leave_ctrl_c_to_python, set_spark_log
 
     set_spark_log(verbose=args.verbose)
+    leave_ctrl_c_to_python()
 
 
 def _given(**values) -> dict:
@@ -41,7 +43,7 @@ def _ingest(args, command: Command) -> int:
     root = preflight.resolve_root(args.config, args.data)
     topics = split_names(args.topic)
     partitions = preflight.check_topics(root, topics)
-    _spark_log(args)
+    _prepare_spark(args)
     from .ingest import IngestOptions, format_summary, pipelines_for, run
     from .interrupted import watch_ingest
     from .progress import report_progress
@@ -87,7 +89,7 @@ def _backfill(args, command: Command) -> int:
     checked = check_range(options)  # before Spark: an inverted or un-ingested range is said at once
     command.on_interrupt = watch_backfill(checked.table_uri,
                                           f"{args.topic}-{args.partition} offsets [{checked.start}, {checked.end})")
-    _spark_log(args)
+    _prepare_spark(args)
     from .spark import get_session
 
     spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF)
@@ -105,7 +107,7 @@ def coverage_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 def _coverage(args, command: Command) -> int:
     root, partitions = _topic_table(args, args.partition)
-    _spark_log(args)
+    _prepare_spark(args)
     from .coverage import coverage, format_coverage
     from .ingest import GROUP_PREFIX
     from .spark import get_session
@@ -130,7 +132,7 @@ def _sql(args, command: Command) -> int:
         raise UsageError("give the statements as arguments or with --file, not both")
     root = preflight.resolve_root(args.config, args.data)
     source = _sql_source(args)
-    _spark_log(args)
+    _prepare_spark(args)
     from .sql_shell import SqlSession
 
     session = SqlSession.start(root, master=args.master, conf=SPARK_CONF, fmt=args.format, max_rows=args.max_rows)
@@ -174,7 +176,7 @@ def compact_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 def _compact(args, command: Command) -> int:
     root, topics = _root_and_topics(args)
-    _spark_log(args)
+    _prepare_spark(args)
     from topiclake.segments.storage import StorageLayout
 
     from .compaction import CompactOptions, compacted_topics, format_summary, run

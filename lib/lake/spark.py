@@ -88,6 +88,20 @@ def set_spark_log(*, verbose: bool) -> None:
     context.setConfigLocation(jvm.java.net.URI(LOG4J_CONFIG.as_uri()))
 
 
+def leave_ctrl_c_to_python() -> None:
+    """Under spark-submit, a terminal's Ctrl-C reaches the driver JVM as well as this Python; the
+    JVM would exit at once and take the job's last words with it (Python's output goes through
+    it). Like pyspark's own local gateway, it ignores SIGINT instead: Python cancels the jobs,
+    says what was committed, stops the session and exits 130, and the JVM exits with it."""
+    if not _submitted():
+        return
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("INT"), jvm.sun.misc.SignalHandler.SIG_IGN)
+
+
 def _quiet_driver_log(builder):
     """A local session's JVM starts with our log4j2 configuration unless set_spark_log(verbose=True)."""
     if _spark_log_verbose:

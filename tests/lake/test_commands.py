@@ -111,3 +111,19 @@ def test_the_interrupt_report_reads_what_was_committed(spark, root, topic_writer
     assert watch() == ("committed table ia (group topiclake-ingest-ia at ia-0@2); not committed: table ib "
                        "(group topiclake-ingest-ib has committed nothing yet). The next run resumes from the "
                        "committed offsets")
+
+
+def test_a_corrupt_segment_is_one_error_line(spark, root, topic_writer, capsys):
+    from topiclake.lake.jobs import ingest_main
+
+    w = topic_writer("broken")
+    w.produce(0, [b"1", b"2"])
+    with open(w.path(0), "r+b") as f:  # flip bytes inside the batch's records: its CRC no longer matches
+        f.seek(70)
+        f.write(b"\xff\xff\xff\xff")
+    code = ingest_main(["--topic", "broken", "--data", str(root), "--bootstrap", "none"])
+    _out, err = capsys.readouterr()
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0] and "Traceback" not in err, err
+    assert code == 1 and errors[0].startswith("error: a Spark task failed: CorruptRecordError: ")
+    assert "broken-0/00000000000000000000.log, position 0: CRC mismatch in batch at offset 0" in errors[0]
