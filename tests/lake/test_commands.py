@@ -127,3 +127,16 @@ def test_a_corrupt_segment_is_one_error_line(spark, root, topic_writer, capsys):
     assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0] and "Traceback" not in err, err
     assert code == 1 and errors[0].startswith("error: a Spark task failed: CorruptRecordError: ")
     assert "broken-0/00000000000000000000.log, position 0: CRC mismatch in batch at offset 0" in errors[0]
+
+
+def test_the_compaction_interrupt_report_reads_the_cleaner_checkpoints(root, topic_writer):
+    from topiclake.lake.interrupted import watch_compaction
+    from topiclake.segments.maintenance import write_cleaner_offset
+
+    w = topic_writer("kv", partitions=2)
+    for p in (0, 1):
+        w.produce(p, [b"v"])
+    watch = watch_compaction(root, [("kv", 0), ("kv", 1)])
+    assert watch() == "no partition was compacted"
+    write_cleaner_offset(w.layout.log_dir("kv", 1), 1)  # what a finished swap of kv-1 leaves
+    assert watch() == "compacted kv-1; not compacted: kv-0"
