@@ -117,6 +117,7 @@ class SqlSession:
             lines.append(line)
             text = "\n".join(lines)
             if statement_complete(text) or (len(lines) == 1 and line.strip().lower() in QUIT):
+                _one_history_entry(lines)
                 return text
             if not text.strip():
                 lines = []
@@ -155,6 +156,21 @@ class SqlSession:
         if cancelled.is_set():  # Ctrl-C after the last job: the result is there, but was not wanted
             raise QueryCancelled()
         return result
+
+
+def _one_history_entry(lines: list[str]) -> None:
+    """readline keeps each typed line; a statement typed over several lines becomes one entry."""
+    typed = [line for line in lines if line.strip()]
+    if len(typed) < 2 or "readline" not in sys.modules:
+        return
+    import readline
+
+    length = readline.get_current_history_length()  # items are numbered from 1, removed from 0
+    if [readline.get_history_item(i) for i in range(length - len(typed) + 1, length + 1)] != typed:
+        return
+    for _ in typed:
+        readline.remove_history_item(readline.get_current_history_length() - 1)
+    readline.add_history(" ".join(line.strip() for line in typed))
 
 
 def _open_history():
