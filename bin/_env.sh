@@ -45,6 +45,25 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     fi
     echo "$want" > "$stamp"
 fi
+# pip's .venv/bin/spark-submit finds SPARK_HOME with whatever `python3` is first on PATH
+# (find-spark-home), which outside the venv has no pyspark ("Could not find valid SPARK_HOME"), and
+# would run the job with that python too. Replace it with a wrapper that names this venv's pyspark
+# and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv.
+wrapper=".venv/bin/spark-submit"
+if ! grep -q "topiclake: bin/_env.sh" "$wrapper" 2>/dev/null; then
+    spark_home="$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
+    cat > "$wrapper" <<WRAPPER
+#!/usr/bin/env bash
+# topiclake: bin/_env.sh wrote this. spark-submit of this venv's pyspark, with this venv's Python
+# for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise.
+venv_bin="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
+export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-\$venv_bin/python}"
+export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-\$venv_bin/python}"
+exec "$spark_home/bin/spark-submit" "\$@"
+WRAPPER
+    chmod +x "$wrapper"
+fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"

@@ -37,9 +37,11 @@ from . import groups  # noqa: E402  (groups list/describe/lag/reset-offsets)
 
 groups.register(app)
 
-from . import ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, sql)
+from . import backfill, coverage, ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, backfill, coverage, sql)
 
 ingest.register(app)
+backfill.register(app)
+coverage.register(app)
 sql.register(app)
 
 from . import compact, retain  # noqa: E402  (maintenance jobs: compact, retain)

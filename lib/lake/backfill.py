@@ -33,7 +33,8 @@ from topiclake.segments.storage import StorageLayout
 
 from . import delta, quality
 from .decode import TaskWriter, file_stats
-from .errors import ConcurrentWriterError, DataLossError, LakeError
+from .coverage import group_starts
+from .errors import ConcurrentWriterError, DataLossError, UsageError
 from .ingest import GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, table_name, validate_new_files
 from .plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
 from .progress import ProgressCallback
@@ -69,26 +70,65 @@ class BackfillResult:
     rewritten: list[str] = field(default_factory=list)
     quality: quality.QualityReport | None = None
     duration_s: float = 0.0
+    requested: tuple[int, int] | None = None  # [from, to) as asked; clamped to `ingested`
+    ingested: tuple[int, int] | None = None
 
 
-def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | None = None) -> BackfillResult:
-    started = time.monotonic()
+@dataclass(frozen=True, slots=True)
+class BackfillRange:
+    """The range a backfill will replace, checked against what the group has ingested."""
+
+    table_uri: str
+    table: object  # the DeltaTable it was checked against
+    group: str
+    start: int
+    end: int  # exclusive
+    ingested: tuple[int, int]  # [first, committed) the group has ingested of the partition
+    files: object  # source.PartitionFiles
+
+
+def check_range(options: BackfillOptions) -> BackfillRange:
+    """Before Spark starts: the table exists and [from, to) is a range the group has ingested.
+    An inverted range, or one wholly outside the ingested offsets, is a UsageError saying which;
+    a range partly outside is clamped (format_result says so)."""
     layout = StorageLayout(options.root)
     uri = resolve_table_uri(layout, options.table)
     table = delta.load_table(uri)
     if table is None:
-        raise LakeError(f"backfill: no Delta table at {uri}")
-    topic, partition = options.topic, options.partition
+        raise UsageError(f"backfill: no Delta table at {uri}", hint="check --table and --data")
+    topic, partition, lo, hi = options.topic, options.partition, options.from_offset, options.to_offset
+    what = f"{topic}-{partition} offsets [{lo}, {hi})"
+    if lo >= hi:
+        raise UsageError(f"backfill range [{lo}, {hi}) is {'inverted' if lo > hi else 'empty'}: "
+                         "--from (inclusive) must be below --to (exclusive)")
     group = options.group or GROUP_PREFIX + table_name(uri)
     committed = table.transaction_version(delta.app_id(group, topic, partition))
-    start, end = options.from_offset, min(options.to_offset, committed if committed is not None else -1)
-    if committed is None or start >= end:
-        raise LakeError(f"backfill of {topic!r} partition {partition} [{options.from_offset}, {options.to_offset}): "
-                        f"group {group!r} has ingested up to {committed}; only ingested offsets can be backfilled")
+    if committed is None:
+        raise UsageError(f"backfill of {what}: group {group!r} has ingested nothing of {topic}-{partition} "
+                         f"into {table_name(uri)}; only ingested offsets can be backfilled",
+                         hint="run the ingest first, or name the ingest's group with --group")
+    first = group_starts(table, group).get(f"{topic}:{partition}", 0)
+    ingested = f"group {group!r} has ingested [{first}, {committed})"
+    if lo >= committed:
+        raise UsageError(f"backfill of {what} is past what was ingested: {ingested}",
+                         hint="the next ingest run reads those offsets")
+    if hi <= first:
+        raise UsageError(f"backfill of {what} is before what was ingested: {ingested} (it began at {first})")
+    start, end = max(lo, first), min(hi, committed)
     files = list_partition(layout, topic, partition)
     if start < files.log_start_offset:
         raise DataLossError(topic, partition, start, min(end, files.log_start_offset))
-    result = BackfillResult(uri, topic, partition, start, end)
+    return BackfillRange(uri, table, group, start, end, (first, committed), files)
+
+
+def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | None = None,
+             checked: BackfillRange | None = None) -> BackfillResult:
+    started = time.monotonic()
+    checked = checked or check_range(options)
+    uri, table, group, start, end = checked.table_uri, checked.table, checked.group, checked.start, checked.end
+    topic, partition, files = options.topic, options.partition, checked.files
+    result = BackfillResult(uri, topic, partition, start, end,
+                            requested=(options.from_offset, options.to_offset), ingested=checked.ingested)
 
     run_id = uuid.uuid4().hex[:16]
     partition_by = table.metadata().partition_columns
@@ -202,7 +242,12 @@ def rewrite_file(job: tuple) -> dict:
 
 
 def format_result(result: BackfillResult) -> str:
+    clamped = ""
+    if result.requested and result.requested != (result.start, result.end):
+        first, committed = result.ingested
+        clamped = (f"\n  requested [{result.requested[0]}, {result.requested[1]}): only [{first}, {committed}) is "
+                   f"ingested, the rest was left out")
     return (f"backfill {result.topic}-{result.partition} offsets [{result.start}, {result.end}) into "
             f"{result.table_uri}: version {result.version}, {result.records} records in {len(result.added)} new "
             f"files; removed {len(result.removed)} files, rewrote {len(result.rewritten)} "
-            f"({result.duration_s:.1f} s)" + (f"\n  {result.quality.describe()}" if result.quality else ""))
+            f"({result.duration_s:.1f} s)" + clamped + (f"\n  {result.quality.describe()}" if result.quality else ""))

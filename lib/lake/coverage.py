@@ -74,7 +74,7 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     uri = resolve_table_uri(layout, table)
     snapshot = delta.load_table(uri)
     held = held_ranges(spark, uri)
-    starts = _group_starts(snapshot, group)
+    starts = group_starts(snapshot, group)
     out = []
     for p in partitions:
         committed = snapshot.transaction_version(delta.app_id(group, topic, p)) if snapshot else None
@@ -91,7 +91,7 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     return out
 
 
-def _group_starts(snapshot, group: str) -> dict[str, int]:
+def group_starts(snapshot, group: str) -> dict[str, int]:
     """Where the group's first run began per partition (from ingest commit metadata)."""
     starts: dict[str, int] = {}
     if snapshot is None:

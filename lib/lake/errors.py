@@ -31,3 +31,12 @@ class SegmentChangedError(LakeError):
 
 class OffsetSpecError(LakeError, ValueError):
     """A --starting-offsets / --ending-offsets value that cannot be understood."""
+
+
+class UsageError(LakeError, ValueError):
+    """A command-line value that cannot work (a bad flag, an unknown topic, a storage root that
+    does not exist, a backfill range outside what was ingested). `hint` says what to do."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint

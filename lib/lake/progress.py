@@ -39,3 +39,34 @@ def track_job_group(spark_context, job_group: str, callback: ProgressCallback | 
     finally:
         stop.set()
         thread.join()
+
+
+@contextmanager
+def report_progress(label: str, *, stream=None, every_s: float = 10.0) -> Iterator[ProgressCallback]:
+    """A ProgressCallback that shows tasks done / total: a live bar on a terminal (rich, gone
+    when the job ends), else a plain line at most every `every_s` (for Airflow's task log)."""
+    import sys
+    import time
+
+    stream = stream if stream is not None else sys.stderr
+    if stream.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn())
+        with Progress(*columns, console=Console(file=stream), transient=True) as bar:
+            task = bar.add_task(label, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+        return
+    started = time.monotonic()
+    last = {"at": started, "said": (0, 0)}
+
+    def line(done: int, total: int) -> None:
+        # a line when the count moved, at most every every_s; unchanged counts are said once a minute
+        now = time.monotonic()
+        quiet_for = now - last["at"]
+        if done < total and quiet_for >= every_s and ((done, total) != last["said"] or quiet_for >= 60):
+            last["at"], last["said"] = now, (done, total)
+            print(f"{label}: {done}/{total} tasks done ({now - started:.0f} s)", file=stream, flush=True)
+
+    yield line

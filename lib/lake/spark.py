@@ -8,6 +8,7 @@ and toArrow move column batches, never per-record Python objects).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -43,9 +44,7 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Quiet driver logs for local runs; the driver JVM starts with this session.
-        log4j = Path(__file__).with_name("log4j2.properties")
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
+        builder = _quiet_driver_log(builder)
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -54,3 +53,73 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
 def _submitted() -> bool:
     """True under spark-submit, which launched this Python and already chose the master."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+# ------------------------------------------------------------------ Spark's own log, clean stop
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+_spark_log_verbose = False
+
+
+def set_spark_log(*, verbose: bool) -> None:
+    """Spark's driver log: warnings and errors only (log4j2.properties beside this file), or
+    Spark's own configuration when `verbose`. Under spark-submit the driver JVM already runs when
+    Python starts: it is reconfigured now, before the SparkContext starts; a local session's JVM
+    gets the file when it starts (get_session)."""
+    global _spark_log_verbose
+    _spark_log_verbose = verbose
+    if verbose:
+        return
+    from pyspark.logger import PySparkLogger
+
+    # pyspark logs every SQL error as JSON on stderr before raising it: the command reports it once
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    if not _submitted():
+        return
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # attaches to spark-submit's JVM; starts nothing
+    jvm = SparkContext._jvm
+    # Spark sets up its logging when the SparkContext starts, replacing any configuration it
+    # finds then: let it do so now (silently), then put ours in place.
+    jvm.org.apache.spark.SparkConf().initializeLogIfNecessary(False, True)
+    context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    context.setConfigLocation(jvm.java.net.URI(LOG4J_CONFIG.as_uri()))
+
+
+def leave_ctrl_c_to_python() -> None:
+    """Under spark-submit, a terminal's Ctrl-C reaches the driver JVM as well as this Python; the
+    JVM would exit at once and take the job's last words with it (Python's output goes through
+    it). Like pyspark's own local gateway, it ignores SIGINT instead: Python cancels the jobs,
+    says what was committed, stops the session and exits 130, and the JVM exits with it."""
+    if not _submitted():
+        return
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("INT"), jvm.sun.misc.SignalHandler.SIG_IGN)
+
+
+def _quiet_driver_log(builder):
+    """A local session's JVM starts with our log4j2 configuration unless set_spark_log(verbose=True)."""
+    if _spark_log_verbose:
+        return builder
+    return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
+
+
+def active_session():
+    """The running SparkSession, or None; never imports pyspark when no job has loaded it."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def stop_session(session) -> None:
+    """Stop a session this process started, while its executors are alive: left to the JVM's
+    shutdown hooks, a local-cluster ends in hundreds of lines of ERROR traces (workers relaunching
+    executors during shutdown)."""
+    session.stop()

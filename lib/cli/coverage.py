@@ -1,0 +1,14 @@
+"""`topiclake coverage`: the offset ranges a topic table holds and the reason for every gap.
+The same job and flags as `spark-submit jobs/coverage.py` (topiclake.lake.flags)."""
+
+from __future__ import annotations
+
+import typer
+
+from .lake_job import register_job
+
+
+def register(app: typer.Typer) -> None:
+    from topiclake.lake.jobs import coverage_main
+
+    register_job(app, "coverage", coverage_main, "Offset coverage of a topic table, gaps explained (Spark).")

@@ -1,0 +1,209 @@
+"""The lake jobs as commands: `spark-submit jobs/<job>.py ARGS` and `topiclake <job> ARGS` both
+run `<job>_main(ARGS)` from here (flags.py parses, command.py reports).
+
+Each main checks its arguments and storage before Spark starts (preflight.py), then imports the
+heavy modules, runs the job with a progress display and prints its summary on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import flags, preflight
+from .command import Command, run_command
+from .flags import split_names
+
+# The progress display is ours: Spark's console bar would fight with it for the terminal.
+SPARK_CONF = {"spark.ui.showConsoleProgress": "false"}
+EXIT_MISSING_OFFSETS = 3  # coverage: some partition has offsets the log holds and the table lacks
+
+
+def _prepare_spark(args) -> None:
+    """Once the arguments are checked, before the SparkSession starts."""
+    from .spark import leave_ctrl_c_to_python, set_spark_log
+
+    set_spark_log(verbose=args.verbose)
+    leave_ctrl_c_to_python()
+
+
+def _given(**values) -> dict:
+    """Keyword arguments the user gave; the rest keep the options' own defaults."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+# ------------------------------------------------------------------------------------------ ingest
+
+def ingest_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("ingest", argv, flags.ingest_parser, _ingest, prog=prog)
+
+
+def _ingest(args, command: Command) -> int:
+    root = preflight.resolve_root(args.config, args.data)
+    topics = split_names(args.topic)
+    partitions = preflight.check_topics(root, topics)
+    _prepare_spark(args)
+    from .ingest import IngestOptions, format_summary, pipelines_for, run
+    from .interrupted import watch_ingest
+    from .progress import report_progress
+
+    options = IngestOptions(
+        topics=topics, root=root, table=args.table, group=args.group, starting_offsets=args.starting_offsets,
+        ending_offsets=args.ending_offsets,
+        partition_by=() if args.partition_by == "none" else tuple(args.partition_by.split(",")),
+        allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
+        expectations_dir=Path(args.expectations), bootstrap=args.bootstrap,
+        **_given(target_task_bytes=args.target_task_bytes))
+    command.on_interrupt = watch_ingest(pipelines_for(options), {t: list(range(n)) for t, n in partitions.items()})
+    with report_progress("ingest") as progress:
+        result = run(options, master=args.master, progress=progress, spark_conf=SPARK_CONF)
+    print(format_summary(result), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- backfill
+
+def backfill_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("backfill", argv, flags.backfill_parser, _backfill, prog=prog)
+
+
+def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
+    """Before Spark: the root, the topic and its partitions, the table (backfill, coverage)."""
+    root = preflight.resolve_root(args.config, args.data)
+    partitions = preflight.check_partitions(root, args.topic, partitions)
+    preflight.check_table(root, args.table)
+    return root, partitions
+
+
+def _backfill(args, command: Command) -> int:
+    root, _partitions = _topic_table(args, [args.partition])
+    from .backfill import BackfillOptions, backfill, check_range, format_result
+    from .interrupted import watch_backfill
+    from .progress import report_progress
+
+    options = BackfillOptions(root=root, table=args.table, topic=args.topic, partition=args.partition,
+                              from_offset=args.from_offset, to_offset=args.to_offset, group=args.group,
+                              expectations_dir=Path(args.expectations),
+                              **_given(target_task_bytes=args.target_task_bytes))
+    checked = check_range(options)  # before Spark: an inverted or un-ingested range is said at once
+    command.on_interrupt = watch_backfill(checked.table_uri,
+                                          f"{args.topic}-{args.partition} offsets [{checked.start}, {checked.end})")
+    _prepare_spark(args)
+    from .spark import get_session
+
+    spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF)
+    with report_progress("backfill") as progress:
+        result = backfill(spark, options, progress=progress, checked=checked)
+    print(format_result(result), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- coverage
+
+def coverage_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("coverage", argv, flags.coverage_parser, _coverage, prog=prog)
+
+
+def _coverage(args, command: Command) -> int:
+    root, partitions = _topic_table(args, args.partition)
+    _prepare_spark(args)
+    from .coverage import coverage, format_coverage
+    from .ingest import GROUP_PREFIX
+    from .spark import get_session
+
+    group = args.group or GROUP_PREFIX + args.table.rstrip("/").rsplit("/", 1)[-1]
+    report = coverage(get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF), root, args.table,
+                      args.topic, partitions, group=group)
+    print(format_coverage(report), flush=True)
+    return EXIT_MISSING_OFFSETS if any(c.missing for c in report) else 0
+
+
+# --------------------------------------------------------------------------------------------- sql
+
+def sql_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("sql", argv, flags.sql_parser, _sql, prog=prog)
+
+
+def _sql(args, command: Command) -> int:
+    from .errors import UsageError
+
+    if args.query and args.file:
+        raise UsageError("give the statements as arguments or with --file, not both")
+    root = preflight.resolve_root(args.config, args.data)
+    source = _sql_source(args)
+    _prepare_spark(args)
+    from .sql_shell import SqlSession
+
+    session = SqlSession.start(root, master=args.master, conf=SPARK_CONF, fmt=args.format, max_rows=args.max_rows)
+    if source is None:
+        return session.shell()
+    return session.run_script(source)
+
+
+def _sql_source(args) -> str | None:
+    """The statements to run; None: the interactive shell (no query, a terminal on stdin)."""
+    from .errors import UsageError
+
+    if args.file == "-":
+        return sys.stdin.read()
+    if args.file:
+        try:
+            return Path(args.file).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read --file {args.file}: {exc.strerror}") from None
+    if args.query:
+        return " ".join(args.query)
+    if sys.stdin.isatty():
+        return None
+    return sys.stdin.read()  # statements piped in
+
+
+# ----------------------------------------------------------------------------------------- compact
+
+def _root_and_topics(args) -> tuple[Path, tuple[str, ...]]:
+    """Before anything runs: the root, and the --topic names if given (default: all of them)."""
+    root = preflight.resolve_root(args.config, args.data)
+    topics = split_names(args.topic)
+    if topics:
+        preflight.check_topics(root, topics)
+    return root, topics
+
+
+def compact_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("compact", argv, flags.compact_parser, _compact, prog=prog)
+
+
+def _compact(args, command: Command) -> int:
+    root, topics = _root_and_topics(args)
+    _prepare_spark(args)
+    from topiclake.segments.storage import StorageLayout
+
+    from .compaction import CompactOptions, compacted_topics, format_summary, run
+    from .interrupted import watch_compaction
+    from .progress import report_progress
+
+    options = CompactOptions(root=root, topics=topics, force=args.force, now_ms=args.now_ms,
+                             **_given(target_task_bytes=args.target_task_bytes))
+    command.on_interrupt = watch_compaction(root, [(t, p) for t, n, _config in
+                                                   compacted_topics(StorageLayout(root), topics) for p in range(n)])
+    with report_progress("compact") as progress:
+        result = run(options, master=args.master, progress=progress, spark_conf=SPARK_CONF)
+    print(format_summary(result), flush=True)
+    return 1 if result.errors else 0
+
+
+# --------------------------------------------------------------------------------------- retention
+
+def retention_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("retention", argv, flags.retention_parser, _retention, prog=prog)
+
+
+def _retention(args, command: Command) -> int:
+    root, topics = _root_and_topics(args)
+    from .retention import format_summary, options_from_args, retain
+
+    args.data = str(root)
+    result = retain(options_from_args(args))
+    print(format_summary(result), flush=True)
+    return 1 if result.errors else 0
