@@ -54,3 +54,14 @@ def test_read_raw_entries_for_tools(tmp_path):
     times.close()
     assert read_offset_index(tmp_path / "o.index") == [(2, 300)]
     assert read_time_index(tmp_path / "t.timeindex") == [(55, 2)]
+
+
+def test_reopen_after_a_crash_skips_the_preallocated_zeros(tmp_path):
+    path = tmp_path / "00000000000000000050.timeindex"
+    index = TimeIndex(path, 50, 12 * 1000)
+    assert index.maybe_append(1000, 50)  # relative offset 0: the entry ends in zero bytes
+    index.flush()
+    index.close_handler()  # as a crash: the file stays preallocated
+    reopened = TimeIndex(path, 50, 12 * 1000)
+    assert reopened.entries == 1 and reopened.last_entry == TimestampOffset(1000, 50)
+    assert not reopened.is_full()
