@@ -41,12 +41,16 @@ class LakeProcess:
         self.proc: subprocess.Popen | None = None
         self.lines: list[tuple[float, str]] = []
         self.ready = threading.Event()
+        self.cycled = threading.Event()  # a whole cycle (ingest, compact, retain) ran since the start
+        self.last_cycle_s = 0.0
+        self._cycle_started = 0.0
         self.phase = ""
         self.starts = 0
         self._lock = threading.Lock()
 
     def start(self) -> None:
         self.ready.clear()
+        self.cycled.clear()
         self.phase = "starting"
         self.starts += 1
         stderr = open(self.work / "lake.log", "ab")
@@ -68,6 +72,11 @@ class LakeProcess:
                 self.ready.set()
             elif line.startswith("PHASE "):
                 self.phase = line.split()[1]
+                if self.phase == "ingest":
+                    self._cycle_started = time.monotonic()
+            elif line.startswith(("DONE retain", "FAILED retain")):
+                self.last_cycle_s = time.monotonic() - self._cycle_started
+                self.cycled.set()
 
     def kill(self) -> str:
         """SIGKILL the whole process group; returns the phase it was in."""
@@ -159,19 +168,28 @@ class BrokerKiller(Killer):
 
 
 class LakeKiller(Killer):
-    """Waits for the lake process to be up, then kills it `gap_s` later (the first draw can land
-    in its cold first run, later ones in warm runs, the commit and mirror included)."""
+    """Once the lake process is up, kills it either `gap_s` later (with probability `cold_share`:
+    Spark warming up, the cold first run) or, after it completed a cycle, at a random moment of
+    the next one (warm runs: planning, executors, the commit, the mirror, compaction's swap)."""
 
-    def __init__(self, lake: LakeProcess, rng: random.Random, stop: threading.Event, gap_s: tuple[float, float]):
+    def __init__(self, lake: LakeProcess, rng: random.Random, stop: threading.Event, gap_s: tuple[float, float],
+                 cold_share: float = 0.3):
         super().__init__("lake-killer", rng, stop, gap_s)
-        self.lake = lake
+        self.lake, self.cold_share = lake, cold_share
 
     def run(self) -> None:
         try:
             while not self.stop.is_set():
                 if not self.lake.ready.wait(1.0):
                     continue
-                if self.stop.wait(self.rng.uniform(*self.gap_s)):
+                if self.rng.random() < self.cold_share:
+                    delay = self.rng.uniform(*self.gap_s)
+                else:
+                    while not self.lake.cycled.wait(1.0):
+                        if self.stop.is_set():
+                            return
+                    delay = self.rng.uniform(0.0, 1.2 * self.lake.last_cycle_s)
+                if self.stop.wait(delay):
                     break
                 self.record(self.strike())
         except Exception as exc:  # noqa: BLE001
@@ -183,4 +201,3 @@ class LakeKiller(Killer):
         phase = self.lake.kill()
         self.lake.start()
         return Fault("lake", at, phase=phase, restart_s=time.monotonic() - at)
-

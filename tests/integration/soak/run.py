@@ -41,7 +41,8 @@ class SoakConfig:
     txn_rate: float = 50.0  # records/s of the transactional producer
     consumers: int = 2
     broker_kill_gap_s: tuple[float, float] = (10.0, 30.0)
-    lake_kill_gap_s: tuple[float, float] = (5.0, 40.0)  # after the lake process is up
+    lake_kill_gap_s: tuple[float, float] = (5.0, 40.0)  # after the lake process is up (cold kills)
+    lake_cold_kill_share: float = 0.3  # the other kills land in a warm cycle
     lake_pause_s: float = 2.0
     retention_ms: int = 20_000
     segment_bytes: int = 16 * 1024
@@ -173,7 +174,8 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
         stop_observer = threading.Event()
         observer = OffsetsObserver(broker.bootstrap, [CONSUMER_GROUP] + ingest_groups, ledger, stop_observer)
         killers = [BrokerKiller(broker, random.Random(rng.random()), stop_faults, config.broker_kill_gap_s),
-                   LakeKiller(lake, random.Random(rng.random()), stop_faults, config.lake_kill_gap_s)]
+                   LakeKiller(lake, random.Random(rng.random()), stop_faults, config.lake_kill_gap_s,
+                              config.lake_cold_kill_share)]
         clients = [*producers, *members, observer]
         stages.lap("start")
         for thread in [*clients, *killers]:
