@@ -21,7 +21,7 @@ def test_soak_with_kills_loses_and_duplicates_nothing(spark, tmp_path):  # noqa:
     seed = int(os.environ.get("SOAK_SEED", random.randrange(10**6)))
     report = run_soak(SoakConfig(work=tmp_path, duration_s=35, seed=seed, rate=80, txn_rate=25,
                                  broker_kill_gap_s=(7, 13), lake_kill_gap_s=(2, 10), lake_cold_kill_share=1.0,
-                                 retention_ms=8_000), spark=spark)
+                                 retention_ms=8_000, segment_bytes=16 * 1024), spark=spark)
     print(report.format())
     assert report.kills("broker") >= 2 and report.kills("lake") >= 1, f"seed {seed}: too few faults injected"
     assert report.passed, f"seed {seed}:\n{report.format()}"

@@ -45,7 +45,10 @@ class SoakConfig:
     lake_cold_kill_share: float = 0.3  # the other kills land in a warm cycle
     lake_pause_s: float = 2.0
     retention_ms: int = 20_000
-    segment_bytes: int = 16 * 1024
+    # Small, so that compaction and retention have closed segments within the run; not tiny: every
+    # segment is at least one ingest task, and a lagging ingest reads them all at once.
+    segment_bytes: int = 256 * 1024
+    target_task_bytes: int = 1024 * 1024
     compacted_keys: int = 40
     lake_start_timeout_s: float = 600.0
 
@@ -155,7 +158,8 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
         ingest_groups = [GROUP_PREFIX + t.name for t in topics.values()]
         lake = LakeProcess(work, ["--root", str(broker.data), "--topics", ",".join(t.name for t in topics.values()),
                                   "--protect-groups", ",".join(ingest_groups + [CONSUMER_GROUP]),
-                                  "--bootstrap", broker.bootstrap, "--pause-s", str(config.lake_pause_s)])
+                                  "--bootstrap", broker.bootstrap, "--pause-s", str(config.lake_pause_s),
+                                  "--target-task-bytes", str(config.target_task_bytes)])
         lake.start()
         if not lake.ready.wait(config.lake_start_timeout_s):  # the fault clock starts with Spark up
             problems.append(f"the lake process was not up within {config.lake_start_timeout_s:.0f} s")
@@ -210,7 +214,7 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
         else:  # a warm session of the caller's (the test suite's shared one)
             lake.stop()
             ingest(spark, IngestOptions(topics=tuple(t.name for t in topics.values()), root=broker.data,
-                                        bootstrap="none"))
+                                        bootstrap="none", target_task_bytes=config.target_task_bytes))
         stages.lap("final ingest")
         faults = sorted((f for k in killers for f in k.faults), key=lambda f: f.at)
         problems += [f"broker restart failed: {f.restart_error}" for f in faults if f.restart_error]
