@@ -94,7 +94,8 @@ class SoakReport:
             f"records acknowledged: {sum(self.acknowledged.values())} "
             f"({', '.join(f'{t} {n}' for t, n in sorted(self.acknowledged.items()))})",
             "transactions: " + ", ".join(f"{k} {n}" for k, n in sorted(self.transactions.items())),
-            f"consumer group: {self.consumed} records read, {self.commits} offsets committed",
+            f"consumer group: {self.consumed} records read (re-reads after rebalances included), "
+            f"{self.commits} offsets committed",
             f"lake steps: " + ", ".join(f"{k} {len(n)}" for k, n in sorted(self.lake_steps.items())),
             f"faults injected: {self.kills('broker')} broker kills, {self.kills('lake')} ingest kills "
             f"(in phase: {', '.join(f'{p} {lake_kills.count(p)}' for p in sorted(set(lake_kills)))})",
