@@ -89,10 +89,17 @@ class Partition:
     def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int) -> AppendResult:
         """Append one producer's batch (I/O thread) and apply it to the producer state and the
         open transactions (a transactional batch holds back the LSO). Every data append to a
-        partition, Produce's or the group coordinator's, goes through here."""
-        result = self.log.append(data, leader_epoch=leader_epoch)
+        partition, Produce's or the group coordinator's, goes through here. A transaction's first
+        batch holds the LSO before `log.append` moves the high watermark past it: a read_committed
+        fetch in between would otherwise return it undecided (and it may yet be aborted)."""
+        opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
+        try:
+            result = self.log.append(data, leader_epoch=leader_epoch)
+        except BaseException:
+            if opened:
+                self.txns.cancel(header.producer_id)
+            raise
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
-        self.txns.on_data(header, result.first_offset)
         return result
 
     def changed(self) -> asyncio.Future:

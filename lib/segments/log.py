@@ -101,7 +101,11 @@ class Log:
         loaded = load_log(self.directory, config, topic=topic, partition=partition)
         self.load_result = loaded
         self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
-        self._log_end_offset = loaded.log_end_offset
+        last = self._segments[-1] if self._segments else None
+        # (log end offset, the segment it ends in, the byte position it ends at), replaced in one
+        # assignment per append: a reader takes all three at once and never returns bytes that
+        # were appended after the end offset it read (the segment's size grows first).
+        self._tail: tuple[int, LogSegment | None, int] = (loaded.log_end_offset, last, last.size if last else 0)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self._write_lock = threading.Lock()
@@ -131,6 +135,10 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def _log_end_offset(self) -> int:
+        return self._tail[0]
 
     @property
     def log_end_offset(self) -> int:
@@ -190,7 +198,7 @@ class Log:
             if segment.should_roll(incoming):
                 segment = self._roll(first.base_offset, now)
             start = segment.append_summaries(buf, summaries)
-            self._log_end_offset = next_offset
+            self._tail = (next_offset, segment, segment.size)
             self._maybe_flush(records, now)
             return AppendResult(first.base_offset, last.last_offset, max_timestamp,
                                 now if log_append_time else NO_TIMESTAMP, start, segment.base_offset, records,
@@ -354,7 +362,7 @@ class Log:
         with min_one_message), none holding offsets >= max_offset (exclusive bound, e.g. the
         high watermark or last stable offset). OffsetOutOfRangeError outside [start, end]."""
         segments = self._segments
-        log_end = self._log_end_offset
+        log_end, tail_segment, tail_position = self._tail
         log_start = self._log_start_offset
         if offset < log_start or offset > log_end:
             raise OffsetOutOfRangeError(
@@ -368,10 +376,11 @@ class Log:
         for segment in segments[i:]:
             if segment.base_offset >= bound:
                 break
-            max_position = None
+            # never past the end this read started from: a concurrent append may be growing the file
+            max_position = tail_position if segment is tail_segment else None
             if bound < log_end:  # stop before the batch holding `bound`
                 stop = segment.translate_offset(bound)
-                max_position = stop.position if stop is not None else None
+                max_position = stop.position if stop is not None else max_position
             piece = segment.read(offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
             if piece is not None:
                 return ReadResult(segment.file, segment.log_path, piece.position, piece.size, piece.first_offset,

@@ -219,3 +219,24 @@ def test_advance_log_start_offset(open_log):
         log.read(2, 100)
     with pytest.raises(OffsetOutOfRangeError):
         log.advance_log_start_offset(6)
+
+
+def test_a_read_never_returns_bytes_appended_after_it_took_the_log_end(open_log, monkeypatch):
+    """The soak caught a read_committed consumer reading a transaction's first batch before the
+    transaction was decided: a read bounded by the log end offset it started from returned a batch
+    appended while it ran (the segment's file had grown), past that bound."""
+    from topiclake.segments.segment import LogSegment
+
+    log = open_log()
+    log.append(make_batch(3))  # offsets 0-2
+    real_read = LogSegment.read
+
+    def read_racing_an_append(segment, *args, **kwargs):
+        monkeypatch.setattr(LogSegment, "read", real_read)
+        log.append(make_batch(2))  # 3-4 land between the read's snapshot and its segment read
+        return real_read(segment, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "read", read_racing_an_append)
+    result = log.read(0, 1 << 20, max_offset=3)  # e.g. read_committed: up to the LSO, 3
+    assert (result.first_offset, result.next_offset) == (0, 3)
+    assert log.read(0, 1 << 20).next_offset == 5

@@ -74,3 +74,23 @@ def test_lookup_is_largest_entry_at_or_below(tmp_path_factory, offsets, target):
     expected = OffsetPosition(*below[-1]) if below else OffsetPosition(0, 0)
     assert index.lookup(target) == expected
     index.close()
+
+
+@pytest.mark.parametrize("written", [0, 1, 2, 7, 1000])
+def test_reopen_after_a_crash_skips_the_preallocated_zeros(tmp_path, written):
+    """kill -9 leaves an active segment's index at segment.index.bytes: its entries, then zeros.
+    Those zeros are room for more entries, not entries (a broker restart used to parse them all)."""
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100, 10 * 1024 * 1024)
+    entries = [(100 + 5 * (i + 1), 256 * i) for i in range(written)]  # position 0, 256: zero bytes inside
+    for offset, position in entries:
+        index.append(offset, position)
+    index.flush()
+    index.close_handler()  # as a crash: no trim
+    assert path.stat().st_size == 10 * 1024 * 1024
+    reopened = OffsetIndex(path, 100, 10 * 1024 * 1024)
+    assert reopened.entries == written and not reopened.is_full()
+    assert [reopened.entry(i) for i in range(written)] == [OffsetPosition(*e) for e in entries]
+    reopened.append(100 + 5 * (written + 1), 300 * 1024)
+    reopened.close()
+    assert path.stat().st_size == 8 * (written + 1)

@@ -57,3 +57,14 @@ def test_entries_for_tools_stop_at_the_preallocated_zeros(tmp_path):
     assert list(dump_time_index(tmp_path / "t.timeindex", 10)) == [TimestampOffset(55, 12)]
     offsets.close()
     times.close()
+
+
+def test_reopen_after_a_crash_skips_the_preallocated_zeros(tmp_path):
+    path = tmp_path / "00000000000000000050.timeindex"
+    index = TimeIndex(path, 50, 12 * 1000)
+    assert index.maybe_append(1000, 50)  # relative offset 0: the entry ends in zero bytes
+    index.flush()
+    index.close_handler()  # as a crash: the file stays preallocated
+    reopened = TimeIndex(path, 50, 12 * 1000)
+    assert reopened.entries == 1 and reopened.last_entry == TimestampOffset(1000, 50)
+    assert not reopened.is_full()

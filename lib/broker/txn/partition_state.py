@@ -38,23 +38,34 @@ class PartitionTxns:
         self.first_unstable: int | None = None
         self._aborted: list[AbortedTxn] = []  # in marker order, so sorted by last_offset
 
-    def on_data(self, header: BatchHeader, first_offset: int) -> None:
-        """A data batch was appended at `first_offset`: a transactional one may open a transaction."""
+    def on_data(self, header: BatchHeader, first_offset: int) -> bool:
+        """A data batch is appended at `first_offset`: a transactional one may open a transaction
+        (True when this one did). Live appends call it BEFORE the batch becomes visible, so that
+        no read_committed fetch sees the high watermark past it while the LSO is not held."""
         if header.is_transactional and not header.is_control and header.producer_id not in self._ongoing:
             self._ongoing[header.producer_id] = first_offset
+            self._recompute()
+            return True
+        return False
+
+    def cancel(self, producer_id: int) -> None:
+        """Undo the `on_data` that opened `producer_id`'s transaction: its append failed."""
+        if self._ongoing.pop(producer_id, None) is not None:
             self._recompute()
 
     def on_marker(self, producer_id: int, marker_offset: int, commit: bool) -> AbortedTxn | None:
         """A COMMIT/ABORT marker was appended: the producer's transaction here is decided.
-        A marker with no open transaction (a partition added but never written to) decides nothing."""
-        first = self._ongoing.pop(producer_id, None)
+        A marker with no open transaction (a partition added but never written to) decides nothing.
+        An abort is listed before the LSO moves past its data: a concurrent read_committed fetch
+        that may return the data also sees it aborted."""
+        first = self._ongoing.get(producer_id)
         if first is None:
             return None
+        txn = None if commit else AbortedTxn(first, producer_id, marker_offset)
+        if txn is not None:
+            self._aborted.append(txn)  # atomic: a concurrent reader sees it or not
+        del self._ongoing[producer_id]
         self._recompute()
-        if commit:
-            return None
-        txn = AbortedTxn(first, producer_id, marker_offset)
-        self._aborted.append(txn)  # atomic: a concurrent reader sees it or not
         return txn
 
     def index_entry(self, txn: AbortedTxn) -> TxnIndexEntry:

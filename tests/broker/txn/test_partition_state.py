@@ -78,3 +78,56 @@ def test_partition_refresh_keeps_the_index_in_step_with_retention(tmp_path):
     part.refresh()
     assert [t.first_offset for t in part.txns.aborted()] == [2]
     log.close()
+
+
+class _Watched:
+    """A Log whose append lets a 'fetch' look at the partition the moment the batch is visible."""
+
+    def __init__(self, log, look):
+        self._log, self._look = log, look
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+    def append(self, *args, **kwargs):
+        result = self._log.append(*args, **kwargs)
+        self._look(result)
+        return result
+
+
+def test_a_transactions_first_batch_is_never_visible_above_the_lso(tmp_path):
+    """The soak caught a read_committed consumer reading an aborted record: the first batch of a
+    transaction was visible (high watermark past it) before the LSO was held at it."""
+    import pytest
+
+    from topiclake.broker.partitions import Partition
+    from topiclake.segments.config import LogConfig
+    from topiclake.segments.errors import CorruptRecordError
+
+    seen = []
+    log = Log.open(tmp_path / "t-0")
+    part = Partition("t", 0, log, LogConfig())
+    part.log = _Watched(log, lambda result: seen.append((result.first_offset, part.last_stable_offset)))
+    part.append_batch(data(7, transactional=False), read_header(data(7, transactional=False)), 0)  # 0
+    part.append_batch(data(1, 2), read_header(data(1, 2)), 0)  # 1-2: opens a transaction
+    part.append_batch(data(1), read_header(data(1)), 0)  # 3: the same one
+    assert seen == [(0, 1), (1, 1), (3, 1)]
+    with pytest.raises(CorruptRecordError):  # a failed append opens nothing
+        part.append_batch(data(2)[:-1], read_header(data(2)), 0)
+    assert part.txns.ongoing() == {1: 1} and part.last_stable_offset == 1
+    log.close()
+
+
+def test_an_abort_is_listed_before_the_lso_moves_past_its_data():
+    t = PartitionTxns("t-0")
+    t.on_data(read_header(data(1)), 0)
+    views = []
+    recompute = t._recompute
+
+    def watched():  # what a fetch could see right after the LSO moves
+        recompute()
+        views.append((t.last_stable_offset(10), t.aborted_between(0, 10)))
+
+    t._recompute = watched
+    t.on_marker(1, 4, commit=False)
+    assert views == [(10, [AbortedTxn(0, 1, 4)])]
