@@ -5,8 +5,10 @@ committed (the files are orphans for vacuum) and the group's offsets do not move
 Where the suite runs. Most expectations judge each row on its own (not null, in a set, between,
 a regex...), and the one that does not, uniqueness, is keyed by (topic, partition, offset), which
 the plan splits into disjoint tasks. So those run inside the executors, on each task's rows while
-they are still in memory (great-expectations' pandas engine), and the driver merges the per-task
-results (counts add up, samples are concatenated): no second read of the data, no shuffle. The
+they are still in memory — judged with Arrow compute exactly as great-expectations' pandas engine
+judges them (expectations.py; what it does not cover goes through great-expectations itself) —
+and the driver merges the per-task results into great-expectations results (counts add up,
+samples are concatenated): no second read of the data, no shuffle, no pandas in the tasks. The
 executor adds one column, `offset_in_committed_range`: true when the row's offset lies in its
 task's range, which is inside the range this run commits for the partition. Rows in their task's
 range and unique within the task are unique across the run; every offset the table already holds
@@ -31,6 +33,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import expectations as arrow_expectations
 from .errors import LakeError
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,8 @@ UNIQUENESS = {"expect_compound_columns_to_be_unique": "column_list",
               "expect_multicolumn_values_to_be_unique": "column_list",
               "expect_column_values_to_be_unique": "column"}
 OFFSET_KEY = frozenset({"topic", "partition", "offset"})
+
+_POSITION = "topiclake_position"  # meta key: an expectation's place in its suite
 
 _GLOB = re.compile(r"([*?\[\]{}\\])")
 
@@ -168,19 +174,38 @@ def load_suite(expectations_dir: Path | None, table: str) -> tuple[dict, str]:
 
 def validate_rows(rows: pa.Table, task_document: str, *, table: str, min_offset: int, max_offset: int) -> str:
     """Run the per-task expectations on one task's rows; the outcome as JSON for the driver:
-    {"rows": n, "results": [great-expectations result dicts, in the document's order]}."""
+    {"rows": n, "results": [great-expectations result dicts, in the document's order]}.
+
+    Arrow compute judges what expectations.py supports; only the rest loads great-expectations
+    (and pandas) into the executor."""
     expectations = json.loads(task_document)["expectations"]
     if rows.num_rows == 0:
         return json.dumps({"rows": 0, "results": None})
     offsets = rows.column("offset")
     in_range = pc.and_(pc.greater_equal(offsets, min_offset), pc.less_equal(offsets, max_offset))
-    columns = _columns_used(expectations)
     frame = rows.append_column(IN_RANGE, pc.fill_null(in_range, False))
+    results: list[dict | None] = [None] * len(expectations)
+    by_gx = []
+    for i, expectation in enumerate(expectations):
+        if arrow_expectations.supports(expectation, frame.schema):
+            results[i] = arrow_expectations.evaluate(frame, expectation)
+        else:
+            by_gx.append(i)
+    if by_gx:
+        chosen = [expectations[i] for i in by_gx]
+        for i, result in zip(by_gx, _validate_with_gx(frame, chosen, table=table)):
+            results[i] = result
+    return json.dumps({"rows": rows.num_rows, "results": results})
+
+
+def _validate_with_gx(frame: pa.Table, expectations: list[dict], *, table: str) -> list[dict]:
+    """great-expectations' pandas engine on the task's rows, results in `expectations`' order."""
+    columns = _columns_used(expectations)
     frame = frame.select([c for c in frame.column_names if columns is None or c in columns])
     if "topic" in frame.column_names:  # one value per task: categorical, not a Python string per row
         frame = frame.set_column(frame.column_names.index("topic"), "topic", pc.dictionary_encode(frame["topic"]))
     result = _task_validator().validate(frame.to_pandas(), expectations, table=table)
-    return json.dumps({"rows": rows.num_rows, "results": [r.to_json_dict() for r in result.results]})
+    return [r.to_json_dict() for r in in_suite_order(result.results, len(expectations))]
 
 
 class _TaskValidator:
@@ -236,7 +261,7 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
         with _adaptive(spark), _no_doctest_exit():
             driver_result = _validate_frame(spark, suite, table=table, table_uri=table_uri, files=files, schema=schema,
                                             ranges=ranges)
-        results.update(zip(suite.on_driver, driver_result.results))
+        results.update(zip(suite.on_driver, in_suite_order(driver_result.results, len(suite.on_driver))))
     ordered = [results[i] for i in range(len(suite.expectations))]
     passed = sum(1 for r in ordered if r.success)
     success = passed == len(ordered) and not extra_failures
@@ -330,10 +355,34 @@ def _publish(outcome, *, table: str, operation: str, run_id: str, site_dir: Path
 def _import_gx():
     # No usage statistics: jobs run on machines without internet, and a data pipeline phones no one.
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    if _loader is not None:
+        _loader.join()
     with _no_doctest_exit():
         import great_expectations as gx
 
     return gx
+
+
+_loader: threading.Thread | None = None
+
+
+def load_in_background() -> None:
+    """Start importing great-expectations (and pandas under it: seconds) now, in a thread, while
+    the SparkSession starts and the tasks run: the driver needs it only once they are done, to
+    merge the tasks' results and publish Data Docs. Call it after pyspark is imported."""
+    global _loader
+    if _loader is None and "great_expectations" not in sys.modules:
+        _loader = threading.Thread(target=_import_quietly, name="topiclake-load-great-expectations", daemon=True)
+        _loader.start()
+
+
+def _import_quietly() -> None:
+    try:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        with _no_doctest_exit():
+            import great_expectations  # noqa: F401
+    except BaseException as exc:  # noqa: BLE001 - the import is tried again, and reported, where it is needed
+        log.debug("loading great-expectations in the background failed: %s", exc)
 
 
 def _project_config(site_dir: Path | None):
@@ -362,15 +411,31 @@ def _expectation_suite(table: str, expectations: Sequence[dict], source: str):
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
     try:
-        domain = [ExpectationConfiguration(type=e["type"], kwargs=e.get("kwargs", {}), meta=e.get("meta")).to_domain_obj()
-                  for e in expectations]
+        domain = [ExpectationConfiguration(type=e["type"], kwargs=e.get("kwargs", {}),
+                                           meta={**(e.get("meta") or {}), _POSITION: i}).to_domain_obj()
+                  for i, e in enumerate(expectations)]
     except Exception as exc:  # noqa: BLE001  (GE raises many kinds for a bad expectation)
         raise LakeError(f"expectation suite {source} for table {table}: {exc}") from None
     return ExpectationSuite(name=table, expectations=domain)
 
 
+def in_suite_order(results, count: int) -> list:
+    """great-expectations returns a suite's results in an order of its own (grouped by metric),
+    not the suite's: put them back by the position each expectation carries in its meta."""
+    ordered = [None] * count
+    for result in results:
+        meta = result.expectation_config.meta or {}
+        ordered[meta.pop(_POSITION)] = result
+    if any(r is None for r in ordered):
+        raise LakeError(f"great-expectations returned {len(results)} results for {count} expectations")
+    return ordered
+
+
 def check_suite(suite: Suite, table: str) -> None:
-    """Fail before any work when an expectation is unknown or malformed."""
+    """Fail before any work when an expectation is unknown or malformed. What the tasks judge with
+    Arrow (expectations.supports) needs no great-expectations for that."""
+    if all(arrow_expectations.supports(e) for e in suite.expectations):
+        return
     _import_gx()
     _expectation_suite(table, suite.expectations, suite.source)
 
