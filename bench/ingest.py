@@ -1,32 +1,43 @@
-"""Benchmark: Kafka segments -> Delta table with topiclake's Spark ingest (local[2]) against the
-path a user would write by hand (a confluent-kafka consumer fetching from the broker -> pyarrow ->
-deltalake.write_deltalake), over the same records, in one run.
+"""Benchmark: Kafka segments -> Delta table with topiclake's Spark ingest, as Airflow runs it and
+inside a running application, against the path a user would write by hand (a confluent-kafka
+consumer fetching from the broker -> pyarrow -> deltalake.write_deltalake), over the same records,
+in one run. Three measures (all by default):
 
-The records (16-byte keys, 100-byte values, batches of 1000, no compression by default) are
+--one-shot   Both paths as whole new processes from cold, as a scheduler starts them:
+             `spark-submit jobs/ingest.py` (.venv/bin/spark-submit, local[2]) against a new Python
+             process running the hand-written consumer (the broker it reads from is already up).
+             "ratio_one_shot" = hand-written seconds / topiclake seconds. Target >= 2.5.
+--increment  A new `spark-submit jobs/ingest.py` that ingests 20,000 new records (the table holds
+             the rest already), against a new spark-submit process that only starts a
+             SparkSession with the same master and settings and stops it.
+             "increment_vs_bare_start" = ingest seconds / bare seconds. Target <= 1.6.
+--warm       Inside one running application (the session started, a first ingest done): a second
+             ingest of the records into a new table against the hand-written path in this process
+             ("ratio_warm", target >= 10), and against the Parquet-write limit: pyarrow.parquet
+             writing the same rows, with the same settings, into the same files, in 2 processes
+             ("of_parquet_limit", target >= 0.4).
+
+The records: 16-byte keys, 100-byte JSON-like values, batches of 1000, no compression by default,
 written once as real segment files through the segment Log (indexes and all); the broker serves
 those files to the consumer. Both paths write the same table layout (the lake's columns,
-partitioned by record_date). topiclake's time is one `ingest()` call on a started Spark session
-(planning, decoding in executors, the great-expectations gate, the commit). It runs twice, into
-two new tables: the first run of the application also pays its one-time costs (Python workers
-start, Arrow and great-expectations load in each of them: seconds on 2 cores, whatever the data
-size), the second is the steady state of a running application and gives "ratio"; both are
-printed. The hand-written path's time runs from the consumer's creation to its last write (the
-broker already started).
-Wall-clock rates: the machine may be shared, so both are measured back to back. The hand-written
-path has no exactly-once (no offsets are stored with the data), which only flatters it.
+partitioned by record_date) and commit offsets nowhere else (--bootstrap none: the hand-written
+path has no exactly-once; that only flatters it). The machine may be shared: every ratio is of
+two measures taken back to back in this run.
 
-    python bench/ingest.py                    # 3 million records
-    python bench/ingest.py --records 500000   # quicker
+    python bench/ingest.py                          # all three, 3 million records
+    python bench/ingest.py --one-shot --records 1000000
 
-The last line is one JSON object; "ratio" is topiclake's steady-state records/s / hand-written
-records/s, "ratio_first_run" the same for the application's first run.
+The last line is one JSON object with every figure measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,25 +51,37 @@ import pyarrow.compute as pc  # noqa: E402
 
 from _broker import running_broker  # noqa: E402
 from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
-from topiclake.segments.batch import set_base_offset  # noqa: E402
 from topiclake.segments.config import LogConfig  # noqa: E402
 from topiclake.segments.log import Log  # noqa: E402
 from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 TOPIC = "bench"
-TEMPLATES = 8
+# Distinct batches the records are made of: enough that a compressor's window never sees a
+# value twice (real events do not repeat verbatim), few enough to write 3 M records quickly.
+TEMPLATES = 64
 SEGMENT_BYTES = 64 * 1024 * 1024
+INCREMENT = 20_000
+BARE_SESSION = """
+from pyspark.sql import SparkSession
+SparkSession.builder.appName("bare").getOrCreate().stop()
+"""
 
 
-def write_topic(root: Path, records: int, partitions: int, codec: str) -> int:
-    """Segment files through the Log (it assigns offsets, builds indexes, closes cleanly)."""
-    TopicRegistry(StorageLayout(root)).create(TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
-    templates = [template_batch(seed, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000) for seed in range(TEMPLATES)]
+# ------------------------------------------------------------------------------------- the data
+
+def write_topic(root: Path, records: int, partitions: int, codec: str, *, seed: int = 0) -> int:
+    """Append `records` records to the topic through the Log (offsets, indexes, a clean close)."""
+    layout = StorageLayout(root)
+    if not TopicRegistry(layout).exists(TOPIC):
+        TopicRegistry(layout).create(TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
+    templates = [template_batch(seed + i, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000)
+                 for i in range(TEMPLATES)]
     config = LogConfig.from_properties({"segment.bytes": str(SEGMENT_BYTES)})
     batches = records // RECORDS_PER_BATCH
     written = 0
     for p in range(partitions):
-        log = Log.open(StorageLayout(root).log_dir(TOPIC, p), config, topic=TOPIC, partition=p)
+        log = Log.open(layout.log_dir(TOPIC, p), config, topic=TOPIC, partition=p)
         mine = [i for i in range(batches) if i % partitions == p]
         for start in range(0, len(mine), 64):
             chunk = bytearray(b"".join(templates[i % TEMPLATES] for i in mine[start:start + 64]))
@@ -68,41 +91,45 @@ def write_topic(root: Path, records: int, partitions: int, codec: str) -> int:
     return written
 
 
-def run_topiclake(root: Path, master: str) -> list[tuple[float, float, int]]:
-    """(seconds, seconds in the quality gate's driver part, records) of two ingests of the same
-    records into two new tables on one started session: the first pays the application's
-    one-time costs (Python workers, Arrow, great-expectations imported in each worker), the
-    second is the steady state of a running application."""
-    from topiclake.lake import quality
-    from topiclake.lake.ingest import IngestOptions, ingest
-    from topiclake.lake.spark import get_session
+# ------------------------------------------------------------------------- new processes (cold)
 
-    spark = get_session("bench-ingest", master=master, conf={"spark.ui.enabled": "false",
-                                                             "spark.ui.showConsoleProgress": "false",
-                                                             "spark.driver.memory": "1g"})
-    spark.range(4).count()  # the JVM is up and a first job ran: JVM start-up is not counted
-    spent = [0.0]
-    validate = quality.validate
+def spark_submit() -> str:
+    """The venv's spark-submit (bin/_env.sh's wrapper: this venv's pyspark, Python and JVM options)."""
+    path = Path(sys.executable).parent / "spark-submit"
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: run bin/test or bin/quickstart once to set up .venv")
+    return str(path)
 
-    def timed_validate(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return validate(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - t
 
-    quality.validate = timed_validate
-    runs = []
-    try:
-        for table in ("first-run", "steady-state"):
-            spent[0] = 0.0
-            started = time.perf_counter()
-            result = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, table=table, bootstrap="none"))
-            runs.append((time.perf_counter() - started, spent[0], result.records))
-    finally:
-        quality.validate = validate
-    return runs
+def timed(command: list[str], **kwargs) -> tuple[float, str]:
+    env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, **kwargs)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:3])} ... failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return seconds, done.stdout
 
+
+def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
+    """`spark-submit jobs/ingest.py` as a new process: (seconds, records it says it ingested)."""
+    seconds, out = timed([spark_submit(), "--master", master, "jobs/ingest.py", "--topic", TOPIC, "--data", str(root),
+                          "--table", table, "--bootstrap", "none"])
+    first = out.splitlines()[0]  # "ingest run <id>: <n> records, ..."
+    return seconds, int(first.split(": ", 1)[1].split(" records", 1)[0])
+
+
+def bare_session_process(master: str, script: Path) -> float:
+    return timed([spark_submit(), "--master", master, "--conf", "spark.ui.showConsoleProgress=false", str(script)])[0]
+
+
+def hand_written_process(bootstrap: str, uri: str, partitions: int, total: int, chunk: int) -> tuple[float, int]:
+    seconds, out = timed([sys.executable, __file__, "--hand-written-child", json.dumps(
+        {"bootstrap": bootstrap, "uri": uri, "partitions": partitions, "total": total, "chunk": chunk})])
+    return seconds, int(out.split()[-1])
+
+
+# --------------------------------------------------------------------------- the hand-written path
 
 def run_hand_written(bootstrap: str, uri: str, partitions: int, total: int, chunk: int) -> tuple[float, int]:
     """What a user would write: consume everything, build Arrow columns, append to Delta."""
@@ -154,6 +181,65 @@ def _to_arrow(columns: dict[str, list]) -> pa.Table:
     })
 
 
+# -------------------------------------------------------------------------- inside an application
+
+def run_warm(root: Path, master: str) -> dict:
+    """Two ingests of the same records into two new tables on one started session; the second is
+    the steady state of a running application. Returns its seconds, records and planned tasks."""
+    from topiclake.lake.ingest import IngestOptions, ingest
+    from topiclake.lake.jvm import driver_java_options
+    from topiclake.lake.spark import get_session
+
+    spark = get_session("bench-ingest", master=master, conf={"spark.ui.showConsoleProgress": "false",
+                                                             "spark.driver.extraJavaOptions": driver_java_options()})
+    runs = []
+    for table in ("warm-first-run", "warm-steady-state"):
+        started = time.perf_counter()
+        result = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, table=table, bootstrap="none"))
+        runs.append((time.perf_counter() - started, result))
+    spark.stop()
+    (first_s, first), (seconds, steady) = runs
+    tasks = [t for table in steady.tables for p in table.partitions for t in p.plan.tasks]
+    return {"first_run_seconds": first_s, "seconds": seconds, "records": steady.records, "tasks": tasks}
+
+
+def parquet_limit(tasks: list, processes: int) -> tuple[float, int]:
+    """pyarrow.parquet writing the rows of the ingest's tasks with the ingest's own settings, one
+    file per task as the ingest writes them, the tasks shared out over `processes` processes that
+    run at once. Decoding happens before the clock starts. (seconds of the slowest process, rows)"""
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(processes + 1), context.Queue()
+    with tempfile.TemporaryDirectory(prefix="topiclake-bench-parquet-") as out:
+        workers = [context.Process(target=_write_share, args=(tasks[i::processes], out, start, results))
+                   for i in range(processes)]
+        for w in workers:
+            w.start()
+        start.wait()  # every process decoded its share: go
+        done = [results.get() for _ in workers]
+        for w in workers:
+            w.join()
+    return max(seconds for seconds, _rows in done), sum(rows for _seconds, rows in done)
+
+
+def _write_share(tasks: list, out: str, start, results) -> None:
+    from topiclake.lake.decode import TaskWriter, read_task, write_parquet
+
+    writer = TaskWriter(run_id="limit", ingested_at_us=int(time.time() * 1e6), partition_by={})
+    tables = []
+    for task in tasks:
+        plain = {"table_uri": task.table_uri, "topic": task.topic, "partition": task.partition, "path": task.path,
+                 "inode": task.inode, "start": task.start, "end": task.end, "min_offset": task.min_offset,
+                 "max_offset": task.max_offset, "aborted": []}
+        tables.append(writer._table_columns(plain, read_task(plain)[0]))
+    start.wait()
+    started = time.perf_counter()
+    for i, table in enumerate(tables):
+        write_parquet(table, f"{out}/{os.getpid()}-{i}.parquet", compression=writer.compression)
+    results.put((time.perf_counter() - started, sum(t.num_rows for t in tables)))
+
+
+# ------------------------------------------------------------------------------------------- main
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=3_000_000, help="records to ingest (default 3 million)")
@@ -161,35 +247,92 @@ def main() -> None:
     parser.add_argument("--codec", default="none", help="batch compression: none, lz4, zstd, ...")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--chunk", type=int, default=500_000, help="records per write_deltalake call, hand-written")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each new-process measure (the median counts)")
+    parser.add_argument("--one-shot", action="store_true")
+    parser.add_argument("--increment", action="store_true")
+    parser.add_argument("--warm", action="store_true")
+    parser.add_argument("--hand-written-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.hand_written_child:
+        spec = json.loads(args.hand_written_child)
+        print(run_hand_written(spec["bootstrap"], spec["uri"], spec["partitions"], spec["total"], spec["chunk"])[1])
+        return
+    if not (args.one_shot or args.increment or args.warm):
+        args.one_shot = args.increment = args.warm = True
 
+    figures: dict = {"bench": "ingest", "records": args.records, "codec": args.codec, "master": args.master}
     with tempfile.TemporaryDirectory(prefix="topiclake-bench-ingest-") as tmp:
         root = Path(tmp) / "data"
         t = time.perf_counter()
         total = write_topic(root, args.records, args.partitions, args.codec)
-        print(f"wrote {total} records as segments in {time.perf_counter() - t:.1f} s")
+        print(f"wrote {total} records as segments in {time.perf_counter() - t:.1f} s", flush=True)
+        figures["records"] = total
+        if args.one_shot:
+            figures.update(one_shot(root, Path(tmp), args, total))
+        if args.warm:
+            figures.update(warm(root, Path(tmp), args, total))
+        if args.increment:
+            figures.update(increment(root, Path(tmp), args))
+    print(json.dumps(figures))
 
-        (cold_s, cold_quality_s, cold_records), (seconds, quality_s, ingested) = run_topiclake(root, args.master)
-        assert ingested == cold_records == total, (cold_records, ingested, total)
-        ours, ours_cold = total / seconds, total / cold_s
-        print(f"topiclake ingest ({args.master}), first run of the application: {cold_s:.1f} s, "
-              f"{ours_cold:,.0f} records/s")
-        print(f"topiclake ingest ({args.master}), steady state: {seconds:.1f} s, {ours:,.0f} records/s "
-              f"(of which the driver's part of the great-expectations gate {quality_s:.1f} s)")
 
-        with running_broker(root) as (bootstrap, _data, _pid):
-            hand_s, consumed = run_hand_written(bootstrap, str(Path(tmp) / "hand-written"), args.partitions, total,
-                                                args.chunk)
-        assert consumed == total, (consumed, total)
-        hand = total / hand_s
-        print(f"hand-written (confluent-kafka -> pyarrow -> write_deltalake): {hand_s:.1f} s, {hand:,.0f} records/s")
-        print(json.dumps({"bench": "ingest", "records": total, "codec": args.codec, "master": args.master,
-                          "topiclake_records_per_s": round(ours), "topiclake_seconds": round(seconds, 2),
-                          "quality_gate_driver_seconds": round(quality_s, 2),
-                          "topiclake_first_run_records_per_s": round(ours_cold),
-                          "topiclake_first_run_seconds": round(cold_s, 2),
-                          "hand_written_records_per_s": round(hand), "hand_written_seconds": round(hand_s, 2),
-                          "ratio_first_run": round(ours_cold / hand, 2), "ratio": round(ours / hand, 2)}))
+def one_shot(root: Path, tmp: Path, args, total: int) -> dict:
+    ours, theirs = [], []
+    with running_broker(root) as (bootstrap, _data, _pid):
+        for i in range(args.repeat):  # interleaved: a change in the machine's load hits both
+            seconds, ingested = ingest_process(root, f"one-shot-{i}", args.master)
+            assert ingested == total, (ingested, total)
+            ours.append(seconds)
+            seconds, consumed = hand_written_process(bootstrap, str(tmp / f"hand-written-{i}"), args.partitions, total,
+                                                     args.chunk)
+            assert consumed == total, (consumed, total)
+            theirs.append(seconds)
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    print(f"one-shot, new processes: spark-submit jobs/ingest.py {ours_s:.1f} s ({total / ours_s:,.0f} records/s; "
+          f"runs {', '.join(f'{s:.1f}' for s in ours)}); hand-written {theirs_s:.1f} s "
+          f"({total / theirs_s:,.0f} records/s; runs {', '.join(f'{s:.1f}' for s in theirs)}): "
+          f"ratio {theirs_s / ours_s:.2f}", flush=True)
+    return {"one_shot_seconds": round(ours_s, 2), "hand_written_process_seconds": round(theirs_s, 2),
+            "ratio_one_shot": round(theirs_s / ours_s, 2)}
+
+
+def increment(root: Path, tmp: Path, args) -> dict:
+    table = "increment"
+    ingest_process(root, table, args.master)  # the table holds everything so far
+    script = tmp / "bare_session.py"
+    script.write_text(BARE_SESSION)
+    ours, bare = [], []
+    for i in range(args.repeat):
+        write_topic(root, INCREMENT, args.partitions, args.codec, seed=1000 + i)
+        seconds, ingested = ingest_process(root, table, args.master)
+        assert ingested == INCREMENT, (ingested, INCREMENT)
+        ours.append(seconds)
+        bare.append(bare_session_process(args.master, script))
+    ours_s, bare_s = statistics.median(ours), statistics.median(bare)
+    print(f"increment of {INCREMENT} records, new processes: ingest {ours_s:.2f} s (runs "
+          f"{', '.join(f'{s:.2f}' for s in ours)}); a bare SparkSession start and stop {bare_s:.2f} s (runs "
+          f"{', '.join(f'{s:.2f}' for s in bare)}): {ours_s / bare_s:.2f}x", flush=True)
+    return {"increment_seconds": round(ours_s, 2), "bare_session_seconds": round(bare_s, 2),
+            "increment_vs_bare_start": round(ours_s / bare_s, 2)}
+
+
+def warm(root: Path, tmp: Path, args, total: int) -> dict:
+    run = run_warm(root, args.master)
+    assert run["records"] == total, (run["records"], total)
+    limit_s, limit_rows = parquet_limit(run["tasks"], processes=2)
+    assert limit_rows == total, (limit_rows, total)
+    with running_broker(root) as (bootstrap, _data, _pid):
+        hand_s, consumed = run_hand_written(bootstrap, str(tmp / "hand-written-warm"), args.partitions, total,
+                                            args.chunk)
+    assert consumed == total, (consumed, total)
+    ours, hand, limit = total / run["seconds"], total / hand_s, total / limit_s
+    print(f"warm application: first ingest {run['first_run_seconds']:.1f} s, steady state {run['seconds']:.2f} s "
+          f"({ours:,.0f} records/s); hand-written in-process {hand_s:.1f} s ({hand:,.0f} records/s): "
+          f"ratio {ours / hand:.1f}; Parquet-write limit (2 processes) {limit_s:.2f} s ({limit:,.0f} records/s): "
+          f"{ours / limit:.0%} of it", flush=True)
+    return {"warm_seconds": round(run["seconds"], 2), "warm_first_run_seconds": round(run["first_run_seconds"], 2),
+            "hand_written_seconds": round(hand_s, 2), "ratio_warm": round(ours / hand, 2),
+            "parquet_limit_seconds": round(limit_s, 2), "of_parquet_limit": round(ours / limit, 3)}
 
 
 if __name__ == "__main__":

@@ -44,22 +44,35 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         exit 1
     fi
     echo "$want" > "$stamp"
+    rm -f .venv/bin/spark-submit  # written again below, with this install's JVM options
+fi
+# The driver JVM's class-data sharing archive (topiclake.lake.jvm): made once per install, it cuts
+# the start-up every spark-submit pays by about a second. Without it jobs only start slower.
+if [ ! -f "$(.venv/bin/python -c 'from topiclake.lake.jvm import archive_path; print(archive_path())')" ]; then
+    echo "Building the Spark driver's JVM class archive (once per install)..." >&2
+    SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" .venv/bin/python -m topiclake.lake.jvm build >/dev/null \
+        || echo "warning: no JVM class archive (jobs start slower); retry: .venv/bin/python -m topiclake.lake.jvm build" >&2
+    rm -f .venv/bin/spark-submit
 fi
 # pip's .venv/bin/spark-submit finds SPARK_HOME with whatever `python3` is first on PATH
 # (find-spark-home), which outside the venv has no pyspark ("Could not find valid SPARK_HOME"), and
 # would run the job with that python too. Replace it with a wrapper that names this venv's pyspark
-# and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv.
+# and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv, and
+# that starts the driver JVM with topiclake.lake.jvm's options (a caller's SPARK_SUBMIT_OPTS win).
 wrapper=".venv/bin/spark-submit"
-if ! grep -q "topiclake: bin/_env.sh" "$wrapper" 2>/dev/null; then
+if ! grep -q "topiclake: bin/_env.sh v2" "$wrapper" 2>/dev/null; then
     spark_home="$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
+    jvm_options="$(.venv/bin/python -m topiclake.lake.jvm options)"
     cat > "$wrapper" <<WRAPPER
 #!/usr/bin/env bash
-# topiclake: bin/_env.sh wrote this. spark-submit of this venv's pyspark, with this venv's Python
-# for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise.
+# topiclake: bin/_env.sh v2 wrote this. spark-submit of this venv's pyspark, with this venv's Python
+# for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise, and
+# the driver JVM start-up options of topiclake.lake.jvm before the caller's SPARK_SUBMIT_OPTS.
 venv_bin="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
 export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-\$venv_bin/python}"
 export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-\$venv_bin/python}"
+export SPARK_SUBMIT_OPTS="$jvm_options\${SPARK_SUBMIT_OPTS:+ \$SPARK_SUBMIT_OPTS}"
 exec "$spark_home/bin/spark-submit" "\$@"
 WRAPPER
     chmod +x "$wrapper"

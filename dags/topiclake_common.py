@@ -9,7 +9,7 @@ Settings (all optional):
 - $TOPICLAKE_CONFIG: the settings file (default: <home>/conf/topiclake.toml), with
   `[storage] root` (a relative root is relative to <home>: Airflow runs tasks in no fixed
   directory), `[airflow]` (spark_conn_id, py_files, ingest_schedule, maintenance_schedule,
-  bootstrap, protect_groups) and `[[ingest]]` pipelines (topics, table, group).
+  bootstrap, protect_groups, python) and `[[ingest]]` pipelines (topics, table, group).
 - $TOPICLAKE_ROOT wins over `[storage] root`, as for every topiclake command.
 """
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import sys
 import tomllib
 from pathlib import Path
 
@@ -69,3 +71,16 @@ def submit(task_id: str, job: str, args: list[str], **kwargs):
         conn_id=AIRFLOW.get("spark_conn_id", "spark_default"),
         py_files=str(HOME / py_files) if py_files else None, name=f"topiclake-{task_id}",
         conf={"spark.ui.showConsoleProgress": "false", **AIRFLOW.get("spark_conf", {})}, **kwargs)
+
+
+def data_docs(task_id: str = "data_docs"):
+    """Rebuild great-expectations' Data Docs site from the validation results the jobs stored
+    (`topiclake data-docs`): a short Python task after the Spark ones, which leave it out for speed.
+    It runs whatever their outcome, so a failed validation's page is there to read. The Python
+    with topiclake installed: `[airflow] python` (default: the one parsing this DAG)."""
+    from airflow.providers.standard.operators.bash import BashOperator
+
+    python = AIRFLOW.get("python", sys.executable)
+    command = " ".join([shlex.quote(python), "-m", "topiclake.cli", "data-docs", '--data "{{ params.data }}"',
+                        *map(shlex.quote, common_args())])
+    return BashOperator(task_id=task_id, bash_command=command, trigger_rule="all_done")

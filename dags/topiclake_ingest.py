@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pendulum  # noqa: E402
 from airflow.sdk import DAG, Param  # noqa: E402
 
-from topiclake_common import AIRFLOW, HOME, pipelines, storage_root, submit  # noqa: E402
+from topiclake_common import AIRFLOW, HOME, data_docs, pipelines, storage_root, submit  # noqa: E402
 
 ROOT_ARGS = ["--data", "{{ params.data }}", "--bootstrap", "{{ params.bootstrap }}",
              "--schemas", str(HOME / "conf" / "schemas"), "--expectations", str(HOME / "conf" / "expectations")]
@@ -39,10 +39,12 @@ with DAG(
     },
 ) as dag:
     configured = pipelines()
+    ingests = []
     for p in configured:
         args = ["--topic", ",".join(p["topics"]), "--group", p["group"]]
         args += ["--table", p["table"]] if p.get("table") else []
-        submit(p["task_id"], "ingest", args + ROOT_ARGS)
+        ingests.append(submit(p["task_id"], "ingest", args + ROOT_ARGS))
     if not configured:
-        submit("ingest", "ingest", ["--topic", "{{ params.topics }}", "--table", "{{ params.table }}",
-                                    "--group", "{{ params.group }}"] + ROOT_ARGS)
+        ingests.append(submit("ingest", "ingest", ["--topic", "{{ params.topics }}", "--table", "{{ params.table }}",
+                                                   "--group", "{{ params.group }}"] + ROOT_ARGS))
+    ingests >> data_docs()

@@ -49,5 +49,9 @@ from . import compact, retain  # noqa: E402  (maintenance jobs: compact, retain)
 compact.register(app)
 retain.register(app)
 
+from . import data_docs  # noqa: E402  (data-docs: great-expectations' site of the stored validations)
+
+data_docs.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

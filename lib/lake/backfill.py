@@ -39,6 +39,7 @@ from .ingest import GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, 
 from .plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
 from .progress import ProgressCallback
 from .scan import scan_partition
+from .spark import collect
 from .source import list_partition
 from .values import typed_columns_of
 
@@ -54,6 +55,7 @@ class BackfillOptions:
     group: str | None = None  # whose offsets bound the range (default topiclake-ingest-<table>)
     target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
     expectations_dir: Path | None = None  # conf/expectations: <table>.json great-expectations suites
+    data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
 
 
 @dataclass(slots=True)
@@ -136,6 +138,8 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
                            target_bytes=options.target_task_bytes))
     suite = quality.Suite.load(options.expectations_dir, table_name(uri))
     quality.check_suite(suite, table_name(uri))
+    if suite.on_driver or options.data_docs:
+        quality.load_in_background()
     typed = typed_columns_of(table)
     # Typed columns as the table has them; bad values are already in the quarantine table for
     # ingested offsets, so the backfill sends none there (quarantine_from = end).
@@ -148,7 +152,7 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
     result.records = sum(r["num_records"] for r in new_files)
     result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
                                         ranges={(topic, partition): (start, end)}, root=options.root,
-                                        operation="backfill", run_id=run_id)
+                                        operation="backfill", run_id=run_id, data_docs=options.data_docs)
 
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}
@@ -215,7 +219,7 @@ def _rewrite(spark, uri: str, straddling: list[dict], topic: str, partition: int
         return []
     jobs = [(uri, f["path"], json.dumps(f["partition_values"]), topic, partition, start, end, run_id)
             for f in straddling]
-    return spark.sparkContext.parallelize(jobs, len(jobs)).map(rewrite_file).collect()
+    return collect(spark.sparkContext.parallelize(jobs, len(jobs)).map(rewrite_file))
 
 
 def rewrite_file(job: tuple) -> dict:

@@ -64,6 +64,7 @@ from topiclake.segments.txn_metadata import AbortedTxn
 from .log_state import PartitionState, scan_state
 from .progress import ProgressCallback, track_job_group
 from .source import list_partition, open_segment
+from .spark import collect
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +418,7 @@ def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: P
     broadcasts = []
     try:
         with track_job_group(sc, job_group, progress):
-            shares = sc.parallelize(tasks, max(len(tasks), 1)).map(map_task).collect()
+            shares = collect(sc.parallelize(tasks, max(len(tasks), 1)).map(map_task))
             maps = merge_task_maps(shares, planned)
             del shares
             for m in maps.values():
@@ -425,7 +426,7 @@ def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: P
             rewrite = RewritePartition(specs, dict(zip(maps, broadcasts)))
             del maps
             keys = list(specs)
-            rows = sc.parallelize(keys, len(keys)).flatMap(rewrite).collect()
+            rows = collect(sc.parallelize(keys, len(keys)).flatMap(rewrite))
         return _result_table(rows)
     finally:
         for b in broadcasts:

@@ -1,5 +1,5 @@
-"""Executor side of ingest: the mapInArrow function that turns planned byte ranges into Parquet
-files in the table directory and returns one row of metadata per file.
+"""Executor side of ingest: the task function that turns planned byte ranges into Parquet files in
+the table directory and returns one row of metadata per file.
 
 Per task: map the planned byte range of the segment file, decode it columnar
 (`topiclake.segments.arrow.decode_to_arrow`: batches in, Arrow columns out, no per-record Python
@@ -41,10 +41,6 @@ RESULT_SCHEMA = pa.schema([
     ("dropped_control", pa.int64()), ("dropped_aborted", pa.int64()), ("quarantined", pa.int64()),
     ("quality", pa.string()),  # the task's great-expectations outcome (quality.validate_rows)
 ])
-RESULT_DDL = ("table_uri STRING, topic STRING, partition INT, path STRING, size BIGINT, partition_values STRING, "
-              "modification_time BIGINT, num_records BIGINT, min_offset BIGINT, max_offset BIGINT, stats STRING, "
-              "bytes_read BIGINT, records_read BIGINT, dropped_control BIGINT, dropped_aborted BIGINT, "
-              "quarantined BIGINT, quality STRING")
 
 # Columns that rarely repeat: a dictionary would be built per file only to be abandoned.
 _NO_DICTIONARY = frozenset({"offset", "timestamp", "value"})
@@ -128,8 +124,7 @@ class TaskWriter:
         name = (f"{prefix}part-{task['topic']}-{task['partition']}-{task['min_offset']:020d}-"
                 f"{self.run_id}-{uuid.uuid4().hex[:12]}.{self.compression}.parquet")
         fs.create_dir(f"{base}/{prefix}".rstrip("/"), recursive=True)
-        pq.write_table(part, f"{base}/{name}", filesystem=fs, compression=self.compression,
-                       use_dictionary=[c for c in part.column_names if c not in _NO_DICTIONARY])
+        write_parquet(part, f"{base}/{name}", filesystem=fs, compression=self.compression)
         info = fs.get_file_info(f"{base}/{name}")
         offsets = part.column("offset")
         return {
@@ -142,10 +137,15 @@ class TaskWriter:
         }
 
 
+def write_parquet(table: pa.Table, where, *, filesystem=None, compression: str = "snappy") -> None:
+    """How every data file of a table is written (bench/ingest.py's Parquet-write limit too)."""
+    pq.write_table(table, where, filesystem=filesystem, compression=compression,
+                   use_dictionary=[c for c in table.column_names if c not in _NO_DICTIONARY])
+
+
 class PlannedTasks:
-    """The mapInArrow function over `spark.range(len(tasks))` cut into one partition per task:
-    the planned tasks travel with the function, so the job's source is the JVM's own range and
-    no Python-side data source runs next to each task. A task is a dict: table_uri, topic,
+    """The function of an RDD job over the task numbers `0..len(tasks)-1`, one number per Spark
+    partition: the planned tasks travel with the function. A task is a dict: table_uri, topic,
     partition, path, inode, start, end (byte range), min_offset, max_offset and aborted (a list of
     {producer_id, first_offset, last_offset})."""
 
@@ -153,10 +153,9 @@ class PlannedTasks:
         self.writer = writer
         self.tasks = tasks
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for index in batch.column("id").to_pylist():
-                yield pa.RecordBatch.from_pylist(self.writer.run_task(self.tasks[index]), schema=RESULT_SCHEMA)
+    def __call__(self, numbers: Iterator[int]) -> Iterator[dict]:
+        for index in numbers:
+            yield from self.writer.run_task(self.tasks[index])
 
 
 def read_task(task: dict) -> tuple[pa.Table, dict]:

@@ -69,6 +69,13 @@ def _table_and_topic(p: OneLineParser) -> None:
     p.add_argument("--topic", required=True, metavar="T")
 
 
+def _data_docs(p: OneLineParser) -> None:
+    p.add_argument("--data-docs", action="store_true",
+                   help="also rebuild the great-expectations Data Docs site under <root>/quality in this run "
+                        "(loads great-expectations: seconds); otherwise `topiclake data-docs` builds it from the "
+                        "validation results every run stores")
+
+
 def split_names(values: list[str] | None) -> tuple[str, ...]:
     """Repeatable flags that also take a,b,c."""
     return tuple(name for value in values or () for name in value.split(",") if name)
@@ -93,6 +100,7 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
                    help="directory of <table>.json great-expectations suites (default conf/expectations; "
                         "a table without one gets the default suite)")
+    _data_docs(p)
     p.add_argument("--bootstrap", type=_optional, metavar="HOST:PORT",
                    help="broker to mirror the group's offsets to (host:port); default: the brokers registered "
                         "under <root>/cluster/brokers; 'none' turns mirroring off")
@@ -112,6 +120,7 @@ def backfill_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of segment data per Spark task")
     p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
                    help="directory of <table>.json great-expectations suites (default conf/expectations)")
+    _data_docs(p)
     _common(p)
     return p
 

@@ -25,12 +25,13 @@ import pyarrow.compute as pc
 from topiclake.segments.storage import StorageLayout
 
 from . import delta, mirror, quality
-from .decode import RESULT_DDL, RESULT_SCHEMA, TaskWriter
+from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
 from .plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, plan_partition
 from .progress import ProgressCallback, track_job_group
 from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
+from .spark import collect
 from .source import list_partition, topic_partitions
 from .values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 
@@ -54,6 +55,7 @@ class IngestOptions:
     expectations_dir: Path | None = None  # conf/expectations: <table>.json great-expectations suites
     bootstrap: str | None = None  # broker to mirror offsets to; None: registered brokers; "none": off
     mirror_timeout_s: float = mirror.DEFAULT_TIMEOUT_S
+    data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,8 @@ def table_name(uri: str) -> str:
 
 
 def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None = None) -> IngestResult:
+    """`spark`: a SparkSession, or a function that starts one; it is called only once the plan
+    holds something to read (a run with nothing new never starts Spark)."""
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:16]
     layout = StorageLayout(options.root)
@@ -164,6 +168,8 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
         _check_schema(pipeline, table, partition_by[uri])
         suites[uri] = quality.Suite.load(options.expectations_dir, table_name(uri))
         quality.check_suite(suites[uri], table_name(uri))
+        if suites[uri].on_driver or options.data_docs:
+            quality.load_in_background()  # needed once the tasks are done
         tps = [(t, p) for t in pipeline.topics for p in topic_partitions(layout, t)]
         committed = delta.committed_offsets(table, pipeline.group, tps)
         plans = [plan_partition(list_partition(layout, t, p), table_uri=uri,
@@ -181,6 +187,8 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
         result.tables.append(outcome)
 
     tasks = [task for t in result.tables for p in t.partitions for task in p.plan.tasks]
+    if tasks and callable(spark):
+        spark = spark()
     ingested_at_us = int(time.time() * 1000) * 1000  # whole milliseconds: exact in Delta stats
     rows = run_tasks(spark, tasks, TaskWriter(run_id=run_id, ingested_at_us=ingested_at_us,
                                               partition_by=partition_by, value_schemas=value_schemas,
@@ -194,7 +202,7 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
             spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
             ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
                     for p in outcome.partitions},
-            root=options.root, operation="ingest", run_id=run_id)
+            root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
     for outcome in result.tables:
         _commit_table(outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
     bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap)
@@ -207,7 +215,11 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
 
 def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: str, job_group: str,
               progress: ProgressCallback | None = None) -> pa.Table:
-    """Run the tasks as one Spark job, one Spark partition per task; the file metadata rows."""
+    """Run the tasks as one Spark job, one Spark partition per task; the file metadata rows.
+
+    A plain RDD job: its source is the task numbers, each task's work a Python function, its
+    result a few small rows. No Spark SQL (whose first use costs a second or two of set-up and code
+    generation in every new application) and no data passes through the JVM."""
     if not tasks:
         return RESULT_SCHEMA.empty_table()
     ordered = sorted(tasks, key=lambda t: -t.bytes)  # big tasks first: the stragglers start early
@@ -219,13 +231,13 @@ def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: 
     sc = spark.sparkContext
     sc.setJobGroup(job_group, description[:1000])
     try:
-        frame = spark.range(0, len(planned), 1, len(planned))  # partition i holds the one id i
+        numbers = sc.parallelize(range(len(planned)), len(planned))  # partition i holds the one number i
         with track_job_group(sc, job_group, progress):
-            table = frame.mapInArrow(writer.for_tasks(planned), RESULT_DDL).toArrow()
+            rows = collect(numbers.mapPartitions(writer.for_tasks(planned)))
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)
-    return table
+    return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
 def task_suites_of(suites: dict[str, quality.Suite]) -> dict[str, str]:
@@ -235,7 +247,7 @@ def task_suites_of(suites: dict[str, quality.Suite]) -> dict[str, str]:
 
 
 def validate_new_files(spark, rows: pa.Table, uri: str, suite: quality.Suite, *, schema, ranges, root: Path,
-                       operation: str, run_id: str) -> quality.QualityReport | None:
+                       operation: str, run_id: str, data_docs: bool = False) -> quality.QualityReport | None:
     """The quality gate over the files the tasks wrote into table `uri` (run_tasks rows)."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     files = mine.filter(pc.is_valid(mine.column("path")))
@@ -243,7 +255,8 @@ def validate_new_files(spark, rows: pa.Table, uri: str, suite: quality.Suite, *,
     return quality.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
                             files=files.column("path").to_pylist(),
                             file_records=pc.sum(files.column("num_records")).as_py() or 0, task_outcomes=outcomes,
-                            schema=schema, ranges=ranges, root=root, operation=operation, run_id=run_id)
+                            schema=schema, ranges=ranges, root=root, operation=operation, run_id=run_id,
+                            data_docs=data_docs)
 
 
 def _group_offsets(outcome: TableOutcome) -> dict[tuple[str, int], int]:
@@ -360,5 +373,4 @@ def run(options: IngestOptions, *, master: str | None = None, progress: Progress
     """Entry point of jobs/ingest.py and `topiclake ingest`: the session, then the run."""
     from .spark import get_session
 
-    spark = get_session("topiclake-ingest", master=master, conf=spark_conf)
-    return ingest(spark, options, progress=progress)
+    return ingest(lambda: get_session("topiclake-ingest", master=master, conf=spark_conf), options, progress=progress)

@@ -53,7 +53,7 @@ def _ingest(args, command: Command) -> int:
         ending_offsets=args.ending_offsets,
         partition_by=() if args.partition_by == "none" else tuple(args.partition_by.split(",")),
         allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
-        expectations_dir=Path(args.expectations), bootstrap=args.bootstrap,
+        expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
         **_given(target_task_bytes=args.target_task_bytes))
     command.on_interrupt = watch_ingest(pipelines_for(options), {t: list(range(n)) for t, n in partitions.items()})
     with report_progress("ingest") as progress:
@@ -84,7 +84,7 @@ def _backfill(args, command: Command) -> int:
 
     options = BackfillOptions(root=root, table=args.table, topic=args.topic, partition=args.partition,
                               from_offset=args.from_offset, to_offset=args.to_offset, group=args.group,
-                              expectations_dir=Path(args.expectations),
+                              expectations_dir=Path(args.expectations), data_docs=args.data_docs,
                               **_given(target_task_bytes=args.target_task_bytes))
     checked = check_range(options)  # before Spark: an inverted or un-ingested range is said at once
     command.on_interrupt = watch_backfill(checked.table_uri,

@@ -17,20 +17,23 @@ def track_job_group(spark_context, job_group: str, callback: ProgressCallback | 
         yield
         return
     stop = threading.Event()
+    tracker = spark_context.statusTracker()
+
+    def report() -> None:
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(job_group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
+        if total:
+            callback(done, total)
 
     def poll() -> None:
-        tracker = spark_context.statusTracker()
         while not stop.wait(interval_s):
-            done = total = 0
-            for job_id in tracker.getJobIdsForGroup(job_group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage:
-                        done += stage.numCompletedTasks
-                        total += stage.numTasks
-            if total:
-                callback(done, total)
+            report()
 
     thread = threading.Thread(target=poll, name=f"progress-{job_group}", daemon=True)
     thread.start()
@@ -39,6 +42,7 @@ def track_job_group(spark_context, job_group: str, callback: ProgressCallback | 
     finally:
         stop.set()
         thread.join()
+    report()  # where the jobs ended, however quickly they ran
 
 
 @contextmanager

@@ -21,13 +21,19 @@ checks that the files it is about to commit hold exactly the rows the tasks vali
 
 Suites: `conf/expectations/<table>.json`, great-expectations' own suite JSON
 (`{"expectations": [{"type": "expect_...", "kwargs": {...}}, ...]}`); without a file the
-DEFAULT_SUITE below. The report is great-expectations Data Docs HTML under `<root>/quality/`
-(an index page plus one page per validation, named after the table and the run).
+DEFAULT_SUITE below. Every run stores its validation result as great-expectations' results store
+keeps it (`<root>/quality/results/<table>/<operation>-<run>/<time>/new-files.json`); the report
+is great-expectations' Data Docs site built from those results under `<root>/quality/` (an index
+page plus one page per validation), by `topiclake data-docs`, by a run given --data-docs, and by
+any run whose suite fails or needs great-expectations on the driver. A run of row-local
+expectations never loads great-expectations (or pandas) at all: on a 2-core machine that import
+alone costs about as much as the rest of a small run's driver.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
@@ -93,7 +99,7 @@ class QualityError(LakeError):
         self.report = report
         super().__init__(
             f"data quality check failed for table {report.table} ({report.operation} run {report.run_id}); "
-            f"nothing was committed. Failed: {'; '.join(report.failures)}. Report: {report.path}")
+            f"nothing was committed. Failed: {'; '.join(report.failures)}. Report: {report.path or report.results}")
 
 
 @dataclass(slots=True)
@@ -103,13 +109,15 @@ class QualityReport:
     run_id: str
     success: bool
     evaluated: int
-    path: str | None  # the Data Docs page of this validation
+    path: str | None  # the Data Docs page of this validation, when this run built it
+    results: str  # the stored validation result (JSON, great-expectations' format)
     suite_source: str  # the suite file, or "default"
     failures: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         state = "passed" if self.success else "FAILED"
-        return f"quality {state} ({self.evaluated} expectations, suite {self.suite_source}): {self.path}"
+        where = self.path or f"{self.results} (Data Docs: topiclake data-docs)"
+        return f"quality {state} ({self.evaluated} expectations, suite {self.suite_source}): {where}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,17 +244,20 @@ def _task_validator() -> _TaskValidator:
 
 def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence[str], file_records: int,
              task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path,
-             operation: str, run_id: str) -> QualityReport | None:
+             operation: str, run_id: str, data_docs: bool = False) -> QualityReport | None:
     """Judge the run's new files (paths relative to the table, holding `file_records` rows)
     before they are committed, from the executors' per-task outcomes (validate_rows) and the
     driver-side expectations. Returns the report, None when there is nothing to validate; raises
-    QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema."""
+    QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema.
+
+    The validation result is stored, as great-expectations stores it, under
+    `<root>/quality/results` (every run, pass or fail). The Data Docs site is rebuilt from the
+    stored results when `data_docs`, when the suite fails, or when great-expectations is loaded
+    anyway for driver-side expectations; else `topiclake data-docs` builds it. (Loading great-expectations costs a
+    2-core machine ~3 CPU-seconds: more than the rest of a small increment's driver.)"""
     if not files:
         return None
-    _import_gx()
-    from great_expectations.core import ExpectationSuiteValidationResult
-
-    results: dict[int, object] = {}
+    results: dict[int, dict] = {}
     extra_failures: list[str] = []
     per_task = suite.per_task
     if per_task:
@@ -258,33 +269,41 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
             results[index] = _merge(suite.expectations[index],
                                     [o["results"][position] for o in outcomes if o["results"] is not None])
     if suite.on_driver:
-        with _adaptive(spark), _no_doctest_exit():
+        with _no_doctest_exit():
             driver_result = _validate_frame(spark, suite, table=table, table_uri=table_uri, files=files, schema=schema,
                                             ranges=ranges)
-        results.update(zip(suite.on_driver, in_suite_order(driver_result.results, len(suite.on_driver))))
+        results.update(zip(suite.on_driver, (r.to_json_dict() for r in
+                                             in_suite_order(driver_result.results, len(suite.on_driver)))))
     ordered = [results[i] for i in range(len(suite.expectations))]
-    passed = sum(1 for r in ordered if r.success)
+    passed = sum(1 for r in ordered if r["success"])
     success = passed == len(ordered) and not extra_failures
-    outcome = ExpectationSuiteValidationResult(
-        success=success, results=ordered, suite_name=table,
-        statistics={"evaluated_expectations": len(ordered), "successful_expectations": passed,
-                    "unsuccessful_expectations": len(ordered) - passed,
-                    "success_percent": 100.0 * passed / len(ordered) if ordered else None})
-    page = _publish(outcome, table=table, operation=operation, run_id=run_id, site_dir=quality_dir(root))
+    run_time = dt.datetime.now(dt.timezone.utc)
+    run_name = f"{operation}-{run_id}"
+    outcome = {
+        "success": success, "results": ordered, "suite_name": table, "suite_parameters": {}, "id": None,
+        "statistics": {"evaluated_expectations": len(ordered), "successful_expectations": passed,
+                       "unsuccessful_expectations": len(ordered) - passed,
+                       "success_percent": 100.0 * passed / len(ordered) if ordered else None},
+        "meta": {"run_id": {"run_name": run_name, "run_time": run_time.isoformat()},
+                 "validation_time": run_time.isoformat(), "batch_spec": {"data_asset_name": table}},
+    }
+    key = ResultKey(table, run_name, run_time)
+    stored = store_result(outcome, key, quality_dir(root))
+    # A failure's page is built at once: the error points at it. So is any run that loaded
+    # great-expectations anyway.
+    page = build_data_docs(root, key) if data_docs or suite.on_driver or not success else None
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
-                           path=page, suite_source=suite.source,
-                           failures=[_describe_failure(r) for r in ordered if not r.success] + extra_failures)
+                           path=page, results=str(stored), suite_source=suite.source,
+                           failures=[_describe_failure(r) for r in ordered if not r["success"]] + extra_failures)
     if not report.success:
         raise QualityError(report)
     log.info("table %s: %s", table, report.describe())
     return report
 
 
-def _merge(expectation: dict, parts: list[dict]):
-    """One expectation's result over the whole run from its per-task results."""
-    from great_expectations.core import ExpectationValidationResult
-    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
-
+def _merge(expectation: dict, parts: list[dict]) -> dict:
+    """One expectation's result over the whole run from its per-task results, as
+    great-expectations' ExpectationValidationResult JSON."""
     totals = Counter()
     sample: list = []
     counts: Counter = Counter()
@@ -310,10 +329,58 @@ def _merge(expectation: dict, parts: list[dict]):
               "partial_unexpected_list": sample[:_SAMPLE],
               "partial_unexpected_counts": [{"value": json.loads(v), "count": c}
                                             for v, c in counts.most_common(_SAMPLE)]}
-    config = ExpectationConfiguration(type=expectation["type"], kwargs=expectation.get("kwargs", {}),
-                                      meta=expectation.get("meta"))
-    return ExpectationValidationResult(success=all(p.get("success") for p in parts), expectation_config=config,
-                                       result=merged, exception_info=exception)
+    config = {"type": expectation["type"], "kwargs": expectation.get("kwargs", {}),
+              "meta": expectation.get("meta") or {}}
+    return {"success": all(p.get("success") for p in parts), "expectation_config": config, "result": merged,
+            "exception_info": exception, "meta": {}}
+
+
+@dataclass(frozen=True, slots=True)
+class ResultKey:
+    """Where great-expectations files a validation result: suite, run name, run time, batch."""
+
+    suite: str
+    run_name: str
+    run_time: dt.datetime
+    batch: str = "new-files"
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return (self.suite, self.run_name, self.run_time.strftime("%Y%m%dT%H%M%S.%fZ"), self.batch)
+
+
+def store_result(outcome: dict, key: ResultKey, site_dir: Path) -> Path:
+    """The validation result as great-expectations' results store (TupleFilesystemStoreBackend)
+    keeps it, written atomically: Data Docs are built from these files at any later time."""
+    path = site_dir.joinpath("results", *key.parts).with_suffix(".json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(outcome, indent=2, sort_keys=True, default=str))
+    os.replace(partial, path)
+    return path
+
+
+def build_data_docs(root: Path, key: ResultKey | None = None) -> str | None:
+    """Rebuild the Data Docs site under <root>/quality from the stored results (great-expectations'
+    SiteBuilder). Returns the page of `key`'s validation, or the site's index."""
+    gx = _import_gx()  # the package first: its submodules import each other in a fixed order
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (ExpectationSuiteIdentifier,
+                                                                           ValidationResultIdentifier)
+
+    site_dir = quality_dir(root)
+    with _no_doctest_exit():
+        context = gx.get_context(mode="ephemeral", project_config=_project_config(site_dir))
+    if key is None:
+        context.build_data_docs(site_names=[SITE])
+        index = site_dir / "index.html"
+        return str(index) if index.is_file() else None
+    identifier = ValidationResultIdentifier(
+        expectation_suite_identifier=ExpectationSuiteIdentifier(name=key.suite),
+        run_id=RunIdentifier(run_name=key.run_name, run_time=key.run_time), batch_identifier=key.batch)
+    context.build_data_docs(site_names=[SITE], resource_identifiers=[identifier])
+    urls = context.get_docs_sites_urls(resource_identifier=identifier, site_name=SITE)
+    return _as_path(urls[0]["site_url"]) if urls else None
 
 
 def _validate_frame(spark, suite: Suite, *, table: str, table_uri: str, files: Sequence[str], schema,
@@ -333,23 +400,6 @@ def _validate_frame(spark, suite: Suite, *, table: str, table_uri: str, files: S
         return batch.validate(_expectation_suite(table, expectations, suite.source), result_format=RESULT_FORMAT)
     finally:
         frame.unpersist()
-
-
-def _publish(outcome, *, table: str, operation: str, run_id: str, site_dir: Path) -> str | None:
-    """Store the validation in the Data Docs site under `site_dir`; the page's path."""
-    from great_expectations.core.run_identifier import RunIdentifier
-    from great_expectations.data_context.types.resource_identifiers import (ExpectationSuiteIdentifier,
-                                                                           ValidationResultIdentifier)
-
-    context = _import_gx().get_context(mode="ephemeral", project_config=_project_config(site_dir))
-    run = RunIdentifier(run_name=f"{operation}-{run_id}")
-    outcome.meta = {"run_id": run, "validation_time": run.run_time, "batch_spec": {"data_asset_name": table}}
-    key = ValidationResultIdentifier(expectation_suite_identifier=ExpectationSuiteIdentifier(name=table), run_id=run,
-                                     batch_identifier="new-files")
-    context.validation_results_store.set(key, outcome)
-    context.build_data_docs(site_names=[SITE], resource_identifiers=[key])
-    urls = context.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
-    return _as_path(urls[0]["site_url"]) if urls else None
 
 
 def _import_gx():
@@ -460,20 +510,6 @@ def _columns_used(expectations: Sequence[dict]) -> set[str] | None:
 
 
 @contextlib.contextmanager
-def _adaptive(spark):
-    """Adaptive execution while validating: the ingest turns it off (each planned task must stay
-    one Spark partition), but the suite's aggregations over a few new files would otherwise
-    shuffle into spark.sql.shuffle.partitions (200) tiny tasks."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "true")
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before) if before is not None else spark.conf.unset(key)
-
-
-@contextlib.contextmanager
 def _no_doctest_exit():
     """great-expectations imports pyspark.sql.connect, whose dependency check takes a `__main__`
     without `__file__` (python -c, an embedded interpreter) for a doctest run and calls
@@ -510,20 +546,21 @@ def _frame(spark, table_uri: str, files: Sequence[str], schema,
             .drop("range_start", "range_end"))
 
 
-def _describe_failure(r) -> str:
-    config = r.expectation_config
-    kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
-    res = r.result or {}
+def _describe_failure(r: dict) -> str:
+    """One failed expectation (great-expectations' result JSON) in a line."""
+    config = r["expectation_config"]
+    kwargs = {k: v for k, v in config["kwargs"].items() if k != "batch_id"}
+    res = r.get("result") or {}
     detail = ""
     if "unexpected_count" in res:
         detail = f": {res['unexpected_count']} unexpected rows"
         sample = res.get("partial_unexpected_list") or []
         if sample:
             detail += f", e.g. {sample[:3]}"
-    messages = _exception_messages(r.exception_info)
+    messages = _exception_messages(r.get("exception_info"))
     if messages:
         detail += f" (error: {messages[0]})"
-    return f"{config.type}({', '.join(f'{k}={v}' for k, v in kwargs.items())}){detail}"
+    return f"{config['type']}({', '.join(f'{k}={v}' for k, v in kwargs.items())}){detail}"
 
 
 def _exception_messages(info) -> list[str]:

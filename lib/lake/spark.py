@@ -2,8 +2,8 @@
 
 Settings that are correctness, not tuning: the session time zone is UTC (record dates and
 timestamps must not depend on the machine that runs the job), Parquet timestamps are written as
-microseconds (Delta has no nanosecond or INT96 timestamps), and Arrow transfer is on (mapInArrow
-and toArrow move column batches, never per-record Python objects).
+microseconds (Delta has no nanosecond or INT96 timestamps), and Arrow transfer is on (toArrow
+moves column batches, never per-record Python objects).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_MASTER = "local[*]"
@@ -20,8 +21,6 @@ REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
-    # Each planned task is one Spark partition: Spark must not coalesce or re-split them.
-    "spark.sql.adaptive.enabled": "false",
 }
 
 
@@ -44,7 +43,7 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = _quiet_driver_log(builder)
+        builder = builder.config("spark.driver.extraJavaOptions", _local_driver_java_options())
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -102,11 +101,15 @@ def leave_ctrl_c_to_python() -> None:
     jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("INT"), jvm.sun.misc.SignalHandler.SIG_IGN)
 
 
-def _quiet_driver_log(builder):
-    """A local session's JVM starts with our log4j2 configuration unless set_spark_log(verbose=True)."""
-    if _spark_log_verbose:
-        return builder
-    return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
+def _local_driver_java_options() -> str:
+    """A local session's JVM: topiclake.lake.jvm's start-up options, and our log4j2 configuration
+    unless set_spark_log(verbose=True)."""
+    from .jvm import driver_java_options
+
+    options = driver_java_options()
+    if not _spark_log_verbose:
+        options += f" -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    return options
 
 
 def active_session():
@@ -121,5 +124,42 @@ def active_session():
 def stop_session(session) -> None:
     """Stop a session this process started, while its executors are alive: left to the JVM's
     shutdown hooks, a local-cluster ends in hundreds of lines of ERROR traces (workers relaunching
-    executors during shutdown)."""
+    executors during shutdown).
+
+    pyspark's stop then waits for its accumulator server, whose connection handler looks for the
+    stop once a second: up to a second at the end of every job that ran Python tasks. Once the JVM
+    has stopped (it sends the server nothing more), the server is shut down beside the caller
+    instead (a daemon thread, gone with the process if it exits first)."""
+    sc = session.sparkContext
+    server = getattr(sc, "_accumulatorServer", None)
+    sc._accumulatorServer = None
     session.stop()
+    if server is not None:
+        threading.Thread(target=server.shutdown, name="topiclake-accumulator-server-stop", daemon=True).start()
+
+
+def collect(rdd) -> list:
+    """rdd.collect(), run in a thread while the calling (main) thread waits for it.
+
+    pyspark's Ctrl-C handler cancels the jobs through py4j from the main thread. An RDD action
+    blocks in a py4j call until its job ends, so a Ctrl-C landing there made the handler re-enter
+    the same py4j connection (errors and tracebacks instead of a clean stop); a waiting main thread
+    is outside py4j. The job's error, or the KeyboardInterrupt, reaches the caller as usual. The
+    thread is pyspark's InheritableThread: the job keeps the caller's job group and description."""
+    from pyspark import InheritableThread
+
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["rows"] = rdd.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+
+    worker = InheritableThread(target=run, name="topiclake-collect", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)  # short waits: a signal handler runs between them
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]

@@ -73,8 +73,6 @@ def execute(spark, statement: str, tables: dict[str, str], *, max_rows: int | No
     written (`SELECT * FROM demo.events`): Spark reads that as database `demo`, so the name is
     quoted where Spark's error points, and the statement runs again."""
     started = time.monotonic()
-    # Ad-hoc queries shuffle; let Spark size the shuffle to the data (ingest turns this off).
-    spark.conf.set("spark.sql.adaptive.enabled", "true")
     frame = _resolve_dotted_names(spark, statement, tables)
     if max_rows is not None:
         frame = frame.limit(max_rows + 1)  # one more tells whether the limit cut anything

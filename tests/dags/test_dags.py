@@ -67,8 +67,11 @@ def test_dagbag_imports_and_wiring(tmp_path):
         bag = DagBag(dag_folder={str(DAGS)!r})
         out = {{"errors": {{k: str(v) for k, v in bag.import_errors.items()}}, "dags": {{}}}}
         for dag_id, dag in bag.dags.items():
-            out["dags"][dag_id] = {{t.task_id: {{"application": t.application, "args": t.application_args,
-                                                "conn": t._conn_id, "up": sorted(t.upstream_task_ids)}}
+            out["dags"][dag_id] = {{t.task_id: {{"application": getattr(t, "application", None),
+                                                "args": getattr(t, "application_args", None),
+                                                "command": getattr(t, "bash_command", None),
+                                                "conn": getattr(t, "_conn_id", None),
+                                                "up": sorted(t.upstream_task_ids)}}
                                    for t in dag.tasks}}
             out["dags"][dag_id]["__params"] = sorted(dag.params.keys())
         print(json.dumps(out))
@@ -80,7 +83,9 @@ def test_dagbag_imports_and_wiring(tmp_path):
     assert set(dags) == {"topiclake_ingest", "topiclake_backfill", "topiclake_maintenance"}
 
     ingest = dags["topiclake_ingest"]
-    assert set(ingest) - {"__params"} == {"ingest_commerce", "ingest_clicks"}  # one task per pipeline
+    assert set(ingest) - {"__params"} == {"ingest_commerce", "ingest_clicks", "data_docs"}  # a task per pipeline
+    assert ingest["data_docs"]["up"] == ["ingest_clicks", "ingest_commerce"]  # then the Data Docs site
+    assert " -m topiclake.cli data-docs --data " in ingest["data_docs"]["command"]
     commerce = ingest["ingest_commerce"]
     assert commerce["application"] == str(REPO / "jobs" / "ingest.py") and commerce["conn"] == "spark_local"
     args = commerce["args"]

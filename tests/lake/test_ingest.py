@@ -172,3 +172,23 @@ def test_retention_gap_fails_unless_data_loss_is_allowed(spark, root, topic_writ
     assert table.transaction_version(app_id("topiclake-ingest-logs", "logs", 0)) == 5
     assert result.tables[0].partitions[0].plan.lost == (1, 3)
     assert table.history(1)[0]["topiclake"]["lost"] == {"logs:0": [1, 3]}
+
+
+def test_progress_follows_the_job_and_nothing_new_starts_no_spark(spark, root, topic_writer):
+    """The tasks' job runs in a helper thread (so Ctrl-C never lands inside py4j); it keeps the
+    job group, so progress is reported. A run with nothing new never asks for a session."""
+    w = topic_writer("orders", partitions=2)
+    for i in range(6):
+        w.produce(i % 2, [b"x" * 200] * 20)
+    seen = []
+    result = ingest(spark, IngestOptions(topics=("orders",), root=root, target_task_bytes=1),
+                    progress=lambda done, total: seen.append((done, total)))
+    tasks = sum(len(p.plan.tasks) for t in result.tables for p in t.partitions)
+    assert tasks == 6 and result.records == 120
+    assert seen and all(total == tasks for _done, total in seen) and seen[-1] == (tasks, tasks), seen
+
+    def no_session():
+        raise AssertionError("a run with nothing to read started Spark")
+
+    again = ingest(no_session, IngestOptions(topics=("orders",), root=root))
+    assert again.records == 0 and again.tables[0].version is None

@@ -1,5 +1,6 @@
 """The great-expectations gate: suites run on the new files before the commit; a failing suite
-commits nothing, and the Data Docs report lands under <root>/quality/."""
+commits nothing; every run stores its validation result under <root>/quality/results, and the
+Data Docs site is built from them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from typer.testing import CliRunner
 
+from topiclake.cli import app
 from topiclake.lake import ingest as ingest_module
 from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.delta import app_id
@@ -23,25 +26,48 @@ from .conftest import read_table
 GROUP = "topiclake-ingest-orders"
 
 
-def test_default_suite_passes_and_writes_data_docs(spark, root, topic_writer):
+def test_default_suite_passes_and_stores_its_result(spark, root, topic_writer):
+    """Every run stores great-expectations' validation result; without --data-docs the run never
+    loads great-expectations, and `topiclake data-docs` later builds the site from the results."""
     w = topic_writer("orders", partitions=2)
     w.produce(0, [b"a", b"b"])
     w.produce(1, [b"c"])
     result = ingest(spark, IngestOptions(topics=("orders",), root=root))
     report = result.tables[0].quality
     assert report.success and report.evaluated == len(DEFAULT_SUITE["expectations"])
-    assert report.suite_source == "default"
-    page = Path(report.path)
-    assert page.is_file() and page.suffix == ".html" and root.resolve() / "quality" in page.parents
-    assert (root / "quality" / "index.html").is_file()
-    assert str(page) in format_summary(result)
+    assert report.suite_source == "default" and report.path is None
+    stored = Path(report.results)
+    assert stored.is_file() and root.resolve() / "quality" / "results" in stored.parents
+    doc = json.loads(stored.read_text())
+    assert doc["success"] and doc["suite_name"] == "orders" and doc["statistics"]["evaluated_expectations"] == 5
+    assert [r["expectation_config"]["type"] for r in doc["results"]] == [e["type"] for e in DEFAULT_SUITE["expectations"]]
+    assert doc["results"][0]["result"]["element_count"] == 3
+    assert str(stored) in format_summary(result) and "topiclake data-docs" in format_summary(result)
+    assert not (root / "quality" / "index.html").exists()
 
     w.produce(0, [b"d"])
-    again = ingest(spark, IngestOptions(topics=("orders",), root=root)).tables[0].quality
-    index = (root / "quality" / "index.html").read_text()
+    again = ingest(spark, IngestOptions(topics=("orders",), root=root, data_docs=True)).tables[0].quality
+    page = Path(again.path)
+    assert page.is_file() and page.suffix == ".html" and root.resolve() / "quality" in page.parents
+    assert str(page) in again.describe()
+
+    built = CliRunner().invoke(app, ["data-docs", "--data", str(root)])
+    assert built.exit_code == 0, built.output
+    index = root.resolve() / "quality" / "index.html"
+    assert built.output.strip() == f"Data Docs of 2 validations: {index}"
     runs = [f"ingest-{r.run_id}" for r in (report, again)]
-    assert all(run in index for run in runs), "the index links every run's page"
+    assert all(run in index.read_text() for run in runs), "the index links every run's page"
     assert len(list((root / "quality" / "results").rglob("*.json"))) == 2
+    assert len(list((root / "quality" / "validations").rglob("*.html"))) == 2
+
+
+def test_data_docs_without_any_validation_says_so(tmp_path):
+    result = CliRunner().invoke(app, ["data-docs", "--data", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"error: no validation results under {tmp_path.resolve()}/quality/results: "
+                                     "ingest or backfill a table first")
+    missing = CliRunner().invoke(app, ["data-docs", "--data", str(tmp_path / "nope")])
+    assert missing.exit_code == 1 and "does not exist" in missing.output and "Traceback" not in missing.output
 
 
 def _inject(monkeypatch, extra_file):
@@ -156,7 +182,7 @@ def test_table_suite_from_conf_and_backfill_gate(spark, root, topic_writer, tmp_
         backfill(spark, BackfillOptions(**{**_fields(options), "expectations_dir": suites}))
     assert read_table(uri)[0].version() == 0
     result = backfill(spark, options)
-    assert result.version == 1 and result.quality.success and "backfill-" in result.quality.path
+    assert result.version == 1 and result.quality.success and "backfill-" in result.quality.results
 
 
 def _fields(options) -> dict:

@@ -1,0 +1,35 @@
+"""`topiclake data-docs`: great-expectations' Data Docs site of the validations that ingest and
+backfill stored under <root>/quality/results (every run stores one; building the HTML site loads
+great-expectations, so the jobs leave it to this command unless given --data-docs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .output import DEBUG_OPTION, reported_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("data-docs")(data_docs)
+
+
+def data_docs(
+    data: Optional[Path] = typer.Option(None, "--data", help="Storage root."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml)."),
+    debug: bool = DEBUG_OPTION,
+) -> None:
+    """Build the Data Docs site (great-expectations) from the stored validation results."""
+    from topiclake.lake import preflight, quality
+    from topiclake.lake.errors import UsageError
+
+    with reported_errors(debug):
+        root = preflight.resolve_root(str(config) if config else None, str(data) if data else None)
+        stored = sorted(quality.quality_dir(root).joinpath("results").rglob("*.json"))
+        if not stored:
+            raise UsageError(f"no validation results under {quality.quality_dir(root) / 'results'}: "
+                             "ingest or backfill a table first")
+        index = quality.build_data_docs(root)
+    typer.echo(f"Data Docs of {len(stored)} validations: {index}")

@@ -1,0 +1,48 @@
+"""The driver JVM's start-up options (topiclake.lake.jvm): the venv's spark-submit passes them, the
+class-data sharing archive that bin/_env.sh built is one this JVM maps, and a caller's own
+SPARK_SUBMIT_OPTS come after them (so they win)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from topiclake.lake.jvm import archive_path, driver_java_options
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+SHOW_JVM_ARGUMENTS = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+print("ARGS", " ".join(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                       .getInputArguments()))
+spark.stop()
+"""
+
+
+def test_options_name_the_archive_only_when_it_exists(tmp_path):
+    assert driver_java_options(tmp_path / "missing.jsa") == "-XX:TieredStopAtLevel=1"
+    archive = tmp_path / "spark.jsa"
+    archive.write_bytes(b"")
+    options = driver_java_options(archive).split()
+    assert {"-XX:TieredStopAtLevel=1", "-Xshare:auto", f"-XX:SharedArchiveFile={archive}"} <= set(options)
+
+
+def test_spark_submit_starts_the_driver_with_the_archive_mapped(tmp_path):
+    assert archive_path().is_file(), "bin/_env.sh builds the archive when it installs the venv"
+    script = tmp_path / "show.py"
+    script.write_text(SHOW_JVM_ARGUMENTS)
+    # -Xshare:on after ours: a JVM that cannot map the archive refuses to start instead of going on without it
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": "-Xshare:on", "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([str(SPARK_SUBMIT), "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(script)],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    arguments = next(line for line in done.stdout.splitlines() if line.startswith("ARGS ")).split()
+    assert f"-XX:SharedArchiveFile={archive_path()}" in arguments and "-XX:TieredStopAtLevel=1" in arguments
+    assert arguments.index("-Xshare:on") > arguments.index("-Xshare:auto"), "the caller's options come last"
