@@ -44,8 +44,7 @@ from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest,
 from . import consumer_classic, migration
 from .classic import GroupCoordinator
 from .config import GroupsConfig
-from .consumer import (ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerHeartbeatRequest,
-                       ConsumerHeartbeatResponse)
+from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
 from .errors import GroupCoordinatorError, GroupErrorCode as E
 from .group_configs import GroupConfigs
 from .offsets import TxnOffsetCommitRequest
@@ -205,19 +204,13 @@ class GroupService:
     async def _run(self, shard: Shard, call: Callable[[int], Result], *, producer_id: int = NO_PRODUCER_ID,
                    producer_epoch: int = -1) -> Any:
         """The recipe of classic.py: call, park, append, answer. Returns the response. The
-        records are the call's, then those of the KIP-848 groups it changed, then those of the
-        conversions to classic groups it made due."""
+        records: the call's, then those of the KIP-848 groups it changed (`migration.finish`)."""
         async with shard.lock:
             if not shard.loaded:
                 raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
             now = now_ms()
-            result = call(now)
-            downgraded = []
-            for gid in sorted(shard.consumer.downgrades):
-                log.info("group %s: only classic members are left: it is a classic group again", gid)
-                downgraded.append(migration.downgrade(shard.core, shard.consumer, gid, now))
-            records = [*result.records, *shard.consumer.take_records(self._topic_id),
-                       *(r for d in downgraded for r in d.records)]
+            result = migration.finish(shard.core, shard.consumer, call(now), self._topic_id, now)
+            records = result.records
             parked = None
             if result.response is None and result.ticket is not None:
                 parked = shard.waiters[result.ticket] = asyncio.get_running_loop().create_future()
@@ -229,7 +222,7 @@ class GroupService:
                                   OFFSETS_TOPIC, shard.index)
                     await self._load(shard)
                     raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
-            for c in [*result.completions, *(c for d in downgraded for c in d.completions)]:
+            for c in result.completions:
                 fut = shard.waiters.pop(c.ticket, None)
                 if fut is not None and not fut.done():
                     fut.set_result(c.response)
@@ -274,19 +267,11 @@ class GroupService:
         part.notify()
 
     # ================================================================ classic groups
-    # A consumer group with members also serves classic members (consumer_classic); an empty
-    # one makes way for the classic group a JoinGroup creates (Kafka deletes it).
+    # Classic members of a consumer group are served by consumer_classic (KIP-848 migration).
     async def join(self, req: JoinRequest) -> JoinResponse:
         shard = self.shard(req.group_id)
-
-        def call(now: int) -> Result:
-            group = shard.consumer.groups.get(req.group_id)
-            if group is not None and group.members:
-                return Result(consumer_classic.join(shard.consumer, req, self._partition_count, now))
-            if group is not None:
-                shard.consumer.delete(req.group_id)
-            return shard.core.join(req, now)
-        return await self._run(shard, call)
+        return await self._run(shard, lambda t: migration.join(shard.core, shard.consumer, req,
+                                                               self._partition_count, t))
 
     async def sync(self, req: SyncRequest) -> SyncResponse:
         shard = self.shard(req.group_id)
@@ -391,25 +376,8 @@ class GroupService:
     async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest,
                                  metadata: Callable[[str], int | None]) -> ConsumerHeartbeatResponse:
         shard = self.shard(req.group_id)
-
-        def call(now: int) -> Result:
-            converted = Result(None)
-            classic = shard.core.groups.get(req.group_id)
-            if classic is not None and req.group_id not in shard.consumer.groups:
-                try:
-                    if req.member_epoch == 0:
-                        converted = migration.upgrade(shard.core, shard.consumer, req.group_id, metadata,
-                                                      self.migration_policy, now)
-                    elif classic.members:
-                        raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"group {req.group_id} is a classic group")
-                except ConsumerGroupError as exc:
-                    return Result(ConsumerHeartbeatResponse(exc.code, req.member_id or None,
-                                                            error_message=exc.message))
-                if req.group_id in shard.consumer.groups:
-                    log.info("group %s: a consumer-protocol member joined: it is a consumer group now", req.group_id)
-            response = shard.consumer.heartbeat(req, metadata, now)
-            return Result(response, converted.records, converted.completions)
-        return await self._run(shard, call)
+        return await self._run(shard, lambda t: migration.consumer_heartbeat(
+            shard.core, shard.consumer, req, metadata, self.migration_policy, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
         out = []

@@ -20,23 +20,32 @@ GroupMetadataManager: convertToConsumerGroup / convertToClassicGroup, and
 In the log a conversion is the old form's tombstones followed by the new form's records, in one
 batch, so a reload rebuilds exactly the converted group. Committed offsets are untouched: they
 belong to the group id, not to its form.
+
+The coordinator calls `consumer_heartbeat` and `join` (where the two cores meet) and passes every
+call's Result through `finish`, which adds the KIP-848 records and the downgrades it made due.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from typing import Callable
 
 from topiclake.segments.errors import CorruptRecordError, InvalidConfigError
 
-from .api import Protocol, Result
+from . import consumer_classic
+from .api import JoinRequest, JoinResponse, Protocol, Result
 from .classic import GroupCoordinator
-from .consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerMember, MemberState
+from .consumer import (ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerHeartbeatRequest,
+                       ConsumerHeartbeatResponse, ConsumerMember, MemberState, TopicIds)
 from .consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for, decode_assignment,
                                 decode_subscription, encode_assignment)
 from .errors import GroupErrorCode as E
 from .records import ClassicMemberMetadata
 from .state import ClassicGroup, Member
+
+log = logging.getLogger(__name__)
+Metadata = Callable[[str], int | None]  # topic -> partition count; None: no such topic
 
 
 class MigrationPolicy(enum.Enum):
@@ -63,6 +72,51 @@ class MigrationPolicy(enum.Enum):
         except ValueError:
             raise InvalidConfigError(f"[groups] consumer_migration_policy must be one of "
                                      f"{', '.join(p.value for p in cls)}, not {value!r}") from None
+
+
+# ====================================================== where the two cores meet
+def consumer_heartbeat(core: GroupCoordinator, groups: ConsumerGroups, req: ConsumerHeartbeatRequest,
+                       metadata: Metadata, policy: MigrationPolicy, now_ms: int) -> Result[ConsumerHeartbeatResponse]:
+    """ConsumerGroupHeartbeat: a joining member (epoch 0) converts the classic group of that id
+    first; a heartbeat of a member of a classic group with members is GROUP_ID_NOT_FOUND."""
+    converted = Result(None)
+    classic = core.groups.get(req.group_id)
+    if classic is not None and req.group_id not in groups.groups:
+        try:
+            if req.member_epoch == 0:
+                converted = upgrade(core, groups, req.group_id, metadata, policy, now_ms)
+            elif classic.members:
+                raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"group {req.group_id} is a classic group")
+        except ConsumerGroupError as exc:
+            return Result(ConsumerHeartbeatResponse(exc.code, req.member_id or None, error_message=exc.message))
+        if req.group_id in groups.groups:
+            log.info("group %s: a consumer-protocol member joined: it is a consumer group now", req.group_id)
+    return Result(groups.heartbeat(req, metadata, now_ms), converted.records, converted.completions)
+
+
+def join(core: GroupCoordinator, groups: ConsumerGroups, req: JoinRequest, metadata: Metadata,
+         now_ms: int) -> Result[JoinResponse]:
+    """JoinGroup: a consumer group with members serves a classic member itself; an empty one
+    makes way for the classic group the join creates (Kafka deletes it)."""
+    group = groups.groups.get(req.group_id)
+    if group is not None and group.members:
+        return Result(consumer_classic.join(groups, req, metadata, now_ms))
+    if group is not None:
+        groups.delete(req.group_id)
+    return core.join(req, now_ms)
+
+
+def finish(core: GroupCoordinator, groups: ConsumerGroups, result: Result, topic_id: TopicIds,
+           now_ms: int) -> Result:
+    """What a coordinator call leaves to append before answering: its own records, the records
+    of the KIP-848 groups it changed, then the conversions to classic groups it made due."""
+    downgraded = []
+    for gid in sorted(groups.downgrades):
+        log.info("group %s: only classic members are left: it is a classic group again", gid)
+        downgraded.append(downgrade(core, groups, gid, now_ms))
+    records = (*result.records, *groups.take_records(topic_id), *(r for d in downgraded for r in d.records))
+    completions = (*result.completions, *(c for d in downgraded for c in d.completions))
+    return Result(result.response, records, completions, result.ticket)
 
 
 # ========================================================================= upgrade

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import TopiclakeError
 
 from ..group.consumer import ConsumerHeartbeatRequest
-from ..group.errors import GroupCoordinatorError
+from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
 from ..wire import make, nested
 from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
@@ -101,7 +101,8 @@ async def consumer_group_describe(broker, request):
     groups = []
     for gid, group, error in broker.groups.consumer_groups(body.group_ids):
         if group is None:
-            groups.append(make(group_cls, error_code=code(error), error_message=f"group {gid} is not a consumer group",
+            message = f"group {gid} is not a consumer group" if error is E.GROUP_ID_NOT_FOUND else None
+            groups.append(make(group_cls, error_code=code(error), error_message=message,
                                group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
                                assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
