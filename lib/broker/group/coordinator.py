@@ -37,6 +37,7 @@ from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, UnknownTopicError
 
 from ..partitions import topic_uuid
+from ..request_time import waiting
 from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
@@ -229,7 +230,8 @@ class GroupService:
         if parked is None:
             return result.response
         try:
-            return await parked
+            with waiting():  # parked until the rebalance moves on: not busy time (request quota)
+                return await parked
         finally:
             shard.waiters.pop(result.ticket, None)
 
