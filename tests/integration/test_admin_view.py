@@ -18,8 +18,8 @@ from kio.schema.produce.v12 import request as produce12
 
 from tests.broker.txn import raw
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_group_migration import PARTITIONS, Group, config_file, group_type  # noqa: F401
-from tests.integration.test_groups_clients import create_topic, produce, wait_for
+from tests.integration.test_group_migration import PARTITIONS, Group, group_type
+from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
 from topiclake.broker.client import ProtocolClient
 
 pytestmark = pytest.mark.slow
@@ -65,8 +65,9 @@ def test_admin_clients_describe_the_broker_as_it_is(tmp_path, config_file):  # n
         broker_configs, topic_configs = (f.result(30) for f in confluent.describe_configs(resources).values())
         policy = broker_configs["group.consumer.migration.policy"]
         assert (policy.value, policy.is_default) == ("bidirectional", True)
-        assert broker_configs["num.partitions"].value == str(PARTITIONS)
-        assert broker_configs["num.partitions"].source == 4  # STATIC_BROKER_CONFIG
+        offsets_partitions = broker_configs["offsets.topic.num.partitions"]  # 5 in the settings file
+        assert (offsets_partitions.value, offsets_partitions.source) == ("5", 4)  # STATIC_BROKER_CONFIG
+        assert (broker_configs["num.partitions"].value, broker_configs["num.partitions"].is_default) == ("1", True)
         assert topic_configs["cleanup.policy"].value == "delete"
 
         described = confluent.describe_consumer_groups([group.group_id])[group.group_id].result(30)

@@ -8,34 +8,19 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_groups_clients import create_topic, produce, wait_for
+from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 4
-SETTINGS = """
-[broker]
-num_partitions = 4
-[groups]
-offsets_topic_partitions = 3
-initial_rebalance_delay_ms = 0
-min_session_timeout_ms = 1000
-consumer_session_timeout_ms = 6000
-consumer_heartbeat_interval_ms = 500
-"""
-
-
-@pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "topiclake.toml"
-    path.write_text(SETTINGS)
-    return path
 
 
 class Group:
@@ -124,73 +109,66 @@ def committed_offsets(bootstrap: str, group_id: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
-def test_classic_group_upgrades_survives_a_crash_and_downgrades(tmp_path, config_file):
-    proc = BrokerProcess(tmp_path / "data", config=config_file).start()
-    group = None
+@contextmanager
+def running_group(tmp_path, config_file, first: str):  # noqa: F811
+    """A broker, a topic of 10 records per partition, and a group whose first member (of protocol
+    `first`) holds every partition and has read them all."""
+    run = SimpleNamespace(proc=BrokerProcess(tmp_path / "data", config=config_file).start(), group=None)
     try:
-        topic = create_topic(proc.bootstrap, PARTITIONS)
-        group = Group(proc.bootstrap, topic)
-        produce(proc.bootstrap, topic, PARTITIONS, 10)
-        group.add("classic", "classic")
-        group.settle([4], "the classic member's assignment")
-        group.read_up_to(10)
-        assert group_type(proc.bootstrap, group.group_id) == "CLASSIC"
+        topic = create_topic(run.proc.bootstrap, PARTITIONS)
+        run.group = Group(run.proc.bootstrap, topic)
+        produce(run.proc.bootstrap, topic, PARTITIONS, 10)
+        run.group.add(first, first)
+        run.group.settle([4], f"the {first} member's assignment")
+        run.group.read_up_to(10)
+        yield run
+    finally:
+        if run.group is not None:
+            run.group.close_all()
+        run.proc.kill()
 
+
+def the_consumer_member_leaves(run, read: int, more: int) -> None:
+    """The last consumer-protocol member leaves: the classic member alone, in a classic group
+    again, reads `more` new records per partition and commits all; nothing was read twice."""
+    group, bootstrap = run.group, run.proc.bootstrap
+    group.close("consumer")
+    group.settle([4], "the classic member alone again")
+    assert wait_for(lambda: group_type(bootstrap, group.group_id) == "CLASSIC", 20, "a classic group")
+    produce(bootstrap, group.topic, PARTITIONS, more, start=read)
+    group.read_up_to(read + more)
+    wait_for(lambda: committed_offsets(bootstrap, group.group_id) == {p: read + more for p in range(PARTITIONS)},
+             20, "every offset committed")
+    assert group.read == {p: set(range(read + more)) for p in range(PARTITIONS)}
+    assert group.read_again_after_commit == []
+
+
+def test_classic_group_upgrades_survives_a_crash_and_downgrades(tmp_path, config_file):  # noqa: F811
+    with running_group(tmp_path, config_file, "classic") as run:
+        group = run.group
+        assert group_type(run.proc.bootstrap, group.group_id) == "CLASSIC"
         group.add("consumer", "consumer")  # a ConsumerGroupHeartbeat joins: the group converts
         group.settle([2, 2], "two members of the converted group")
-        assert group_type(proc.bootstrap, group.group_id) == "CONSUMER"
-        produce(proc.bootstrap, topic, PARTITIONS, 10, start=10)
+        assert group_type(run.proc.bootstrap, group.group_id) == "CONSUMER"
+        produce(run.proc.bootstrap, group.topic, PARTITIONS, 10, start=10)
         group.read_up_to(20)
 
-        proc.kill()  # the converted group and its offsets come back from __consumer_offsets
+        run.proc.kill()  # the converted group and its offsets come back from __consumer_offsets
         group.pump(0.5)
-        proc = BrokerProcess(tmp_path / "data", proc.port, config=config_file).start()
-        assert group_type(proc.bootstrap, group.group_id) == "CONSUMER"
-        produce(proc.bootstrap, topic, PARTITIONS, 10, start=20)
+        run.proc = BrokerProcess(tmp_path / "data", run.proc.port, config=config_file).start()
+        assert group_type(run.proc.bootstrap, group.group_id) == "CONSUMER"
+        produce(run.proc.bootstrap, group.topic, PARTITIONS, 10, start=20)
         group.read_up_to(30)
         group.settle([2, 2], "both members after the restart")
-
-        group.close("consumer")  # the last consumer-protocol member leaves: back to classic
-        group.settle([4], "the classic member alone again")
-        assert wait_for(lambda: group_type(proc.bootstrap, group.group_id) == "CLASSIC", 20, "a classic group")
-        produce(proc.bootstrap, topic, PARTITIONS, 10, start=30)
-        group.read_up_to(40)
-        wait_for(lambda: committed_offsets(proc.bootstrap, group.group_id) == {p: 40 for p in range(PARTITIONS)},
-                 20, "every offset committed")
-        assert group.read == {p: set(range(40)) for p in range(PARTITIONS)}
-        assert group.read_again_after_commit == []
-    finally:
-        if group is not None:
-            group.close_all()
-        proc.kill()
+        the_consumer_member_leaves(run, 30, 10)
 
 
-def test_classic_member_joins_a_consumer_group_and_inherits_it(tmp_path, config_file):
-    proc = BrokerProcess(tmp_path / "data", config=config_file).start()
-    group = None
-    try:
-        topic = create_topic(proc.bootstrap, PARTITIONS)
-        group = Group(proc.bootstrap, topic)
-        produce(proc.bootstrap, topic, PARTITIONS, 10)
-        group.add("consumer", "consumer")
-        group.settle([4], "the consumer member's assignment")
-        group.read_up_to(10)
-
+def test_classic_member_joins_a_consumer_group_and_inherits_it(tmp_path, config_file):  # noqa: F811
+    with running_group(tmp_path, config_file, "consumer") as run:
+        group = run.group
         group.add("classic", "classic")  # JoinGroup/SyncGroup answered by the consumer group
         group.settle([2, 2], "a classic member inside the consumer group")
-        assert group_type(proc.bootstrap, group.group_id) == "CONSUMER"
-        produce(proc.bootstrap, topic, PARTITIONS, 10, start=10)
+        assert group_type(run.proc.bootstrap, group.group_id) == "CONSUMER"
+        produce(run.proc.bootstrap, group.topic, PARTITIONS, 10, start=10)
         group.read_up_to(20)
-
-        group.close("consumer")
-        group.settle([4], "the classic member inheriting every partition")
-        assert wait_for(lambda: group_type(proc.bootstrap, group.group_id) == "CLASSIC", 20, "a classic group")
-        produce(proc.bootstrap, topic, PARTITIONS, 5, start=20)
-        group.read_up_to(25)
-        wait_for(lambda: committed_offsets(proc.bootstrap, group.group_id) == {p: 25 for p in range(PARTITIONS)},
-                 20, "every offset committed")
-        assert group.read_again_after_commit == []
-    finally:
-        if group is not None:
-            group.close_all()
-        proc.kill()
+        the_consumer_member_leaves(run, 20, 5)
