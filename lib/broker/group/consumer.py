@@ -44,8 +44,8 @@ from typing import Callable, Iterable, Mapping
 
 from .assignor import AssignorMember, range_assign
 from .errors import GroupErrorCode as E
-from .records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey, ConsumerGroupMemberMetadataValue,
-                      ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
+from .records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
+                      ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                       ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
                       ConsumerGroupValue, CoordinatorRecord, TopicMetadata, TopicPartitions)
 

@@ -11,9 +11,9 @@ from hypothesis import given, strategies as st
 from topiclake.broker.group.consumer import (ConsumerGroups, ConsumerHeartbeatRequest as HB, MemberState,
                                              group_records)
 from topiclake.broker.group.errors import GroupErrorCode as E
-from topiclake.broker.group.records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
-                                            ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
-                                            ConsumerGroupPartitionMetadataValue,
+from topiclake.broker.group.records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue,
+                                            ConsumerGroupKey, ConsumerGroupMemberMetadataValue,
+                                            ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                                             ConsumerGroupTargetAssignmentMemberValue,
                                             ConsumerGroupTargetAssignmentMetadataValue, CoordinatorRecord,
                                             TopicMetadata, UnknownKey, decode_record)

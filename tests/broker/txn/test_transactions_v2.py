@@ -90,7 +90,8 @@ def test_api_versions_advertise_transactions_v2(broker):
         v4 = c.request(versions4.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         v3 = c.request(versions3.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     versions = {k.api_key: k.max_version for k in v4.api_keys}
-    assert versions[24] == versions[26] == versions[28] == 5 and versions[0] >= 12  # AddPartitions, EndTxn, TxnOffsetCommit
+    # AddPartitionsToTxn, EndTxn, TxnOffsetCommit; Produce
+    assert versions[24] == versions[26] == versions[28] == 5 and versions[0] >= 12
     for resp in (v4, v3):
         finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
         assert finalized["transaction.version"] == (2, 2) and resp.finalized_features_epoch >= 0
