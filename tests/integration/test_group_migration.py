@@ -1,4 +1,4 @@
-"""KIP-848 online migration with real clients (confluent-kafka, librdkafka): classic members
+"""KIP-848 online migration with real clients (confluent-kafka / librdkafka, kafka-python): classic members
 (group.protocol=classic) and consumer-protocol members (group.protocol=consumer) in one group,
 the group converted both ways, committed offsets kept, no record read again once its offset was
 committed, the group's type as an admin client describes it, and the converted group rebuilt
@@ -172,3 +172,28 @@ def test_classic_member_joins_a_consumer_group_and_inherits_it(tmp_path, config_
         produce(run.proc.bootstrap, group.topic, PARTITIONS, 10, start=10)
         group.read_up_to(20)
         the_consumer_member_leaves(run, 20, 5)
+
+
+def test_a_kafka_python_member_inside_a_consumer_group(tmp_path, config_file):  # noqa: F811
+    """kafka-python (classic protocol only) beside a consumer-protocol member, then alone."""
+    from kafka import KafkaConsumer
+
+    with running_group(tmp_path, config_file, "consumer") as run:
+        member = KafkaConsumer(run.group.topic, bootstrap_servers=run.proc.bootstrap, group_id=run.group.group_id,
+                               auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                               heartbeat_interval_ms=300)
+        try:
+            def split(counts):
+                def settled():
+                    run.group.pump(0.1)
+                    member.poll(timeout_ms=100)
+                    owned = [{tp.partition for tp in member.assignment()}, *run.group.assignments().values()]
+                    return sorted(map(len, owned)) == counts and set().union(*owned) == set(range(PARTITIONS))
+                return settled
+            wait_for(split([2, 2]), 60, "kafka-python and confluent-kafka sharing the group", interval=0)
+            assert group_type(run.proc.bootstrap, run.group.group_id) == "CONSUMER"
+            run.group.close("consumer")
+            wait_for(split([4]), 60, "kafka-python alone with every partition", interval=0)
+            assert wait_for(lambda: group_type(run.proc.bootstrap, run.group.group_id) == "CLASSIC", 20, "classic")
+        finally:
+            member.close()
