@@ -1,8 +1,8 @@
-"""KIP-848 online migration with real clients (confluent-kafka / librdkafka, kafka-python): classic members
-(group.protocol=classic) and consumer-protocol members (group.protocol=consumer) in one group,
-the group converted both ways, committed offsets kept, no record read again once its offset was
-committed, the group's type as an admin client describes it, and the converted group rebuilt
-from `__consumer_offsets` after a broker SIGKILL."""
+"""KIP-848 online migration with real clients (confluent-kafka / librdkafka, kafka-python):
+classic members (group.protocol=classic) and consumer-protocol members (group.protocol=consumer)
+in one group, the group converted both ways, committed offsets kept, no record read again once
+its offset was committed, the group's type as an admin client describes it, and the converted
+group rebuilt from `__consumer_offsets` after a broker SIGKILL."""
 
 from __future__ import annotations
 
