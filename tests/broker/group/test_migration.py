@@ -5,6 +5,8 @@ replayed into fresh cores to check a restart rebuilds the same groups."""
 import itertools
 import uuid
 
+import pytest
+
 from topiclake.broker.group import consumer_classic, migration
 from topiclake.broker.group.api import (CommitOffset, HeartbeatRequest, JoinRequest, MemberIdentity,
                                         OffsetCommitRequest, Protocol, Result, SyncRequest)
@@ -331,3 +333,13 @@ def test_classic_members_of_a_consumer_group_time_out_like_kafkas_timers():
     c2.now += SESSION
     assert c2.run(lambda t: c2.groups.tick(t)).response == [(G, classic2)]
     assert list(c2.groups.groups[G].members) == [consumer2]
+
+
+def test_the_policy_setting_is_checked_at_start():
+    from topiclake.broker.group.config import GroupsConfig
+    from topiclake.segments.errors import InvalidConfigError
+
+    assert GroupsConfig.from_section({"consumer_migration_policy": "Upgrade"}).migration_policy() is \
+        MigrationPolicy.UPGRADE
+    with pytest.raises(InvalidConfigError, match="bidirectional, upgrade, downgrade, disabled, not 'sideways'"):
+        GroupsConfig.from_section({"consumer_migration_policy": "sideways"})
