@@ -6,9 +6,8 @@ is that type's default entity. User and client-id entities take producer_byte_ra
 consumer_byte_rate (whole numbers), request_percentage and controller_mutation_rate; ip entities
 connection_creation_rate.
 
-The byte rates are enforced by throttle.py (throttle_time_ms and channel muting, as Kafka does);
-request_percentage, controller_mutation_rate and connection_creation_rate are stored and
-described only.
+throttle.py enforces them (throttle_time_ms and channel muting, THROTTLING_QUOTA_EXCEEDED, held
+connections), as Kafka's quota managers do.
 """
 
 from __future__ import annotations
@@ -89,6 +88,16 @@ class FilterComponent:
 class ClientQuotas:
     def __init__(self, layout: StorageLayout):
         self.store = ConfigStore(layout.cluster_dir / "client-quotas.json")
+        self._memo: tuple[object, dict[Entity, dict[str, float]]] = (None, {})
+
+    def entities(self) -> dict[Entity, dict[str, float]]:
+        """Every entity's quotas, derived once per version of the file (the enforcement's hot
+        path: a lookup costs one stat). Do not modify what it returns."""
+        configs = self.store.snapshot()
+        if self._memo[0] is not configs:
+            self._memo = (configs, {_entity(name): {k: float(v) for k, v in values.items()}
+                                    for name, values in configs.items()})
+        return self._memo[1]
 
     def alter(self, entity: Entity, ops: list[tuple[str, float | None]], *, validate_only: bool = False) -> None:
         """Set (a value) or remove (None) quotas of one entity; all or nothing."""

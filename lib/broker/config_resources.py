@@ -134,6 +134,9 @@ _STATIC = (
             "Session timeout of consumer-protocol (KIP-848) members; a group may override it."),
     _Static("group.consumer.heartbeat.interval.ms", "groups.consumer_heartbeat_interval_ms", INT,
             "Heartbeat interval of consumer-protocol (KIP-848) members; a group may override it."),
+    _Static("group.consumer.migration.policy", "groups.consumer_migration_policy", STRING,
+            "Which conversions of non-empty groups between the classic and the consumer protocol are allowed: "
+            "bidirectional, upgrade, downgrade or disabled (empty groups always convert)."),
     _Static("transaction.state.log.num.partitions", "transactions.state_topic_partitions", INT,
             "Partitions of __transaction_state (fixed once it exists)."),
     _Static("transaction.state.log.segment.bytes", "transactions.state_topic_segment_bytes", INT,

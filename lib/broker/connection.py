@@ -13,6 +13,8 @@ response prefix is flushed first, then the kernel copies file to socket); the co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import struct
 from typing import Any
@@ -22,6 +24,7 @@ from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
 from .handlers.api_versions import API_VERSIONS_KEY, unsupported_version_response
+from .request_time import Stopwatch
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,7 @@ class Connection:
             log.warning("closing %s: %s", self.peer, exc)
             return False
         route = REGISTRY.get(request.api_key)
+        stopwatch = Stopwatch()
         try:
             response = await route.handler(self.broker, request)
         except CloseConnection as exc:
@@ -102,9 +106,16 @@ class Connection:
             log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
                           request.client_id)
             return False
+        # The request quota (request_percentage): the response says the longer of its own
+        # throttle (a byte rate, a mutation rate) and this one; the connection mutes for it.
+        request_ms = self.broker.throttle.record_request_time(None, request.client_id, stopwatch.busy_seconds())
+        throttle = max(getattr(response, "throttle_time", None) or datetime.timedelta(0),
+                       datetime.timedelta(milliseconds=request_ms))
         if response is not None:
+            if request_ms and hasattr(response, "throttle_time"):
+                response = dataclasses.replace(response, throttle_time=throttle)
             await self._send(request.correlation_id, response)
-            await self._mute(getattr(response, "throttle_time", None))
+        await self._mute(throttle)
         return True
 
     async def _mute(self, throttle_time) -> None:

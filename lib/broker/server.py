@@ -86,6 +86,8 @@ class BrokerServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if await self._over_connection_rate(writer):
+            return
         conn = Connection(self.context, reader, writer)
         self._connections.add(conn)
         task = asyncio.current_task()
@@ -95,6 +97,21 @@ class BrokerServer:
         finally:
             self._connections.discard(conn)
             self._tasks.discard(task)
+
+    async def _over_connection_rate(self, writer: asyncio.StreamWriter) -> bool:
+        """connection_creation_rate (KIP-612): a connection over its ip's quota is held unserved
+        for its throttle time, then closed, as Kafka's acceptor does."""
+        peer = writer.get_extra_info("peername")
+        hold_ms = self.context.throttle.record_connection(peer[0]) if isinstance(peer, tuple) else 0
+        if not hold_ms:
+            return False
+        log.info("connection from %s over its connection_creation_rate quota: closed after %d ms", peer[0], hold_ms)
+        try:
+            await asyncio.wait_for(self.context.shutting_down.wait(), hold_ms / 1000)
+        except asyncio.TimeoutError:
+            pass
+        writer.close()
+        return True
 
     async def serve_until_stopped(self) -> None:
         stop = asyncio.Event()

@@ -1,4 +1,4 @@
-"""Byte-rate quotas enforced as Kafka's ClientQuotaManager does (KIP-13, KIP-219).
+"""Client quotas enforced as Kafka's quota managers do (KIP-13, KIP-124, KIP-219, KIP-599, KIP-612).
 
 Each produce request's record bytes count against the client's producer_byte_rate, each fetch
 response's against its consumer_byte_rate. The quota that applies is the most specific stored
@@ -14,8 +14,23 @@ throttle_time_ms = (rate - quota) / quota * window, and the connection reads no 
 until that time has passed (Kafka mutes the channel); a throttled fetch returns no records
 (they are not counted), as Kafka answers.
 
-Unauthenticated clients are Kafka's user ANONYMOUS. request_percentage,
-controller_mutation_rate and connection_creation_rate are stored, not enforced.
+request_percentage (ClientRequestQuotaManager): the time spent handling a client's requests, as a
+percentage of one thread (100 = one thread busy all the time), measured the same way and over
+the same windows; over quota the response carries the throttle time (at most one window, as
+Kafka bounds it) and the connection is muted. Every request counts.
+
+controller_mutation_rate (ControllerMutationQuotaManager, KIP-599): partitions created or deleted
+per second by CreateTopics, CreatePartitions and DeleteTopics, as a token bucket holding
+SAMPLES * WINDOW_S seconds' worth of the rate. Strict (CreateTopics v6+, DeleteTopics v5+,
+CreatePartitions v3+): a topic asked for while the bucket is empty fails with
+THROTTLING_QUOTA_EXCEEDED; a topic that fits in what is left is done even if it overdraws the
+bucket. Older versions are permissive: done, then throttled by the overdraft.
+
+connection_creation_rate (KIP-612): new connections per second from one ip (the ip's own entity,
+else the default ip entity), over the same windows; a connection over it is held unserved for
+its throttle time, then closed (Kafka's acceptor does the same).
+
+Unauthenticated clients are Kafka's user ANONYMOUS.
 """
 
 from __future__ import annotations
@@ -24,12 +39,13 @@ import time
 from collections import deque
 from typing import Callable
 
-from .client_quotas import CLIENT_ID, USER, ClientQuotas
+from .client_quotas import CLIENT_ID, IP, USER, ClientQuotas
 
 WINDOW_S = 1.0
 SAMPLES = 11
 ANONYMOUS = "ANONYMOUS"
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+REQUEST, MUTATIONS, CONNECTIONS = "request_percentage", "controller_mutation_rate", "connection_creation_rate"
 
 # Each entity component is the client's own name (NAMED), the type's default entity (DEFAULT), or
 # absent; (user, client-id) in the precedence of Kafka's DefaultQuotaCallback.
@@ -61,15 +77,30 @@ class _Rate:
         return sum(b for _start, b in self.samples) / self.window_s(now)
 
 
+class _TokenBucket:
+    """Kafka's TokenBucket (KIP-599): `burst` tokens, refilled at `rate` per second; may go negative."""
+
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, burst: float, now: float) -> None:
+        self.tokens, self.at = burst, now
+
+    def refill(self, now: float, rate: float, burst: float) -> float:
+        self.tokens = min(burst, self.tokens + (now - self.at) * rate)
+        self.at = now
+        return self.tokens
+
+
 class Throttler:
     def __init__(self, quotas: ClientQuotas, clock: Callable[[], float] = time.monotonic):
         self.quotas = quotas
         self.clock = clock
         self._rates: dict[tuple, _Rate] = {}
+        self._buckets: dict[tuple, _TokenBucket] = {}
 
     def _quota(self, key: str, user: str, client_id: str) -> tuple[float, tuple] | None:
         """(quota, the key its rate is counted under) of the most specific entity with `key`."""
-        stored = {frozenset(entity): values for entity, values in self.quotas.describe([], strict=False).items()}
+        stored = self.quotas.entities()
         if not stored:
             return None
         for user_part, client_part in _ORDER:
@@ -104,3 +135,53 @@ class Throttler:
         found = self._quota(key, user or ANONYMOUS, client_id or "")
         if found is not None and found[1] in self._rates:
             self._rates[found[1]].record(self.clock(), -nbytes)
+
+    def record_request_time(self, user: str | None, client_id: str | None, seconds: float) -> int:
+        """Count the time one request took against request_percentage; the throttle time in ms,
+        at most one window (ClientRequestQuotaManager's bound)."""
+        throttle_ms = self.record(REQUEST, user, client_id, seconds * 100)  # Kafka's nanosToPercentage
+        return min(throttle_ms, int(WINDOW_S * 1000))
+
+    def request_throttle_ms(self, user: str | None, client_id: str | None) -> int:
+        """What the request quota holds a client off for now, without counting anything."""
+        return self.record_request_time(user, client_id, 0.0)
+
+    def record_mutations(self, user: str | None, client_id: str | None, partitions: int,
+                         strict: bool) -> tuple[bool, int]:
+        """Count `partitions` created or deleted against controller_mutation_rate: (done?, the
+        throttle time in ms). Strict: refused (False) while the bucket is empty; otherwise done
+        and throttled by what it overdraws."""
+        found = self._quota(MUTATIONS, user or ANONYMOUS, client_id or "")
+        if found is None:
+            return True, 0
+        quota, counted = found
+        if quota <= 0:
+            return (not strict), int(SAMPLES * WINDOW_S * 1000)
+        now, burst = self.clock(), quota * SAMPLES * WINDOW_S
+        bucket = self._buckets.get(counted)
+        if bucket is None:
+            bucket = self._buckets[counted] = _TokenBucket(burst, now)
+        tokens = bucket.refill(now, quota, burst)
+        if strict and tokens < 0:
+            return False, int(-tokens / quota * 1000)
+        bucket.tokens -= partitions
+        return True, (0 if strict or bucket.tokens >= 0 else int(-bucket.tokens / quota * 1000))
+
+    def record_connection(self, ip: str) -> int:
+        """Count a new connection from `ip` against connection_creation_rate; ms to hold it off
+        before closing it (0: serve it)."""
+        stored = self.quotas.entities()
+        for entity in (frozenset({(IP, ip)}), frozenset({(IP, None)})):
+            values = stored.get(entity)
+            if values and CONNECTIONS in values:
+                quota = values[CONNECTIONS]
+                break
+        else:
+            return 0
+        now = self.clock()
+        rate = self._rates.setdefault((CONNECTIONS, ip), _Rate())
+        rate.record(now, 1)
+        if quota <= 0:
+            return int(SAMPLES * WINDOW_S * 1000)
+        value = rate.value(now)
+        return 0 if value <= quota else int((value - quota) / quota * rate.window_s(now) * 1000)

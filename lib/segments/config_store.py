@@ -35,6 +35,11 @@ class ConfigStore:
         """Every named set (a copy)."""
         return {name: dict(values) for name, values in self._read().items()}
 
+    def snapshot(self) -> Configs:
+        """Every named set as last read, not copied (do not modify it): the same object until
+        the file changes, so a caller can memoise what it derives from it."""
+        return self._read()
+
     def get(self, name: str) -> dict[str, str]:
         return dict(self._read().get(name, {}))
 

@@ -94,6 +94,10 @@ class GroupCoordinator(OffsetsMixin):
                 group = self.groups.pop(key.group, None)
                 if group is not None:
                     group.state = S.DEAD
+                    if group.offsets:
+                        # Offsets outlive the group's metadata (Kafka keeps them apart): after a
+                        # conversion to a KIP-848 group they stay here, as a simple group's.
+                        self.groups[key.group] = ClassicGroup(key.group, offsets=group.offsets)
                 return
             group = self.groups.get(key.group)
             if group is None:
@@ -451,6 +455,31 @@ class GroupCoordinator(OffsetsMixin):
             deadlines += (m.heartbeat_deadline for m in g.members.values())
             deadlines += (d for d in (g.join_deadline, g.sync_deadline) if d is not None)
         return min(deadlines, default=None)
+
+    # ======================================================= KIP-848 online migration
+    def release(self, group_id: str, now_ms: int) -> tuple[ClassicGroup, Result[None]]:
+        """The group becomes a consumer group (`migration.upgrade`): parked JoinGroup/SyncGroup
+        requests get REBALANCE_IN_PROGRESS (the members rejoin the new group) and its metadata is
+        tombstoned; its offsets stay. Returns the group as it was, to convert from."""
+        op = Op(self, now_ms)
+        group = self.groups[group_id]
+        for member in group.members.values():
+            self._fail_parked(op, member, E.REBALANCE_IN_PROGRESS)
+        op.emit(group_metadata_record(group_id, None))
+        return group, op.result()
+
+    def adopt(self, group: ClassicGroup, assignments: dict[str, bytes], now_ms: int) -> Result[None]:
+        """A consumer group became this classic group (`migration.downgrade`): persist it with the
+        assignments its members hold, then rebalance so they rejoin as a classic group. The
+        offsets of the group id are kept."""
+        op = Op(self, now_ms)
+        held = self.groups.get(group.group_id)
+        if held is not None:
+            group.offsets = held.offsets
+        self.groups[group.group_id] = group
+        op.emit(group_metadata_record(group.group_id, group.to_value(now_ms, assignments)))
+        self._prepare_rebalance(op, group)
+        return op.result()
 
     # ===================================================== Describe, List, DeleteGroups
     def describe(self, group_ids: Iterable[str]) -> tuple[GroupDescription, ...]:

@@ -10,6 +10,7 @@ from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import section_dataclass
 
 from .classic import GroupConfig
+from .migration import MigrationPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,9 @@ class GroupsConfig:
     # KIP-848 (ConsumerGroupHeartbeat) groups
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled (KIP-848
+    # online migration of non-empty groups between the classic and the consumer protocol)
+    consumer_migration_policy: str = "bidirectional"
     tick_interval_ms: int = 100  # how often session/rebalance deadlines are checked
 
     def classic(self) -> GroupConfig:
@@ -38,4 +42,8 @@ class GroupsConfig:
         config = section_dataclass(cls, "groups", values)
         if config.offsets_topic_partitions < 1:
             raise InvalidConfigError("[groups] offsets_topic_partitions must be at least 1")
+        config.migration_policy()  # refuses an unknown policy at start
         return config
+
+    def migration_policy(self) -> MigrationPolicy:
+        return MigrationPolicy.parse(self.consumer_migration_policy)

@@ -17,6 +17,11 @@ and the range assignor need):
   ever owned by two members at once.
 - A member that stops heartbeating for the session timeout, or does not finish a revocation
   within its rebalance timeout, is removed and its partitions released.
+- Members may also speak the classic protocol (`consumer_classic`, KIP-848's online
+  migration): they carry `classic` metadata, their own session timeout, and join/sync
+  deadlines instead of the revocation deadline. When the last consumer-protocol member leaves
+  and the migration policy allows a downgrade, the group is listed in `downgrades` (and its
+  epoch left as it was) for the coordinator to turn it back into a classic group (`migration`).
 
 Persisted as Kafka's KIP-848 records (key types 3-8 of `__consumer_offsets`, see `records`), by
 diffing rather than by emitting from every branch: `take_records` compares each group changed
@@ -39,8 +44,8 @@ from typing import Callable, Iterable, Mapping
 
 from .assignor import AssignorMember, range_assign
 from .errors import GroupErrorCode as E
-from .records import (CG, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey, ConsumerGroupMemberMetadataValue,
-                      ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
+from .records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
+                      ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                       ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
                       ConsumerGroupValue, CoordinatorRecord, TopicMetadata, TopicPartitions)
 
@@ -118,6 +123,13 @@ class ConsumerMember:
     session_deadline: int = 0
     revocation_deadline: int | None = None
     last_sent: dict[str, frozenset[int]] | None = None
+    classic: ClassicMemberMetadata | None = None  # set: the member speaks the classic protocol
+    join_deadline: int | None = None  # classic: told to rejoin, must JoinGroup by then
+    sync_deadline: int | None = None  # classic: joined, must SyncGroup by then
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
 
 @dataclass(eq=False)
@@ -173,11 +185,13 @@ def _union(a: Partitions, b: Partitions) -> dict[str, frozenset[int]]:
 
 
 class ConsumerGroups:
-    """The KIP-848 groups of one `__consumer_offsets` partition."""
+    """The KIP-848 groups of one `__consumer_offsets` partition (classic-protocol members'
+    requests: `consumer_classic`, through `advance`, `remove` and `touch`)."""
 
     def __init__(self, session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
                  new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 group_timeouts: Callable[[str], tuple[int, int]] | None = None):
+                 group_timeouts: Callable[[str], tuple[int, int]] | None = None,
+                 downgrade_enabled: bool = True):
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # A group's (session timeout, heartbeat interval) when it has GROUP configs of its own.
@@ -186,6 +200,8 @@ class ConsumerGroups:
         self._new_member_id = new_member_id
         self.persisted: dict[str, GroupRecords] = {}  # what the log holds, per group
         self._dirty: set[str] = set()  # groups changed since the last take_records
+        self.downgrade_enabled = downgrade_enabled  # group.consumer.migration.policy allows it
+        self.downgrades: set[str] = set()  # groups to turn into classic groups (by the coordinator)
 
     # ======================================================================= heartbeat
     def heartbeat(self, req: ConsumerHeartbeatRequest, metadata: Callable[[str], int | None],
@@ -208,7 +224,7 @@ class ConsumerGroups:
             member = group.members.get(req.member_id) if group else None
             if member is None:
                 raise ConsumerGroupError(E.UNKNOWN_MEMBER_ID, f"group {req.group_id}: no member {req.member_id}")
-            self._remove(group, member)
+            self.remove(group, member)
             return ConsumerHeartbeatResponse(E.NONE, req.member_id, req.member_epoch,
                                              self._group_timeouts(req.group_id)[1])
         bump = False
@@ -242,6 +258,18 @@ class ConsumerGroups:
         if req.subscribed_topics is not None and tuple(sorted(set(req.subscribed_topics))) != member.subscribed_topics:
             member.subscribed_topics = tuple(sorted(set(req.subscribed_topics)))
             bump = True
+        member.classic = member.join_deadline = member.sync_deadline = None  # it speaks this protocol now
+        self.advance(group, member, bump, req.owned, metadata, now_ms)
+        send = None
+        if req.member_epoch == 0 or req.owned is not None or member.assigned != member.last_sent:
+            send = member.last_sent = dict(member.assigned)
+        return ConsumerHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, heartbeat_interval_ms,
+                                         send)
+
+    def advance(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Partitions | None,
+                 metadata: Callable[[str], int | None], now_ms: int) -> None:
+        """Bump the group epoch if membership, a subscription or a partition count changed,
+        recompute the target if the epoch moved, and move `member` towards it."""
         counts = {t: n for t in sorted(group.subscribed_topics()) if (n := metadata(t))}
         if counts != group.metadata:
             group.metadata = counts
@@ -250,12 +278,7 @@ class ConsumerGroups:
             group.group_epoch += 1
         if group.assignment_epoch < group.group_epoch:
             self._compute_target(group)
-        self._reconcile(group, member, req.owned, now_ms)
-        send = None
-        if req.member_epoch == 0 or req.owned is not None or member.assigned != member.last_sent:
-            send = member.last_sent = dict(member.assigned)
-        return ConsumerHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, heartbeat_interval_ms,
-                                         send)
+        self._reconcile(group, member, owned, now_ms)
 
     @staticmethod
     def _check_epoch(group: ConsumerGroup, member: ConsumerMember, req: ConsumerHeartbeatRequest) -> None:
@@ -289,10 +312,13 @@ class ConsumerGroups:
         target = group.target.get(member.member_id, {})
         keep = _and(member.assigned, target)
         revoke = _minus(member.assigned, target)
-        if revoke:
+        if revoke and (owned is None or _and(owned, revoke)):
+            # Kafka's CurrentAssignmentBuilder: only wait for a revocation the member may still
+            # act on; one that says it no longer owns them moves on at once.
             member.assigned, member.revoking = keep, revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
-            member.revocation_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
+            if not member.uses_classic_protocol:  # classic members have join/sync deadlines instead
+                member.revocation_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
             return
         taken: dict[str, frozenset[int]] = {}
         for other in group.members.values():
@@ -304,11 +330,19 @@ class ConsumerGroups:
         member.state = (MemberState.UNRELEASED_PARTITIONS if _minus(target, member.assigned)
                         else MemberState.STABLE)
 
-    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def remove(self, group: ConsumerGroup, *members: ConsumerMember) -> None:
+        """Members leave (or are fenced): one epoch bump for all of them, or a downgrade."""
         self._dirty.add(group.group_id)
-        del group.members[member.member_id]
-        group.target.pop(member.member_id, None)
-        group.group_epoch += 1
+        for member in members:
+            del group.members[member.member_id]
+            group.target.pop(member.member_id, None)
+        if (self.downgrade_enabled and group.members
+                and all(m.uses_classic_protocol for m in group.members.values())):
+            # Kafka's validateOnlineDowngradeWithFencedMembers: the classic group that replaces
+            # this one takes the epoch as it is and rebalances.
+            self.downgrades.add(group.group_id)
+        else:
+            group.group_epoch += 1
 
     # ========================================================================== timers
     def tick(self, now_ms: int) -> list[tuple[str, str]]:
@@ -316,15 +350,19 @@ class ConsumerGroups:
         removed = []
         for group in self.groups.values():
             for member in list(group.members.values()):
-                late_revocation = member.revocation_deadline is not None and now_ms >= member.revocation_deadline
-                if now_ms >= member.session_deadline or late_revocation:
-                    self._remove(group, member)
+                if group.group_id in self.downgrades:
+                    break  # already a classic group in all but name: the coordinator converts it
+                late = [d for d in (member.revocation_deadline, member.join_deadline, member.sync_deadline)
+                        if d is not None and now_ms >= d]
+                if now_ms >= member.session_deadline or late:
+                    self.remove(group, member)
                     removed.append((group.group_id, member.member_id))
         return removed
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for g in self.groups.values() for m in g.members.values()
-                     for d in (m.session_deadline, m.revocation_deadline) if d is not None]
+                     for d in (m.session_deadline, m.revocation_deadline, m.join_deadline, m.sync_deadline)
+                     if d is not None]
         return min(deadlines, default=None)
 
     # ============================================================== offsets and admin
@@ -340,11 +378,30 @@ class ConsumerGroups:
         if member is None:
             return E.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return E.STALE_MEMBER_EPOCH
+            # A classic member sends its generation, which is its member epoch.
+            return E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
         return E.NONE
 
     def subscriptions(self) -> dict[str, frozenset[str]]:
         return {gid: g.subscribed_topics() for gid, g in self.groups.items()}
+
+    def touch(self, group_id: str) -> None:
+        """`group_id` changes in this call: its records are taken at the end of it."""
+        self._dirty.add(group_id)
+
+    def new_member_id(self) -> str:
+        return self._new_member_id()
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """A group converted from a classic group joins this core (its records follow)."""
+        self.groups[group.group_id] = group
+        self._dirty.add(group.group_id)
+
+    def release(self, group_id: str) -> ConsumerGroup:
+        """Take a group out of this core for a conversion (its tombstones follow)."""
+        self.downgrades.discard(group_id)
+        self._dirty.add(group_id)
+        return self.groups.pop(group_id)
 
     def delete(self, group_id: str) -> E:
         group = self.groups.get(group_id)
@@ -404,6 +461,8 @@ class ConsumerGroups:
             m.client_id, m.client_host = value.client_id, value.client_host
             m.subscribed_topics = tuple(sorted(set(value.subscribed_topic_names)))
             m.rebalance_timeout_ms, m.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+            m.classic = value.classic_member_metadata
+            m.session_deadline = now_ms + self.session_timeout_of(group.group_id, m)
         elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
             m = self._replayed_member(group, key.member_id, now_ms)
             m.member_epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
@@ -411,14 +470,21 @@ class ConsumerGroups:
             m.assigned = _names(value.assigned_partitions, topic_name)
             m.revoking = _names(value.partitions_pending_revocation, topic_name)
             m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
-                                     if m.state is MemberState.UNREVOKED_PARTITIONS else None)
+                                     if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol
+                                     else None)
 
     def _replayed_member(self, group: ConsumerGroup, member_id: str, now_ms: int) -> ConsumerMember:
         member = group.members.get(member_id)
         if member is None:
             member = group.members[member_id] = ConsumerMember(member_id, None, None, "", "", (), -1)
-        member.session_deadline = now_ms + self._group_timeouts(group.group_id)[0]
+        member.session_deadline = now_ms + self.session_timeout_of(group.group_id, member)
         return member
+
+    def session_timeout_of(self, group_id: str, member: ConsumerMember) -> int:
+        """A classic member keeps the session timeout it joined with; the others the group's."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._group_timeouts(group_id)[0]
 
     def _replay_tombstone(self, group: ConsumerGroup, key: ConsumerGroupKey) -> None:
         if key.type == CG.METADATA:
@@ -461,7 +527,7 @@ def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
     for mid, m in group.members.items():
         out[ConsumerGroupKey(CG.MEMBER_METADATA, gid, mid)] = ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topics, None,
-            m.rebalance_timeout_ms, m.server_assignor)
+            m.rebalance_timeout_ms, m.server_assignor, m.classic)
         out[ConsumerGroupKey(CG.CURRENT_MEMBER_ASSIGNMENT, gid, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_epoch, m.state.code, _ids(m.assigned, topic_id), _ids(m.revoking, topic_id))
     for mid, parts in group.target.items():

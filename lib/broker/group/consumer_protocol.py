@@ -104,6 +104,13 @@ def decode_assignment(data: bytes) -> ConsumerAssignment:
     return ConsumerAssignment(partitions, user_data, version)
 
 
+def assignment_version_for(subscription: bytes) -> int:
+    """The assignment version to answer a subscription with: its own version, as far as we can
+    write it (Kafka serializes the assignment in the member's subscription version)."""
+    version = int.from_bytes(subscription[:2], "big", signed=True) if len(subscription) >= 2 else 0
+    return min(max(version, 0), ASSIGNMENT_VERSION)
+
+
 def encode_assignment(a: ConsumerAssignment, version: int = ASSIGNMENT_VERSION) -> bytes:
     if not 0 <= version <= ASSIGNMENT_VERSION:
         raise ValueError(f"unsupported assignment version {version}")

@@ -10,7 +10,10 @@ which makes clients rediscover the coordinator and retry.
 
 KIP-848 groups take the same path: after each call the shard takes the records of the groups
 it changed (`ConsumerGroups.take_records`, topics as ids of the topic registry) and appends
-them before answering.
+them before answering. KIP-848's online migration rides on it too (`migration`): a consumer
+member joining a classic group converts it first, classic members of a consumer group are
+served by `consumer_classic`, and a consumer group left with only classic members is
+converted back at the end of the call that made it so, all in the call's one append.
 
 Loading replays the partition from its start: classic and offset records through the same
 `replay` the live path uses (`replay_end_txn` per transaction marker), KIP-848 records (types
@@ -34,10 +37,12 @@ from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, UnknownTopicError
 
 from ..partitions import topic_uuid
+from ..request_time import waiting
 from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
                   OffsetFetchResponse, PartitionResult, Result, SyncRequest, SyncResponse)
+from . import consumer_classic, migration
 from .classic import GroupCoordinator
 from .config import GroupsConfig
 from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
@@ -77,6 +82,7 @@ class GroupService:
         self.partitions = partitions  # the broker's PartitionManager
         self.config = config
         self.configs = GroupConfigs(partitions.layout, config)  # GROUP config resources
+        self.migration_policy = config.migration_policy()
         self.shards = [self._new_shard(i) for i in range(config.offsets_topic_partitions)]
         self._tasks: list[asyncio.Task] = []
         self._loading: asyncio.Task | None = None
@@ -84,7 +90,8 @@ class GroupService:
     def _new_shard(self, index: int) -> Shard:
         return Shard(index, GroupCoordinator(self.config.classic()),
                      ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
-                                    group_timeouts=self._consumer_timeouts))
+                                    group_timeouts=self._consumer_timeouts,
+                                    downgrade_enabled=self.config.migration_policy().downgrade_enabled))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         return self.configs.session_timeout_ms(group_id), self.configs.heartbeat_interval_ms(group_id)
@@ -197,19 +204,22 @@ class GroupService:
 
     async def _run(self, shard: Shard, call: Callable[[int], Result], *, producer_id: int = NO_PRODUCER_ID,
                    producer_epoch: int = -1) -> Any:
-        """The recipe of classic.py: call, park, append, answer. Returns the response."""
+        """The recipe of classic.py: call, park, append, answer. Returns the response. The
+        records: the call's, then those of the KIP-848 groups it changed (`migration.finish`)."""
         async with shard.lock:
             if not shard.loaded:
                 raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
-            result = call(now_ms())
+            now = now_ms()
+            result = migration.finish(shard.core, shard.consumer, call(now), self._topic_id, now)
+            records = result.records
             parked = None
             if result.response is None and result.ticket is not None:
                 parked = shard.waiters[result.ticket] = asyncio.get_running_loop().create_future()
-            if result.records:
+            if records:
                 try:
-                    await self._append(shard, result.records, producer_id, producer_epoch)
+                    await self._append(shard, records, producer_id, producer_epoch)
                 except Exception:
-                    log.exception("appending %d records to %s-%d failed: reloading it", len(result.records),
+                    log.exception("appending %d records to %s-%d failed: reloading it", len(records),
                                   OFFSETS_TOPIC, shard.index)
                     await self._load(shard)
                     raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
@@ -220,27 +230,20 @@ class GroupService:
         if parked is None:
             return result.response
         try:
-            return await parked
+            with waiting():  # parked until the rebalance moves on: not busy time (request quota)
+                return await parked
         finally:
             shard.waiters.pop(result.ticket, None)
 
     async def _run_consumer(self, shard: Shard, call: Callable[[int], Any]) -> Any:
-        """The same recipe for the KIP-848 core: call, append the records of the groups it
-        changed, answer; a failed append reloads the shard (COORDINATOR_NOT_AVAILABLE)."""
-        async with shard.lock:
-            if not shard.loaded:
-                raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
-            response = call(now_ms())
-            records = shard.consumer.take_records(self._topic_id)
-            if records:
-                try:
-                    await self._append(shard, records, NO_PRODUCER_ID, -1)
-                except Exception:
-                    log.exception("appending %d consumer group records to %s-%d failed: reloading it",
-                                  len(records), OFFSETS_TOPIC, shard.index)
-                    await self._load(shard)
-                    raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
-            return response
+        """The same recipe for a call of the KIP-848 core, which answers at once."""
+        return await self._run(shard, lambda t: Result(call(t)))
+
+    def _partition_count(self, topic: str) -> int | None:
+        try:
+            return self.partitions.topic(topic).partitions
+        except TopiclakeError:
+            return None
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         try:
@@ -266,27 +269,29 @@ class GroupService:
         part.notify()
 
     # ================================================================ classic groups
-    def _not_consumer_group(self, shard: Shard, group_id: str) -> None:
-        if group_id in shard.consumer.groups:
-            raise GroupCoordinatorError(E.INCONSISTENT_GROUP_PROTOCOL,
-                                        f"group {group_id} uses the consumer (KIP-848) protocol")
-
+    # Classic members of a consumer group are served by consumer_classic (KIP-848 migration).
     async def join(self, req: JoinRequest) -> JoinResponse:
         shard = self.shard(req.group_id)
-        self._not_consumer_group(shard, req.group_id)
-        return await self._run(shard, lambda t: shard.core.join(req, t))
+        return await self._run(shard, lambda t: migration.join(shard.core, shard.consumer, req,
+                                                               self._partition_count, t))
 
     async def sync(self, req: SyncRequest) -> SyncResponse:
         shard = self.shard(req.group_id)
+        if req.group_id in shard.consumer.groups:
+            return await self._run_consumer(shard, lambda t: consumer_classic.sync(shard.consumer, req, t))
         return await self._run(shard, lambda t: shard.core.sync(req, t))
 
     async def heartbeat(self, req: HeartbeatRequest) -> E:
         shard = self.shard(req.group_id)
+        if req.group_id in shard.consumer.groups:
+            return await self._run_consumer(shard, lambda t: consumer_classic.heartbeat(shard.consumer, req, t))
         return await self._run(shard, lambda t: shard.core.heartbeat(req, t))
 
     async def leave(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveResponse:
         shard = self.shard(group_id)
         members = tuple(members)
+        if group_id in shard.consumer.groups:
+            return await self._run_consumer(shard, lambda t: consumer_classic.leave(shard.consumer, group_id, members))
         return await self._run(shard, lambda t: shard.core.leave(group_id, members, t))
 
     # ======================================================================= offsets
@@ -373,11 +378,8 @@ class GroupService:
     async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest,
                                  metadata: Callable[[str], int | None]) -> ConsumerHeartbeatResponse:
         shard = self.shard(req.group_id)
-        classic = shard.core.groups.get(req.group_id)
-        if classic is not None and classic.members:
-            return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None, error_message=(
-                f"group {req.group_id} is a classic group with members"))
-        return await self._run_consumer(shard, lambda t: shard.consumer.heartbeat(req, metadata, t))
+        return await self._run(shard, lambda t: migration.consumer_heartbeat(
+            shard.core, shard.consumer, req, metadata, self.migration_policy, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
         out = []

@@ -26,8 +26,8 @@ GroupMetadataValue (written as v3):
 KIP-848 consumer groups (`group-coordinator/src/main/resources/common/message/ConsumerGroup*.json`).
 Keys are not flexible: `int16 type` + group STRING (+ member STRING for 5, 7, 8). Values are all
 version 0 and flexible (compact strings/arrays, every struct ends with tagged fields; tags we do
-not model - MetadataHash, ClassicMemberMetadata, AssignmentEpochs ... - are skipped on read and
-never written). TopicPartitions = topicId UUID | partitions []int32.
+not model - MetadataHash, AssignmentEpochs ... - are skipped on read and never written).
+TopicPartitions = topicId UUID | partitions []int32.
 
     3  ConsumerGroupMetadata               epoch i32
     4  ConsumerGroupPartitionMetadata      topics [] of topicId UUID | topicName STRING |
@@ -36,7 +36,10 @@ never written). TopicPartitions = topicId UUID | partitions []int32.
     5  ConsumerGroupMemberMetadata         instanceId N_STRING | rackId N_STRING | clientId STRING |
                                            clientHost STRING | subscribedTopicNames []STRING |
                                            subscribedTopicRegex N_STRING | rebalanceTimeoutMs i32 |
-                                           serverAssignor N_STRING
+                                           serverAssignor N_STRING | tag 0: ClassicMemberMetadata
+                                           (a member using the classic protocol, KIP-848 migration):
+                                           nullable struct = 0x01 | sessionTimeoutMs i32 |
+                                           supportedProtocols [] of (name STRING | metadata BYTES)
     6  ConsumerGroupTargetAssignmentMetadata  assignmentEpoch i32
     7  ConsumerGroupTargetAssignmentMember    topicPartitions []TopicPartitions
     8  ConsumerGroupCurrentMemberAssignment   memberEpoch i32 | previousMemberEpoch i32 | state i8 |
@@ -46,6 +49,7 @@ never written). TopicPartitions = topicId UUID | partitions []int32.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
@@ -163,6 +167,15 @@ class ConsumerGroupPartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup)
+    joined with: its session timeout and its protocols, (name, metadata) in its order."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -172,6 +185,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tag 0; None: a consumer-protocol member
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +291,7 @@ def encode_value(value: Value | None) -> bytes | None:
     if encode is not None:
         w = Writer().int16(CONSUMER_GROUP_VALUE_VERSION)
         encode(w, value)
-        return w.tagged_fields().getvalue()
+        return w.tagged_fields(_consumer_value_tags(value)).getvalue()
     raise TypeError(f"cannot encode value {value!r}")
 
 
@@ -426,6 +440,36 @@ def _encode_member_metadata(w: Writer, v: ConsumerGroupMemberMetadataValue) -> N
     w.string(v.server_assignor, flexible=True)
 
 
+CLASSIC_MEMBER_METADATA_TAG = 0
+_NULLABLE_STRUCT_PRESENT = 1  # a nullable struct's leading marker byte (-1 would be null)
+
+
+def _consumer_value_tags(value: ConsumerGroupValue) -> dict[int, bytes] | None:
+    if isinstance(value, ConsumerGroupMemberMetadataValue) and value.classic_member_metadata is not None:
+        c = value.classic_member_metadata
+        w = Writer().int8(_NULLABLE_STRUCT_PRESENT).int32(c.session_timeout_ms)
+        w.array_len(len(c.supported_protocols), flexible=True)
+        for name, metadata in c.supported_protocols:
+            w.string(name, flexible=True).bytes_(metadata, flexible=True).tagged_fields()
+        return {CLASSIC_MEMBER_METADATA_TAG: w.tagged_fields().getvalue()}
+    return None
+
+
+def _decode_classic_member_metadata(data: bytes) -> ClassicMemberMetadata | None:
+    r = Reader(data, "ClassicMemberMetadata")
+    if r.int8("present") < 0:
+        return None
+    session_timeout = r.int32("sessionTimeoutMs")
+    protocols = []
+    for _ in range(r.array_len("supportedProtocols", flexible=True)):
+        name = r.string("name", flexible=True)
+        protocols.append((name, r.bytes_("metadata", flexible=True)))
+        r.tagged_fields("supportedProtocols tagged fields")
+    r.tagged_fields("ClassicMemberMetadata tagged fields")
+    r.end()
+    return ClassicMemberMetadata(session_timeout, tuple(protocols))
+
+
 def _encode_current_assignment(w: Writer, v: ConsumerGroupCurrentMemberAssignmentValue) -> None:
     w.int32(v.member_epoch).int32(v.previous_member_epoch).int8(v.state)
     _write_topic_partitions(w, v.assigned_partitions)
@@ -496,8 +540,11 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
     if version != CONSUMER_GROUP_VALUE_VERSION:
         raise r.fail(f"unsupported value version {version}")
     value = decode(r)
-    r.tagged_fields()
+    tags = r.tagged_fields()
     r.end()
+    if isinstance(value, ConsumerGroupMemberMetadataValue) and CLASSIC_MEMBER_METADATA_TAG in tags:
+        value = dataclasses.replace(value, classic_member_metadata=_decode_classic_member_metadata(
+            tags[CLASSIC_MEMBER_METADATA_TAG]))
     return value
 
 

@@ -102,10 +102,13 @@ class Reader:
             raise self.fail(f"{field}: {n} elements cannot fit in {len(self.buf) - self.pos} bytes")
         return n
 
-    def tagged_fields(self, field: str = "tagged fields") -> None:
+    def tagged_fields(self, field: str = "tagged fields") -> dict[int, bytes]:
+        """The tagged fields section: tag -> raw value (callers skip the tags they do not model)."""
+        tags = {}
         for _ in range(self.uvarint(f"{field} count")):
-            self.uvarint(f"{field} tag")
-            self._take(self.uvarint(f"{field} size"), f"{field} value")
+            tag = self.uvarint(f"{field} tag")
+            tags[tag] = bytes(self._take(self.uvarint(f"{field} size"), f"{field} value"))
+        return tags
 
     def remaining(self) -> int:
         return len(self.buf) - self.pos
@@ -165,8 +168,12 @@ class Writer:
         self._length(n, flexible, _I32)
         return self
 
-    def tagged_fields(self) -> "Writer":
-        self.out.append(0)  # we write no tagged fields
+    def tagged_fields(self, tags: dict[int, bytes] | None = None) -> "Writer":
+        """The tagged fields section: `tags` (tag -> raw value) in ascending tag order, or none."""
+        tags = tags or {}
+        self.out += encode_unsigned_varint(len(tags))
+        for tag in sorted(tags):
+            self.out += encode_unsigned_varint(tag) + encode_unsigned_varint(len(tags[tag])) + tags[tag]
         return self
 
     def getvalue(self) -> bytes:

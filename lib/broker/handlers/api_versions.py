@@ -1,4 +1,6 @@
-"""ApiVersions (key 18): the registry's routes are the answer."""
+"""ApiVersions (key 18): the registry's routes are the answer, with the cluster features
+(`features`): supported ranges (v3 leaves out those starting at 0, as Kafka's schema says) and
+the finalized levels."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import datetime
 from kio.schema.api_versions.v0 import response as v0
 from kio.schema.errors import ErrorCode
 
-from ..wire import make, nested
+from ..features import FEATURES, FINALIZED_EPOCH
+from ..wire import has_field, make, nested
 from .registry import REGISTRY
 
 API_VERSIONS_KEY = 18
@@ -27,5 +30,14 @@ def unsupported_version_response() -> v0.ApiVersionsResponse:
 @REGISTRY.route(API_VERSIONS_KEY, (0, 4))
 async def api_versions(broker, request):
     cls = request.response_type
+    features = {}
+    if has_field(cls, "supported_features"):
+        supported, finalized = nested(cls, "supported_features"), nested(cls, "finalized_features")
+        features = dict(
+            supported_features=tuple(supported(name=f.name, min_version=f.min_version, max_version=f.max_version)
+                                     for f in FEATURES if request.api_version >= 4 or f.min_version > 0),
+            finalized_features_epoch=FINALIZED_EPOCH,
+            finalized_features=tuple(finalized(name=f.name, max_version_level=f.finalized,
+                                               min_version_level=f.finalized) for f in FEATURES))
     return make(cls, error_code=ErrorCode.none, api_keys=_api_keys(nested(cls, "api_keys")),
-                throttle_time=_NO_THROTTLE)
+                throttle_time=_NO_THROTTLE, **features)

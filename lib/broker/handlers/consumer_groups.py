@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import TopiclakeError
 
 from ..group.consumer import ConsumerHeartbeatRequest
-from ..group.errors import GroupCoordinatorError
+from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
 from ..wire import make, nested
 from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
@@ -21,6 +21,7 @@ from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1 MemberType
 
 
 def _partition_count(broker, topic: str) -> int | None:
@@ -100,7 +101,8 @@ async def consumer_group_describe(broker, request):
     groups = []
     for gid, group, error in broker.groups.consumer_groups(body.group_ids):
         if group is None:
-            groups.append(make(group_cls, error_code=code(error), error_message=f"group {gid} is not a consumer group",
+            message = f"group {gid} is not a consumer group" if error is E.GROUP_ID_NOT_FOUND else None
+            groups.append(make(group_cls, error_code=code(error), error_message=message,
                                group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
                                assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
@@ -109,7 +111,8 @@ async def consumer_group_describe(broker, request):
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=None,
             assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})),
-            member_type=1) for m in group.members.values())
+            member_type=_CLASSIC_MEMBER if m.uses_classic_protocol else _CONSUMER_MEMBER)
+            for m in group.members.values())
         groups.append(make(group_cls, error_code=ErrorCode.none, error_message=None, group_id=gid,
                            group_state=group.state, group_epoch=group.group_epoch,
                            assignment_epoch=group.assignment_epoch, assignor_name="range", members=members,

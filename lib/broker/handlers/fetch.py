@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
 from ..errors import BrokerError, error_code
+from ..request_time import waiting
 from ..throttle import FETCH
 from ..wire import SENDFILE_MIN_BYTES, FileRegion, make, nested
 from .registry import REGISTRY
@@ -146,12 +147,16 @@ async def fetch(broker, request):
             for w in waiters:
                 w.cancel()
             break
-        await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        with waiting():  # purgatory: not busy time for the request quota
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:
             w.cancel()
     fetched = sum(len(s.records) for s in slots)
     throttle_ms = broker.throttle.record(FETCH, None, request.client_id, fetched)
-    if throttle_ms:  # over quota: no records now (not counted), the connection mutes, as Kafka does
+    # Over the byte rate or the request quota: no records now (not counted), the connection
+    # mutes, as Kafka's handleFetchRequest answers a throttled fetch.
+    throttle_ms = max(throttle_ms, broker.throttle.request_throttle_ms(None, request.client_id))
+    if throttle_ms:
         broker.throttle.unrecord(FETCH, None, request.client_id, fetched)
         for slot in slots:
             slot.records = b""

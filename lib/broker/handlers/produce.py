@@ -82,6 +82,9 @@ def _name_of(broker, topic_id) -> str | None:
     return None if meta is None else meta.name
 
 
+TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transaction on its first batch
+
+
 @REGISTRY.route(0, (3, 13))
 async def produce(broker, request):
     body, cls = request.body, request.response_type
@@ -107,6 +110,11 @@ async def produce(broker, request):
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
                 check_append(part.config, header, pdata.records, acks, int(time.time() * 1000), where)
                 if header.is_transactional:  # only into a partition of the producer's ongoing transaction
+                    if request.api_version >= TXN_V2_PRODUCE_VERSION and body.transactional_id is not None:
+                        # A transactions-v2 client adds no partitions itself: Kafka's leader asks
+                        # the coordinator (AddPartitionsToTxn v5), here it is one call.
+                        await broker.txn.add_partitions(body.transactional_id, header.producer_id,
+                                                        header.producer_epoch, [(name, pdata.index)], tv2=True)
                     await broker.txn.verify_produce(body.transactional_id, header.producer_id,
                                                     header.producer_epoch, name, pdata.index)
                 result = await broker.partitions.run_io(_append, part, pdata.records, header)

@@ -1,4 +1,8 @@
-"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37): topic files in shared storage."""
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37): topic files in shared storage.
+
+Each counts the partitions it creates or deletes against the client's controller_mutation_rate
+(throttle.py, KIP-599): strict from CreateTopics v6, DeleteTopics v5, CreatePartitions v3 (a topic
+over quota fails with THROTTLING_QUOTA_EXCEEDED), permissive before (done, then throttled)."""
 
 from __future__ import annotations
 
@@ -19,12 +23,34 @@ from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
 class InvalidReplicationFactor(BrokerError):
     code = ErrorCode.invalid_replication_factor
+
+
+class ThrottlingQuotaExceeded(BrokerError):
+    code = ErrorCode.throttling_quota_exceeded
+
+
+class _Mutations:
+    """One request's use of the controller mutation quota; `throttle` is its response's."""
+
+    def __init__(self, broker, request, strict_since: int):
+        self.broker, self.client_id = broker, request.client_id
+        self.strict = request.api_version >= strict_since
+        self.throttle_ms = 0
+
+    def take(self, partitions: int) -> None:
+        done, ms = self.broker.throttle.record_mutations(None, self.client_id, partitions, self.strict)
+        self.throttle_ms = max(self.throttle_ms, ms)
+        if not done:
+            raise ThrottlingQuotaExceeded("The throttling quota has been exceeded.")
+
+    @property
+    def throttle(self) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=self.throttle_ms)
 
 
 def _partition_count(broker, topic) -> int:
@@ -46,6 +72,7 @@ async def create_topics(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
     config_cls = nested(result_cls, "configs") if "configs" in result_cls.__dataclass_fields__ else None
+    mutations = _Mutations(broker, request, strict_since=6)
     results = []
     for topic in body.topics:
         try:
@@ -60,6 +87,8 @@ async def create_topics(broker, request):
                     raise BrokerError(f"topic {topic.name!r}: {count} partitions", ErrorCode.invalid_partitions)
                 meta = None
             else:
+                if not broker.partitions.registry.exists(topic.name):
+                    mutations.take(count)
                 meta = broker.partitions.create_topic(topic.name, count, overrides)
                 log.info("created topic %s (%d partitions, config %s)", meta.name, meta.partitions, dict(meta.config))
         except Exception as exc:
@@ -71,7 +100,7 @@ async def create_topics(broker, request):
         results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else _ZERO_UUID,
                             error_code=ErrorCode.none, error_message=None, num_partitions=count,
                             replication_factor=1, configs=configs))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(results))
+    return make(cls, throttle_time=mutations.throttle, topics=tuple(results))
 
 
 @REGISTRY.route(20, (1, 6))
@@ -80,6 +109,7 @@ async def delete_topics(broker, request):
     result_cls = nested(cls, "responses")
     # v0-5 send names; v6 sends (name or topic id) states.
     wanted = body.topic_names if hasattr(body, "topic_names") else body.topics
+    mutations = _Mutations(broker, request, strict_since=5)
     results = []
     for item in wanted:
         name = item if isinstance(item, str) else item.name
@@ -90,6 +120,7 @@ async def delete_topics(broker, request):
                 if meta is None:
                     raise BrokerError(f"unknown topic id {topic_id}", ErrorCode.unknown_topic_id)
                 name = meta.name
+            mutations.take(broker.partitions.topic(name).partitions)
             meta = await broker.partitions.delete_topic(name)
             log.info("deleted topic %s", name)
             results.append(make(result_cls, name=name, topic_id=topic_uuid(meta), error_code=ErrorCode.none,
@@ -97,13 +128,14 @@ async def delete_topics(broker, request):
         except Exception as exc:
             results.append(make(result_cls, name=name, topic_id=topic_id, error_code=error_code(exc),
                                 error_message=error_message(exc)))
-    return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(results))
+    return make(cls, throttle_time=mutations.throttle, responses=tuple(results))
 
 
 @REGISTRY.route(37, (0, 3))
 async def create_partitions(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
+    mutations = _Mutations(broker, request, strict_since=3)
     results = []
     for topic in body.topics:
         try:
@@ -112,6 +144,7 @@ async def create_partitions(broker, request):
                 raise BrokerError(f"topic {topic.name!r} has {meta.partitions} partitions; "
                                   f"{topic.count} would not increase the count", ErrorCode.invalid_partitions)
             if not body.validate_only:
+                mutations.take(topic.count - meta.partitions)
                 meta = broker.partitions.registry.add_partitions(topic.name, topic.count)
                 broker.partitions.forget_topic(topic.name)
                 log.info("topic %s now has %d partitions", topic.name, meta.partitions)
@@ -119,4 +152,4 @@ async def create_partitions(broker, request):
         except Exception as exc:
             results.append(make(result_cls, name=topic.name, error_code=error_code(exc),
                                 error_message=error_message(exc)))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return make(cls, throttle_time=mutations.throttle, results=tuple(results))

@@ -3,8 +3,11 @@ TxnOffsetCommit (28). InitProducerId (22) lives in producer_ids.py; FindCoordina
 key_type=1 in groups.py (one broker coordinates every transactional id).
 
 Thin: each calls the TransactionCoordinator (broker.txn) and turns its TxnError into the
-response's code. Versions stop before KIP-890 part 2 (transaction.version 2: an epoch bump per
-transaction), which clients only use when the broker advertises that feature.
+response's code. Transactions v2 (KIP-890 part 2; the transaction.version feature at level 2,
+advertised in ApiVersions): EndTxn v5 bumps the producer epoch of every transaction and returns
+the producer id and epoch to use next; such a client sends no AddPartitionsToTxn nor
+AddOffsetsToTxn: Produce v12+ (produce.py) and TxnOffsetCommit v5 add the partition themselves
+(what Kafka's partition leaders and group coordinator do with AddPartitionsToTxn v5).
 
 Kafka renamed the fencing error in KIP-588: clients older than these versions only know
 INVALID_PRODUCER_EPOCH, so PRODUCER_FENCED is translated for them (as KafkaApis does).
@@ -45,7 +48,7 @@ def txn_error(exc: Exception, request, fenced_since: int) -> ErrorCode:
 
 # ================================================================= AddPartitionsToTxn
 async def _add_partitions(broker, txn_id: str, producer_id: int, epoch: int, topics, verify_only: bool,
-                          request) -> dict[tuple[str, int], ErrorCode]:
+                          request, tv2: bool = False) -> dict[tuple[str, int], ErrorCode]:
     """Per-partition codes: unknown partitions fail alone and the rest is OPERATION_NOT_ATTEMPTED,
     as Kafka answers (nothing is added unless every partition exists)."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
@@ -65,7 +68,7 @@ async def _add_partitions(broker, txn_id: str, producer_id: int, epoch: int, top
     try:
         if verify_only:
             return await broker.txn.verify_partitions(txn_id, producer_id, epoch, wanted)
-        await broker.txn.add_partitions(txn_id, producer_id, epoch, wanted)
+        await broker.txn.add_partitions(txn_id, producer_id, epoch, wanted, tv2=tv2)
         code = ErrorCode.none
     except Exception as exc:
         code = txn_error(exc, request, fenced_since=2)
@@ -80,7 +83,7 @@ def _topic_results(topic_cls, codes: dict[tuple[str, int], ErrorCode]):
     return tuple(make(topic_cls, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items())
 
 
-@REGISTRY.route(24, (0, 4))
+@REGISTRY.route(24, (0, 5))
 async def add_partitions_to_txn(broker, request):
     body, cls = request.body, request.response_type
     if request.api_version <= 3:
@@ -88,13 +91,14 @@ async def add_partitions_to_txn(broker, request):
                                       body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, request)
         return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=_topic_results(
             nested(cls, "results_by_topic_v3_and_below"), codes))
-    # v4+: the broker-to-broker form, several transactions per request (KIP-890 verification).
+    # v4+: the broker-to-broker form, several transactions per request (KIP-890 verification);
+    # v5 is what a broker sends for a transactions-v2 client (the partition is added for it).
     result_cls = nested(cls, "results_by_transaction")
     topic_cls = nested(result_cls, "topic_results")
     results = []
     for txn in body.transactions:
         codes = await _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
-                                      txn.verify_only, request)
+                                      txn.verify_only, request, tv2=request.api_version >= 5)
         results.append(make(result_cls, transactional_id=txn.transactional_id,
                             topic_results=_topic_results(topic_cls, codes)))
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results))
@@ -113,30 +117,37 @@ async def add_offsets_to_txn(broker, request):
 
 
 # ============================================================================= EndTxn
-@REGISTRY.route(26, (0, 4))
+@REGISTRY.route(26, (0, 5))
 async def end_txn(broker, request):
     body, cls = request.body, request.response_type
+    producer_id, producer_epoch = -1, -1
     try:
-        await broker.txn.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
-                                         bool(body.committed))
+        producer_id, producer_epoch = await broker.txn.end_transaction(
+            body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
+            tv2=request.api_version >= 5)
         code = ErrorCode.none
     except Exception as exc:
         code = txn_error(exc, request, fenced_since=2)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code, producer_id=producer_id,
+                producer_epoch=producer_epoch)
 
 
 # ==================================================================== TxnOffsetCommit
-@REGISTRY.route(28, (0, 4))
+@REGISTRY.route(28, (0, 5))
 async def txn_offset_commit(broker, request):
     """The offsets go to the group coordinator as a transactional batch of the producer; they
     become visible when EndTxn's COMMIT marker reaches the group's `__consumer_offsets` partition.
-    First the transaction must hold that partition (AddOffsetsToTxn), which KIP-890 checks too."""
+    First the transaction must hold that partition (AddOffsetsToTxn), which KIP-890 checks too;
+    v5 (transactions v2) adds it here, the client sends no AddOffsetsToTxn."""
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
     offsets = commit_offsets_of(body)
     codes: dict[tuple[str, int], ErrorCode] = {}
     try:
+        if request.api_version >= 5:
+            await broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                         body.group_id, tv2=True)
         await broker.txn.verify_produce(body.transactional_id, body.producer_id, body.producer_epoch,
                                         OFFSETS_TOPIC, broker.groups.partition_for(body.group_id))
     except TxnError as exc:

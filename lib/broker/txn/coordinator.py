@@ -146,7 +146,7 @@ class TransactionCoordinator:
         async with self._lock(transactional_id):
             current = self._txns.get(transactional_id)
             outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
-                                             await self._id_source(current), expected)
+                                             await self._id_source(state.needs_new_producer_id(current)), expected)
             if outcome.abort_first:
                 # A new instance of the producer: abort its predecessor's transaction (fencing it)
                 # now, then bump again for the new instance, as the client's retry after
@@ -158,23 +158,26 @@ class TransactionCoordinator:
                                    f"InitProducerId for {transactional_id!r}: aborting the previous transaction")
                 current = self._txns[transactional_id]
                 outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
-                                                 await self._id_source(current), None)
+                                                 await self._id_source(state.needs_new_producer_id(current)), None)
             await self._persist(outcome.metadata)
             return self._txns[transactional_id]
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> None:
+                             partitions: Iterable[TopicPartition], *, tv2: bool = False) -> None:
+        """AddPartitionsToTxn; `tv2`: added by the broker itself for a transactions-v2 client
+        (Produce v12+, TxnOffsetCommit v5+), which no longer sends AddPartitionsToTxn."""
         await self._loaded.wait()
         async with self._lock(transactional_id):
             m = self._require(transactional_id, producer_id, "AddPartitionsToTxn")
-            updated = state.add_partitions(m, producer_id, producer_epoch, partitions, self.clock())
+            updated = state.add_partitions(m, producer_id, producer_epoch, partitions, self.clock(), tv2=tv2)
             if updated is not m:
                 await self._persist(updated)
 
-    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
+                          tv2: bool = False) -> None:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
         await self.add_partitions(transactional_id, producer_id, producer_epoch,
-                                  [(OFFSETS_TOPIC, self.offsets_partition_for(group_id))])
+                                  [(OFFSETS_TOPIC, self.offsets_partition_for(group_id))], tv2=tv2)
 
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, state.ErrorCode]:
@@ -187,18 +190,25 @@ class TransactionCoordinator:
                 for tp in partitions}
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> None:
+                              commit: bool, *, tv2: bool = False) -> tuple[int, int]:
+        """EndTxn; `tv2` (v5+): the epoch is bumped and the producer id and epoch the client must
+        use next are returned. Without it the returned pair means nothing (-1, -1)."""
         await self._loaded.wait()
         async with self._lock(transactional_id):
             m = self._require(transactional_id, producer_id, "EndTxn")
-            outcome = state.end_transaction(m, producer_id, producer_epoch, commit, self.clock())
+            if tv2:
+                new_id = await self._id_source(state.needs_new_producer_id_to_end(m))
+                outcome = state.end_transaction_v2(m, producer_id, producer_epoch, commit, self.clock(), new_id)
+            else:
+                outcome = state.end_transaction(m, producer_id, producer_epoch, commit, self.clock())
             if outcome.metadata is None:
-                return  # a retry: the transaction already ended this way
+                return outcome.producer  # a retry: the transaction already ended this way
             await self._persist(outcome.metadata)
             # The decision is durable now: like Kafka, answer success even if a marker write
             # fails; the periodic check finishes the transaction (the client's next
             # InitProducerId/AddPartitions meanwhile gets CONCURRENT_TRANSACTIONS).
             await self._try_complete(outcome.metadata)
+            return outcome.producer
 
     # ============================================================ coordinator-driven
     async def abort_expired(self) -> list[str]:
@@ -258,10 +268,10 @@ class TransactionCoordinator:
                            f"{what}: unknown transactional id {transactional_id!r} (producer {producer_id})")
         return m
 
-    async def _id_source(self, m: TxnMetadata | None) -> Callable[[], int]:
+    async def _id_source(self, needed: bool) -> Callable[[], int]:
         """A producer id for the transition, fetched first when it may need one: the allocator
         is not thread-safe and writes its block file, so it runs on the I/O thread only."""
-        if not state.needs_new_producer_id(m):
+        if not needed:
             return _no_new_id
         new_id = await self.partitions.run_io(self.producer_ids.next_id)
         return lambda: new_id

@@ -74,9 +74,15 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out.buf)
 
 
-def encode_value(m: TxnMetadata | None, version: int = VALUE_VERSION) -> bytes | None:
+def encode_value(m: TxnMetadata | None, version: int | None = None) -> bytes | None:
+    """`version` None: v1 (flexible) when a tagged field is set (a rotated or rotating producer
+    id, a transactions-v2 client), v0 otherwise, as Kafka picks by what it must keep."""
     if m is None:
         return None
+    if version is None:
+        tagged = (m.prev_producer_id != NO_PRODUCER_ID or m.next_producer_id != NO_PRODUCER_ID
+                  or m.client_txn_version != 0)
+        version = HIGHEST_VALUE_VERSION if tagged else VALUE_VERSION
     if version not in (0, 1):
         raise ValueError(f"TransactionLogValue version {version} does not exist (0 or 1)")
     if m.state is TxnState.EMPTY and m.partitions:

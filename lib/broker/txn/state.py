@@ -12,6 +12,7 @@ States and the transitions Kafka allows (TransactionState.validPreviousStates):
     Ongoing           <- Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitions/AddOffsets)
     PrepareCommit     <- Ongoing                                       (EndTxn commit)
     PrepareAbort      <- Ongoing, PrepareEpochFence                    (EndTxn abort, timeout, fencing)
+                         Empty, CompleteCommit, CompleteAbort          (transactions v2: abort with no partitions)
     CompleteCommit    <- PrepareCommit                                 (markers written)
     CompleteAbort     <- PrepareAbort                                  (markers written)
     Dead              <- Empty, CompleteCommit, CompleteAbort          (transactional id expired)
@@ -33,6 +34,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE
 NO_TIMESTAMP = -1
+TV2 = 2  # transaction.version 2 (KIP-890 part 2): EndTxn v5+, an epoch bump per transaction
 
 TopicPartition = tuple[str, int]
 
@@ -59,7 +61,7 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -186,9 +188,10 @@ def init_producer_id(m: TxnMetadata | None, transactional_id: str, timeout_ms: i
 
 
 def add_partitions(m: TxnMetadata, producer_id: int, producer_epoch: int,
-                   partitions: Iterable[TopicPartition], now_ms: int) -> TxnMetadata:
+                   partitions: Iterable[TopicPartition], now_ms: int, *, tv2: bool = False) -> TxnMetadata:
     """AddPartitionsToTxn / AddOffsetsToTxn: the transaction is (or becomes) Ongoing with
-    these partitions. Returns `m` itself when nothing changes (no write needed)."""
+    these partitions (`tv2`: added by the broker for a transactions-v2 client, which the
+    metadata records). Returns `m` itself when nothing changes (no write needed)."""
     what = f"AddPartitionsToTxn for {m.transactional_id!r}"
     check_producer(m, producer_id, producer_epoch, what)
     if m.is_preparing:
@@ -197,15 +200,19 @@ def add_partitions(m: TxnMetadata, producer_id: int, producer_epoch: int,
     if m.state is S.ONGOING and wanted <= m.partitions:
         return m
     start = m.start_ms if m.state is S.ONGOING else now_ms
-    return m.transition(S.ONGOING, partitions=m.partitions | wanted, start_ms=start, update_ms=now_ms)
+    version = TV2 if tv2 else m.client_txn_version
+    return m.transition(S.ONGOING, partitions=m.partitions | wanted, start_ms=start, update_ms=now_ms,
+                        client_txn_version=version)
 
 
 @dataclass(frozen=True, slots=True)
 class EndOutcome:
     """EndTxn: persist `metadata` (PrepareCommit/PrepareAbort) and write the markers, or nothing
-    to do (`metadata is None`: a retry of a transaction that already completed that way)."""
+    to do (`metadata is None`: a retry of a transaction that already completed that way).
+    `producer`: the producer id and epoch EndTxn v5+ answers with (transactions v2)."""
 
     metadata: TxnMetadata | None
+    producer: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
 
 def end_transaction(m: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool,
@@ -223,6 +230,57 @@ def end_transaction(m: TxnMetadata, producer_id: int, producer_epoch: int, commi
     raise IllegalStateTransition(f"{what}: {m.describe()} has no transaction to {word}")
 
 
+def needs_new_producer_id_to_end(m: TxnMetadata) -> bool:
+    """Whether a transactions-v2 EndTxn on `m` may rotate the producer id (its epoch is used up)."""
+    return m.producer_epoch >= MAX_EPOCH - 1
+
+
+def end_transaction_v2(m: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+                       new_producer_id: Callable[[], int]) -> EndOutcome:
+    """EndTxn v5+ (transaction.version 2, Kafka's TransactionCoordinator.endTransaction): every
+    transaction ends with an epoch bump, which the markers carry and the response returns, so
+    nothing of this transaction can be written once it ended. A used-up epoch rotates to a new
+    producer id (epoch 0) when the transaction completes. A retry is recognised by its epoch
+    being the one before the bump. An abort needs no ongoing transaction (it still bumps)."""
+    word = "commit" if commit else "abort"
+    what = f"EndTxn v5 ({word}) for {m.transactional_id!r}"
+    retry_on_bump = m.producer_epoch == producer_epoch + 1
+    retry_on_overflow = (m.prev_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                         and m.producer_epoch == 0)
+    if m.producer_id != producer_id and not retry_on_overflow:
+        raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                       f"{what}: {m.describe()} does not belong to producer {producer_id}")
+    if m.state in (S.ONGOING, S.EMPTY):
+        valid = producer_epoch == m.producer_epoch
+    elif m.is_preparing:
+        valid = retry_on_bump
+    else:
+        valid = retry_on_bump or retry_on_overflow or producer_epoch == m.producer_epoch
+    if not valid:
+        raise TxnError(ErrorCode.producer_fenced,
+                       f"{what}: producer {producer_id} epoch {producer_epoch} is fenced by {m.describe()}")
+    retry = retry_on_bump or retry_on_overflow
+    current = EndOutcome(None, (m.producer_id, m.producer_epoch))
+
+    def prepare(state: TxnState, no_partitions: bool) -> EndOutcome:
+        next_id = new_producer_id() if needs_new_producer_id_to_end(m) else NO_PRODUCER_ID
+        prepared = m.transition(state, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
+                                next_producer_id=next_id, client_txn_version=TV2, update_ms=now_ms,
+                                start_ms=now_ms if no_partitions else m.start_ms)
+        answer = (next_id, 0) if next_id != NO_PRODUCER_ID else (m.producer_id, prepared.producer_epoch)
+        return EndOutcome(prepared, answer)
+
+    if m.state is S.ONGOING:
+        return prepare(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
+    if m.state is S.PREPARE_COMMIT and commit or m.state is S.PREPARE_ABORT and not commit:
+        raise TxnError(ErrorCode.concurrent_transactions, f"{what}: {m.describe()} is still writing markers")
+    if m.state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT) and retry:
+        return current
+    if not commit and not retry and m.state in _COMPLETE:
+        return prepare(S.PREPARE_ABORT, True)
+    raise IllegalStateTransition(f"{what}: {m.describe()} has no transaction to {word}")
+
+
 def fence_abort(m: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Abort an Ongoing transaction on the coordinator's own initiative (timeout, or a new
     producer instance): Kafka goes Ongoing -> PrepareEpochFence (bump the epoch, in memory) ->
@@ -235,12 +293,16 @@ def fence_abort(m: TxnMetadata, now_ms: int) -> TxnMetadata:
 
 
 def complete(m: TxnMetadata, now_ms: int) -> TxnMetadata:
-    """All markers are written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort."""
-    if m.state is S.PREPARE_COMMIT:
-        return m.transition(S.COMPLETE_COMMIT, partitions=frozenset(), update_ms=now_ms)
-    if m.state is S.PREPARE_ABORT:
-        return m.transition(S.COMPLETE_ABORT, partitions=frozenset(), update_ms=now_ms)
-    raise IllegalStateTransition(f"{m.describe()}: no markers are being written")
+    """All markers are written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort. A
+    transactions-v2 end that used up the epoch moves on to its next producer id, at epoch 0."""
+    if m.state not in _PREPARING:
+        raise IllegalStateTransition(f"{m.describe()}: no markers are being written")
+    changes = {}
+    if m.next_producer_id != NO_PRODUCER_ID:
+        changes = dict(producer_id=m.next_producer_id, producer_epoch=0, prev_producer_id=m.producer_id,
+                       next_producer_id=NO_PRODUCER_ID)
+    return m.transition(S.COMPLETE_COMMIT if m.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT,
+                        partitions=frozenset(), update_ms=now_ms, **changes)
 
 
 def is_expired(m: TxnMetadata, now_ms: int) -> bool:

@@ -1,6 +1,7 @@
 """KIP-848 records of `__consumer_offsets` (key types 3-8): byte layouts of Kafka's schemas,
 round trips, the records a group's changes produce, and replay rebuilding the same groups."""
 
+import dataclasses
 import struct
 import uuid
 
@@ -10,9 +11,9 @@ from hypothesis import given, strategies as st
 from topiclake.broker.group.consumer import (ConsumerGroups, ConsumerHeartbeatRequest as HB, MemberState,
                                              group_records)
 from topiclake.broker.group.errors import GroupErrorCode as E
-from topiclake.broker.group.records import (CG, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
-                                            ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
-                                            ConsumerGroupPartitionMetadataValue,
+from topiclake.broker.group.records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue,
+                                            ConsumerGroupKey, ConsumerGroupMemberMetadataValue,
+                                            ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                                             ConsumerGroupTargetAssignmentMemberValue,
                                             ConsumerGroupTargetAssignmentMetadataValue, CoordinatorRecord,
                                             TopicMetadata, UnknownKey, decode_record)
@@ -96,12 +97,24 @@ def test_value_layout(record_type, value, raw):
 
 
 def test_unknown_tagged_fields_are_skipped():
-    # ConsumerGroupMetadataValue with MetadataHash (tag 0, int64; Kafka 4.1+) and a member's
-    # ClassicMemberMetadata (tag 0) are read as the fields we model.
+    # ConsumerGroupMetadataValue with MetadataHash (tag 0, int64; Kafka 4.1+) is read as the
+    # fields we model; so is a member metadata value with an unknown tag 5.
     raw = b"\x00\x00" + i32(9) + b"\x01" + b"\x00\x08" + bytes(8)
     assert decode_record(b"\x00\x03" + s16("g"), raw).value == ConsumerGroupMetadataValue(9)
-    member = VALUES[2][2][:-1] + b"\x01\x00\x03\x01\x01\x00"
+    member = VALUES[2][2][:-1] + b"\x01\x05\x01\x00"
     assert decode_record(b"\x00\x05" + s16("g") + s16("m"), member).value == VALUES[2][1]
+
+
+def test_classic_member_metadata_is_tag_0_a_nullable_struct():
+    # KIP-848 migration: a classic member's session timeout and protocols, as Kafka writes them
+    # (ConsumerGroupMemberMetadataValue.json, tag 0): count, tag, size, 0x01 (not null), the struct.
+    classic = ClassicMemberMetadata(45_000, (("range", b"\x00\x03"),))
+    value = dataclasses.replace(VALUES[2][1], classic_member_metadata=classic)
+    struct = b"\x01" + i32(45_000) + b"\x02" + b"\x06range" + b"\x03\x00\x03" + b"\x00" + b"\x00"
+    raw = VALUES[2][2][:-1] + b"\x01\x00" + bytes([len(struct)]) + struct
+    record = rec(ConsumerGroupKey(CG.MEMBER_METADATA, "g", "m"), value)
+    assert record.value_bytes() == raw
+    assert decode_record(record.key_bytes(), raw).value == value
 
 
 def test_bad_values_are_refused():
