@@ -14,7 +14,8 @@ throttle_time_ms = (rate - quota) / quota * window, and the connection reads no 
 until that time has passed (Kafka mutes the channel); a throttled fetch returns no records
 (they are not counted), as Kafka answers.
 
-Unauthenticated clients are Kafka's user ANONYMOUS. request_percentage,
+The user is the authenticated principal's name (ANONYMOUS on PLAINTEXT, SSL without a client
+certificate: Kafka's User:ANONYMOUS). request_percentage,
 controller_mutation_rate and connection_creation_rate are stored, not enforced.
 """
 

@@ -150,9 +150,9 @@ async def fetch(broker, request):
         for w in waiters:
             w.cancel()
     fetched = sum(len(s.records) for s in slots)
-    throttle_ms = broker.throttle.record(FETCH, None, request.client_id, fetched)
+    throttle_ms = broker.throttle.record(FETCH, request.session.user, request.client_id, fetched)
     if throttle_ms:  # over quota: no records now (not counted), the connection mutes, as Kafka does
-        broker.throttle.unrecord(FETCH, None, request.client_id, fetched)
+        broker.throttle.unrecord(FETCH, request.session.user, request.client_id, fetched)
         for slot in slots:
             slot.records = b""
     return _response(cls, slots, by_id, committed, throttle_ms)
