@@ -79,7 +79,10 @@ class BrokerServer:
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
         self._root_lock.update_owner(port=self.config.public_port)
         if self.config.registry.listen is not None:
-            self.registry = BrokerRegistry(self.context.partitions, self.config.registry)
+            # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
+            sasl_on = any(listener.sasl for listener in self.config.bound_listeners)
+            self.registry = BrokerRegistry(self.context.partitions, self.config.registry,
+                                           self.context.security.credentials.verify_password if sasl_on else None)
             await self.registry.start()
         self._register()
         await self.context.groups.start()
