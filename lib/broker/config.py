@@ -103,7 +103,13 @@ class BrokerConfig:
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
         check_types(cls, "broker", values)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        legacy = {"host", "port", "advertised_host", "advertised_port"}
+        if "listeners" in given:  # a flag wins over the file's other way of saying where to listen
+            values = {k: v for k, v in values.items() if k not in legacy}
+        elif legacy & set(given):
+            values = {k: v for k, v in values.items() if k not in ("listeners", "advertised_listeners")}
+        values.update(given)
         if values.get("listeners") is not None:
             if {"host", "port", "advertised_host", "advertised_port"} & set(values):
                 raise InvalidConfigError("set either listeners (and advertised_listeners) or host/port "
