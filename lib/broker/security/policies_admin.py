@@ -85,7 +85,19 @@ def _elect_refusal(request):
         for t in request.body.topic_partitions or ()))
 
 
-_cluster_only((29, 50, 35, 46, 55), Op.DESCRIBE)
+def _scram_describe_refusal(request):
+    """The error for each user asked about. Kafka's getErrorResponse also sets the top-level error,
+    and confluent-kafka 2.x (librdkafka) crashes the process on such an answer (seen here: segfault,
+    or munmap_chunk abort); per user, it reports CLUSTER_AUTHORIZATION_FAILED cleanly."""
+    cls = request.response_type
+    result_cls = nested(cls, "results")
+    return blank(cls, ErrorCode.none, error_message=None, results=tuple(
+        blank(result_cls, CLUSTER_DENIED, user=u.name, error_message=_DENIED_TEXT, credential_infos=())
+        for u in request.body.users or ()))
+
+
+_cluster_only((29, 35, 46, 55), Op.DESCRIBE)
+_cluster_only((50,), Op.DESCRIBE, _scram_describe_refusal)
 _cluster_only((30,), Op.ALTER, _per_item("results", "creations"))
 _cluster_only((31,), Op.ALTER, _per_item("filter_results", "filters", matching_acls=lambda _f: ()))
 _cluster_only((51,), Op.ALTER, _per_item("results", "upsertions", user=lambda u: u.name))

@@ -84,7 +84,8 @@ async def fetch(check, broker, request, call):
     else:
         kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n), name_field="topic")
     denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
-        blank(part_cls, TOPIC_DENIED, partition_index=p.partition) for p in t.partitions)) for t in refused)
+        blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
+        for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
     if not kept:
         return blank(cls, session_id=0, responses=denied)
     response = await call(replace(body, topics=kept))
