@@ -70,7 +70,7 @@ async def describe_groups(check, broker, request, call):
         return blank(cls, groups=denied)
     response = await call(replace(body, **{ids_field: kept}))
     groups = response.groups
-    if body.include_authorized_operations:
+    if getattr(body, "include_authorized_operations", False):
         groups = tuple(replace(g, authorized_operations=check.operations(ResourceType.GROUP, g.group_id))
                        if g.error_code == ErrorCode.none else g for g in groups)
     return replace(response, groups=groups + denied)
