@@ -158,8 +158,10 @@ class ScramServer:
     mechanism, or None: an unknown user fails at the client-first message, as in Kafka's
     ScramSaslServer."""
 
-    def __init__(self, mechanism: Mechanism, lookup: Callable[[str], ScramCredential | None]):
+    def __init__(self, mechanism: Mechanism, lookup: Callable[[str], ScramCredential | None],
+                 nonce: str | None = None):
         self.mechanism = mechanism
+        self._nonce_suffix = nonce  # fixed only by tests (RFC 7677's example)
         self._lookup = lookup
         self.user: str | None = None
         self._first: ClientFirst | None = None
@@ -177,7 +179,7 @@ class ScramServer:
         if credential is None:
             raise ScramError(f"unknown user {first.user!r}")
         self._first, self._credential = first, credential
-        self._nonce = first.nonce + secrets.token_urlsafe(24)
+        self._nonce = first.nonce + (self._nonce_suffix or secrets.token_urlsafe(24))
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         return self._server_first.encode()
 
@@ -213,10 +215,10 @@ class ScramServer:
 class ScramClient:
     """The client side of one SCRAM exchange."""
 
-    def __init__(self, mechanism: Mechanism, user: str, password: str):
+    def __init__(self, mechanism: Mechanism, user: str, password: str, nonce: str | None = None):
         self.mechanism = mechanism
         self.password = password
-        self._nonce = secrets.token_urlsafe(24)
+        self._nonce = nonce or secrets.token_urlsafe(24)
         self._bare = f"n={_escape_name(user)},r={self._nonce}"
         self._auth_message = b""
         self._server_key = b""
