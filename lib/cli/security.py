@@ -10,6 +10,7 @@ does, before any broker runs.
 from __future__ import annotations
 
 import secrets
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -223,6 +224,17 @@ def _entries(allow_principal, deny_principal, allow_host, deny_host, operations,
     return out
 
 
+@contextmanager
+def usage_errors():
+    """A bad option value (an unknown operation, ...) is a usage error: one line, exit 2."""
+    from topiclake.security.acls import AclError
+
+    try:
+        yield
+    except AclError as exc:
+        fail(str(exc), code=2)
+
+
 def _pattern(value: str, *, for_filter: bool):
     from topiclake.security.acls import PatternType, parse_enum
 
@@ -251,12 +263,13 @@ def acls_add(allow_principal: list[str] = typer.Option([], "--allow-principal", 
     """Add ACLs (like kafka-acls --add)."""
     from topiclake.security.acls import AclStore, ResourceType
 
-    pattern = _pattern(resource_pattern_type, for_filter=False)
-    rtype, name = _resource(topic, None if consumer else group, cluster, transactional_id, required=True)
-    if consumer and rtype != ResourceType.TOPIC:
-        fail("--consumer needs --topic (and --group)", code=2)
-    bindings = _entries(allow_principal, deny_principal, allow_host, deny_host, operation, producer, consumer, rtype,
-                        name, pattern, group)
+    with usage_errors():
+        pattern = _pattern(resource_pattern_type, for_filter=False)
+        rtype, name = _resource(topic, None if consumer else group, cluster, transactional_id, required=True)
+        if consumer and rtype != ResourceType.TOPIC:
+            fail("--consumer needs --topic (and --group)", code=2)
+        bindings = _entries(allow_principal, deny_principal, allow_host, deny_host, operation, producer, consumer,
+                            rtype, name, pattern, group)
     with reported_errors(debug):
         if data is not None:
             AclStore(_existing_root(data)).add(bindings)
@@ -308,8 +321,9 @@ def acls_remove(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER
     """Remove the ACLs that match (like kafka-acls --remove); what is not given matches anything."""
     from topiclake.security.acls import AclStore
 
-    f = _filter_from(principal, host, operation, permission, topic, group, cluster, transactional_id,
-                     resource_pattern_type)
+    with usage_errors():
+        f = _filter_from(principal, host, operation, permission, topic, group, cluster, transactional_id,
+                         resource_pattern_type)
     with reported_errors(debug):
         if data is not None:
             [removed] = AclStore(_existing_root(data)).remove([f])
@@ -339,8 +353,9 @@ def acls_list(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER_O
     """List ACLs (like kafka-acls --list), grouped by resource pattern."""
     from topiclake.security.acls import AclStore, Operation, PatternType, Permission, ResourceType
 
-    f = _filter_from(principal, host, operation, permission, topic, group, cluster, transactional_id,
-                     resource_pattern_type)
+    with usage_errors():
+        f = _filter_from(principal, host, operation, permission, topic, group, cluster, transactional_id,
+                         resource_pattern_type)
     with reported_errors(debug):
         if data is not None:
             rows = [(b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -78,13 +79,13 @@ class AclError(ValueError):
 
 
 def parse_enum(kind: type[enum.IntEnum], value: str | int) -> enum.IntEnum:
-    """An enum member from its Kafka name (case and '-'/'_' insensitive) or code."""
+    """An enum member from its Kafka name (READ, ClusterAction, cluster-action, ...) or code."""
     if isinstance(value, int):
         try:
             return kind(value)
         except ValueError:
             return kind(0)  # UNKNOWN, as Kafka's fromCode
-    key = value.strip().upper().replace("-", "_")
+    key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value.strip()).upper().replace("-", "_")
     try:
         return kind[key]
     except KeyError:
