@@ -336,3 +336,17 @@ def test_the_schema_registry_takes_basic_auth_with_the_same_users(broker):
         with pytest.raises(SchemaRegistryError) as refused:
             SchemaRegistryClient(conf).get_subjects()
         assert refused.value.http_status_code == 401
+
+
+def test_the_offsets_mirror_authenticates_as_its_client_config(broker):
+    from topiclake.lake.mirror import find_bootstrap, mirror_offsets
+    from topiclake.security.client_config import ClientSecurity
+    from topiclake.segments.storage import StorageLayout
+
+    bootstrap, _source = find_bootstrap(StorageLayout(broker.data), None, protocol="SASL_PLAINTEXT")
+    assert bootstrap == broker.address("SASL_PLAINTEXT")  # the registered endpoint for its protocol
+    as_admin = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", USERS["admin"])
+    assert mirror_offsets(bootstrap, "lake-group", {("orders", 0): 2}, security=as_admin, timeout_s=10).ok
+    as_bob = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", USERS["bob"])
+    refused = mirror_offsets(bootstrap, "lake-group", {("orders", 0): 3}, security=as_bob, timeout_s=5)
+    assert not refused.ok and "AUTHORIZATION_FAILED" in refused.error
