@@ -62,7 +62,8 @@ class BrokerServer:
                         functools.partial(self._on_connection, listener), listener.host or None, listener.port,
                         reuse_address=True, limit=1024 * 1024)
                 except OSError as exc:  # in use, not an address of this host, a name that does not resolve
-                    raise ListenError(f"cannot listen on {listener.host}:{listener.port} ({listener.name}): "
+                    which = "" if self.config.listeners is None else f" ({listener.name})"
+                    raise ListenError(f"cannot listen on {listener.host}:{listener.port}{which}: "
                                       f"{_reason(exc)}") from exc
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]

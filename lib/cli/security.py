@@ -250,14 +250,18 @@ def acls_add(allow_principal: list[str] = typer.Option([], "--allow-principal", 
              deny_principal: list[str] = typer.Option([], "--deny-principal", help="e.g. User:mallory (repeatable)."),
              allow_host: list[str] = typer.Option([], "--allow-host", help="Client address (default *)."),
              deny_host: list[str] = typer.Option([], "--deny-host", help="Client address (default *)."),
-             operation: list[str] = typer.Option([], "--operation", help="Read, Write, Create, Delete, Alter, Describe, "
-                                                                         "ClusterAction, DescribeConfigs, "
-                                                                         "AlterConfigs, IdempotentWrite, All."),
+             operation: list[str] = typer.Option([], "--operation",
+                                                 help="Read, Write, Create, Delete, Alter, Describe, "
+                                                      "ClusterAction, DescribeConfigs, AlterConfigs, "
+                                                      "IdempotentWrite, All."),
              producer: bool = typer.Option(False, "--producer", help="WRITE, DESCRIBE and CREATE on the topic."),
-             consumer: bool = typer.Option(False, "--consumer", help="READ and DESCRIBE on the topic, READ on --group."),
+             consumer: bool = typer.Option(False, "--consumer",
+                                           help="READ and DESCRIBE on the topic, READ on --group."),
              topic: str = RESOURCE_OPTIONS["topic"], group: str = RESOURCE_OPTIONS["group"],
-             cluster: bool = RESOURCE_OPTIONS["cluster"], transactional_id: str = RESOURCE_OPTIONS["transactional_id"],
-             resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type", help="literal or prefixed."),
+             cluster: bool = RESOURCE_OPTIONS["cluster"],
+             transactional_id: str = RESOURCE_OPTIONS["transactional_id"],
+             resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type",
+                                                       help="literal or prefixed."),
              data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
              debug: bool = DEBUG_OPTION) -> None:
     """Add ACLs (like kafka-acls --add)."""

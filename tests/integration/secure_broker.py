@@ -48,7 +48,8 @@ def make_certificates(directory: Path) -> Certificates:
     def builder(subject: str, issuer, public_key):
         return (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
                 .issuer_name(issuer).public_key(public_key).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1)))
 
     ca_key = key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "topiclake test CA")])

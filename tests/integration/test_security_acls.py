@@ -199,8 +199,8 @@ def _assert_each_api_refuses(broker):
     with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
         fetched = bob.request(fe.FetchRequest(
-            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=(fe.FetchTopic(topic="orders", partitions=(fe.FetchPartition(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(fe.FetchTopic(topic="orders", partitions=(fe.FetchPartition(
                 partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
         assert fetched.responses[0].partitions[0].error_code.name == "topic_authorization_failed"
@@ -221,7 +221,8 @@ def _assert_each_api_refuses(broker):
 def test_a_client_certificate_subject_is_the_principal(broker):
     certs = broker.certs
     tls = {"bootstrap.servers": broker.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
-    with_cert = {**tls, "ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
+    with_cert = {**tls, "ssl.certificate.location": str(certs.client_cert),
+                 "ssl.key.location": str(certs.client_key)}
     assert produce_error(with_cert, "other").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     grant = acl(ResourceType.TOPIC, "other", certs.client_principal, AclOperation.WRITE)
     admin = AdminClient(sasl(broker, "admin"))
@@ -312,8 +313,10 @@ def test_quotas_count_the_authenticated_user(broker):
 
     def throttle_ms(user):
         batch = build_batch([Record(0, 0, None, b"y" * 2000, ())], base_offset=0)
-        request = pr.ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5), topic_data=(pr.TopicProduceData(
-            name="orders", partition_data=(pr.PartitionProduceData(index=0, records=batch),)),))
+        request = pr.ProduceRequest(
+            transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+            topic_data=(pr.TopicProduceData(name="orders",
+                                            partition_data=(pr.PartitionProduceData(index=0, records=batch),)),))
         with client(user) as c:
             response = c.request(request)
             assert response.responses[0].partition_responses[0].error_code.value == 0

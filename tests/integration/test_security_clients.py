@@ -197,7 +197,8 @@ def test_a_wrong_password_fails_for_every_client(broker):
     from aiokafka import AIOKafkaProducer
 
     async def aio():
-        producer = AIOKafkaProducer(**{**aiokafka_conf(broker, "SASL_SSL", "PLAIN", "wrong"), "request_timeout_ms": 3000})
+        conf = {**aiokafka_conf(broker, "SASL_SSL", "PLAIN", "wrong"), "request_timeout_ms": 3000}
+        producer = AIOKafkaProducer(**conf)
         try:
             await producer.start()
         finally:
@@ -223,8 +224,8 @@ def _api_versions_ok(address: str, security: ClientSecurity) -> bool:
     from kio.schema.api_versions.v3 import request as av
 
     with ProtocolClient(address, security=security, timeout=10) as client:
-        return client.request(av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))\
-            .error_code.value == 0
+        answer = client.request(av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        return answer.error_code.value == 0
 
 
 def _wait_for_log(broker, text: str, timeout: float = 5.0) -> None:

@@ -76,7 +76,8 @@ async def create_acls(broker, request):
             try:
                 binding = AclBinding(parse_enum(ResourceType, int(c.resource_type)), c.resource_name,
                                      parse_enum(PatternType, int(c.resource_pattern_type)), c.principal, c.host,
-                                     parse_enum(Operation, int(c.operation)), parse_enum(Permission, int(c.permission_type)))
+                                     parse_enum(Operation, int(c.operation)),
+                                     parse_enum(Permission, int(c.permission_type)))
                 broker.security.acls.add([binding])
                 log.info("ACL added by %s: %s", request.session.principal, binding.describe())
             except AclError as exc:

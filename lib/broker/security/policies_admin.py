@@ -80,9 +80,10 @@ def _elect_refusal(request):
     cls = request.response_type
     topic_cls = nested(cls, "replica_election_results")
     part_cls = nested(topic_cls, "partition_result")
-    return blank(cls, CLUSTER_DENIED, replica_election_results=tuple(make(topic_cls, topic=t.topic, partition_result=tuple(
+    results = tuple(make(topic_cls, topic=t.topic, partition_result=tuple(
         make(part_cls, partition_id=p, error_code=CLUSTER_DENIED, error_message=_DENIED_TEXT) for p in t.partitions))
-        for t in request.body.topic_partitions or ()))
+        for t in request.body.topic_partitions or ())
+    return blank(cls, CLUSTER_DENIED, replica_election_results=results)
 
 
 def _scram_describe_refusal(request):

@@ -91,7 +91,8 @@ class SaslService:
 
     def handshake(self, session: Session, mechanism: str, version: int) -> tuple[ErrorCode, str | None]:
         if session.authenticated or session.sasl is not None:
-            return ErrorCode.illegal_sasl_state, "SaslHandshake is not expected now (re-authentication is not supported)"
+            return (ErrorCode.illegal_sasl_state,
+                    "SaslHandshake is not expected now (re-authentication is not supported)")
         if mechanism not in self.mechanisms:
             log.warning("failed authentication with %s: unsupported SASL mechanism %r (enabled: %s)",
                         session.peer, mechanism, ", ".join(self.mechanisms))
