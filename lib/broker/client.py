@@ -1,7 +1,9 @@
 """A minimal blocking Kafka protocol client over kio: one connection, one request at a time.
 
 Used by the `topiclake topics` commands (they talk to a running broker like kafka-topics) and by
-tests that need exact control over what goes on the wire.
+tests that need exact control over what goes on the wire. `security` (a client-properties file or
+`[client]`, security.client_config) adds TLS and a SASL login (PLAIN, SCRAM-SHA-256/512) before
+the first request.
 """
 
 from __future__ import annotations
@@ -10,18 +12,59 @@ import socket
 import struct
 from typing import Any
 
+from topiclake.security import scram
+from topiclake.security.client_config import PLAINTEXT, ClientSecurity
+
 from . import wire
 
 _SIZE = struct.Struct(">i")
 
 
+class AuthenticationError(Exception):
+    """The broker refused the login (wrong password, mechanism not enabled, not a SASL listener)."""
+
+
 class ProtocolClient:
-    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "topiclake-cli"):
+    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "topiclake-cli",
+                 security: ClientSecurity = PLAINTEXT):
         host, _, port = bootstrap.rpartition(":")
-        self.address = (host or "127.0.0.1", int(port))
+        self.address = (host.strip("[]") or "127.0.0.1", int(port))
         self.client_id = client_id
         self.sock = socket.create_connection(self.address, timeout=timeout)
         self._correlation = 0
+        try:
+            if security.uses_tls:
+                self.sock = security.ssl_context().wrap_socket(self.sock, server_hostname=self.address[0])
+            if security.uses_sasl:
+                self._login(security)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _login(self, security: ClientSecurity) -> None:
+        from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+        mechanism = security.sasl_mechanism
+        handshake = self.request(SaslHandshakeRequest(mechanism=mechanism))
+        if handshake.error_code.value != 0:
+            raise AuthenticationError(f"{mechanism} refused ({handshake.error_code.name.upper()}); the broker "
+                                      f"enables {', '.join(handshake.mechanisms) or 'no SASL on this listener'}")
+
+        def step(token: bytes) -> bytes:
+            answer = self.request(SaslAuthenticateRequest(auth_bytes=token))
+            if answer.error_code.value != 0:
+                raise AuthenticationError(answer.error_message or answer.error_code.name.upper())
+            return answer.auth_bytes
+
+        if mechanism == "PLAIN":
+            step(f"\0{security.sasl_username}\0{security.sasl_password}".encode())
+            return
+        exchange = scram.ScramClient(scram.MECHANISMS[mechanism], security.sasl_username, security.sasl_password)
+        try:
+            exchange.verify(step(exchange.final(step(exchange.first()))))
+        except scram.ScramError as exc:
+            raise AuthenticationError(str(exc)) from None
 
     def close(self) -> None:
         self.sock.close()

@@ -13,6 +13,7 @@ from topiclake.segments.settings import check_types, section, storage_root
 
 from . import producer_state
 from .group.config import GroupsConfig
+from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
 from .txn.config import TransactionsConfig
 
 
@@ -36,6 +37,11 @@ class BrokerConfig:
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
     registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
+    # Kafka's listeners / advertised.listeners ("SASL_SSL://0.0.0.0:9094,..."); unset: one PLAINTEXT
+    # listener on host:port, advertised as advertised_host:advertised_port.
+    listeners: str | None = None
+    advertised_listeners: str | None = None
+    security: SecurityConfig = SecurityConfig()  # [security]: TLS, SASL, the authorizer
 
     def __post_init__(self) -> None:
         for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "num_partitions",
@@ -48,29 +54,74 @@ class BrokerConfig:
             raise InvalidConfigError(f"advertised port {self.advertised_port} is out of range (1-65535)")
         if self.broker_id < 0:
             raise InvalidConfigError(f"broker id {self.broker_id} must not be negative")
+        bound = self.bound_listeners
+        if self.advertised_listeners is not None:
+            names = {listener.name for listener in bound}
+            extra = [a.name for a in parse_listeners(self.advertised_listeners, "advertised_listeners")
+                     if a.name not in names]
+            if extra:
+                raise InvalidConfigError(f"advertised_listeners names {', '.join(extra)}, which is not a listener")
+        self.security.check(bound)
+
+    @property
+    def bound_listeners(self) -> tuple[Listener, ...]:
+        """Where the broker listens: `listeners`, or one PLAINTEXT listener on host:port."""
+        if self.listeners is None:
+            return (Listener(PLAINTEXT, self.host, self.port),)
+        return parse_listeners(self.listeners)
+
+    def endpoint_for(self, listener_name: str) -> tuple[str, int]:
+        """(host, port) clients are told for the listener they connected to (Kafka answers
+        Metadata with the endpoints of the request's listener)."""
+        if self.advertised_listeners is not None:
+            for advertised in parse_listeners(self.advertised_listeners, "advertised_listeners"):
+                if advertised.name == listener_name:
+                    return advertised.host, advertised.port
+        for listener in self.bound_listeners:
+            if listener.name == listener_name:
+                if self.listeners is None:  # the single host/port listener: advertised_host/port
+                    return self.advertised_host or _dialable(listener.host), self.advertised_port or listener.port
+                return _dialable(listener.host), listener.port
+        raise KeyError(listener_name)
 
     @property
     def public_host(self) -> str:
-        if self.advertised_host:
-            return self.advertised_host
-        # A wildcard bind is not an address a client can dial.
-        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        """The first listener's advertised host (the registration file, the root lock's owner)."""
+        return self.endpoint_for(self.bound_listeners[0].name)[0]
 
     @property
     def public_port(self) -> int:
-        return self.advertised_port or self.port
+        return self.endpoint_for(self.bound_listeners[0].name)[1]
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
                       registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
-        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
         check_types(cls, "broker", values)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        legacy = {"host", "port", "advertised_host", "advertised_port"}
+        if "listeners" in given:  # a flag wins over the file's other way of saying where to listen
+            values = {k: v for k, v in values.items() if k not in legacy}
+        elif legacy & set(given):
+            values = {k: v for k, v in values.items() if k not in ("listeners", "advertised_listeners")}
+        values.update(given)
+        if values.get("listeners") is not None:
+            if {"host", "port", "advertised_host", "advertised_port"} & set(values):
+                raise InvalidConfigError("set either listeners (and advertised_listeners) or host/port "
+                                         "(and advertised_host/advertised_port), not both")
+            first = parse_listeners(values["listeners"])[0]  # host/port: the first listener's
+            values["host"], values["port"] = first.host, first.port
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),
-                   registry=RegistryConfig.from_settings(settings, listen=registry_listen), **values)
+                   registry=RegistryConfig.from_settings(settings, listen=registry_listen),
+                   security=SecurityConfig.from_section(section(settings, "security")), **values)
+
+
+def _dialable(host: str) -> str:
+    """A wildcard bind is not an address a client can dial."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host

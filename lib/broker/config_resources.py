@@ -27,6 +27,7 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import CLUSTER_DEFAULT, topic_defaults
 
 from .config import BrokerConfig
+from .security.config import format_listeners
 from .errors import BrokerError
 from .group.group_configs import SPECS as GROUP_SPECS
 
@@ -170,10 +171,6 @@ def _static_entry(config: BrokerConfig, spec: _Static) -> ConfigEntry:
     return _entry(spec.name, synonyms, spec.config_type, spec.doc, read_only=spec.read_only)
 
 
-def _listener(host: str, port: int) -> str:
-    return f"PLAINTEXT://{host}:{port}"
-
-
 def broker_entries(broker, name: str) -> list[ConfigEntry]:
     """DescribeConfigs of BROKER `name`: "" (the cluster default) or this broker's id."""
     dynamic = broker.partitions.registry.broker_configs.get(CLUSTER_DEFAULT)
@@ -183,9 +180,10 @@ def broker_entries(broker, name: str) -> list[ConfigEntry]:
     _require_this_broker(broker, name)
     config: BrokerConfig = broker.config
     out = [_static_entry(config, spec) for spec in _STATIC]
-    computed = (("listeners", _listener(config.host, config.port), "Where this broker listens."),
-                ("advertised.listeners", _listener(config.public_host, config.public_port),
-                 "Where clients are told to connect."),
+    advertised = ",".join(f"{lsn.name}://{':'.join(map(str, config.endpoint_for(lsn.name)))}"
+                          for lsn in config.bound_listeners)
+    computed = (("listeners", format_listeners(config.bound_listeners), "Where this broker listens."),
+                ("advertised.listeners", advertised, "Where clients are told to connect."),
                 ("log.dirs", str(broker.layout.logs_dir.resolve()), "The log dir: <storage root>/log."))
     out += [_entry(key, [Synonym(key, value, STATIC_BROKER)], STRING, doc, read_only=True)
             for key, value, doc in computed]

@@ -25,6 +25,9 @@ from .errors import CloseConnection
 from .handlers import REGISTRY
 from .handlers.api_versions import API_VERSIONS_KEY, unsupported_version_response
 from .request_time import Stopwatch
+from .security import gate
+from .security.sasl import PRE_AUTH_KEYS
+from .security.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +35,16 @@ _SIZE = struct.Struct(">i")
 
 
 class Connection:
-    def __init__(self, broker: BrokerContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, broker: BrokerContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 session: Session | None = None):
         self.broker = broker
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""  # Kafka's InetAddress.toString()
+        # Who the client is (security.session): PLAINTEXT and anonymous unless the listener says otherwise.
+        self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
         self.busy = False  # a request is being handled (shutdown waits for it)
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
@@ -73,6 +79,10 @@ class Connection:
         except asyncio.IncompleteReadError:
             return None
         (size,) = _SIZE.unpack(head)
+        if head[:2] == b"\x16\x03":  # a TLS record header: ClientHello
+            log.warning("closing %s: a TLS handshake on the %s listener (is the client set for SSL on the wrong "
+                        "port?)", self.peer, self.session.listener)
+            return None
         limit = self.broker.config.max_request_bytes
         if size < 0 or size > limit:
             log.warning("closing %s: frame size %d is outside [0, %d] (socket.request.max.bytes)",
@@ -82,8 +92,14 @@ class Connection:
 
     async def _handle(self, frame: bytes) -> bool:
         """Handle one request; False closes the connection."""
+        if self.session.sasl is not None and self.session.sasl.raw_tokens:  # SaslHandshake v0: a bare token
+            answer = await self.broker.security.sasl.raw_token(self.session, frame)
+            if answer is not None:
+                self.writer.write(_SIZE.pack(len(answer)) + answer)
+                await self.writer.drain()
+            return answer is not None
         try:
-            request = wire.parse_request(frame, REGISTRY.supports, self.client_host)
+            request = wire.parse_request(frame, REGISTRY.supports, self.client_host, self.session)
         except wire.UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
@@ -95,10 +111,14 @@ class Connection:
         except wire.MalformedRequest as exc:
             log.warning("closing %s: %s", self.peer, exc)
             return False
+        if not self.session.authenticated and request.api_key not in PRE_AUTH_KEYS:
+            log.warning("closing %s: api key %d before SASL authentication on the %s listener", self.peer,
+                        request.api_key, self.session.listener)
+            return False
         route = REGISTRY.get(request.api_key)
         stopwatch = Stopwatch()
         try:
-            response = await route.handler(self.broker, request)
+            response = await gate.dispatch(self.broker, route, request)  # the authorizer's checks, then the handler
         except CloseConnection as exc:
             log.info("closing %s: %s", self.peer, exc)
             return False
@@ -108,7 +128,8 @@ class Connection:
             return False
         # The request quota (request_percentage): the response says the longer of its own
         # throttle (a byte rate, a mutation rate) and this one; the connection mutes for it.
-        request_ms = self.broker.throttle.record_request_time(None, request.client_id, stopwatch.busy_seconds())
+        request_ms = self.broker.throttle.record_request_time(request.session.user, request.client_id,
+                                                             stopwatch.busy_seconds())
         throttle = max(getattr(response, "throttle_time", None) or datetime.timedelta(0),
                        datetime.timedelta(milliseconds=request_ms))
         if response is not None:
@@ -116,7 +137,7 @@ class Connection:
                 response = dataclasses.replace(response, throttle_time=throttle)
             await self._send(request.correlation_id, response)
         await self._mute(throttle)
-        return True
+        return not self.session.close_after_response
 
     async def _mute(self, throttle_time) -> None:
         """A client over its quota: read nothing more from it until its throttle time has passed

@@ -15,6 +15,7 @@ from .config import BrokerConfig
 from .group.coordinator import GroupService
 from .client_quotas import ClientQuotas
 from .partitions import PartitionManager
+from .security.service import SecurityService
 from .throttle import Throttler
 from .txn.coordinator import TransactionCoordinator
 
@@ -54,6 +55,7 @@ class BrokerContext:
     groups: GroupService  # the group coordinator (started by the server)
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
     throttle: Throttler  # byte-rate client quotas
+    security: SecurityService  # listeners' TLS, SASL, the authorizer ([security])
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
@@ -76,7 +78,8 @@ class BrokerContext:
                                      offsets_marker=groups.complete_transaction)
         return cls(config=config, layout=layout, partitions=partitions,
                    cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
-                   throttle=Throttler(ClientQuotas(layout)))
+                   throttle=Throttler(ClientQuotas(layout)),
+                   security=SecurityService(config.security, config.root, config.bound_listeners))
 
     @property
     def broker_id(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from topiclake.registry.basic_auth import basic_auth
 from topiclake.registry.config import RegistryConfig
 from topiclake.registry.errors import StoreConflict
 from topiclake.registry.http import serve
@@ -86,8 +87,9 @@ def _append(part, batch: bytes, expected_end: int) -> int:
 class BrokerRegistry:
     """The registry's lifecycle inside the broker: load `_schemas`, then serve the REST API."""
 
-    def __init__(self, partitions, config: RegistryConfig):
+    def __init__(self, partitions, config: RegistryConfig, verify_password=None):
         self.config = config
+        self.verify_password = verify_password  # HTTP basic auth against these users (None: open)
         self.store = BrokerSchemaStore(partitions, config.topic)
         self.registry = SchemaRegistry(self.store)
         self.runner = None
@@ -97,8 +99,10 @@ class BrokerRegistry:
         await self.store.open()
         await self.registry.load()
         host, port = self.config.address
-        self.runner, self.port = await serve(self.registry, host, port)
-        log.info("schema registry listening on http://%s:%d (topic %s)", host, self.port, self.config.topic)
+        authenticate = basic_auth(self.verify_password) if self.verify_password is not None else None
+        self.runner, self.port = await serve(self.registry, host, port, authenticate=authenticate)
+        log.info("schema registry listening on http://%s:%d (topic %s%s)", host, self.port, self.config.topic,
+                 ", HTTP basic auth" if authenticate else "")
 
     async def stop(self) -> None:
         if self.runner is not None:

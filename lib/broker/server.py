@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
 from .errors import ListenError
+from .security.config import Listener, format_listeners
 from .schema_registry import BrokerRegistry
 
 log = logging.getLogger(__name__)
@@ -37,11 +39,12 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.context: BrokerContext | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []  # one per listener
         self._connections: set[Connection] = set()
         self._tasks: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
-        self.port: int | None = None
+        self.port: int | None = None  # the first listener's port
+        self.ports: dict[str, int] = {}  # listener name -> port bound
         self.registry: BrokerRegistry | None = None  # the schema registry, when [registry] listen is set
         self._start_ms = 0
         self._root_lock: ownership.RootLock | None = None
@@ -53,22 +56,34 @@ class BrokerServer:
                                             host=self.config.public_host)
         try:
             self.context = BrokerContext.create(self.config)
-            self._server = await asyncio.start_server(
-                self._on_connection, self.config.host, self.config.port, reuse_address=True,
-                limit=1024 * 1024)
-        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
-            self._root_lock.release()
-            raise ListenError(f"cannot listen on {self.config.host}:{self.config.port}: {_reason(exc)}") from exc
+            for listener in self.config.bound_listeners:
+                try:
+                    server = await asyncio.start_server(
+                        functools.partial(self._on_connection, listener), listener.host or None, listener.port,
+                        reuse_address=True, limit=1024 * 1024)
+                except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+                    which = "" if self.config.listeners is None else f" ({listener.name})"
+                    raise ListenError(f"cannot listen on {listener.host}:{listener.port}{which}: "
+                                      f"{_reason(exc)}") from exc
+                self._servers.append(server)
+                self.ports[listener.name] = server.sockets[0].getsockname()[1]
         except BaseException:
+            for server in self._servers:
+                server.close()
             self._root_lock.release()
             raise
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        if self.config.port == 0:  # an ephemeral port: advertise the one we got
-            self.context.config = self.config = dataclasses.replace(self.config, port=self.port)
+        self.port = next(iter(self.ports.values()))
+        bound = tuple(dataclasses.replace(lsn, port=self.ports[lsn.name]) for lsn in self.config.bound_listeners)
+        if bound != self.config.bound_listeners:  # ephemeral ports: advertise the ones we got
+            changes = {"port": self.port} if self.config.listeners is None else {"listeners": format_listeners(bound),
+                                                                                  "port": self.port}
+            self.context.config = self.config = dataclasses.replace(self.config, **changes)
         self._root_lock.update_owner(port=self.config.public_port)
         if self.config.registry.listen is not None:
-            self.registry = BrokerRegistry(self.context.partitions, self.config.registry)
+            # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
+            sasl_on = any(listener.sasl for listener in self.config.bound_listeners)
+            self.registry = BrokerRegistry(self.context.partitions, self.config.registry,
+                                           self.context.security.credentials.verify_password if sasl_on else None)
             await self.registry.start()
         self._register()
         await self.context.groups.start()
@@ -79,23 +94,29 @@ class BrokerServer:
                             asyncio.create_task(_every(self.config.producer_id_expiration_check_interval_ms / 1000,
                                                        partitions.remove_expired_producers)),
                             asyncio.create_task(self.context.txn.run_checks())]
-        log.info("broker %d listening on %s:%d (root %s, cluster %s)", self.config.broker_id,
-                 self.config.host, self.port, self.config.root, self.context.cluster_id)
+        log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
+                 format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, listener: Listener, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if await self._over_connection_rate(writer):
             return
-        conn = Connection(self.context, reader, writer)
-        self._connections.add(conn)
         task = asyncio.current_task()
         self._tasks.add(task)
+        conn = None
         try:
+            session = await self.context.security.open_session(listener, writer)  # TLS handshake, principal
+            if session is None:
+                return
+            conn = Connection(self.context, reader, writer, session)
+            self._connections.add(conn)
             await conn.serve()
         finally:
-            self._connections.discard(conn)
+            if conn is not None:
+                self._connections.discard(conn)
             self._tasks.discard(task)
 
     async def _over_connection_rate(self, writer: asyncio.StreamWriter) -> bool:
@@ -124,7 +145,8 @@ class BrokerServer:
 
     async def stop(self) -> None:
         ctx = self.context
-        self._server.close()  # stop accepting
+        for server in self._servers:
+            server.close()  # stop accepting
         ctx.shutting_down.set()
         for part in ctx.partitions.open_partitions():
             part.notify()  # parked fetches answer now with what they have
@@ -158,7 +180,8 @@ class BrokerServer:
         return {
             "version": 0, "broker_id": self.config.broker_id, "host": self.config.public_host,
             "port": self.config.public_port, "pid": os.getpid(),
-            "endpoints": [f"PLAINTEXT://{self.config.public_host}:{self.config.public_port}"],
+            "endpoints": [f"{lsn.name}://{':'.join(map(str, self.config.endpoint_for(lsn.name)))}"
+                          for lsn in self.config.bound_listeners],
             "schema_registry": self.registry_url,
             "cluster_id": self.context.cluster_id, "start_time_ms": self._start_ms,
             "lease_renewed_ms": now_ms, "lease_expires_ms": now_ms + int(3 * self.config.lease_interval_s * 1000),

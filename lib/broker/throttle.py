@@ -30,7 +30,8 @@ connection_creation_rate (KIP-612): new connections per second from one ip (the 
 else the default ip entity), over the same windows; a connection over it is held unserved for
 its throttle time, then closed (Kafka's acceptor does the same).
 
-Unauthenticated clients are Kafka's user ANONYMOUS.
+The user is the authenticated principal's name (ANONYMOUS on PLAINTEXT, SSL without a client
+certificate: Kafka's User:ANONYMOUS).
 """
 
 from __future__ import annotations

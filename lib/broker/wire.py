@@ -24,6 +24,8 @@ from typing import Any, Callable
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from .security.session import DEFAULT_SESSION, Session
+
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
 # Record ranges smaller than this are read into the response instead: a copy is cheaper than
@@ -53,6 +55,7 @@ class Request:
     client_id: str | None
     body: Any  # the kio request dataclass
     client_host: str = ""  # the client's address as Kafka shows it ("/127.0.0.1"), for group members
+    session: Session = DEFAULT_SESSION  # the connection's listener and principal (security.session)
 
     @property
     def response_type(self) -> type:
@@ -89,7 +92,8 @@ def peek_header(frame) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(frame, 0)
 
 
-def parse_request(frame, supported: Callable[[int, int], bool], client_host: str = "") -> Request:
+def parse_request(frame, supported: Callable[[int, int], bool], client_host: str = "",
+                  session: Session = DEFAULT_SESSION) -> Request:
     """Decode a whole frame. `supported(api_key, version)` says what this broker serves."""
     api_key, api_version, correlation_id = peek_header(frame)
     schema = request_schema(api_key, api_version) if supported(api_key, api_version) else None
@@ -102,7 +106,7 @@ def parse_request(frame, supported: Callable[[int, int], bool], client_host: str
         raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
     # carries a few).
-    return Request(api_key, api_version, correlation_id, header.client_id, body, client_host)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, client_host, session)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ from . import groups  # noqa: E402  (groups list/describe/lag/reset-offsets)
 
 groups.register(app)
 
+from . import security  # noqa: E402  (users set/delete/list; acls add/remove/list)
+
+security.register(app)
+
 from . import backfill, coverage, ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, backfill, coverage, sql)
 
 ingest.register(app)

@@ -21,6 +21,11 @@ def start(
     config: Path = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml if present)."),
     host: str = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1)."),
     port: int = typer.Option(None, "--port", help="Port to listen on (default 9092; 0 picks a free one)."),
+    listeners: str = typer.Option(None, "--listeners",
+                                  help="Kafka's listeners, e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094 "
+                                       "(instead of --host/--port; TLS and SASL are set in [security])."),
+    advertised_listeners: str = typer.Option(None, "--advertised-listeners",
+                                             help="What clients are told per listener (default: the listeners)."),
     data: Path = typer.Option(None, "--data", help="Shared storage root (default $TOPICLAKE_ROOT or ./data)."),
     broker_id: int = typer.Option(None, "--broker-id", help="Broker id (default 0)."),
     registry_listen: str = typer.Option(None, "--registry-listen",
@@ -43,6 +48,7 @@ def start(
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         settings = load_settings(config)
         broker_config = BrokerConfig.from_settings(settings, root=data, host=host, port=port, broker_id=broker_id,
-                                                   registry_listen=registry_listen)
+                                                   registry_listen=registry_listen, listeners=listeners,
+                                                   advertised_listeners=advertised_listeners)
         StorageLayout(broker_config.root).ensure_writable()
         run_broker(broker_config)

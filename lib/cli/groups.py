@@ -6,11 +6,12 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
+from pathlib import Path
 
 import typer
 
 from .output import fail
-from .protocol import BOOTSTRAP, connect
+from .protocol import BOOTSTRAP, COMMAND_CONFIG, connect
 
 groups_app = typer.Typer(help="Inspect consumer groups and reset their offsets (over the Kafka protocol).",
                          no_args_is_help=True)
@@ -110,11 +111,11 @@ def _assignments(d) -> dict[tuple[str, int], str]:
 
 # ------------------------------------------------------------------------- commands
 @groups_app.command("list")
-def list_groups(bootstrap: str = BOOTSTRAP) -> None:
+def list_groups(bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Group ids with their type and state."""
     from kio.schema.list_groups.v5 import request as req
 
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         resp = client.request(req.ListGroupsRequest(states_filter=(), types_filter=()))
     if resp.error_code.value != 0:
         fail(f"listing groups: {resp.error_code.name.upper()}")
@@ -124,9 +125,9 @@ def list_groups(bootstrap: str = BOOTSTRAP) -> None:
 
 
 @groups_app.command("describe")
-def describe(group: str, bootstrap: str = BOOTSTRAP) -> None:
+def describe(group: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """State, members and their assigned partitions."""
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         d = _existing(client, group)
     typer.echo(f"Group: {group}\tState: {d.group_state}\tProtocolType: {d.protocol_type or '-'}\t"
                f"Protocol: {d.protocol_data or '-'}\tMembers: {len(d.members)}")
@@ -139,9 +140,9 @@ def describe(group: str, bootstrap: str = BOOTSTRAP) -> None:
 
 
 @groups_app.command("lag")
-def lag(group: str, bootstrap: str = BOOTSTRAP) -> None:
+def lag(group: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Per partition: committed offset, log end offset and lag (like --describe --offsets)."""
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         d = _existing(client, group)
         committed = _committed(client, group)
         owners = _assignments(d)
@@ -165,13 +166,13 @@ def reset_offsets(
     to_offset: int = typer.Option(None, "--to-offset", help="An absolute offset (clamped to the log's range)."),
     to_datetime: str = typer.Option(None, "--to-datetime", help="ISO-8601 time: first offset at or after it."),
     execute: bool = typer.Option(False, "--execute", help="Commit the new offsets (default: only show them)."),
-    bootstrap: str = BOOTSTRAP,
+    bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
 ) -> None:
     """Move a group's committed offsets (the group must have no active members)."""
     chosen = [x for x in (to_earliest, to_latest, to_offset is not None, to_datetime is not None) if x]
     if len(chosen) != 1:
         fail("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", code=2)
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         d = _describe(client, group)
         if d.members:
             fail(f"group {group} has {len(d.members)} active members ({d.group_state}): stop them first")

@@ -70,7 +70,7 @@ def reported_errors(debug: bool = False) -> Iterator[None]:
     let it through, so Python prints the traceback."""
     try:
         yield
-    except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+    except (click.exceptions.Exit, typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
         raise  # typer's own exits and usage errors
     except Exception as exc:  # noqa: BLE001  (every failure becomes one line; --debug shows the rest)
         if debug:

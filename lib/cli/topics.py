@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from pathlib import Path
 
 import typer
 
 from .output import fail
-from .protocol import BOOTSTRAP, connect
+from .protocol import BOOTSTRAP, COMMAND_CONFIG, connect
 
 topics_app = typer.Typer(help="Manage topics on a running broker (over the Kafka protocol).", no_args_is_help=True)
 
@@ -39,14 +40,14 @@ def _parse_pairs(pairs: list[str]) -> dict[str, str]:
 @topics_app.command("create")
 def create(name: str, partitions: int = typer.Option(1, "--partitions", help="Number of partitions."),
            config: list[str] = typer.Option([], "--config", help="Topic config key=value (repeatable)."),
-           bootstrap: str = BOOTSTRAP) -> None:
+           bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Create a topic."""
     from kio.schema.create_topics.v7 import request as req
 
     configs = tuple(req.CreatableTopicConfig(name=k, value=v) for k, v in _parse_pairs(config).items())
     topic = req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, assignments=(),
                                configs=configs)
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         result = client.request(req.CreateTopicsRequest(topics=(topic,), timeout=_TIMEOUT, validate_only=False))
     r = result.topics[0]
     _fail_on(r.error_code, r.error_message, f"creating topic {name}")
@@ -69,20 +70,20 @@ def _topic_id(value: uuid.UUID) -> str:
 
 
 @topics_app.command("list")
-def list_topics(bootstrap: str = BOOTSTRAP) -> None:
+def list_topics(bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """List topic names."""
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         metadata = _metadata(client, None)
     for topic in sorted(metadata.topics, key=lambda t: t.name or ""):
         typer.echo(topic.name)
 
 
 @topics_app.command("describe")
-def describe(name: str, bootstrap: str = BOOTSTRAP) -> None:
+def describe(name: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Partitions, leader and config overrides of a topic (like kafka-topics --describe)."""
     from kio.schema.describe_configs.v4 import request as req
 
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         topic = _metadata(client, [name]).topics[0]
         _fail_on(topic.error_code, None, f"describing topic {name}")
         resource = req.DescribeConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=name, configuration_keys=None)
@@ -97,11 +98,11 @@ def describe(name: str, bootstrap: str = BOOTSTRAP) -> None:
 
 
 @topics_app.command("delete")
-def delete(name: str, bootstrap: str = BOOTSTRAP) -> None:
+def delete(name: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Delete a topic and its partition logs."""
     from kio.schema.delete_topics.v6 import request as req
 
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         result = client.request(req.DeleteTopicsRequest(
             topics=(req.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0)),), timeout=_TIMEOUT))
     r = result.responses[0]
@@ -112,7 +113,7 @@ def delete(name: str, bootstrap: str = BOOTSTRAP) -> None:
 @topics_app.command("alter-config")
 def alter_config(name: str, pairs: list[str] = typer.Argument(None, help="key=value to set", show_default=False),
                  delete_keys: list[str] = typer.Option([], "--delete", help="Override to remove (repeatable)."),
-                 bootstrap: str = BOOTSTRAP) -> None:
+                 bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Set (or with --delete remove) topic config overrides."""
     from kio.schema.incremental_alter_configs.v1 import request as req
 
@@ -122,7 +123,7 @@ def alter_config(name: str, pairs: list[str] = typer.Argument(None, help="key=va
     ops = [req.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _parse_pairs(pairs).items()]
     ops += [req.AlterableConfig(name=k, config_operation=1, value=None) for k in delete_keys]
     resource = req.AlterConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=name, configs=tuple(ops))
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         result = client.request(req.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False))
     r = result.responses[0]
     _fail_on(r.error_code, r.error_message, f"altering configs of {name}")
@@ -131,12 +132,12 @@ def alter_config(name: str, pairs: list[str] = typer.Argument(None, help="key=va
 
 @topics_app.command("add-partitions")
 def add_partitions(name: str, partitions: int = typer.Option(..., "--partitions", help="New total count."),
-                   bootstrap: str = BOOTSTRAP) -> None:
+                   bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """Increase a topic's partition count."""
     from kio.schema.create_partitions.v3 import request as req
 
     topic = req.CreatePartitionsTopic(name=name, count=partitions, assignments=None)
-    with connect(bootstrap) as client:
+    with connect(bootstrap, command_config) as client:
         result = client.request(req.CreatePartitionsRequest(topics=(topic,), timeout=_TIMEOUT, validate_only=False))
     r = result.results[0]
     _fail_on(r.error_code, r.error_message, f"adding partitions to {name}")

@@ -104,6 +104,9 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--bootstrap", type=_optional, metavar="HOST:PORT",
                    help="broker to mirror the group's offsets to (host:port); default: the brokers registered "
                         "under <root>/cluster/brokers; 'none' turns mirroring off")
+    p.add_argument("--command-config", type=_optional, metavar="FILE",
+                   help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ...); default: [client] of the settings file")
     _common(p)
     return p
 

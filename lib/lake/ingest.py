@@ -22,6 +22,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
 from . import delta, mirror, quality
@@ -56,6 +57,7 @@ class IngestOptions:
     bootstrap: str | None = None  # broker to mirror offsets to; None: registered brokers; "none": off
     mirror_timeout_s: float = mirror.DEFAULT_TIMEOUT_S
     data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
+    client: ClientSecurity = PLAINTEXT  # how the mirror reaches a secured broker (--command-config, [client])
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +207,11 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
             root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
     for outcome in result.tables:
         _commit_table(outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
-    bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap)
+    bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap, protocol=options.client.security_protocol)
     for outcome in result.tables:
         outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),
-                                               source=source, timeout_s=options.mirror_timeout_s)
+                                               source=source, timeout_s=options.mirror_timeout_s,
+                                               security=options.client)
     result.duration_s = time.monotonic() - started
     return result
 

@@ -54,6 +54,7 @@ def _ingest(args, command: Command) -> int:
         partition_by=() if args.partition_by == "none" else tuple(args.partition_by.split(",")),
         allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
         expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
+        client=preflight.client_security(args.config, args.command_config),
         **_given(target_task_bytes=args.target_task_bytes))
     command.on_interrupt = watch_ingest(pipelines_for(options), {t: list(range(n)) for t, n in partitions.items()})
     with report_progress("ingest") as progress:

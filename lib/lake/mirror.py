@@ -13,6 +13,10 @@ Which broker (first match wins):
    a registration whose lease expired is a broker that crashed or is gone;
 3. no broker: nothing is mirrored (a batch-only lake is fine).
 
+A secured broker is reached as a client-properties file (`--command-config`) or `[client]` of the
+settings file say (security.client_config); a registered broker is dialled at its endpoint for
+that security protocol.
+
 A broker that cannot be reached, or refuses the commit (e.g. a live consumer uses the same
 group id), is a warning, never a failure: the table is already committed, and the next run
 mirrors the offsets again (every run mirrors all of the group's partitions, not only the moved
@@ -28,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
 log = logging.getLogger(__name__)
@@ -60,8 +65,10 @@ class MirrorResult:
         return f"offsets of {self.partitions} partitions mirrored to {self.bootstrap} ({self.source})"
 
 
-def find_bootstrap(layout: StorageLayout, explicit: str | None, *, now_ms: int | None = None) -> tuple[str | None, str]:
-    """(bootstrap servers or None, where they came from)."""
+def find_bootstrap(layout: StorageLayout, explicit: str | None, *, now_ms: int | None = None,
+                   protocol: str = "PLAINTEXT") -> tuple[str | None, str]:
+    """(bootstrap servers or None, where they came from); a registered broker's endpoint for
+    `protocol` (its first listener if it has none)."""
     if explicit is not None:
         return (None, "disabled") if explicit.strip().lower() == DISABLED else (explicit, "--bootstrap")
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -70,6 +77,10 @@ def find_bootstrap(layout: StorageLayout, explicit: str | None, *, now_ms: int |
         try:
             reg = json.loads(path.read_text())
             address = f"{reg['host']}:{int(reg['port'])}"
+            for endpoint in reg.get("endpoints", ()):
+                name, _, hostport = endpoint.partition("://")
+                if name == protocol:
+                    address = hostport
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable broker registration %s: %s", path, exc)
             continue
@@ -83,7 +94,8 @@ def find_bootstrap(layout: StorageLayout, explicit: str | None, *, now_ms: int |
 
 
 def mirror_offsets(bootstrap: str | None, group: str, offsets: Mapping[tuple[str, int], int], *,
-                   source: str = "", timeout_s: float = DEFAULT_TIMEOUT_S) -> MirrorResult:
+                   source: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
+                   security: ClientSecurity = PLAINTEXT) -> MirrorResult:
     """Commit `offsets` ({(topic, partition): next offset}) for `group` on the broker. Never raises
     for broker trouble: the result says what happened (and a warning is logged)."""
     result = MirrorResult(bootstrap, group, source=source)
@@ -91,7 +103,7 @@ def mirror_offsets(bootstrap: str | None, group: str, offsets: Mapping[tuple[str
         return result
     try:
         _reachable(bootstrap, min(timeout_s, 3.0))
-        result.partitions = _commit(bootstrap, group, offsets, timeout_s)
+        result.partitions = _commit(bootstrap, group, offsets, timeout_s, security)
     except MirrorError as exc:
         result.error = str(exc)
         log.warning("group %s: offsets not mirrored to the broker at %s (the Delta table holds them; the "
@@ -117,11 +129,13 @@ def _reachable(bootstrap: str, timeout_s: float) -> None:
     raise MirrorError("broker unreachable (" + "; ".join(errors) + ")")
 
 
-def _commit(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float) -> int:
+def _commit(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float,
+            security: ClientSecurity) -> int:
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": int(timeout_s * 1000)})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": int(timeout_s * 1000),
+                         **security.librdkafka()})
     wanted = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
     deadline = time.monotonic() + timeout_s
     while True:

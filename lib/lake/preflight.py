@@ -26,6 +26,18 @@ def resolve_root(config: str | None, data: str | None) -> Path:
     return root
 
 
+def client_security(config: str | None, command_config: str | None):
+    """How the offsets mirror reaches a secured broker: --command-config, else [client]."""
+    from topiclake.security.client_config import load
+    from topiclake.segments.errors import InvalidConfigError
+
+    try:
+        return load(load_settings(config) if command_config is None else {}, command_config)
+    except InvalidConfigError as exc:
+        raise UsageError(str(exc), hint="see docs: a Kafka client-properties file or [client] in the settings") \
+            from None
+
+
 def check_topics(root: Path, topics: tuple[str, ...] | list[str]) -> dict[str, int]:
     """Every topic is registered under the root: {topic: partitions}."""
     if not topics:

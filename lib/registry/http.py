@@ -6,7 +6,8 @@ errors are `{"error_code", "message"}` with Confluent's codes.
 
 Authentication seam: `make_app(registry, authenticate=...)` takes an async callable that receives
 the request and returns normally to let it through, or raises a RegistryError (401) to refuse it.
-The broker's SASL users will plug in here as HTTP basic auth; without one, every request passes.
+The broker plugs its SASL users in here as HTTP basic auth (basic_auth.py) when it has a SASL
+listener; without an authenticator, every request passes.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ _NO_THROTTLE = datetime.timedelta(0)
 @REGISTRY.route(60, (0, 2))
 async def describe_cluster(broker, request):
     cls = request.response_type
-    me = make(nested(cls, "brokers"), broker_id=broker.broker_id, host=broker.config.public_host,
-              port=broker.config.public_port, rack=None, is_fenced=False)
+    host, port = broker.config.endpoint_for(request.session.listener)
+    me = make(nested(cls, "brokers"), broker_id=broker.broker_id, host=host, port=port, rack=None, is_fenced=False)
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
                 cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=(me,),
                 cluster_authorized_operations=-2147483648)

@@ -152,12 +152,13 @@ async def fetch(broker, request):
         for w in waiters:
             w.cancel()
     fetched = sum(len(s.records) for s in slots)
-    throttle_ms = broker.throttle.record(FETCH, None, request.client_id, fetched)
+    user = request.session.user
+    throttle_ms = broker.throttle.record(FETCH, user, request.client_id, fetched)
     # Over the byte rate or the request quota: no records now (not counted), the connection
     # mutes, as Kafka's handleFetchRequest answers a throttled fetch.
-    throttle_ms = max(throttle_ms, broker.throttle.request_throttle_ms(None, request.client_id))
+    throttle_ms = max(throttle_ms, broker.throttle.request_throttle_ms(user, request.client_id))
     if throttle_ms:
-        broker.throttle.unrecord(FETCH, None, request.client_id, fetched)
+        broker.throttle.unrecord(FETCH, user, request.client_id, fetched)
         for slot in slots:
             slot.records = b""
     return _response(cls, slots, by_id, committed, throttle_ms)

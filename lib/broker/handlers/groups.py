@@ -42,7 +42,7 @@ async def find_coordinator(broker, request):
     body, cls = request.body, request.response_type
     key_type = getattr(body, "key_type", GROUP_KEY)
     keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
-    host, port, me = broker.config.public_host, broker.config.public_port, broker.broker_id
+    (host, port), me = broker.config.endpoint_for(request.session.listener), broker.broker_id
     if key_type == GROUP_KEY:
         broker.groups.ensure_loading()  # creates __consumer_offsets on first use, as Kafka does
     results = []

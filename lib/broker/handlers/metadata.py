@@ -54,7 +54,8 @@ async def metadata(broker, request):
         topics = tuple(_describe(broker, t, auto_create, topic_entry) for t in body.topics)
 
     broker_cls = nested(cls, "brokers")
-    me_entry = make(broker_cls, node_id=me, host=broker.config.public_host, port=broker.config.public_port, rack=None)
+    host, port = broker.config.endpoint_for(request.session.listener)  # the listener the client came in on
+    me_entry = make(broker_cls, node_id=me, host=host, port=port, rack=None)
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
                 controller_id=me, brokers=(me_entry,), topics=topics, cluster_authorized_operations=-2147483648)
 

@@ -150,5 +150,6 @@ async def produce(broker, request):
             raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
         return None
     produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
-    throttle_ms = broker.throttle.record(PRODUCE, None, request.client_id, produced)  # the connection mutes
+    # The connection mutes while throttled; the quota's user is the authenticated principal.
+    throttle_ms = broker.throttle.record(PRODUCE, request.session.user, request.client_id, produced)
     return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))

@@ -38,12 +38,12 @@ class _Mutations:
     """One request's use of the controller mutation quota; `throttle` is its response's."""
 
     def __init__(self, broker, request, strict_since: int):
-        self.broker, self.client_id = broker, request.client_id
+        self.broker, self.client_id, self.user = broker, request.client_id, request.session.user
         self.strict = request.api_version >= strict_since
         self.throttle_ms = 0
 
     def take(self, partitions: int) -> None:
-        done, ms = self.broker.throttle.record_mutations(None, self.client_id, partitions, self.strict)
+        done, ms = self.broker.throttle.record_mutations(self.user, self.client_id, partitions, self.strict)
         self.throttle_ms = max(self.throttle_ms, ms)
         if not done:
             raise ThrottlingQuotaExceeded("The throttling quota has been exceeded.")

@@ -1,0 +1,30 @@
+"""SaslHandshake (17) and SaslAuthenticate (36): thin over the broker's SaslService
+(security/sasl.py), which keeps the exchange on the connection's session."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from ..wire import make
+from .registry import REGISTRY
+
+_NO_SESSION_LIFETIME = datetime.timedelta(0)  # no re-authentication (KIP-368) is asked for
+
+
+@REGISTRY.route(17, (0, 1))
+async def sasl_handshake(broker, request):
+    session, sasl = request.session, broker.security.sasl
+    if session.listener not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        code = ErrorCode.illegal_sasl_state  # SASL is not enabled on this listener
+    else:
+        code, _message = sasl.handshake(session, request.body.mechanism, request.api_version)
+    return make(request.response_type, error_code=code, mechanisms=tuple(sasl.mechanisms))
+
+
+@REGISTRY.route(36, (0, 2))
+async def sasl_authenticate(broker, request):
+    code, message, answer = await broker.security.sasl.authenticate(request.session, request.body.auth_bytes)
+    return make(request.response_type, error_code=code, error_message=message, auth_bytes=answer,
+                session_lifetime=_NO_SESSION_LIFETIME)

@@ -1,0 +1,256 @@
+"""Which operations the topic APIs need (KafkaApis): Produce WRITE (and the transactional id's
+WRITE for a transactional producer), Fetch READ (CLUSTER_ACTION for a follower), ListOffsets,
+Metadata and DescribeTopicPartitions DESCRIBE (auto-creation: CREATE on the cluster or the
+topic), DeleteRecords and DeleteTopics DELETE, CreateTopics CREATE (cluster or topic),
+CreatePartitions ALTER, DescribeProducers READ. Refused topics answer TOPIC_AUTHORIZATION_FAILED
+beside the handler's results for the rest; a list of all topics leaves out what the principal
+may not describe."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.security.acls import Operation as Op
+from topiclake.security.acls import ResourceType
+
+from ..errors import CloseConnection
+from ..wire import has_field, make, nested
+from .gate import OMITTED, blank, policy, replace
+
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def topic_name(broker, item, name_field: str = "name", id_field: str = "topic_id") -> str | None:
+    """A request topic's name: its name field, or the name of its id (None: unknown id)."""
+    name = getattr(item, name_field, None)
+    if name is None and getattr(item, id_field, None) is not None:
+        meta = broker.partitions.topic_by_id(getattr(item, id_field))
+        return None if meta is None else meta.name
+    return name
+
+
+def split(broker, items, allowed, name_field: str = "name", id_field: str = "topic_id"):
+    """(kept items, refused items): unknown ids are kept (the handler answers UNKNOWN_TOPIC_ID)."""
+    kept, refused = [], []
+    for item in items:
+        name = topic_name(broker, item, name_field, id_field)
+        (kept if name is None or allowed(name) else refused).append(item)
+    return tuple(kept), tuple(refused)
+
+
+def topic_key(item, name_field: str = "name") -> dict:
+    return {name_field: getattr(item, name_field, None), "topic_id": getattr(item, "topic_id", None)}
+
+
+# ========================================================================= Produce
+@policy(0)
+async def produce(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partition_responses")
+    if body.transactional_id is not None and not check.txn(Op.WRITE, body.transactional_id):
+        kept, refused, code = (), body.topic_data, ErrorCode.transactional_id_authorization_failed
+    else:
+        kept, refused = split(broker, body.topic_data, lambda n: check.topic(Op.WRITE, n))
+        code = TOPIC_DENIED
+    if refused and body.acks == 0:
+        raise CloseConnection(f"acks=0 produce by {check.principal} refused: not authorized")
+    denied = tuple(make(topic_cls, **topic_key(t), partition_responses=tuple(
+        blank(part_cls, code, index=p.index) for p in t.partition_data)) for t in refused)
+    if not kept:
+        return blank(cls, responses=denied)
+    response = await call(replace(body, topic_data=kept))
+    return response if not denied or response is None else replace(response, responses=response.responses + denied)
+
+
+# =========================================================================== Fetch
+def _is_follower(body) -> bool:
+    replica = getattr(body, "replica_id", None)
+    if replica is None and getattr(body, "replica_state", None) is not None:
+        replica = body.replica_state.replica_id
+    return replica is not None and replica >= 0
+
+
+@policy(1)
+async def fetch(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partitions")
+    if _is_follower(body):
+        kept, refused = ((body.topics, ()) if check.cluster(Op.CLUSTER_ACTION) else ((), body.topics))
+    else:
+        kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n), name_field="topic")
+    denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
+        blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
+        for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
+    if not kept:
+        return blank(cls, session_id=0, responses=denied)
+    response = await call(replace(body, topics=kept))
+    return response if not denied else replace(response, responses=response.responses + denied)
+
+
+# ===================================================================== ListOffsets
+@policy(2)
+async def list_offsets(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
+    denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
+        blank(part_cls, TOPIC_DENIED, partition_index=p.partition_index) for p in t.partitions)) for t in refused)
+    if not kept:
+        return blank(cls, topics=denied)
+    response = await call(replace(body, topics=kept))
+    return replace(response, topics=response.topics + denied) if denied else response
+
+
+# ======================================================================== Metadata
+@policy(3)
+async def metadata(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    all_topics = body.topics is None or (request.api_version == 0 and not body.topics)
+    denied, wanted = [], set()
+    if not all_topics:
+        auto_create = broker.config.auto_create_topics and getattr(body, "allow_auto_topic_creation", True)
+        may_create = auto_create and check.cluster(Op.CREATE)
+        kept = []
+        for t in body.topics:
+            requested_name = t if isinstance(t, str) else t.name
+            name = requested_name if requested_name is not None else topic_name(broker, t)
+            if name is None:  # an unknown id: the handler says so
+                kept.append(t)
+                continue
+            ok = check.topic(Op.DESCRIBE, name)
+            if ok and auto_create and not may_create and not broker.partitions.registry.exists(name):
+                ok = check.topic(Op.CREATE, name)
+            if ok:
+                kept.append(t)
+                wanted.add(name)
+            else:
+                denied.append(blank(topic_cls, TOPIC_DENIED, name=requested_name,
+                                    topic_id=getattr(t, "topic_id", None) or _NO_TOPIC_ID, partitions=(),
+                                    is_internal=False, topic_authorized_operations=OMITTED))
+        body = replace(body, topics=tuple(kept))
+    response = await call(body)
+    with_ops = getattr(body, "include_topic_authorized_operations", False)
+    topics = []
+    for t in response.topics:
+        if t.name is not None:
+            if all_topics and not check.topic(Op.DESCRIBE, t.name):
+                continue  # hidden
+            if not all_topics and t.name not in wanted:
+                continue  # v0 asked for nothing allowed: its empty list means every topic
+        if with_ops and t.name is not None and t.error_code == ErrorCode.none:
+            t = replace(t, topic_authorized_operations=check.operations(ResourceType.TOPIC, t.name))
+        topics.append(t)
+    changes = {"topics": tuple(topics) + tuple(denied)}
+    if getattr(body, "include_cluster_authorized_operations", False):
+        changes["cluster_authorized_operations"] = check.operations(ResourceType.CLUSTER, "kafka-cluster")
+    return replace(response, **changes)
+
+
+# ========================================================= DescribeTopicPartitions
+@policy(75)
+async def describe_topic_partitions(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    if not body.topics:  # every topic: leave out what may not be described
+        response = await call(body)
+        return replace(response, topics=tuple(t for t in response.topics if t.name is None
+                                               or check.topic(Op.DESCRIBE, t.name)))
+    kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
+    denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=_NO_TOPIC_ID, is_internal=False, partitions=(),
+                         topic_authorized_operations=OMITTED) for t in refused)
+    if not kept:
+        return blank(cls, topics=denied, next_cursor=None)
+    response = await call(replace(body, topics=kept))
+    return replace(response, topics=response.topics + denied)
+
+
+# =================================================== DeleteRecords, DescribeProducers
+@policy(21)
+async def delete_records(check, broker, request, call):
+    return await _per_topic_partitions(check, broker, request, call, Op.DELETE, "partitions", "partition_index")
+
+
+@policy(61)
+async def describe_producers(check, broker, request, call):
+    return await _per_topic_partitions(check, broker, request, call, Op.READ, "partition_indexes", None)
+
+
+async def _per_topic_partitions(check, broker, request, call, op: Op, parts_field: str, index_field: str | None):
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    kept, refused = split(broker, body.topics, lambda n: check.topic(op, n))
+    denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
+        blank(part_cls, TOPIC_DENIED, partition_index=p if index_field is None else getattr(p, index_field))
+        for p in getattr(t, parts_field))) for t in refused)
+    if not kept:
+        return blank(cls, topics=denied)
+    response = await call(replace(body, topics=kept))
+    return replace(response, topics=response.topics + denied) if denied else response
+
+
+# ==================================================== CreateTopics, CreatePartitions
+@policy(19)
+async def create_topics(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "topics")
+    cluster_create = check.cluster(Op.CREATE)
+    kept, refused = split(broker, body.topics, lambda n: cluster_create or check.topic(Op.CREATE, n))
+    denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=_NO_TOPIC_ID, configs=None,
+                         error_message="Authorization failed.", topic_config_error_code=0) for t in refused)
+    if not kept:
+        return blank(cls, topics=denied)
+    response = await call(replace(body, topics=kept))
+    results = []
+    for r in response.topics:  # the created topic's configs only for who may describe them
+        if has_field(result_cls, "configs") and r.error_code == ErrorCode.none and \
+                not check.topic(Op.DESCRIBE_CONFIGS, r.name):
+            r = replace(r, configs=None, topic_config_error_code=int(TOPIC_DENIED))
+        results.append(r)
+    return replace(response, topics=tuple(results) + denied)
+
+
+@policy(37)
+async def create_partitions(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "results")
+    kept, refused = split(broker, body.topics, lambda n: check.topic(Op.ALTER, n))
+    denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, error_message="Authorization failed.")
+                   for t in refused)
+    if not kept:
+        return blank(cls, results=denied)
+    response = await call(replace(body, topics=kept))
+    return replace(response, results=response.results + denied)
+
+
+# ==================================================================== DeleteTopics
+@policy(20)
+async def delete_topics(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "responses")
+
+    def allowed(name: str) -> bool:
+        return check.topic(Op.DELETE, name)
+
+    if has_field(type(body), "topic_names"):  # v1-v5: by name
+        kept = tuple(n for n in body.topic_names if allowed(n))
+        refused = tuple(n for n in body.topic_names if not allowed(n))
+        denied = tuple(blank(result_cls, TOPIC_DENIED, name=n, error_message="Authorization failed.")
+                       for n in refused)
+        narrowed = replace(body, topic_names=kept)
+    else:
+        kept, refused = split(broker, body.topics, allowed)
+        denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=t.topic_id or _NO_TOPIC_ID,
+                             error_message="Authorization failed.") for t in refused)
+        narrowed = replace(body, topics=kept)
+    if not kept:
+        return blank(cls, responses=denied)
+    response = await call(narrowed)
+    return replace(response, responses=response.responses + denied)

@@ -1,0 +1,33 @@
+"""Who is on the other end of one connection: the listener it came in on, its address and, once
+known, its principal (Kafka's KafkaPrincipal as "Type:name").
+
+A PLAINTEXT connection is User:ANONYMOUS from the start; an SSL one is its client certificate's
+subject (or ANONYMOUS without one); a SASL one is unauthenticated until SaslAuthenticate succeeds,
+and then the SASL user.
+"""
+
+from __future__ import annotations
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class Session:
+    __slots__ = ("listener", "peer", "host", "principal", "authenticated", "sasl", "close_after_response")
+
+    def __init__(self, listener: str = "PLAINTEXT", peer: str = "", host: str = "", principal: str = ANONYMOUS,
+                 authenticated: bool = True):
+        self.listener = listener  # the security protocol of the listener (Metadata answers its endpoints)
+        self.peer = peer  # "ip:port", for logs
+        self.host = host  # the client's IP address, as ACL hosts name it
+        self.principal = principal
+        self.authenticated = authenticated
+        self.sasl = None  # the SASL exchange in progress (security.sasl.SaslExchange)
+        self.close_after_response = False  # a failed authentication: answer, then close
+
+    @property
+    def user(self) -> str:
+        """The principal's name: the user entity of client quotas (Kafka's sanitized user)."""
+        return self.principal.partition(":")[2]
+
+
+DEFAULT_SESSION = Session()  # handlers called without a connection (tests)

@@ -1,0 +1,355 @@
+"""The ACL authorizer with real clients (issue 13), and what else learns the principal: quotas and
+the schema registry's basic auth.
+
+One broker: SASL_PLAINTEXT and SSL (client certificates requested) listeners, `authorizer =
+"acl"`, super user admin, the schema registry on. Users admin and bob are set offline before the
+start. bob, with no ACL, can neither produce, consume, commit nor describe; ACLs granted through
+the admin API let him without a restart; a DENY wins over an ALLOW.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from .broker_process import REPO
+from .secure_broker import SecureBroker, make_certificates
+
+pytestmark = pytest.mark.slow
+
+USERS = {"admin": "admin-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("security-acls")
+    certs = make_certificates(tmp / "certs")
+    toml = f"""
+[registry]
+listen = "127.0.0.1:0"
+[security]
+ssl_certfile = "{certs.broker_cert}"
+ssl_keyfile = "{certs.broker_key}"
+ssl_cafile = "{certs.ca}"
+ssl_client_auth = "requested"
+sasl_enabled_mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+authorizer = "acl"
+super_users = ["User:admin"]
+"""
+    proc = SecureBroker(tmp, ("SASL_PLAINTEXT", "SSL"), toml, users=USERS).start()
+    proc.certs, proc.tmp = certs, tmp
+    from topiclake.security.client_config import ClientSecurity
+
+    proc.wait_for_groups(ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "admin", USERS["admin"]))
+    admin = AdminClient(sasl(proc, "admin"))
+    admin.create_topics([_new_topic("orders"), _new_topic("other")])["orders"].result(10)
+    producer = Producer(sasl(proc, "admin"))
+    for i in range(3):
+        producer.produce("orders", f"o{i}".encode())
+    assert producer.flush(10) == 0
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _new_topic(name):
+    from confluent_kafka.admin import NewTopic
+
+    return NewTopic(name, 1)
+
+
+def sasl(broker, user: str, password: str | None = None, **extra) -> dict:
+    return {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
+            "sasl.password": password or USERS[user], **extra}
+
+
+def produce_error(conf: dict, topic: str):
+    """None when the record was acknowledged, else its delivery error."""
+    outcome = []
+    producer = Producer({**conf, "message.timeout.ms": 5000})
+    producer.produce(topic, b"x", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(10)
+    return outcome[0] if outcome else "no delivery report"
+
+
+def consume_error(conf: dict, topic: str, group: str):
+    """(records read, the first error): a group member (subscribe) reading from the start."""
+    errors = []
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "error_cb": errors.append})
+    try:
+        consumer.subscribe([topic])
+        got, deadline = [], time.monotonic() + 15
+        while time.monotonic() < deadline and len(got) < 3:
+            message = consumer.poll(0.3)
+            if errors:
+                return got, errors[0]
+            if message is None:
+                continue
+            if message.error():
+                return got, message.error()
+            got.append(message.value())
+        return got, None
+    finally:
+        consumer.close()
+
+
+def commit_error(conf: dict, topic: str, group: str):
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        return None
+    except KafkaException as exc:
+        return exc.args[0]
+    finally:
+        consumer.close()
+
+
+def describe_error(conf: dict, topic: str):
+    metadata = AdminClient(conf).list_topics(topic=topic, timeout=10)
+    return metadata.topics[topic].error
+
+
+def acl(resource_type, name, principal, operation, permission=AclPermissionType.ALLOW,
+        pattern=ResourcePatternType.LITERAL):
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
+
+
+def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(broker):
+    bob = sasl(broker, "bob")
+    admin = AdminClient(sasl(broker, "admin"))
+    assert produce_error(bob, "orders").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert consume_error(bob, "orders", "g-bob")[1].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert describe_error(bob, "orders").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "orders" not in AdminClient(bob).list_topics(timeout=10).topics  # Metadata hides it
+    _assert_each_api_refuses(broker)
+
+    grants = [acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.WRITE),
+              acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.READ),
+              acl(ResourceType.GROUP, "g-bob", "User:bob", AclOperation.READ)]
+    for future in admin.create_acls(grants).values():
+        future.result(10)
+
+    assert produce_error(bob, "orders") is None
+    got, error = consume_error(bob, "orders", "g-bob")
+    assert error is None and got == [b"o0", b"o1", b"o2"]
+    assert commit_error(bob, "orders", "g-bob") is None
+    assert describe_error(bob, "orders") is None  # READ implies DESCRIBE
+    assert set(AdminClient(bob).list_topics(timeout=10).topics) == {"orders"}
+
+    # ListGroups hides the groups bob may not describe.
+    assert commit_error(sasl(broker, "admin"), "orders", "g-admin") is None
+    assert _listed_groups(broker, "admin") >= {"g-admin", "g-bob"}
+    assert _listed_groups(broker, "bob") == {"g-bob"}
+
+    deny = acl(ResourceType.TOPIC, "ord", "User:bob", AclOperation.READ, AclPermissionType.DENY,
+               ResourcePatternType.PREFIXED)
+    admin.create_acls([deny])[deny].result(10)
+    assert consume_error(bob, "orders", "g-bob")[1].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(bob, "orders") is None  # the DENY is for READ only
+    assert admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "ord", ResourcePatternType.PREFIXED, None, None,
+                                               AclOperation.ANY, AclPermissionType.ANY)])
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(10)
+    assert sorted((b.restype.value, b.operation.value) for b in described) == sorted(
+        [(ResourceType.TOPIC.value, AclOperation.READ.value), (ResourceType.TOPIC.value, AclOperation.WRITE.value),
+         (ResourceType.GROUP.value, AclOperation.READ.value)])
+
+
+def _listed_groups(broker, user: str) -> set[str]:
+    from kio.schema.list_groups.v4 import request as lg
+
+    from topiclake.broker.client import ProtocolClient
+    from topiclake.security.client_config import ClientSecurity
+
+    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+                        security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user])) as client:
+        return {g.group_id for g in client.request(lg.ListGroupsRequest(states_filter=())).groups}
+
+
+def _assert_each_api_refuses(broker):
+    """The broker's own answers to bob, API by API (what the clients above turned into errors)."""
+    from kio.schema.fetch.v12 import request as fe
+    from kio.schema.list_offsets.v7 import request as lo
+    from kio.schema.offset_commit.v8 import request as oc
+    from kio.schema.offset_fetch.v7 import request as of
+
+    from topiclake.broker.client import ProtocolClient
+    from topiclake.security.client_config import ClientSecurity
+
+    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+                        security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
+        fetched = bob.request(fe.FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(fe.FetchTopic(topic="orders", partitions=(fe.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
+        assert fetched.responses[0].partitions[0].error_code.name == "topic_authorization_failed"
+        assert not fetched.responses[0].partitions[0].records
+        listed = bob.request(lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(lo.ListOffsetsTopic(
+            name="orders", partitions=(lo.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                               timestamp=-1),)),)))
+        assert listed.topics[0].partitions[0].error_code.name == "topic_authorization_failed"
+        committed = bob.request(oc.OffsetCommitRequest(
+            group_id="g-bob", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=(oc.OffsetCommitRequestTopic(name="orders", partitions=(oc.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None),)),)))
+        assert committed.topics[0].partitions[0].error_code.name == "group_authorization_failed"
+        offsets = bob.request(of.OffsetFetchRequest(group_id="g-bob", topics=None, require_stable=False))
+        assert offsets.error_code.name == "group_authorization_failed"
+
+
+def test_a_client_certificate_subject_is_the_principal(broker):
+    certs = broker.certs
+    tls = {"bootstrap.servers": broker.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+    with_cert = {**tls, "ssl.certificate.location": str(certs.client_cert),
+                 "ssl.key.location": str(certs.client_key)}
+    assert produce_error(with_cert, "other").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    grant = acl(ResourceType.TOPIC, "other", certs.client_principal, AclOperation.WRITE)
+    admin = AdminClient(sasl(broker, "admin"))
+    admin.create_acls([grant])[grant].result(10)
+    assert produce_error(with_cert, "other") is None
+    assert produce_error(tls, "other").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # no certificate: ANONYMOUS
+
+
+def test_scram_credentials_through_the_admin_api(broker):
+    admin = AdminClient(sasl(broker, "admin"))
+    carol = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                         b"carol-secret")
+    admin.alter_user_scram_credentials([carol])["carol"].result(10)
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 8192)]
+    carol_conf = sasl(broker, "carol", "carol-secret", **{"sasl.mechanism": "SCRAM-SHA-512"})
+    assert AdminClient(carol_conf).list_topics(timeout=10).topics == {}  # logged in; may describe nothing
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
+        bob = AdminClient(sasl(broker, "bob"))
+        bob.describe_user_scram_credentials(["carol"])["carol"].result(10)
+
+
+def _cli(*args, check=True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "topiclake.cli", *args], capture_output=True, text=True, cwd=REPO,
+                            timeout=60)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_cli_over_the_protocol_and_offline_acls_take_effect_at_once(broker):
+    props = broker.tmp / "admin.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
+                     "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" "
+                     f"password=\"{USERS['admin']}\";\n")
+    remote = ("--bootstrap", broker.address("SASL_PLAINTEXT"), "--command-config", str(props))
+    _cli("users", "set", "dave", "--password", "dave-secret", "--mechanism", "SCRAM-SHA-256", *remote)
+    assert "dave\tSCRAM-SHA-256 (4096)" in _cli("users", "list", *remote).stdout
+    _cli("acls", "add", "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "other", *remote)
+    listed = _cli("acls", "list", "--topic", "other", *remote).stdout
+    assert "(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed
+
+    dave = sasl(broker, "dave", "dave-secret")
+    assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other"}
+    # Offline, on the storage root of the running broker: effective at once.
+    _cli("acls", "add", "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "orders",
+         "--data", str(broker.data))
+    assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other", "orders"}
+    _cli("acls", "remove", "--principal", "User:dave", "--topic", "orders", "--data", str(broker.data))
+    assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other"}
+
+    refused = _cli("topics", "delete", "other", "--bootstrap", broker.address("SASL_PLAINTEXT"),
+                   "--command-config", str(_props(broker, "dave", "dave-secret")), check=False)
+    assert refused.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr
+    wrong = _cli("topics", "list", "--bootstrap", broker.address("SASL_PLAINTEXT"), "--command-config",
+                 str(_props(broker, "dave", "nope")), check=False)
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1 and "refused the login of 'dave'" in wrong.stderr
+
+
+def _props(broker, user, password):
+    path = broker.tmp / f"{user}-{password}.properties"
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username={user}\n"
+                    f"sasl.password={password}\n")
+    return path
+
+
+def test_quotas_count_the_authenticated_user(broker):
+    from kio.schema.alter_client_quotas.v1 import request as aq
+    from kio.schema.produce.v9 import request as pr
+
+    from topiclake.broker.client import ProtocolClient
+    from topiclake.security.client_config import ClientSecurity
+    from topiclake.segments.batch import Record, build_batch
+
+    def client(user):
+        return ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+                              security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
+
+    admin_client = AdminClient(sasl(broker, "admin"))
+    grant = acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.WRITE)
+    admin_client.create_acls([grant])[grant].result(10)
+    with client("admin") as admin:
+        entry = aq.EntryData(entity=(aq.EntityData(entity_type="user", entity_name="bob"),),
+                             ops=(aq.OpData(key="producer_byte_rate", value=100.0, remove=False),))
+        [result] = admin.request(aq.AlterClientQuotasRequest(entries=(entry,), validate_only=False)).entries
+        assert result.error_code.value == 0
+
+    def throttle_ms(user):
+        batch = build_batch([Record(0, 0, None, b"y" * 2000, ())], base_offset=0)
+        request = pr.ProduceRequest(
+            transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+            topic_data=(pr.TopicProduceData(name="orders",
+                                            partition_data=(pr.PartitionProduceData(index=0, records=batch),)),))
+        with client(user) as c:
+            response = c.request(request)
+            assert response.responses[0].partition_responses[0].error_code.value == 0
+            return response.throttle_time.total_seconds() * 1000
+
+    assert throttle_ms("bob") > 0  # bob's quota, not ANONYMOUS's
+    assert throttle_ms("admin") == 0
+
+
+def test_the_schema_registry_takes_basic_auth_with_the_same_users(broker):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    url = broker.registry_url()
+    schema = Schema('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}', "AVRO")
+    bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": f"bob:{USERS['bob']}"})
+    assert bob.register_schema("orders-value", schema) >= 1
+    for user_info in ("bob:wrong", None):
+        conf = {"url": url, **({"basic.auth.user.info": user_info} if user_info else {})}
+        with pytest.raises(SchemaRegistryError) as refused:
+            SchemaRegistryClient(conf).get_subjects()
+        assert refused.value.http_status_code == 401
+
+
+def test_the_offsets_mirror_authenticates_as_its_client_config(broker):
+    from topiclake.lake.mirror import find_bootstrap, mirror_offsets
+    from topiclake.security.client_config import ClientSecurity
+    from topiclake.segments.storage import StorageLayout
+
+    bootstrap, _source = find_bootstrap(StorageLayout(broker.data), None, protocol="SASL_PLAINTEXT")
+    assert bootstrap == broker.address("SASL_PLAINTEXT")  # the registered endpoint for its protocol
+    as_admin = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", USERS["admin"])
+    assert mirror_offsets(bootstrap, "lake-group", {("orders", 0): 2}, security=as_admin, timeout_s=10).ok
+    as_bob = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", USERS["bob"])
+    refused = mirror_offsets(bootstrap, "lake-group", {("orders", 0): 3}, security=as_bob, timeout_s=5)
+    assert not refused.ok and "AUTHORIZATION_FAILED" in refused.error
