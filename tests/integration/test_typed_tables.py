@@ -57,6 +57,7 @@ AVRO_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "inner", "type": INNER},
     {"name": "legacy", "type": "string", "default": ""},
 ]}
+AVRO_KEY = {"type": "record", "name": "OrderKey", "namespace": "shop", "fields": [{"name": "k", "type": "long"}]}
 AVRO_V2 = {**AVRO_V1, "fields": AVRO_V1["fields"] + [{"name": "added2", "type": ["null", "long"], "default": None}]}
 INNER_V3 = {**INNER, "fields": INNER["fields"] + [{"name": "c", "type": ["null", "string"], "default": None}]}
 AVRO_V3 = {**AVRO_V1, "fields": [f if f["name"] != "inner" else {"name": "inner", "type": INNER_V3}
@@ -213,13 +214,20 @@ class Produced:
         self.raw = Producer({"bootstrap.servers": bootstrap})
         self.bootstrap = bootstrap
 
-    def send(self, serializer, values: list, expected: list, version: int) -> None:
-        producer = SerializingProducer({"bootstrap.servers": self.bootstrap, "value.serializer": serializer})
+    def send(self, serializer, values: list, expected: list, version: int, key_serializer=None) -> None:
+        conf = {"bootstrap.servers": self.bootstrap, "value.serializer": serializer}
+        if key_serializer is not None:
+            conf["key.serializer"] = key_serializer
+        producer = SerializingProducer(conf)
         for value, want in zip(values, expected):
             def delivered(err, msg, want=want):
                 assert err is None, err
                 self.rows[msg.offset()] = (want, version)
-            producer.produce(self.topic, value=value, on_delivery=delivered)
+            key = None
+            if key_serializer is not None:  # an Avro record key: key_decoded
+                key = {"k": want["id"]}
+                want["key_decoded"] = key
+            producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
         assert producer.flush(30) == 0
         del producer  # no client left polling the broker after the session's broker stops
 
@@ -244,7 +252,8 @@ def _produce_version(out: Produced, kind: str, client, version: int, ids: range)
     if kind == "avro":
         schema = {1: AVRO_V1, 2: AVRO_V2, 3: AVRO_V3}[version]
         records = [avro_record(i, version) for i in ids]
-        out.send(_serializer(kind, client, schema), records, [avro_expected(r) for r in records], version)
+        out.send(_serializer(kind, client, schema), records, [avro_expected(r) for r in records], version,
+                 key_serializer=AvroSerializer(client, json.dumps(AVRO_KEY)))
     elif kind == "json":
         schema = {1: JSON_V1, 2: JSON_V2, 3: JSON_V3}[version]
         records = [json_record(i, version) for i in ids]
@@ -306,6 +315,7 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
         for offset, (want, version) in produced[kind].rows.items():
             got = rows[offset]
             assert got["value_schema_id"] is not None
+            assert (got.get("key_schema_id") is not None) == (kind == "avro")
             for column, value in want.items():
                 assert got[column] == value, (kind, offset, column, got[column], value)
         # The schema id per row: one id per version, in order.
