@@ -25,6 +25,7 @@ from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from google.protobuf import message_factory
 
+from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.ingest import IngestOptions, ingest
 from topiclake.lake.sql import discover_tables, run_sql
 from topiclake.lake.values import quarantine_uri
@@ -307,6 +308,11 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
     assert second.records == 3 * 3  # the good ones; the bad ones went to quarantine, and the run went on
     assert sum(p.quarantined for t in second.tables for p in t.partitions) == 1 + 3 * 4
 
+    # A backfill rewrites typed rows with the same typed values (the checks below run after it).
+    redone = backfill(spark, BackfillOptions(root=proc.data, table=topics["avro"], topic=topics["avro"], partition=0,
+                                             from_offset=2, to_offset=9))
+    assert redone.records == 7
+
     for kind, topic in topics.items():
         uri = proc.data / "tables" / topic
         table, data = read_table(uri)
@@ -324,7 +330,7 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
         assert all(len(s) == 1 for s in ids.values()) and ids[1] != ids[2] != ids[3], ids
         # Evolution: version 3's columns were added by the second ingest's commit (one commit).
         history = table.history()
-        assert len(history) == 2, history
+        assert len(history) == (3 if kind == "avro" else 2), history
         names = [f.name for f in table.schema().fields]
         assert names.index("legacy") < names.index("added2") < names.index("added3")
 

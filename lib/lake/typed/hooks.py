@@ -63,3 +63,26 @@ class Registry:
 def specs_of(tables) -> dict:
     """table uri -> TypedSpec, for the executors."""
     return {t.pipeline.table_uri: t.pipeline.typed for t in tables if t.pipeline.typed is not None}
+
+
+def backfill_spec(root: Path, table, topics: tuple[str, ...], source: RegistrySource | None = None):
+    """The typed spec a backfill rewrites a registry-typed table with (one with a `*_schema_id`
+    column); None for other tables."""
+    names = {f.name for f in table.schema().fields}
+    if not names & {"value_schema_id", "key_schema_id"}:
+        return None
+    registry = Registry(root, source)
+    from .plan import plan_typed
+    import pyarrow as pa
+
+    return plan_typed(registry.state, topics, existing=pa.schema(table.schema().to_arrow()),
+                      record_subjects=registry.source.record_subjects)
+
+
+def full_schema(spec, partition_by) -> "pa.Schema":
+    """The table schema with a spec's typed columns (built-in, typed, partition columns)."""
+    import pyarrow as pa
+
+    from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
+
+    return pa.schema(list(DATA_SCHEMA) + list(spec.columns) + [pa.field(n, PARTITION_COLUMNS[n]) for n in partition_by])
