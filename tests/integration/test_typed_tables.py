@@ -355,3 +355,22 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
                             "WHERE id IN (1, 8) ORDER BY id", tables)
     assert result.to_pylist() == [{"id": 1, "c": None, "added3": None, "value_offset": -1, "legacy": "old1"},
                                   {"id": 8, "c": "c8", "added3": "v3-8", "value_offset": -8, "legacy": None}]
+
+
+def test_ingest_reads_an_external_registry_as_it_replays_schemas(registry_broker):
+    """`[registry] url`: the REST API gives the lake the same subjects, versions and ids as the
+    `_schemas` segment files."""
+    from topiclake.lake.typed.hooks import RegistrySource
+    from topiclake.lake.typed.plan import load_registry, plan_typed
+
+    proc, http = registry_broker
+    topic = f"rest-{uuid.uuid4().hex[:6]}"
+    for version in (AVRO_V1, AVRO_V2):
+        http.ok("POST", f"/subjects/{topic}-value/versions", {"schema": json.dumps(version)})
+    source = RegistrySource.from_settings({"registry": {"url": http.url, "record_subjects": {topic: "shop.Order"}}})
+    assert source.url == http.url and source.record_subjects == {topic: ("shop.Order",)}
+    rest, replayed = load_registry(proc.data, source.url), load_registry(proc.data)
+    assert [(v.id, v.version) for v in rest.versions(f"{topic}-value")] == \
+        [(v.id, v.version) for v in replayed.versions(f"{topic}-value")]
+    spec = plan_typed(rest, [topic])
+    assert spec.columns.names[:3] == ["value_schema_id", "id", "name"] and spec.columns.names[-1] == "added2"
