@@ -88,3 +88,17 @@ def test_json_schema_values():
     assert good.select(["n", "tags"]).to_pylist() == [{"n": 5, "tags": ["x"]}]
     assert bad.column("error")[0].as_py().startswith("value: schema id 3 (items-value version 1): JSON payload "
                                                      "does not fit its schema")
+
+
+def test_a_value_that_is_not_a_record_is_one_column_and_keys_have_theirs():
+    state = RegistryState()
+    state.replay(schema_record(SchemaValue("s-value", 1, 7, '"string"')))
+    state.replay(schema_record(SchemaValue("s-key", 1, 8, json.dumps(V1))))
+    spec = plan_typed(state, ["s"])
+    assert spec.columns.names == ["value_schema_id", "value_decoded", "key_schema_id", "key_decoded"]
+    table = rows([b"\x00\x00\x00\x00\x07\x06abc"]).set_column(
+        DATA_SCHEMA.get_field_index("key"), DATA_SCHEMA.field("key"), pa.array([avro(8, V1, {"id": 3, "offset": "x"})]))
+    good, bad = decode_rows(spec, table, "s")
+    assert bad.num_rows == 0
+    assert good.select(["value_decoded", "key_schema_id", "key_decoded"]).to_pylist() == [
+        {"value_decoded": "abc", "key_schema_id": 8, "key_decoded": {"id": 3, "offset": "x"}}]
