@@ -309,11 +309,13 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
         b"\x00" + struct.pack(">I", v1_id) + b"\x02\x04",  # a corrupt payload (Avro v1: truncated)
         b'{"plain": "json"}',  # not in the wire format
     ]) for kind in KINDS}
+    proto_id = client.get_version(f"{topics['protobuf']}-value", 1).schema_id
+    part_row, = produced["protobuf"].send_raw([b"\x00" + struct.pack(">I", proto_id) + b"\x00\x0a\x01x"])  # a Part
     for out in produced.values():
         del out.raw
     second = ingest(spark, options)
     assert second.records == 3 * 3  # the good ones; the bad ones went to quarantine, and the run went on
-    assert sum(p.quarantined for t in second.tables for p in t.partitions) == 1 + 3 * 4
+    assert sum(p.quarantined for t in second.tables for p in t.partitions) == 1 + 3 * 4 + 1
 
     # A backfill rewrites typed rows with the same typed values (the checks below run after it).
     redone = backfill(spark, BackfillOptions(root=proc.data, table=topics["avro"], topic=topics["avro"], partition=0,
@@ -356,7 +358,9 @@ def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  
             assert len(reasons) == 5
         else:  # another topic's schema id: not this topic's subjects
             assert "is not registered under topic" in reasons[corrupt], reasons[corrupt]
-            assert len(reasons) == 4
+            assert len(reasons) == 4 + (kind == "protobuf")
+        if kind == "protobuf":  # message index [0]: the file's Part, not the table's Order
+            assert reasons[part_row].endswith("the record is a shop.Part, the table's columns come from shop.Order")
 
     # Spark SQL sees the typed columns (nested ones too).
     tables = discover_tables(StorageLayout(proc.data))

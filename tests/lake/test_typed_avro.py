@@ -139,8 +139,9 @@ def test_wire_prefixes_and_protobuf_message_indexes():
     ids = wire.split(values)
     assert ids.tolist() == [256, wire.NULL, wire.SHORT, wire.BAD_MAGIC, wire.SHORT, 7, 7, 7]
     proto = values.take(pa.array([0, 5, 6, 7]))
-    paths, starts = wire.message_indexes(proto)
-    assert paths == [(0,), (3,), (1, 2), None]
+    index, other, starts = wire.message_indexes(proto)
+    assert index.tolist() == [0, 3, wire.NESTED, wire.MALFORMED]
+    assert other == {2: (1, 2), 3: None}
     assert starts[:3].tolist() == [6, 7, 8]
     assert wire.strip(proto.slice(0, 3), 5).to_pylist() == [b"\x00rest", b"\x02\x06x", b"\x04\x02\x04y"]
     assert np.array_equal(wire.first_bytes(values.take(pa.array([3]))), [ord("{")])

@@ -85,7 +85,7 @@ def _decode_side(side: Side, values: pa.Array, topic: str, errors: dict[int, str
             continue
         recipe = side.recipes[int(schema_id)]
         group = values.take(pa.array(rows))
-        for skip, message, subset in _groups(recipe, group, side):
+        for skip, message, subset in _groups(recipe, group, side, errors, rows):
             decoder = decoder_for(recipe, message)
             decoded, mask, failures = decoder.decode(group.take(pa.array(subset)) if subset is not None else group,
                                                      skip)
@@ -96,8 +96,6 @@ def _decode_side(side: Side, values: pa.Array, topic: str, errors: dict[int, str
                 decoded = _renamed(decoded, side)
             pieces.append(conform(decoded, target))
             positions.append(where[mask])
-    for row, why in _protobuf_bad_prefixes(side, values, ids):
-        errors.setdefault(row, why)
     return _scatter(pieces, positions, n, target), ids
 
 
@@ -111,40 +109,29 @@ def _refusal(side: Side, schema_id: int, allowed: frozenset[int], topic: str) ->
     return f"{side.name}: {error}" if error is not None else None
 
 
-def _groups(recipe, group: pa.Array, side: Side):
-    """(bytes to skip, Protobuf message, row subset or None) per decoder call."""
+def _groups(recipe, group: pa.Array, side: Side, errors: dict[int, str], rows: np.ndarray):
+    """(bytes to skip, Protobuf message, row subset or None) per decoder call; Protobuf rows of
+    another message than the table's, or with malformed indexes, get their reason in `errors`."""
     if recipe.schema_type != PROTOBUF:
         yield wire.PREFIX, None, None
         return
-    paths, starts = wire.message_indexes(group)
+    index, other, starts = wire.message_indexes(group)
+    path = next(p for p, name in recipe.messages if name == recipe.message)
+    if len(path) == 1:
+        mine = index == path[0]
+    else:
+        mine = np.zeros(len(group), dtype=bool)
+        mine[[i for i, p in other.items() if p == path]] = True
     names = dict(recipe.messages)
-    by_key: dict[tuple, list[int]] = {}
-    for i, path in enumerate(paths):
-        if path is not None and names.get(path) == recipe.message:
-            by_key.setdefault(int(starts[i]), []).append(i)
-    for skip, rows in by_key.items():
-        yield skip, recipe.message, (None if len(rows) == len(group) else np.array(rows))
-
-
-def _protobuf_bad_prefixes(side: Side, values: pa.Array, ids: np.ndarray) -> list[tuple[int, str]]:
-    """Protobuf rows whose message index is malformed, or names another message than the table's."""
-    out = []
-    for schema_id in np.unique(ids[ids >= 0]):
-        recipe = side.recipes.get(int(schema_id))
-        if recipe is None or recipe.schema_type != PROTOBUF or recipe.error is not None:
-            continue
-        rows = np.flatnonzero(ids == schema_id)
-        paths, _ = wire.message_indexes(values.take(pa.array(rows)))
-        names = dict(recipe.messages)
-        for row, path in zip(rows, paths):
-            if path is None:
-                out.append((int(row), f"{side.name}: {recipe.label}: malformed Protobuf message indexes after the "
-                                      "schema id"))
-            elif names.get(path) != recipe.message:
-                found = names.get(path, f"no message at index {list(path)}")
-                out.append((int(row), f"{side.name}: {recipe.label}: the record is a {found}, the table's columns "
-                                      f"come from {recipe.message}"))
-    return out
+    for i in np.flatnonzero(~mine):
+        found = other.get(int(i), (int(index[i]),))
+        why = ("malformed Protobuf message indexes after the schema id" if found is None else
+               f"the record is a {names.get(found, f'message at index {list(found)} (none)')}, the table's "
+               f"columns come from {recipe.message}")
+        errors.setdefault(int(rows[i]), f"{side.name}: {recipe.label}: {why}")
+    for skip in np.unique(starts[mine]):
+        subset = np.flatnonzero(mine & (starts == skip))
+        yield int(skip), recipe.message, (None if len(subset) == len(group) else subset)
 
 
 def _failure(recipe, why: str) -> str:

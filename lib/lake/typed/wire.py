@@ -70,26 +70,33 @@ def first_bytes(values: pa.Array) -> np.ndarray:
     return padded[offsets[:-1]]
 
 
-def message_indexes(values: pa.Array) -> tuple[list[tuple[int, ...] | None], np.ndarray]:
-    """Protobuf: per value, (the message index path, or None when it is malformed; the byte where
-    the payload starts). The common one-byte forms ([0] as a single 0, [i] as 2, 2i) are read
-    with numpy; anything longer walks that value's varints."""
+MALFORMED = -1  # message_indexes: not a valid index array
+NESTED = -2  # message_indexes: a path of more than one index (see the returned dict)
+
+
+def message_indexes(values: pa.Array) -> tuple[np.ndarray, dict[int, tuple[int, ...] | None], np.ndarray]:
+    """Protobuf: per value, the message index after the schema id and where the payload starts.
+    Returns (the top-level message index, or MALFORMED / NESTED; {row: path} for the NESTED and
+    MALFORMED rows; the payload's start within each value). The one-byte forms ([0] as a single
+    0, [i] as 2, 2i) are read with numpy; only other prefixes walk their varints."""
     offsets, data = buffers(values)
     padded = np.concatenate([data, np.zeros(2, np.uint8)])
     starts = offsets[:-1].astype(np.int64) + PREFIX
     ends = offsets[1:].astype(np.int64)
     b0, b1 = padded[starts].astype(np.int64), padded[starts + 1].astype(np.int64)
-    paths: list = [None] * len(values)
-    payload = np.zeros(len(values), np.int64)
+    index = np.full(len(values), MALFORMED, dtype=np.int64)
+    payload = starts.copy()
     first = (b0 == 0) & (starts < ends)
-    single = (b0 == 2) & (b1 < 0x80) & (b1 % 2 == 0) & (starts + 1 < ends)
-    for i in np.flatnonzero(first):
-        paths[i], payload[i] = (0,), starts[i] + 1
-    for i in np.flatnonzero(single & ~first):
-        paths[i], payload[i] = (int(b1[i]) >> 1,), starts[i] + 2
+    single = (b0 == 2) & (b1 < 0x80) & (b1 % 2 == 0) & (starts + 1 < ends) & ~first
+    index[first], payload[first] = 0, starts[first] + 1
+    index[single], payload[single] = b1[single] >> 1, starts[single] + 2
+    other: dict[int, tuple[int, ...] | None] = {}
     for i in np.flatnonzero(~(first | single)):
-        paths[i], payload[i] = _walk(data, int(starts[i]), int(ends[i]))
-    return paths, payload - offsets[:-1]
+        path, payload[i] = _walk(data, int(starts[i]), int(ends[i]))
+        other[int(i)] = path
+        if path is not None:
+            index[i] = path[0] if len(path) == 1 else NESTED
+    return index, other, payload - offsets[:-1]
 
 
 def _walk(data: np.ndarray, at: int, end: int) -> tuple[tuple[int, ...] | None, int]:
