@@ -1,4 +1,4 @@
-"""Build glue: lib/ is the package `topiclake`, plus the native record decoder and cleaner kernels (C)."""
+"""Build glue: lib/ is the package `topiclake`, plus the native kernels (C): record decoder, cleaner, Avro decoder."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -16,6 +16,12 @@ setup(
         Extension(
             "topiclake.segments._native._compact",
             sources=["lib/segments/_native/compact.c"],
+            extra_compile_args=["-O3"],
+            optional=False,
+        ),
+        Extension(
+            "topiclake.lake.typed._native._avro",
+            sources=["lib/lake/typed/_native/avro.c"],
             extra_compile_args=["-O3"],
             optional=False,
         ),

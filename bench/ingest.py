@@ -16,6 +16,9 @@ in one run. Three measures (all by default):
              ("ratio_warm", target >= 10), and against the Parquet-write limit: pyarrow.parquet
              writing the same rows, with the same settings, into the same files, in 2 processes
              ("of_parquet_limit", target >= 0.4).
+--values avro  Typed tables: the same record count with 100-byte Avro values in Confluent's wire
+             format, ingested into typed columns, against the raw-bytes ingest in the same
+             application (target: >= 50% of the raw rate).
 
 The records: 16-byte keys, 100-byte JSON-like values, batches of 1000, no compression by default,
 written once as real segment files through the segment Log (indexes and all); the broker serves
@@ -251,12 +254,16 @@ def main() -> None:
     parser.add_argument("--one-shot", action="store_true")
     parser.add_argument("--increment", action="store_true")
     parser.add_argument("--warm", action="store_true")
+    parser.add_argument("--values", choices=("raw", "avro"), default="raw",
+                        help="avro: typed-table ingest of Avro values against raw-bytes ingest (avro_mode below)")
     parser.add_argument("--hand-written-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hand_written_child:
         spec = json.loads(args.hand_written_child)
         print(run_hand_written(spec["bootstrap"], spec["uri"], spec["partitions"], spec["total"], spec["chunk"])[1])
         return
+    if args.values == "avro":
+        return avro_mode(args)
     if not (args.one_shot or args.increment or args.warm):
         args.one_shot = args.increment = args.warm = True
 
@@ -333,6 +340,118 @@ def warm(root: Path, tmp: Path, args, total: int) -> dict:
     return {"warm_seconds": round(run["seconds"], 2), "warm_first_run_seconds": round(run["first_run_seconds"], 2),
             "hand_written_seconds": round(hand_s, 2), "ratio_warm": round(ours / hand, 2),
             "parquet_limit_seconds": round(limit_s, 2), "of_parquet_limit": round(ours / limit, 3)}
+
+
+# ------------------------------------------------------------------------------------- --values avro
+# Typed tables: the same number of records, with 100-byte values in Confluent's wire format (an
+# Avro record of eight fields) and the schema in `_schemas`, ingested into typed columns; the
+# raw-bytes ingest of the raw benchmark's records runs in the same application. Both run twice
+# (first and steady state); "ratio" is Avro steady-state records/s / raw steady-state records/s.
+
+AVRO_TOPIC = "bench-avro"
+AVRO_SCHEMA = {"type": "record", "name": "Event", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "event", "type": {"type": "enum", "name": "Kind", "symbols": ["click", "view", "purchase", "scroll"]}},
+    {"name": "amount", "type": "double"},
+    {"name": "session", "type": "string"},
+    {"name": "user", "type": "string"},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "flag", "type": "boolean"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+]}
+AVRO_VALUE_BYTES = 100
+
+
+def avro_template_batch(seed: int, codec: str, *, base_timestamp: int, spread_ms: int) -> bytes:
+    """1000 records, 16-byte keys, values of exactly AVRO_VALUE_BYTES in the wire format (schema id 1)."""
+    import io
+    import random
+
+    import fastavro
+
+    from topiclake.segments.batch import Record, build_batch
+
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    rng = random.Random(seed)
+    records = []
+    for i in range(RECORDS_PER_BATCH):
+        datum = {"id": rng.randrange(10**9), "event": rng.choice(["click", "view", "purchase", "scroll"]),
+                 "amount": rng.randrange(10**7) / 100, "session": rng.randbytes(12).hex(),
+                 "user": "user-%011d" % rng.randrange(10**11), "at": base_timestamp + rng.randrange(spread_ms),
+                 "flag": rng.random() < 0.5, "note": ""}
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, datum)
+        datum["note"] = "n" * (AVRO_VALUE_BYTES - 5 - len(out.getvalue()))  # one length byte either way
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, datum)
+        value = b"\x00\x00\x00\x00\x01" + out.getvalue()
+        assert len(value) == AVRO_VALUE_BYTES, len(value)
+        key = b"user-%011d" % rng.randrange(10**11)
+        records.append(Record(i, base_timestamp + rng.randrange(spread_ms), key, value))
+    return build_batch(records, base_offset=0, compression=codec)
+
+
+def write_avro_topic(root: Path, records: int, partitions: int, codec: str) -> int:
+    """The `_schemas` topic (subject bench-avro-value, id 1) and the Avro topic, through the Log."""
+    from topiclake.registry.records import SchemaValue, schema_record
+    from topiclake.segments.batch import Record, build_batch
+
+    layout = StorageLayout(root)
+    config = LogConfig.from_properties({"segment.bytes": str(SEGMENT_BYTES)})
+    key, value = schema_record(SchemaValue(f"{AVRO_TOPIC}-value", 1, 1, json.dumps(AVRO_SCHEMA))).encode()
+    schemas = Log.open(layout.log_dir("_schemas", 0), config, topic="_schemas", partition=0)
+    schemas.append(bytearray(build_batch([Record(0, 1_714_521_600_000, key, value)], base_offset=0)),
+                   assign_offsets=True)
+    schemas.close()
+    TopicRegistry(layout).create(AVRO_TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
+    templates = [avro_template_batch(seed, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000)
+                 for seed in range(TEMPLATES)]
+    batches = records // RECORDS_PER_BATCH
+    written = 0
+    for p in range(partitions):
+        log = Log.open(layout.log_dir(AVRO_TOPIC, p), config, topic=AVRO_TOPIC, partition=p)
+        mine = [i for i in range(batches) if i % partitions == p]
+        for start in range(0, len(mine), 64):
+            log.append(bytearray(b"".join(templates[i % TEMPLATES] for i in mine[start:start + 64])),
+                       assign_offsets=True)
+            written += len(mine[start:start + 64]) * RECORDS_PER_BATCH
+        log.close()
+    return written
+
+
+def avro_mode(args) -> None:
+    from topiclake.lake.ingest import IngestOptions, ingest
+    from topiclake.lake.spark import get_session
+
+    with tempfile.TemporaryDirectory(prefix="topiclake-bench-ingest-avro-") as tmp:
+        root = Path(tmp) / "data"
+        t = time.perf_counter()
+        total = write_topic(root, args.records, args.partitions, args.codec)
+        assert write_avro_topic(root, args.records, args.partitions, args.codec) == total
+        print(f"wrote {total} raw and {total} Avro records as segments in {time.perf_counter() - t:.1f} s")
+        spark = get_session("bench-ingest-avro", master=args.master, conf={
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g"})
+        spark.range(4).count()  # the JVM is up: its start-up is not counted
+        runs = {}
+        for name, topic in (("raw", TOPIC), ("avro", AVRO_TOPIC)):
+            for run in ("first", "steady"):
+                started = time.perf_counter()
+                result = ingest(spark, IngestOptions(topics=(topic,), root=root, table=f"{name}-{run}",
+                                                     bootstrap="none"))
+                seconds = time.perf_counter() - started
+                assert result.records == total, (name, result.records, total)
+                runs[(name, run)] = seconds
+                print(f"{name} ingest ({args.master}), {run} run: {seconds:.1f} s, {total / seconds:,.0f} records/s")
+        typed = spark.read.parquet(str(root / "tables" / "avro-steady")).limit(1).collect()[0].asDict()
+        assert typed["value_schema_id"] == 1 and typed["event"] in ("click", "view", "purchase", "scroll"), typed
+        raw, avro = total / runs[("raw", "steady")], total / runs[("avro", "steady")]
+        print(json.dumps({"bench": "ingest", "values": "avro", "records": total, "value_bytes": AVRO_VALUE_BYTES,
+                          "codec": args.codec, "master": args.master,
+                          "avro_records_per_s": round(avro), "avro_seconds": round(runs[("avro", "steady")], 2),
+                          "raw_records_per_s": round(raw), "raw_seconds": round(runs[("raw", "steady")], 2),
+                          "avro_first_run_records_per_s": round(total / runs[("avro", "first")]),
+                          "raw_first_run_records_per_s": round(total / runs[("raw", "first")]),
+                          "ratio": round(avro / raw, 2), "target": 0.5}))
 
 
 if __name__ == "__main__":

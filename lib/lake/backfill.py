@@ -41,6 +41,7 @@ from .progress import ProgressCallback
 from .scan import scan_partition
 from .spark import collect
 from .source import list_partition
+from .typed import hooks as typed_hooks
 from .values import typed_columns_of
 
 
@@ -140,12 +141,14 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
     quality.check_suite(suite, table_name(uri))
     if suite.on_driver or options.data_docs:
         quality.load_in_background()
-    typed = typed_columns_of(table)
+    registry_spec = typed_hooks.backfill_spec(options.root, table, (topic,))  # registry-typed columns
+    typed = typed_columns_of(table) if registry_spec is None else None
     # Typed columns as the table has them; bad values are already in the quarantine table for
     # ingested offsets, so the backfill sends none there (quarantine_from = end).
     writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000, partition_by={uri: partition_by},
                         value_schemas={uri: typed.to_json()} if typed else None,
-                        quarantine_from={(uri, topic, partition): end}, task_suites=task_suites_of({uri: suite}))
+                        quarantine_from={(uri, topic, partition): end}, task_suites=task_suites_of({uri: suite}),
+                        typed_specs={uri: registry_spec} if registry_spec is not None else None)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
@@ -171,8 +174,9 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
             raise ConcurrentWriterError(f"table {uri}: another writer changed the files of {topic!r} partition "
                                         f"{partition} offsets [{start}, {end}) during the backfill; run it again")
 
-    result.version = delta.commit(uri, group=group, actions=actions, offsets=[], schema=None, partition_by=partition_by,
-                                  precheck=still_planned, metadata={"topiclake": {
+    grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
+    result.version = delta.commit(uri, group=group, actions=actions, offsets=[], schema=grown, partition_by=partition_by,
+                                  evolve=grown is not None, precheck=still_planned, metadata={"topiclake": {
                                       "operation": "backfill", "run_id": run_id, "topic": topic,
                                       "partition": partition, "range": [start, end]}})
     result.added = [r["path"] for r in new_files]

@@ -55,7 +55,8 @@ class TaskWriter:
     def __init__(self, *, run_id: str, ingested_at_us: int, partition_by: dict[str, list[str]],
                  value_schemas: dict[str, str] | None = None,
                  quarantine_from: dict[tuple[str, str, int], int] | None = None,
-                 task_suites: dict[str, str] | None = None, compression: str = "snappy"):
+                 task_suites: dict[str, str] | None = None, compression: str = "snappy",
+                 typed_specs: dict | None = None):
         self.run_id = run_id
         self.ingested_at_us = ingested_at_us
         self.partition_by = partition_by  # table uri -> partition columns
@@ -66,6 +67,7 @@ class TaskWriter:
         # table uri -> the expectations each task runs on its rows (quality.Suite.task_document)
         self.task_suites = task_suites or {}
         self.compression = compression
+        self.typed_specs = typed_specs or {}  # table uri -> typed.TypedSpec (schema registry columns)
 
     def for_tasks(self, tasks: list[dict]) -> "PlannedTasks":
         return PlannedTasks(self, tasks)
@@ -75,7 +77,7 @@ class TaskWriter:
         records, counters = read_task(task)
         table = self._table_columns(task, records)
         outputs = [(uri, table)]
-        if uri in self.value_schemas:
+        if uri in self.value_schemas or uri in self.typed_specs:
             good, bad = self._typed(task, table)
             outputs = [(uri, good), (quarantine_uri(uri), bad)]
             counters["quarantined"] = bad.num_rows
@@ -91,6 +93,12 @@ class TaskWriter:
 
     def _typed(self, task: dict, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(rows with their typed columns, rows for the quarantine table with the error)."""
+        if task["table_uri"] in self.typed_specs:
+            from .typed.rows import decode_rows
+
+            good, bad = decode_rows(self.typed_specs[task["table_uri"]], table, task["topic"])
+            first = self.quarantine_from.get((task["table_uri"], task["topic"], task["partition"]), 0)
+            return good, bad.filter(pc.greater_equal(bad.column("offset"), first))
         schema = ValueSchema.from_json(self.value_schemas[task["table_uri"]]).arrow
         typed, errors = decode_values(table.column("value"), schema)
         ok = pc.is_null(errors)

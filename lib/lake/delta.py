@@ -67,8 +67,12 @@ def committed_offsets(table: DeltaTable | None, group: str,
 
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
            schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
-           precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS) -> int:
+           precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS,
+           evolve: bool = False) -> int:
     """Commit files and offsets in ONE Delta commit; returns the new table version.
+
+    `evolve`: `schema` may add columns (or struct fields) to the table's; the new schema is
+    committed in the same commit (see _evolution).
 
     Raises ConcurrentWriterError when another writer moved any of these offsets since planning,
     or when `precheck` (called with the snapshot each attempt commits on) raises it.
@@ -90,9 +94,11 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         if precheck is not None:
             precheck(table)
         guard = Transaction(GUARD_APP_ID, (table.transaction_version(GUARD_APP_ID) or 0) + 1)
+        mode, commit_schema, filters = _evolution(table, schema, partition_by) if evolve else ("append", table.schema(), None)
         try:
             table.create_write_transaction(
-                list(actions), mode="append", schema=table.schema(), partition_by=list(partition_by),
+                list(actions), mode=mode, schema=commit_schema, partition_by=list(partition_by),
+                partition_filters=filters,
                 commit_properties=CommitProperties(custom_metadata=metadata, app_transactions=txns + [guard]))
         except CommitFailedError as exc:
             log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
@@ -100,6 +106,19 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         table.update_incremental()
         return table.version()
     raise ConcurrentWriterError(f"table {uri}: gave up after {max_attempts} commit attempts lost to other writers")
+
+
+def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequence[str]):
+    """(mode, schema, partition filters) of a commit that may grow the schema. delta-rs writes a
+    new schema only in an overwrite; an overwrite whose filter matches no file (`IN ()`) removes
+    nothing, so the commit is the adds, the new metadata and the txns together."""
+    if schema is None:
+        return "append", table.schema(), None
+    want = DeltaSchema.from_arrow(schema)
+    if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
+        return "append", table.schema(), None
+    column = partition_by[0] if partition_by else table.schema().fields[0].name
+    return "overwrite", want, [(column, "in", [])]
 
 
 def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:

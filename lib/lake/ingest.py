@@ -34,6 +34,7 @@ from .progress import ProgressCallback, track_job_group
 from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from .spark import collect
 from .source import list_partition, topic_partitions
+from .typed import hooks as typed
 from .values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class IngestOptions:
     mirror_timeout_s: float = mirror.DEFAULT_TIMEOUT_S
     data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
     client: ClientSecurity = PLAINTEXT  # how the mirror reaches a secured broker (--command-config, [client])
+    registry: typed.RegistrySource | None = None  # typed tables: where the schemas are (None: _schemas in root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ class Pipeline:
     group: str
     topics: tuple[str, ...]
     value_schema: ValueSchema | None = None
+    typed: typed.TypedSpec | None = None  # columns from the schema registry's subjects for the topics
 
 
 @dataclass(slots=True)
@@ -127,17 +130,17 @@ def pipelines_for(options: IngestOptions) -> list[Pipeline]:
 
 def _table_schema(pipeline: Pipeline, partition_by: Sequence[str]) -> pa.Schema:
     schema = table_schema(tuple(partition_by))
-    if pipeline.value_schema is None:
+    if pipeline.value_schema is None and pipeline.typed is None:
         return schema
     data = DATA_SCHEMA
-    for f in pipeline.value_schema.arrow:
+    for f in (pipeline.typed.columns if pipeline.typed is not None else pipeline.value_schema.arrow):
         data = data.append(f)
     return pa.schema(list(data) + [schema.field(name) for name in partition_by])
 
 
 def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> None:
     """Typed columns are fixed when a table is created: a declared schema must match it."""
-    if table is None:
+    if table is None or pipeline.typed is not None:  # registry columns evolve (typed.plan keeps the old ones)
         return
     have = [f.name for f in table.schema().fields]
     want = _table_schema(pipeline, partition_by).names
@@ -163,9 +166,11 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
     partition_by: dict[str, list[str]] = {}
     value_schemas: dict[str, str] = {}
     quarantine_from: dict[tuple[str, str, int], int] = {}
+    registry = typed.Registry(options.root, options.registry)
     for pipeline in pipelines_for(options):
         uri = pipeline.table_uri
         table = delta.load_table(uri)
+        pipeline = registry.typed_pipeline(pipeline, table)
         partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
         _check_schema(pipeline, table, partition_by[uri])
         suites[uri] = quality.Suite.load(options.expectations_dir, table_name(uri))
@@ -179,8 +184,9 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                                 target_task_bytes=options.target_task_bytes,
                                 allow_data_loss=options.allow_data_loss) for t, p in tps]
         outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
-        if pipeline.value_schema is not None:
-            value_schemas[uri] = pipeline.value_schema.to_json()
+        if pipeline.value_schema is not None or pipeline.typed is not None:
+            if pipeline.value_schema is not None:
+                value_schemas[uri] = pipeline.value_schema.to_json()
             quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
             for part in outcome.partitions:
                 part.quarantine_committed = quarantined[(part.plan.topic, part.plan.partition)]
@@ -195,6 +201,7 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
     rows = run_tasks(spark, tasks, TaskWriter(run_id=run_id, ingested_at_us=ingested_at_us,
                                               partition_by=partition_by, value_schemas=value_schemas,
                                               quarantine_from=quarantine_from,
+                                              typed_specs=typed.specs_of(result.tables),
                                               task_suites=task_suites_of(suites)),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
     # Every table's suite runs before the first commit: a failure commits nothing at all.
@@ -302,13 +309,13 @@ def _commit_table(outcome: TableOutcome, rows: pa.Table, *, run_id: str, partiti
         "lost": {f"{p.plan.topic}:{p.plan.partition}": list(p.plan.lost)
                  for p in outcome.partitions if p.plan.lost is not None},
     }}
-    if pipeline.value_schema is not None:
+    if pipeline.value_schema is not None or pipeline.typed is not None:
         # First, so that a crash between the two commits leaves the quarantine ahead, never
         # behind: the rerun skips the offsets it already holds (quarantine_from).
         _commit_quarantine(outcome, rows, metadata, partition_by)
     outcome.version = delta.commit(pipeline.table_uri, group=pipeline.group, actions=actions, offsets=updates,
                                    schema=_table_schema(pipeline, partition_by), partition_by=partition_by,
-                                   metadata=metadata)
+                                   metadata=metadata, evolve=pipeline.typed is not None)
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
 

@@ -47,6 +47,8 @@ def _ingest(args, command: Command) -> int:
     from .ingest import IngestOptions, format_summary, pipelines_for, run
     from .interrupted import watch_ingest
     from .progress import report_progress
+    from .typed.hooks import RegistrySource
+    from topiclake.segments.settings import load_settings
 
     options = IngestOptions(
         topics=topics, root=root, table=args.table, group=args.group, starting_offsets=args.starting_offsets,
@@ -55,6 +57,7 @@ def _ingest(args, command: Command) -> int:
         allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
         expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
         client=preflight.client_security(args.config, args.command_config),
+        registry=RegistrySource.from_settings(load_settings(args.config)),
         **_given(target_task_bytes=args.target_task_bytes))
     command.on_interrupt = watch_ingest(pipelines_for(options), {t: list(range(n)) for t, n in partitions.items()})
     with report_progress("ingest") as progress:

@@ -15,6 +15,10 @@ SCHEMAS_TOPIC = "_schemas"  # Confluent's default kafkastore.topic
 class RegistryConfig:
     listen: str | None = None  # "host:port" ("127.0.0.1:8081"); None: the broker serves no registry
     topic: str = SCHEMAS_TOPIC
+    # For the lake jobs (typed tables): an external registry to ask instead of replaying `topic`
+    # from the storage root, and RecordNameStrategy subjects per topic ({"orders": ["com.acme.Order"]}).
+    url: str | None = None
+    record_subjects: dict | None = None
 
     def __post_init__(self) -> None:
         if self.listen is not None:
