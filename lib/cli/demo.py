@@ -62,8 +62,10 @@ def demo(
         _produce(bootstrap, records, console)
         console.rule("[bold]3. Spark ingest into a Delta table (exactly once; reruns add only new records)")
         # The broker stays up: the ingest mirrors its group's offsets into __consumer_offsets.
+        # --data-docs: the showcase builds the quality report's HTML too (a scheduled run leaves it
+        # to `topiclake data-docs`).
         _topiclake("ingest", "--topic", TOPIC, "--data", str(data), "--master", "local[2]",
-                   "--bootstrap", bootstrap)
+                   "--bootstrap", bootstrap, "--data-docs")
         console.rule("[bold]4. the ingest pipeline is a consumer group: its lag, as Kafka tools see it")
         _topiclake("groups", "lag", f"topiclake-ingest-{TOPIC}", "--bootstrap", bootstrap)
     finally:
