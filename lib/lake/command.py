@@ -36,8 +36,10 @@ class Command:
 
 def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog: str | None = None) -> int:
     """Parse argv with `parser(prog)`, run `body(args, command)` and return the exit code."""
+    from .python_workers import prefer_installed_pyspark
     from .spark import active_session, stop_session
 
+    prefer_installed_pyspark()  # under spark-submit: pyspark's bytecode, not its zip's sources
     argv = list(argv)
     debug = "--debug" in argv  # known before parsing, so that a parse error can show its traceback too
     command = Command(name)

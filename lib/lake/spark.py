@@ -14,6 +14,8 @@ import sys
 import threading
 from pathlib import Path
 
+from . import python_workers
+
 DEFAULT_MASTER = "local[*]"
 
 REQUIRED_CONF = {
@@ -39,14 +41,34 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         return active
     builder = SparkSession.builder.appName(app_name)
     if master or not _submitted():
-        builder = builder.master(master or os.environ.get("MASTER", DEFAULT_MASTER))
+        master = master or os.environ.get("MASTER", DEFAULT_MASTER)
+        builder = builder.master(master)
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.config("spark.driver.extraJavaOptions", _local_driver_java_options())
+    if python_workers.can_start_daemon(master or _submitted_master()):
+        # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
+        # the installed package's bytecode, preloaded before the workers fork).
+        builder = builder.config("spark.python.daemon.module", python_workers.DAEMON_MODULE)
+    # The workers' Arrow memory from jemalloc: pyarrow's default (mimalloc) hands a task's freed
+    # buffers back to the OS at once, so every task faulted ~100 MB of fresh pages again (a third
+    # of its time).
+    builder = builder.config("spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL",
+                             os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "jemalloc"))
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _submitted_master() -> str | None:
+    """The master spark-submit chose (its JVM holds the settings as system properties)."""
+    if not _submitted():
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", None)
 
 
 def _submitted() -> bool:

@@ -185,3 +185,20 @@ def test_mixed_suite_keeps_each_result_in_its_place():
     assert counts == [2, 1, 1, 1]
     assert outcome["results"][0]["result"]["partial_unexpected_list"] == ["a", "a"]
     assert outcome["results"][2]["result"]["partial_unexpected_list"] == ["bb"]
+
+
+@pytest.mark.parametrize("offsets, unexpected", [
+    ([5, 6, 7, 9], 0),  # strictly increasing: distinct by their order alone
+    ([5, 6, 6, 9], 2),  # a repeat beside its twin
+    ([9, 7, 6, 5], 0),  # not increasing: hashed
+    ([5, 9, 5, 7], 2),
+    ([5, None, 7, 8], 0),  # a null offset in a row with topic and partition is still a row to judge
+])
+def test_task_keys_by_offset_order(offsets, unexpected):
+    rows = pa.table({"topic": ["t"] * 4, "partition": pa.array([3] * 4, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64())})
+    expectation = {"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["topic", "partition",
+                                                                                               "offset"]}}
+    ours = arrow_expectations.evaluate(rows, expectation)
+    [theirs] = quality._validate_with_gx(rows, [expectation], table="t")
+    assert ours["result"]["unexpected_count"] == theirs["result"]["unexpected_count"] == unexpected
