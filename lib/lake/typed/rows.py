@@ -84,7 +84,7 @@ def _decode_side(side: Side, values: pa.Array, topic: str, errors: dict[int, str
                 errors.setdefault(int(i), reason)
             continue
         recipe = side.recipes[int(schema_id)]
-        group = values.take(pa.array(rows))
+        group = values if len(rows) == n else values.take(pa.array(rows))  # one schema: no copy
         for skip, message, subset in _groups(recipe, group, side, errors, rows):
             decoder = decoder_for(recipe, message)
             decoded, mask, failures = decoder.decode(group.take(pa.array(subset)) if subset is not None else group,

@@ -35,11 +35,15 @@ def split(values: pa.Array) -> np.ndarray:
         return np.zeros(0, np.int64)
     offsets, data = buffers(values)
     starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets)
-    padded = np.concatenate([data, np.zeros(PREFIX, np.uint8)])  # reads past a short last value stay inside
-    at = [padded[starts + k].astype(np.int64) for k in range(PREFIX)]
-    ids = (at[1] << 24) | (at[2] << 16) | (at[3] << 8) | at[4]
+    if len(data) == 0:
+        data = np.zeros(1, np.uint8)
+    # One gather of every value's first PREFIX bytes; a short value's may reach past the data:
+    # clipped (the row is SHORT anyway).
+    at = np.minimum(starts[:, None] + np.arange(PREFIX), len(data) - 1)
+    prefix = data[at]
+    ids = prefix[:, 1:].copy().view(">u4").ravel().astype(np.int64)
     out = np.where(lengths < PREFIX, SHORT, ids)
-    out = np.where((lengths > 0) & (at[0] != MAGIC), BAD_MAGIC, out)
+    out = np.where((lengths > 0) & (prefix[:, 0] != MAGIC), BAD_MAGIC, out)
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     return np.where(valid, out, NULL)
 
