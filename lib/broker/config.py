@@ -13,6 +13,7 @@ from topiclake.segments.settings import check_types, section, storage_root
 
 from . import producer_state
 from .group.config import GroupsConfig
+from .share.config import ShareConfig
 from .txn.config import TransactionsConfig
 
 
@@ -35,6 +36,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = producer_state.EXPIRATION_CHECK_INTERVAL_MS
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
+    share: ShareConfig = ShareConfig()  # [share]: share groups (KIP-932)
     registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
 
     def __post_init__(self) -> None:
@@ -65,7 +67,7 @@ class BrokerConfig:
                       registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
-        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "share"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
@@ -73,4 +75,5 @@ class BrokerConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),
+                   share=ShareConfig.from_section(section(settings, "share")),
                    registry=RegistryConfig.from_settings(settings, listen=registry_listen), **values)

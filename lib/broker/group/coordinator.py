@@ -10,11 +10,14 @@ which makes clients rediscover the coordinator and retry.
 
 KIP-848 groups take the same path: after each call the shard takes the records of the groups
 it changed (`ConsumerGroups.take_records`, topics as ids of the topic registry) and appends
-them before answering.
+them before answering. Share groups (KIP-932, `topiclake.broker.share.groups.ShareGroups`) too;
+what happens to their records when a member goes or the group is deleted is the share layer's
+business (`share_hooks`).
 
 Loading replays the partition from its start: classic and offset records through the same
 `replay` the live path uses (`replay_end_txn` per transaction marker), KIP-848 records (types
-3-8) through `ConsumerGroups.replay`, topic ids resolved by the topic registry. Until a shard
+3-8) through `ConsumerGroups.replay`, share-group records (10-15) through `ShareGroups.replay`,
+topic ids resolved by the topic registry. Until a shard
 is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS. A timer task drives session/rebalance
 deadlines (`tick`) and offset retention (`expire_offsets`).
 """
@@ -34,6 +37,9 @@ from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, UnknownTopicError
 
 from ..partitions import topic_uuid
+from ..share.config import ShareConfig
+from ..share.group_records import ShareGroupKey
+from ..share.groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
 from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
@@ -63,20 +69,34 @@ class Shard:
     index: int
     core: GroupCoordinator
     consumer: ConsumerGroups
+    share: ShareGroups
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loaded: bool = False
     waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     partition: Any = None  # the open Partition of __consumer_offsets-<index>
 
 
+class ShareHooks:
+    """What the share layer does when a share-group member goes or a share group is deleted
+    (releases the member's records; deletes the group's share-partition state)."""
+
+    async def member_removed(self, group_id: str, member_id: str) -> None:
+        pass
+
+    async def group_deleted(self, group_id: str) -> None:
+        pass
+
+
 class GroupService:
     """The facade handlers call. Methods raise GroupCoordinatorError for whole-request errors
     (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)."""
 
-    def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig()):
+    def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig(), share: ShareConfig = ShareConfig()):
         self.partitions = partitions  # the broker's PartitionManager
         self.config = config
-        self.configs = GroupConfigs(partitions.layout, config)  # GROUP config resources
+        self.share_config = share
+        self.configs = GroupConfigs(partitions.layout, config, share)  # GROUP config resources
+        self.share_hooks = ShareHooks()
         self.shards = [self._new_shard(i) for i in range(config.offsets_topic_partitions)]
         self._tasks: list[asyncio.Task] = []
         self._loading: asyncio.Task | None = None
@@ -84,7 +104,10 @@ class GroupService:
     def _new_shard(self, index: int) -> Shard:
         return Shard(index, GroupCoordinator(self.config.classic()),
                      ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
-                                    group_timeouts=self._consumer_timeouts))
+                                    group_timeouts=self._consumer_timeouts),
+                     ShareGroups(lambda g: int(self.configs.value(g, "share.session.timeout.ms")),
+                                 lambda g: int(self.configs.value(g, "share.heartbeat.interval.ms")),
+                                 self.share_config.max_size))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         return self.configs.session_timeout_ms(group_id), self.configs.heartbeat_interval_ms(group_id)
@@ -137,7 +160,7 @@ class GroupService:
         shard.loaded = False
         self._fail_waiters(shard)
         fresh = self._new_shard(shard.index)
-        shard.core, shard.consumer = fresh.core, fresh.consumer
+        shard.core, shard.consumer, shard.share = fresh.core, fresh.consumer, fresh.share
         part = shard.partition = await self.partitions.get(OFFSETS_TOPIC, shard.index)
         count = await self.partitions.run_read(_replay_log, part.log, shard, self.partitions.registry, now_ms(),
                                                f"{OFFSETS_TOPIC}-{shard.index}")
@@ -172,12 +195,16 @@ class GroupService:
     async def _tick(self, shard: Shard, now: int, expire: bool) -> None:
         if not shard.loaded:
             return
-        due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms()) if d is not None]
+        due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms(),
+                           shard.share.next_deadline_ms()) if d is not None]
         if not expire and not any(d <= now for d in due):
             return
         removed = await self._run_consumer(shard, shard.consumer.tick)
         for group_id, member_id in removed:
             log.info("group %s: member %s left (session or revocation timeout)", group_id, member_id)
+        for group_id, member_id in await self._run_records(shard, shard.share.tick, shard.share.take_records):
+            log.info("share group %s: member %s left (session timeout)", group_id, member_id)
+            await self.share_hooks.member_removed(group_id, member_id)
         await self._run(shard, lambda t: shard.core.tick(t))
         if expire:
             subs = shard.consumer.subscriptions()
@@ -227,11 +254,16 @@ class GroupService:
     async def _run_consumer(self, shard: Shard, call: Callable[[int], Any]) -> Any:
         """The same recipe for the KIP-848 core: call, append the records of the groups it
         changed, answer; a failed append reloads the shard (COORDINATOR_NOT_AVAILABLE)."""
+        return await self._run_records(shard, call, shard.consumer.take_records)
+
+    async def _run_records(self, shard: Shard, call: Callable[[int], Any],
+                           take_records: Callable[[Callable[[str], uuid.UUID | None]], list]) -> Any:
+        """KIP-848 and share groups: call the core, append what `take_records` says changed, answer."""
         async with shard.lock:
             if not shard.loaded:
                 raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
             response = call(now_ms())
-            records = shard.consumer.take_records(self._topic_id)
+            records = take_records(self._topic_id)
             if records:
                 try:
                     await self._append(shard, records, NO_PRODUCER_ID, -1)
@@ -270,6 +302,8 @@ class GroupService:
         if group_id in shard.consumer.groups:
             raise GroupCoordinatorError(E.INCONSISTENT_GROUP_PROTOCOL,
                                         f"group {group_id} uses the consumer (KIP-848) protocol")
+        if group_id in shard.share.groups:
+            raise GroupCoordinatorError(E.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id} is a share group")
 
     async def join(self, req: JoinRequest) -> JoinResponse:
         shard = self.shard(req.group_id)
@@ -377,6 +411,9 @@ class GroupService:
         if classic is not None and classic.members:
             return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None, error_message=(
                 f"group {req.group_id} is a classic group with members"))
+        if req.group_id in shard.share.groups:
+            return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
+                                             error_message=f"group {req.group_id} is a share group")
         return await self._run_consumer(shard, lambda t: shard.consumer.heartbeat(req, metadata, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
@@ -390,6 +427,37 @@ class GroupService:
             group = shard.consumer.groups.get(gid)
             out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
         return out
+
+    # ============================================================== share groups
+    async def share_heartbeat(self, req: ShareHeartbeatRequest,
+                              metadata: Callable[[str], int | None]) -> ShareHeartbeatResponse:
+        shard = self.shard(req.group_id)
+        classic = shard.core.groups.get(req.group_id)
+        if req.group_id in shard.consumer.groups or (classic is not None and classic.members):
+            return ShareHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
+                                          error_message=f"Group {req.group_id} is not a share group.")
+        response = await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t),
+                                           shard.share.take_records)
+        if req.member_epoch == -1 and response.error is E.NONE:
+            await self.share_hooks.member_removed(req.group_id, req.member_id)
+        return response
+
+    def share_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ShareGroup | None, E]]:
+        out = []
+        for gid in group_ids:
+            try:
+                shard = self.shard(gid)
+            except GroupCoordinatorError as exc:
+                out.append((gid, None, exc.code))
+                continue
+            group = shard.share.groups.get(gid)
+            out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
+        return out
+
+    async def run_share(self, group_id: str, call: Callable[[ShareGroups, int], Any]) -> Any:
+        """Run `call(share core, now)` on the group's shard and persist what it changed."""
+        shard = self.shard(group_id)
+        return await self._run_records(shard, lambda t: call(shard.share, t), shard.share.take_records)
 
     # ========================================================== describe, list, delete
     def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
@@ -419,6 +487,7 @@ class GroupService:
                       if g.group_id not in shard.consumer.groups]
             listed += [(ListedGroup(g.group_id, "consumer", g.state), "consumer")
                        for g in shard.consumer.groups.values()]
+            listed += [(ListedGroup(g.group_id, "share", g.state), "share") for g in shard.share.groups.values()]
             out += [(g, kind) for g, kind in listed
                     if (not wanted_states or g.state.lower() in wanted_states)
                     and (not wanted_types or kind in wanted_types)]
@@ -429,6 +498,12 @@ class GroupService:
         for gid in group_ids:
             try:
                 shard = self.shard(gid)
+                if gid in shard.share.groups:
+                    code = await self._run_records(shard, lambda t: shard.share.delete(gid), shard.share.take_records)
+                    if code is E.NONE:
+                        await self.share_hooks.group_deleted(gid)
+                    out.append(GroupResult(gid, code))
+                    continue
                 if gid in shard.consumer.groups:
                     code = await self._run_consumer(shard, lambda t: shard.consumer.delete(gid))
                     if code is not E.NONE:
@@ -494,6 +569,8 @@ def _replay_log(log_: Any, shard: Shard, registry: Any, now: int, source: str) -
                         if isinstance(decoded, CoordinatorRecord):
                             if isinstance(decoded.key, ConsumerGroupKey):
                                 consumer.replay(decoded, now, topic_names)
+                            elif isinstance(decoded.key, ShareGroupKey):
+                                shard.share.replay(decoded, now, topic_names)
                             else:
                                 core.replay(decoded, now, pid)
                     except Exception as exc:  # one bad record must not make the whole partition unusable
