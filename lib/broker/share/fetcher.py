@@ -193,7 +193,8 @@ class ShareFetcher:
             session.partitions.pop(key, None)
         for r in requested:
             session.partitions[(r.topic_id, r.partition)] = None
-        session.bump()
+        if epoch != INITIAL_EPOCH:  # a new session already expects epoch 1
+            session.bump()
         if max_records > 0:
             keys = list(session.partitions)
             if keys:  # take turns: each request starts at another partition
