@@ -98,6 +98,8 @@ class LiveShare:
 
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
+        if len(self.waiters) >= 64:  # idle long polls cancel theirs: drop those
+            self.waiters = [w for w in self.waiters if not w.done()]
         self.waiters.append(fut)
         return fut
 
