@@ -436,7 +436,7 @@ class GroupService:
         if req.group_id in shard.consumer.groups or (classic is not None and classic.members):
             return ShareHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
                                           error_message=f"Group {req.group_id} is not a share group.")
-        response = await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t),
+        response = await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t, self._topic_id),
                                            shard.share.take_records)
         if req.member_epoch == -1 and response.error is E.NONE:
             await self.share_hooks.member_removed(req.group_id, req.member_id)

@@ -9,7 +9,8 @@ The model (Kafka's ShareGroup, on one broker):
 - The member id is the client's (ShareGroupHeartbeat v1). Epoch 0 joins, -1 leaves; any other
   epoch must be the member's current one (or its previous one: a lost response).
 - The group epoch goes up when membership, a subscription or a subscribed topic's partition
-  count changes; the target assignment (`assignor.simple_assign`) is then recomputed.
+  count or id (a topic deleted and created again) changes; the target assignment
+  (`assignor.simple_assign`) is then recomputed.
 - Share groups have no revocation: records are locked one by one, not partitions, so a member
   moves to its target at its next heartbeat and several members may share a partition.
 - A member silent for the session timeout is removed. Its held records are released by the
@@ -87,7 +88,7 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
-    metadata: dict[str, int] = field(default_factory=dict)  # partition counts at the last epoch bump
+    metadata: dict[str, tuple[int, uuid.UUID | None]] = field(default_factory=dict)  # (partitions, id) at the last bump
     initialized: dict[str, frozenset[int]] = field(default_factory=dict)  # partitions with share state
 
     @property
@@ -122,16 +123,16 @@ class ShareGroups:
         self._dirty: set[str] = set()
 
     # ======================================================================= heartbeat
-    def heartbeat(self, req: ShareHeartbeatRequest, metadata: Callable[[str], int | None],
-                  now_ms: int) -> ShareHeartbeatResponse:
+    def heartbeat(self, req: ShareHeartbeatRequest, metadata: Callable[[str], int | None], now_ms: int,
+                  topic_id: TopicIds = lambda _t: None) -> ShareHeartbeatResponse:
         self._dirty.add(req.group_id)
         try:
-            return self._heartbeat(req, metadata, now_ms)
+            return self._heartbeat(req, metadata, now_ms, topic_id)
         except ShareGroupError as exc:
             return ShareHeartbeatResponse(exc.code, req.member_id or None, error_message=exc.message)
 
-    def _heartbeat(self, req: ShareHeartbeatRequest, metadata: Callable[[str], int | None],
-                   now_ms: int) -> ShareHeartbeatResponse:
+    def _heartbeat(self, req: ShareHeartbeatRequest, metadata: Callable[[str], int | None], now_ms: int,
+                   topic_id: TopicIds) -> ShareHeartbeatResponse:
         if not req.group_id:
             raise ShareGroupError(E.INVALID_REQUEST, "GroupId can't be empty.")
         if not req.member_id:
@@ -173,7 +174,7 @@ class ShareGroups:
         if req.subscribed_topics is not None and tuple(sorted(set(req.subscribed_topics))) != member.subscribed_topics:
             member.subscribed_topics = tuple(sorted(set(req.subscribed_topics)))
             bump = True
-        counts = {t: n for t in sorted(group.subscribed_topics()) if (n := metadata(t))}
+        counts = {t: (n, topic_id(t)) for t in sorted(group.subscribed_topics()) if (n := metadata(t))}
         if counts != group.metadata:
             group.metadata = counts
             bump = True
@@ -189,15 +190,18 @@ class ShareGroups:
             if member.member_epoch != group.assignment_epoch:
                 member.previous_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
         send = None
-        if req.member_epoch == JOIN_EPOCH or req.subscribed_topics is not None or member.assigned != member.last_sent:
+        # A new epoch resends the assignment: a topic created again has the same name, another id.
+        if (req.member_epoch in (JOIN_EPOCH, member.previous_epoch) or req.subscribed_topics is not None
+                or member.assigned != member.last_sent):
             send = member.last_sent = dict(member.assigned)
         return ShareHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, interval, send)
 
     def _compute_target(self, group: ShareGroup) -> None:
         subscriptions = {m.member_id: frozenset(m.subscribed_topics) for m in group.members.values()}
-        group.target = {mid: _clean(parts) for mid, parts in simple_assign(subscriptions, group.metadata).items()}
+        counts = {t: n for t, (n, _tid) in group.metadata.items()}
+        group.target = {mid: _clean(parts) for mid, parts in simple_assign(subscriptions, counts).items()}
         group.assignment_epoch = group.group_epoch
-        for topic, count in group.metadata.items():
+        for topic, count in counts.items():
             if any(topic in parts for parts in group.target.values()):
                 group.initialized[topic] = group.initialized.get(topic, frozenset()) | frozenset(range(count))
 

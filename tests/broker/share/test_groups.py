@@ -75,3 +75,13 @@ def test_records_replay_into_the_same_group():
     gone = g.take_records(IDS.get)
     assert [(r.key.type, r.value is None) for r in gone if r.key.member_id == "b"] == [
         (14, True), (13, True), (10, True)]  # current assignment, target, metadata: Kafka's order
+
+
+def test_a_topic_created_again_under_its_name_is_a_new_assignment():
+    g = groups()
+    ids = {"t": uuid.uuid4()}
+    a = g.heartbeat(HB("g", "a", 0, subscribed_topics=("t",)), TOPICS.get, 0, ids.get)
+    assert g.heartbeat(HB("g", "a", a.member_epoch), TOPICS.get, 10, ids.get).assignment is None
+    ids["t"] = uuid.uuid4()  # deleted and created again: same name and partitions, another id
+    again = g.heartbeat(HB("g", "a", a.member_epoch), TOPICS.get, 20, ids.get)
+    assert (again.member_epoch, again.assignment) == (a.member_epoch + 1, {"t": frozenset({0, 1})})
