@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                  ResourceType)
 from kio.schema.alter_share_group_offsets.v0 import request as alter_req
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.delete_share_group_offsets.v0 import request as delete_req

@@ -417,6 +417,10 @@ class GroupService:
         return await self._run_consumer(shard, lambda t: shard.consumer.heartbeat(req, metadata, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
+        return self._lookup(group_ids, lambda shard: shard.consumer.groups)
+
+    def _lookup(self, group_ids: Iterable[str], groups_of: Callable[[Shard], dict]) -> list[tuple[str, Any, E]]:
+        """(group id, the group in `groups_of(shard)` or None, error) for each id."""
         out = []
         for gid in group_ids:
             try:
@@ -424,7 +428,7 @@ class GroupService:
             except GroupCoordinatorError as exc:
                 out.append((gid, None, exc.code))
                 continue
-            group = shard.consumer.groups.get(gid)
+            group = groups_of(shard).get(gid)
             out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
         return out
 
@@ -443,16 +447,7 @@ class GroupService:
         return response
 
     def share_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ShareGroup | None, E]]:
-        out = []
-        for gid in group_ids:
-            try:
-                shard = self.shard(gid)
-            except GroupCoordinatorError as exc:
-                out.append((gid, None, exc.code))
-                continue
-            group = shard.share.groups.get(gid)
-            out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
-        return out
+        return self._lookup(group_ids, lambda shard: shard.share.groups)
 
     async def run_share(self, group_id: str, call: Callable[[ShareGroups, int], Any]) -> Any:
         """Run `call(share core, now)` on the group's shard and persist what it changed."""

@@ -52,8 +52,7 @@ from dataclasses import dataclass, field
 
 from topiclake.segments.errors import CorruptRecordError
 
-from ..share import group_records as share_records
-from ..share.group_records import SG, ShareGroupKey, ShareGroupValue
+from ..share import group_records as share_records  # the module, not names: it imports this one
 from .java import string_hash_code, utils_abs
 from .serde import Reader, Writer
 
@@ -206,8 +205,8 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue |
                       ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue |
                       ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
-Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey | UnknownKey
-Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | ShareGroupValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey  # or share_records.ShareGroupKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue  # or a share_records value
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +245,7 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | Shar
         if key.member_id is not None:
             w.string(key.member_id)
         return w.getvalue()
-    if isinstance(key, ShareGroupKey):
+    if isinstance(key, share_records.ShareGroupKey):
         return share_records.encode_key(key)
     raise TypeError(f"cannot encode key {key!r}")
 
@@ -263,7 +262,7 @@ def decode_key(data: bytes | None) -> Key:
     elif version in CG.ALL:
         group = r.string("group")
         key = ConsumerGroupKey(version, group, r.string("memberId") if version in CG.PER_MEMBER else None)
-    elif version in SG.ALL:
+    elif version in share_records.SG.ALL:
         key = share_records.decode_key(version, r)
     else:
         return UnknownKey(version)
@@ -300,7 +299,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return decode_group_metadata_value(data)
     if isinstance(key, ConsumerGroupKey):
         return decode_consumer_group_value(key.type, data)
-    if isinstance(key, ShareGroupKey):
+    if isinstance(key, share_records.ShareGroupKey):
         return share_records.decode_value(key.type, data)
     raise ValueError(f"no value schema for {key!r}")
 

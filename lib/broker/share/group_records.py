@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ..group import records as offsets_records  # the module, not names: it imports this one
 from ..group.serde import Reader, Writer
 
 SHARE_GROUP_VALUE_VERSION = 0
@@ -134,25 +135,6 @@ def decode_key(record_type: int, r: Reader) -> ShareGroupKey:
 
 # --------------------------------------------------------------------------- values
 
-def _write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
-    w.array_len(len(tps), flexible=True)
-    for topic_id, partitions in tps:
-        w.uuid(topic_id).array_len(len(partitions), flexible=True)
-        for p in partitions:
-            w.int32(p)
-        w.tagged_fields()
-
-
-def _read_topic_partitions(r: Reader, field: str) -> TopicPartitions:
-    out = []
-    for _ in range(r.array_len(field, flexible=True)):
-        topic_id = r.uuid("topicId")
-        partitions = tuple(r.int32("partition") for _ in range(r.array_len("partitions", flexible=True)))
-        r.tagged_fields(f"{field} tagged fields")
-        out.append((topic_id, partitions))
-    return tuple(out)
-
-
 def _write_infos(w: Writer, infos: tuple, with_partitions: bool) -> None:
     w.array_len(len(infos), flexible=True)
     for info in infos:
@@ -194,7 +176,7 @@ def _decode_member_metadata(r: Reader) -> ShareGroupMemberMetadataValue:
 
 def _encode_current(w: Writer, v: ShareGroupCurrentMemberAssignmentValue) -> None:
     w.int32(v.member_epoch).int32(v.previous_member_epoch).int8(v.state)
-    _write_topic_partitions(w, v.assigned_partitions)
+    offsets_records._write_topic_partitions(w, v.assigned_partitions)
 
 
 def _encode_state_metadata(w: Writer, v: ShareGroupStatePartitionMetadataValue) -> None:
@@ -207,7 +189,8 @@ _ENCODERS = {
     ShareGroupMemberMetadataValue: _encode_member_metadata,
     ShareGroupMetadataValue: lambda w, v: w.int32(v.epoch),
     ShareGroupTargetAssignmentMetadataValue: lambda w, v: w.int32(v.assignment_epoch),
-    ShareGroupTargetAssignmentMemberValue: lambda w, v: _write_topic_partitions(w, v.topic_partitions),
+    ShareGroupTargetAssignmentMemberValue:
+        lambda w, v: offsets_records._write_topic_partitions(w, v.topic_partitions),
     ShareGroupCurrentMemberAssignmentValue: _encode_current,
     ShareGroupStatePartitionMetadataValue: _encode_state_metadata,
 }
@@ -219,11 +202,11 @@ _DECODERS = {  # record type -> (value schema name, decoder)
                                     lambda r: ShareGroupTargetAssignmentMetadataValue(r.int32("assignmentEpoch"))),
     SG.TARGET_ASSIGNMENT_MEMBER: ("ShareGroupTargetAssignmentMemberValue",
                                   lambda r: ShareGroupTargetAssignmentMemberValue(
-                                      _read_topic_partitions(r, "topicPartitions"))),
+                                      offsets_records._read_topic_partitions(r, "topicPartitions"))),
     SG.CURRENT_MEMBER_ASSIGNMENT: ("ShareGroupCurrentMemberAssignmentValue",
                                    lambda r: ShareGroupCurrentMemberAssignmentValue(
                                        r.int32("memberEpoch"), r.int32("previousMemberEpoch"), r.int8("state"),
-                                       _read_topic_partitions(r, "assignedPartitions"))),
+                                       offsets_records._read_topic_partitions(r, "assignedPartitions"))),
     SG.STATE_PARTITION_METADATA: ("ShareGroupStatePartitionMetadataValue",
                                   lambda r: ShareGroupStatePartitionMetadataValue(
                                       _read_infos(r, "initializingTopics", True),

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from ..group.consumer import _clean, _ids, _names  # names <-> ids, as the KIP-848 records hold them
 from ..group.errors import GroupErrorCode as E
 from ..group.records import CoordinatorRecord
 from .assignor import simple_assign
@@ -104,10 +105,6 @@ class ShareGroupError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message or None
-
-
-def _clean(parts: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:
-    return {t: frozenset(p) for t, p in parts.items() if p}
 
 
 class ShareGroups:
@@ -326,21 +323,13 @@ class ShareGroups:
             group.initialized = {}
 
 
-def _ids(parts: Partitions, topic_id: TopicIds) -> TopicPartitions:
-    pairs = [(tid, tuple(sorted(ps))) for t, ps in parts.items() if ps and (tid := topic_id(t)) is not None]
-    return tuple(sorted(pairs, key=lambda pair: pair[0].bytes))
-
-
-def _names(parts: TopicPartitions, topic_name: TopicNames) -> dict[str, frozenset[int]]:
-    return _clean({name: frozenset(ps) for tid, ps in parts if (name := topic_name(tid)) is not None})
-
-
 def group_records(group: ShareGroup, topic_id: TopicIds) -> GroupRecords:
     """Every record (key -> value) that describes `group` as it stands."""
     gid = group.group_id
     out: GroupRecords = {
         ShareGroupKey(SG.METADATA, gid): ShareGroupMetadataValue(group.group_epoch),
-        ShareGroupKey(SG.TARGET_ASSIGNMENT_METADATA, gid): ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch),
+        ShareGroupKey(SG.TARGET_ASSIGNMENT_METADATA, gid):
+            ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch),
         ShareGroupKey(SG.STATE_PARTITION_METADATA, gid): ShareGroupStatePartitionMetadataValue(
             initialized_topics=tuple(TopicPartitionsInfo(tid, name, tuple(sorted(ps)))
                                      for name, ps in sorted(group.initialized.items())

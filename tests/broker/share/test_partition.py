@@ -119,7 +119,8 @@ def test_persisted_state_rebuilds_the_window_with_acquired_records_available():
     ack(part, "a", 12, 12, AckType.ACCEPT)
     ack(part, "a", 13, 13, AckType.REJECT)
     snapshot = part.snapshot()
-    assert snapshot == (StateBatch(10, 11, DeliveryState.AVAILABLE, 1), StateBatch(12, 12, DeliveryState.ACKNOWLEDGED, 1),
+    assert snapshot == (StateBatch(10, 11, DeliveryState.AVAILABLE, 1),
+                        StateBatch(12, 12, DeliveryState.ACKNOWLEDGED, 1),
                         StateBatch(13, 13, DeliveryState.ARCHIVED, 1), StateBatch(14, 14, DeliveryState.AVAILABLE, 1))
     again = SharePartition.from_persisted(PersistedState(0, 10, snapshot))
     assert again.next_fetch_offset() == 10 and again.end_offset == 14

@@ -58,7 +58,8 @@ def test_updates_lay_over_the_snapshot_and_the_start_offset_prunes():
 
 
 @pytest.mark.parametrize("key,value", [
-    (ShareGroupKey(SG.MEMBER_METADATA, "g", "m"), ShareGroupMemberMetadataValue("rack", "cid", "/127.0.0.1", ("a", "b"))),
+    (ShareGroupKey(SG.MEMBER_METADATA, "g", "m"),
+     ShareGroupMemberMetadataValue("rack", "cid", "/127.0.0.1", ("a", "b"))),
     (ShareGroupKey(SG.METADATA, "g"), ShareGroupMetadataValue(7)),
     (ShareGroupKey(SG.TARGET_ASSIGNMENT_METADATA, "g"), ShareGroupTargetAssignmentMetadataValue(7)),
     (ShareGroupKey(SG.TARGET_ASSIGNMENT_MEMBER, "g", "m"), ShareGroupTargetAssignmentMemberValue(((TOPIC, (0, 1)),))),
