@@ -21,6 +21,7 @@ from kio.schema.describe_share_group_offsets.v1 import request as describe_offse
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5 import request as list_req
 from kio.schema.share_group_describe.v1 import request as describe_req
+from typer.testing import CliRunner
 
 from tests.integration.broker_process import BrokerProcess
 from topiclake.broker.client import ProtocolClient
@@ -115,6 +116,12 @@ def describe_offsets(bootstrap: str, group: str, topic: str | None = None):
     return response.groups[0]
 
 
+def groups_cli(*args: str):
+    from topiclake.cli import app
+
+    return CliRunner().invoke(app, ["groups", *args])
+
+
 def start_offset(bootstrap: str, group: str, topic: str) -> int:
     return describe_offsets(bootstrap, group, topic).topics[0].partitions[0].start_offset
 
@@ -201,6 +208,12 @@ def test_share_group_admin_apis(broker):
         sc.commit_sync(10)
         listed = request(broker.bootstrap, list_req.ListGroupsRequest(states_filter=(), types_filter=("share",)))
         assert (group, "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed.groups}
+        described = groups_cli("describe", group, "--bootstrap", broker.bootstrap)
+        assert described.exit_code == 0 and "Type: share\tState: Stable" in described.output
+        assert f"Assignment: {topic}-0" in described.output
+        lag = groups_cli("lag", group, "--bootstrap", broker.bootstrap)
+        assert lag.exit_code == 0, lag.output
+        assert lag.output.splitlines()[1].split()[:5] == [topic, "0", "10", "10", "0"]
         alter = alter_req.AlterShareGroupOffsetsRequest(group_id=group, topics=(
             alter_req.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
                 alter_req.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=4),)),))
