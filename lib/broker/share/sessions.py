@@ -4,12 +4,13 @@ fetches from, and the epoch its next ShareFetch/ShareAcknowledge must carry.
 Epoch 0 opens a session (replacing one the member had: its locks stay until they expire or are
 acknowledged), -1 closes it, any other epoch must be the session's current one and moves it on
 (after 2^31-1 comes 1 again). A ShareFetch adds its partitions to the session and removes its
-forgotten ones. The cache holds at most `max_sessions`; the least recently used goes first.
+forgotten ones. The cache holds at most `max_sessions` (group.share.max.share.sessions): once
+full, a new session is refused with SHARE_SESSION_LIMIT_REACHED, as Kafka does. Sessions end
+when their member closes them, leaves the group or times out.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 INITIAL_EPOCH = 0
@@ -45,7 +46,7 @@ class ShareSession:
 class ShareSessions:
     def __init__(self, max_sessions: int = 2000):
         self.max_sessions = max_sessions
-        self._sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
+        self._sessions: dict[tuple[str, str], ShareSession] = {}
 
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
@@ -55,21 +56,20 @@ class ShareSessions:
         key = (group_id, member_id)
         old = self._sessions.pop(key, None)
         if len(self._sessions) >= self.max_sessions:
-            self._sessions.popitem(last=False)  # the least recently used
+            raise SessionError(SHARE_SESSION_LIMIT_REACHED,
+                               f"the broker holds its maximum of {self.max_sessions} share sessions")
         session = self._sessions[key] = ShareSession(group_id, member_id)
         return session, old
 
     def use(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         """The session a request with `epoch` (> 0) continues: SessionError if there is none or
         the epoch is not the expected one. The caller bumps it once the request is accepted."""
-        key = (group_id, member_id)
-        session = self._sessions.get(key)
+        session = self._sessions.get((group_id, member_id))
         if session is None:
             raise SessionError(SHARE_SESSION_NOT_FOUND, f"no share session for member {member_id} of group {group_id}")
         if epoch != session.epoch:
             raise SessionError(INVALID_SHARE_SESSION_EPOCH,
                                f"share session epoch {epoch} of member {member_id}, expected {session.epoch}")
-        self._sessions.move_to_end(key)
         return session
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
