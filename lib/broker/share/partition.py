@@ -153,12 +153,10 @@ class SharePartition:
                 if strict and len(taken) >= max_records:
                     break
                 if off > self.end_offset:
+                    if off > self.end_offset + 1 and not self._skip_hole(off, max_locks):
+                        break
                     if self.window >= max_locks:
                         break
-                    if off != self.end_offset + 1:  # a hole in the log (never expected): nothing to deliver
-                        for hole in range(self.end_offset + 1, off):
-                            self.records[hole] = InFlight(RecordState.ARCHIVED, 0)
-                            self._changed.add(hole)
                     self.records[off] = InFlight(RecordState.AVAILABLE, 0)
                     self.end_offset = off
                 record = self.records[off]
@@ -184,6 +182,9 @@ class SharePartition:
         for r in ranges:
             if r.last_offset < r.first_offset or not r.types:
                 raise InvalidRequest(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] is invalid")
+            if r.first_offset < self.start_offset or r.last_offset > self.end_offset:
+                raise InvalidRecordState(f"offsets [{r.first_offset}, {r.last_offset}] are not all in flight "
+                                         f"([{self.start_offset}, {self.end_offset}])")
             span = r.last_offset - r.first_offset + 1
             if len(r.types) not in (1, span):
                 raise InvalidRequest(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] has "
@@ -260,6 +261,22 @@ class SharePartition:
         return StateBatch(first, last, state, r.delivery_count)
 
     # ==================================================================== helpers
+    def _skip_hole(self, off: int, max_locks: int) -> bool:
+        """Offsets SPEO+1 .. off-1 are not in the log (compacted away): nothing to deliver. With
+        nothing in flight the window jumps over them; otherwise they are archived if the window
+        has room for them (False: it has not, try again once it drains)."""
+        missing = off - self.end_offset - 1
+        if self.window == 0:
+            self.start_offset, self.end_offset, self._start_moved = off, off - 1, True
+            return True
+        if self.window + missing >= max_locks:
+            return False
+        for hole in range(self.end_offset + 1, off):
+            self.records[hole] = InFlight(RecordState.ARCHIVED, 0)
+            self._changed.add(hole)
+        self.end_offset = off - 1
+        return True
+
     def _finish(self, off: int, state: RecordState) -> None:
         record = self.records[off]
         record.state, record.member_id, record.deadline = state, None, 0

@@ -125,3 +125,14 @@ def test_persisted_state_rebuilds_the_window_with_acquired_records_available():
     again = SharePartition.from_persisted(PersistedState(0, 10, snapshot))
     assert again.next_fetch_offset() == 10 and again.end_offset == 14
     assert acquire(again, "b", [(10, 14)]) == [Acquired(10, 11, 2), Acquired(14, 14, 2)]
+
+
+def test_hostile_ranges_and_large_log_holes_stay_cheap():
+    part = fresh()
+    acquire(part, "a", [(0, 1)])
+    with pytest.raises(InvalidRecordState):  # refused before any offset is looked at
+        ack(part, "a", 0, 2**62, AckType.ACCEPT)
+    ack(part, "a", 0, 1, AckType.ACCEPT)
+    assert acquire(part, "a", [(10**12, 10**12 + 1)]) == [Acquired(10**12, 10**12 + 1, 1)]  # jumped, not filled
+    assert part.start_offset == 10**12 and len(part.records) == 2
+    assert acquire(part, "a", [(2 * 10**12, 2 * 10**12)], max_locks=100) == []  # no room to archive the gap now
