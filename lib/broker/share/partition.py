@@ -99,6 +99,7 @@ class SharePartition:
     state_epoch: int = 0
     _changed: set[int] = field(default_factory=set)
     _start_moved: bool = False
+    _deadline_hint: int | None = None  # at most the earliest lock expiry (a timer polls it cheaply)
 
     @classmethod
     def from_persisted(cls, state: PersistedState) -> "SharePartition":
@@ -133,8 +134,8 @@ class SharePartition:
         return [off for off, r in self.records.items() if r.state is RecordState.ACQUIRED and r.member_id == member_id]
 
     def next_deadline(self) -> int | None:
-        deadlines = [r.deadline for r in self.records.values() if r.state is RecordState.ACQUIRED]
-        return min(deadlines, default=None)
+        """No lock expires before this (None: no record is acquired); it may be early, never late."""
+        return self._deadline_hint
 
     def delivery_complete_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state in _TERMINAL)
@@ -169,6 +170,8 @@ class SharePartition:
                 record.state, record.member_id, record.deadline = RecordState.ACQUIRED, member_id, deadline
                 record.delivery_count += 1
                 taken.append((off, record.delivery_count))
+                if self._deadline_hint is None or deadline < self._deadline_hint:
+                    self._deadline_hint = deadline
             else:
                 continue
             break  # the in-flight window is full
@@ -207,7 +210,7 @@ class SharePartition:
                 self._finish(off, RecordState.ARCHIVED)
             elif kind == AckType.RELEASE:
                 self._release(off, delivery_limit)
-            else:  # RENEW
+            else:  # RENEW: a later expiry, so the hint stays a lower bound
                 record.deadline = now_ms + lock_ms
         self._advance()
 
@@ -220,10 +223,13 @@ class SharePartition:
         return len(held)
 
     def expire_locks(self, now_ms: int, *, delivery_limit: int) -> int:
-        expired = [off for off, r in self.records.items()
-                   if r.state is RecordState.ACQUIRED and r.deadline <= now_ms]
+        if self._deadline_hint is None or self._deadline_hint > now_ms:
+            return 0
+        held = [(off, r) for off, r in self.records.items() if r.state is RecordState.ACQUIRED]
+        expired = [off for off, r in held if r.deadline <= now_ms]
         for off in expired:
             self._release(off, delivery_limit)
+        self._deadline_hint = min((r.deadline for _off, r in held if r.deadline > now_ms), default=None)
         self._advance()
         return len(expired)
 
