@@ -41,7 +41,7 @@ def _code(value: int | None) -> ErrorCode:
 async def share_fetch(broker, request):
     body, cls = request.body, request.response_type
     forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
-    max_records = body.max_records
+    max_records = 0 if getattr(body, "is_renew_ack", False) else body.max_records  # v2: renewing, not fetching
     result = await broker.share.fetcher.fetch(
         body.group_id or "", body.member_id or "", body.share_session_epoch, _requests(body.topics), forgotten,
         max_wait_ms=int(body.max_wait.total_seconds() * 1000), max_records=max_records, max_bytes=body.max_bytes,
