@@ -11,8 +11,8 @@ which makes clients rediscover the coordinator and retry.
 KIP-848 groups take the same path: after each call the shard takes the records of the groups
 it changed (`ConsumerGroups.take_records`, topics as ids of the topic registry) and appends
 them before answering. Share groups (KIP-932, `topiclake.broker.share.groups.ShareGroups`) too;
-what happens to their records when a member goes or the group is deleted is the share layer's
-business (`share_hooks`).
+what happens to their records when a member times out or the group is deleted is the share
+layer's business (`share_hooks`).
 
 Loading replays the partition from its start: classic and offset records through the same
 `replay` the live path uses (`replay_end_txn` per transaction marker), KIP-848 records (types
@@ -77,7 +77,7 @@ class Shard:
 
 
 class ShareHooks:
-    """What the share layer does when a share-group member goes or a share group is deleted
+    """What the share layer does when a share-group member times out or a share group is deleted
     (releases the member's records; deletes the group's share-partition state)."""
 
     async def member_removed(self, group_id: str, member_id: str) -> None:
@@ -440,11 +440,10 @@ class GroupService:
         if req.group_id in shard.consumer.groups or (classic is not None and classic.members):
             return ShareHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
                                           error_message=f"Group {req.group_id} is not a share group.")
-        response = await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t, self._topic_id),
-                                           shard.share.take_records)
-        if req.member_epoch == -1 and response.error is E.NONE:
-            await self.share_hooks.member_removed(req.group_id, req.member_id)
-        return response
+        # A member that leaves closes its share session itself, acknowledging what it holds: its
+        # records are not released here (that would race the acknowledgements in flight).
+        return await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t, self._topic_id),
+                                       shard.share.take_records)
 
     def share_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ShareGroup | None, E]]:
         return self._lookup(group_ids, lambda shard: shard.share.groups)

@@ -2,8 +2,8 @@
 
 It owns the share coordinator's state (`state_store.ShareStateStore`, `__share_group_state`)
 and the share-partitions (`fetcher.ShareFetcher`), and it is the group coordinator's
-`share_hooks`: a member that leaves or times out gives its records back and loses its share
-session; a deleted share group loses its share-partition state. The share-group offset APIs
+`share_hooks`: a member that times out gives its records back and loses its share session (one
+that leaves closes its session itself); a deleted share group loses its share-partition state. The share-group offset APIs
 (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) live here too.
 """
 
