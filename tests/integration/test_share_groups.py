@@ -241,6 +241,10 @@ def test_share_group_admin_apis(broker):
     assert (entries["share.auto.offset.reset"].value, entries["share.auto.offset.reset"].source) == (
         "earliest", ConfigSource.GROUP_CONFIG.value)
     assert entries["share.record.lock.duration.ms"].value == str(LOCK_MS)
+    described_broker = admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")])
+    [broker_configs] = [f.result(10) for f in described_broker.values()]
+    lock = broker_configs["group.share.record.lock.duration.ms"]
+    assert (lock.value, lock.source) == (str(LOCK_MS), ConfigSource.STATIC_BROKER_CONFIG.value)
     for future in admin.delete_consumer_groups([group]).values():
         future.result(10)
     gone = request(broker.bootstrap, describe_req.ShareGroupDescribeRequest(group_ids=(group,),
