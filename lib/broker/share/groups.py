@@ -36,7 +36,7 @@ from .assignor import simple_assign
 from .group_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey, ShareGroupMemberMetadataValue,
                             ShareGroupMetadataValue, ShareGroupStatePartitionMetadataValue,
                             ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMetadataValue,
-                            ShareGroupValue, TopicPartitions, TopicPartitionsInfo)
+                            ShareGroupValue, TopicPartitionsInfo)
 
 Partitions = Mapping[str, frozenset[int]]  # topic -> partitions
 JOIN_EPOCH = 0

@@ -5,7 +5,6 @@ final epoch releasing what a member holds, and GROUP configs acting on the next 
 from __future__ import annotations
 
 import datetime
-import uuid
 
 import pytest
 from kio.schema.describe_share_group_offsets.v1 import request as offsets_req
