@@ -14,6 +14,7 @@ from topiclake.segments.settings import check_types, section, storage_root
 from . import producer_state
 from .group.config import GroupsConfig
 from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
+from .share.config import ShareConfig
 from .txn.config import TransactionsConfig
 
 
@@ -36,6 +37,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = producer_state.EXPIRATION_CHECK_INTERVAL_MS
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
+    share: ShareConfig = ShareConfig()  # [share]: share groups (KIP-932)
     registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
     # Kafka's listeners / advertised.listeners ("SASL_SSL://0.0.0.0:9094,..."); unset: one PLAINTEXT
     # listener on host:port, advertised as advertised_host:advertised_port.
@@ -98,7 +100,8 @@ class BrokerConfig:
                       registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
-        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security",
+                                                             "share"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
@@ -118,6 +121,7 @@ class BrokerConfig:
             values["host"], values["port"] = first.host, first.port
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),
+                   share=ShareConfig.from_section(section(settings, "share")),
                    registry=RegistryConfig.from_settings(settings, listen=registry_listen),
                    security=SecurityConfig.from_section(section(settings, "security")), **values)
 

@@ -104,7 +104,7 @@ class _Static:
     read_only: bool = True
 
 
-# The broker's own settings (conf/topiclake.toml [broker]/[groups]/[transactions] and flags), by Kafka name.
+# The broker's own settings (conf/topiclake.toml [broker]/[groups]/[transactions]/[share] and flags), by Kafka name.
 _STATIC = (
     _Static("broker.id", "broker_id", INT, "This broker's id."),
     _Static("node.id", "broker_id", INT, "This broker's id (KRaft's name for it)."),
@@ -150,6 +150,27 @@ _STATIC = (
             "Idle time after which a transactional id is forgotten."),
     _Static("transaction.remove.expired.transaction.cleanup.interval.ms",
             "transactions.id_expiration_check_interval_ms", INT, "How often idle transactional ids are expired."),
+    *(_Static(f"group.share.{name.replace('_', '.')}", f"share.{name}", INT, doc) for name, doc in (
+        ("record_lock_duration_ms", "How long a share-group member holds the records it fetched; a group may "
+                                    "override it."),
+        ("min_record_lock_duration_ms", "Smallest share.record.lock.duration.ms a group may set."),
+        ("max_record_lock_duration_ms", "Largest share.record.lock.duration.ms a group may set."),
+        ("delivery_count_limit", "Deliveries of a record to a share group before it is archived; a group may "
+                                 "override it."),
+        ("partition_max_record_locks", "Most in-flight records of one partition per share group; a group may "
+                                       "override it."),
+        ("session_timeout_ms", "Session timeout of share-group members; a group may override it."),
+        ("heartbeat_interval_ms", "Heartbeat interval of share-group members; a group may override it."),
+        ("max_size", "Most members a share group may have."),
+        ("max_share_sessions", "Most share sessions this broker keeps open."))),
+    _Static("share.coordinator.state.topic.num.partitions", "share.state_topic_partitions", INT,
+            "Partitions of __share_group_state (fixed once it exists)."),
+    _Static("share.coordinator.state.topic.segment.bytes", "share.state_topic_segment_bytes", INT,
+            "segment.bytes of __share_group_state."),
+    _Static("share.coordinator.snapshot.update.records.per.snapshot", "share.snapshot_update_records_per_snapshot",
+            INT, "ShareUpdate records of a share-partition between two ShareSnapshot records."),
+    _Static("share.coordinator.state.topic.prune.interval.ms", "share.state_topic_prune_interval_ms", INT,
+            "How often records of __share_group_state no share-partition needs are pruned."),
 )
 _DEFAULT_BROKER = BrokerConfig()
 

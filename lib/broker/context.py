@@ -16,6 +16,7 @@ from .group.coordinator import GroupService
 from .client_quotas import ClientQuotas
 from .partitions import PartitionManager
 from .security.service import SecurityService
+from .share.service import ShareService
 from .throttle import Throttler
 from .txn.coordinator import TransactionCoordinator
 
@@ -56,6 +57,7 @@ class BrokerContext:
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
     throttle: Throttler  # byte-rate client quotas
     security: SecurityService  # listeners' TLS, SASL, the authorizer ([security])
+    share: ShareService  # share groups: their share-partitions and __share_group_state (started by the server)
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
@@ -72,14 +74,17 @@ class BrokerContext:
         # first broker of a storage root (a no-op once the cluster's broker configs exist).
         partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
         producer_ids = ProducerIdAllocator(layout)
-        groups = GroupService(partitions, config.groups)
+        groups = GroupService(partitions, config.groups, config.share)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
                                      offsets_partition_for=groups.partition_for,
                                      offsets_marker=groups.complete_transaction)
+        shutting_down = asyncio.Event()
         return cls(config=config, layout=layout, partitions=partitions,
                    cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
                    throttle=Throttler(ClientQuotas(layout)),
-                   security=SecurityService(config.security, config.root, config.bound_listeners))
+                   security=SecurityService(config.security, config.root, config.bound_listeners),
+                   share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
+                   shutting_down=shutting_down)
 
     @property
     def broker_id(self) -> int:

@@ -104,6 +104,8 @@ class Partition:
 
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
+        if len(self._waiters) >= 64:  # long polls of an idle partition cancel theirs: drop those
+            self._waiters = [w for w in self._waiters if not w.done()]
         self._waiters.append(fut)
         return fut
 

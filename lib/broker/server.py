@@ -88,6 +88,7 @@ class BrokerServer:
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
+        await self.context.share.start()
         partitions = self.context.partitions
         self._background = [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
@@ -161,6 +162,7 @@ class BrokerServer:
         if self.registry is not None:
             await self.registry.stop()
         await ctx.groups.stop()
+        await ctx.share.stop()
         await ctx.partitions.close()
         self._unregister()
         self._root_lock.release()  # last: every log is closed

@@ -1,5 +1,7 @@
 """`topiclake groups ...`: consumer groups of a running broker over the Kafka protocol, like
-kafka-consumer-groups.sh: list, describe, lag, reset-offsets (a dry run unless --execute)."""
+kafka-consumer-groups.sh: list, describe, lag, reset-offsets (a dry run unless --execute).
+Share groups (KIP-932) are described and their lag shown as kafka-share-groups.sh does: each
+partition's share-partition start offset in place of a committed offset."""
 
 from __future__ import annotations
 
@@ -95,6 +97,34 @@ def _list_offsets(client, wanted: dict[tuple[str, int], int]) -> dict[tuple[str,
     return out
 
 
+def _share_group(client, group: str):
+    """The ShareGroupDescribe answer for a share group, or None when `group` is not one."""
+    from kio.schema.share_group_describe.v1 import request as req
+
+    d = client.request(req.ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups[0]
+    return d if d.error_code.value == 0 else None
+
+
+def _share_offsets(client, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (share-partition start offset, lag) of every partition with share state."""
+    from kio.schema.describe_share_group_offsets.v1 import request as req
+
+    resp = _coordinator_request(client, req.DescribeShareGroupOffsetsRequest(groups=(
+        req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),)),
+        lambda r: r.groups[0].error_code, f"describing the offsets of share group {group}")
+    return {(t.topic_name, p.partition_index): (p.start_offset, p.lag)
+            for t in resp.groups[0].topics for p in t.partitions}
+
+
+def _share_owners(d) -> dict[tuple[str, int], list[str]]:
+    owners: dict[tuple[str, int], list[str]] = {}
+    for m in d.members:
+        for tp in m.assignment.topic_partitions:
+            for p in tp.partitions:
+                owners.setdefault((tp.topic_name, p), []).append(m.member_id)
+    return owners
+
+
 def _assignments(d) -> dict[tuple[str, int], str]:
     """(topic, partition) -> member id, from the consumer-protocol assignments of a Stable group."""
     from topiclake.broker.group.consumer_protocol import decode_assignment
@@ -128,7 +158,17 @@ def list_groups(bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFI
 def describe(group: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
     """State, members and their assigned partitions."""
     with connect(bootstrap, command_config) as client:
-        d = _existing(client, group)
+        share = _share_group(client, group)
+        d = _existing(client, group) if share is None else None
+    if share is not None:
+        typer.echo(f"Group: {group}\tType: share\tState: {share.group_state}\tEpoch: {share.group_epoch}\t"
+                   f"Assignor: {share.assignor_name}\tMembers: {len(share.members)}")
+        for m in share.members:
+            shown = ",".join(f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions
+                             for p in tp.partitions) or "-"
+            typer.echo(f"\tMember: {m.member_id}\tClient: {m.client_id}\tHost: {m.client_host or '-'}\t"
+                       f"Assignment: {shown}")
+        return
     typer.echo(f"Group: {group}\tState: {d.group_state}\tProtocolType: {d.protocol_type or '-'}\t"
                f"Protocol: {d.protocol_data or '-'}\tMembers: {len(d.members)}")
     owners = _assignments(d)
@@ -141,8 +181,23 @@ def describe(group: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMM
 
 @groups_app.command("lag")
 def lag(group: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG) -> None:
-    """Per partition: committed offset, log end offset and lag (like --describe --offsets)."""
+    """Per partition: committed offset, log end offset and lag (like --describe --offsets); for a
+    share group the share-partition start offset and the records not yet delivered and done."""
     with connect(bootstrap, command_config) as client:
+        share = _share_group(client, group)
+        if share is not None:
+            starts = _share_offsets(client, group)
+            owners = _share_owners(share)
+            keys = sorted(set(starts) | set(owners))
+            ends = _list_offsets(client, {k: LATEST for k in keys}) if keys else {}
+            typer.echo(f"{'TOPIC':<30} {'PARTITION':>9} {'START-OFFSET':>15} {'LOG-END-OFFSET':>15} {'LAG':>8}  "
+                       "MEMBERS")
+            for topic, partition in keys:
+                start, share_lag = starts.get((topic, partition), (-1, -1))
+                typer.echo(f"{topic:<30} {partition:>9} {start if start >= 0 else '-':>15} "
+                           f"{ends[(topic, partition)]:>15} {share_lag if share_lag >= 0 else '-':>8}  "
+                           f"{','.join(owners.get((topic, partition), [])) or '-'}")
+            return
         d = _existing(client, group)
         committed = _committed(client, group)
         owners = _assignments(d)

@@ -218,6 +218,45 @@ def _assert_each_api_refuses(broker):
         assert offsets.error_code.name == "group_authorization_failed"
 
 
+def _share_poll(broker, user: str, group: str, topic: str) -> tuple[list, list]:
+    """(records, errors) a ShareConsumer of `user` gets within 15 s (errors end the wait)."""
+    from confluent_kafka import ShareConsumer
+
+    sc = ShareConsumer({**sasl(broker, user), "group.id": group})
+    sc.subscribe([topic])
+    got, errors = [], []
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not got and not errors:
+            try:
+                for m in sc.poll(timeout=0.5):
+                    (errors if m.error() is not None else got).append(m.error() or m.value())
+            except KafkaException as exc:
+                errors.append(exc.args[0])
+    finally:
+        sc.close()
+    return got, errors
+
+
+def test_share_groups_need_read_on_the_group_and_the_topic(broker):
+    producer = Producer(sasl(broker, "admin"))
+    producer.produce("other", b"shared")
+    assert producer.flush(10) == 0
+    got, errors = _share_poll(broker, "bob", "s-bob", "other")
+    assert not got and errors and errors[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, errors
+
+    admin = AdminClient(sasl(broker, "admin"))
+    grant = acl(ResourceType.GROUP, "s-bob", "User:bob", AclOperation.READ)
+    admin.create_acls([grant])[grant].result(10)
+    got, errors = _share_poll(broker, "bob", "s-bob", "other")
+    assert not got and errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+
+    grant = acl(ResourceType.TOPIC, "other", "User:bob", AclOperation.READ)
+    admin.create_acls([grant])[grant].result(10)
+    got, errors = _share_poll(broker, "bob", "s-bob", "other")
+    assert got == [b"shared"] and not errors
+
+
 def test_a_client_certificate_subject_is_the_principal(broker):
     certs = broker.certs
     tls = {"bootstrap.servers": broker.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}

@@ -14,10 +14,14 @@ them before answering. KIP-848's online migration rides on it too (`migration`):
 member joining a classic group converts it first, classic members of a consumer group are
 served by `consumer_classic`, and a consumer group left with only classic members is
 converted back at the end of the call that made it so, all in the call's one append.
+Share groups (KIP-932, `topiclake.broker.share.groups.ShareGroups`) too;
+what happens to their records when a member times out or the group is deleted is the share
+layer's business (`share_hooks`).
 
 Loading replays the partition from its start: classic and offset records through the same
 `replay` the live path uses (`replay_end_txn` per transaction marker), KIP-848 records (types
-3-8) through `ConsumerGroups.replay`, topic ids resolved by the topic registry. Until a shard
+3-8) through `ConsumerGroups.replay`, share-group records (10-15) through `ShareGroups.replay`,
+topic ids resolved by the topic registry. Until a shard
 is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS. A timer task drives session/rebalance
 deadlines (`tick`) and offset retention (`expire_offsets`).
 """
@@ -38,6 +42,9 @@ from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, U
 
 from ..partitions import topic_uuid
 from ..request_time import waiting
+from ..share.config import ShareConfig
+from ..share.group_records import ShareGroupKey
+from ..share.groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
 from ..txn.markers import write_marker
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
@@ -68,21 +75,35 @@ class Shard:
     index: int
     core: GroupCoordinator
     consumer: ConsumerGroups
+    share: ShareGroups
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loaded: bool = False
     waiters: dict[int, asyncio.Future] = field(default_factory=dict)
     partition: Any = None  # the open Partition of __consumer_offsets-<index>
 
 
+class ShareHooks:
+    """What the share layer does when a share-group member times out or a share group is deleted
+    (releases the member's records; deletes the group's share-partition state)."""
+
+    async def member_removed(self, group_id: str, member_id: str) -> None:
+        pass
+
+    async def group_deleted(self, group_id: str) -> None:
+        pass
+
+
 class GroupService:
     """The facade handlers call. Methods raise GroupCoordinatorError for whole-request errors
     (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)."""
 
-    def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig()):
+    def __init__(self, partitions: Any, config: GroupsConfig = GroupsConfig(), share: ShareConfig = ShareConfig()):
         self.partitions = partitions  # the broker's PartitionManager
         self.config = config
-        self.configs = GroupConfigs(partitions.layout, config)  # GROUP config resources
+        self.share_config = share
+        self.configs = GroupConfigs(partitions.layout, config, share)  # GROUP config resources
         self.migration_policy = config.migration_policy()
+        self.share_hooks = ShareHooks()
         self.shards = [self._new_shard(i) for i in range(config.offsets_topic_partitions)]
         self._tasks: list[asyncio.Task] = []
         self._loading: asyncio.Task | None = None
@@ -91,7 +112,10 @@ class GroupService:
         return Shard(index, GroupCoordinator(self.config.classic()),
                      ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
                                     group_timeouts=self._consumer_timeouts,
-                                    downgrade_enabled=self.config.migration_policy().downgrade_enabled))
+                                    downgrade_enabled=self.config.migration_policy().downgrade_enabled),
+                     ShareGroups(lambda g: int(self.configs.value(g, "share.session.timeout.ms")),
+                                 lambda g: int(self.configs.value(g, "share.heartbeat.interval.ms")),
+                                 self.share_config.max_size))
 
     def _consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         return self.configs.session_timeout_ms(group_id), self.configs.heartbeat_interval_ms(group_id)
@@ -144,7 +168,7 @@ class GroupService:
         shard.loaded = False
         self._fail_waiters(shard)
         fresh = self._new_shard(shard.index)
-        shard.core, shard.consumer = fresh.core, fresh.consumer
+        shard.core, shard.consumer, shard.share = fresh.core, fresh.consumer, fresh.share
         part = shard.partition = await self.partitions.get(OFFSETS_TOPIC, shard.index)
         count = await self.partitions.run_read(_replay_log, part.log, shard, self.partitions.registry, now_ms(),
                                                f"{OFFSETS_TOPIC}-{shard.index}")
@@ -179,12 +203,16 @@ class GroupService:
     async def _tick(self, shard: Shard, now: int, expire: bool) -> None:
         if not shard.loaded:
             return
-        due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms()) if d is not None]
+        due = [d for d in (shard.core.next_deadline_ms(), shard.consumer.next_deadline_ms(),
+                           shard.share.next_deadline_ms()) if d is not None]
         if not expire and not any(d <= now for d in due):
             return
         removed = await self._run_consumer(shard, shard.consumer.tick)
         for group_id, member_id in removed:
             log.info("group %s: member %s left (session or revocation timeout)", group_id, member_id)
+        for group_id, member_id in await self._run_records(shard, shard.share.tick, shard.share.take_records):
+            log.info("share group %s: member %s left (session timeout)", group_id, member_id)
+            await self.share_hooks.member_removed(group_id, member_id)
         await self._run(shard, lambda t: shard.core.tick(t))
         if expire:
             subs = shard.consumer.subscriptions()
@@ -245,6 +273,25 @@ class GroupService:
         except TopiclakeError:
             return None
 
+    async def _run_records(self, shard: Shard, call: Callable[[int], Any],
+                           take_records: Callable[[Callable[[str], uuid.UUID | None]], list]) -> Any:
+        """Share groups: call the core, append what `take_records` says changed, answer; a failed
+        append reloads the shard (COORDINATOR_NOT_AVAILABLE)."""
+        async with shard.lock:
+            if not shard.loaded:
+                raise GroupCoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+            response = call(now_ms())
+            records = take_records(self._topic_id)
+            if records:
+                try:
+                    await self._append(shard, records, NO_PRODUCER_ID, -1)
+                except Exception:
+                    log.exception("appending %d share group records to %s-%d failed: reloading it",
+                                  len(records), OFFSETS_TOPIC, shard.index)
+                    await self._load(shard)
+                    raise GroupCoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from None
+            return response
+
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         try:
             return topic_uuid(self.partitions.topic(topic))
@@ -270,8 +317,13 @@ class GroupService:
 
     # ================================================================ classic groups
     # Classic members of a consumer group are served by consumer_classic (KIP-848 migration).
+    def _not_share_group(self, shard: Shard, group_id: str) -> None:
+        if group_id in shard.share.groups:
+            raise GroupCoordinatorError(E.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id} is a share group")
+
     async def join(self, req: JoinRequest) -> JoinResponse:
         shard = self.shard(req.group_id)
+        self._not_share_group(shard, req.group_id)
         return await self._run(shard, lambda t: migration.join(shard.core, shard.consumer, req,
                                                                self._partition_count, t))
 
@@ -378,10 +430,17 @@ class GroupService:
     async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest,
                                  metadata: Callable[[str], int | None]) -> ConsumerHeartbeatResponse:
         shard = self.shard(req.group_id)
+        if req.group_id in shard.share.groups:
+            return ConsumerHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
+                                             error_message=f"group {req.group_id} is a share group")
         return await self._run(shard, lambda t: migration.consumer_heartbeat(
             shard.core, shard.consumer, req, metadata, self.migration_policy, t))
 
     def consumer_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ConsumerGroup | None, E]]:
+        return self._lookup(group_ids, lambda shard: shard.consumer.groups)
+
+    def _lookup(self, group_ids: Iterable[str], groups_of: Callable[[Shard], dict]) -> list[tuple[str, Any, E]]:
+        """(group id, the group in `groups_of(shard)` or None, error) for each id."""
         out = []
         for gid in group_ids:
             try:
@@ -389,9 +448,30 @@ class GroupService:
             except GroupCoordinatorError as exc:
                 out.append((gid, None, exc.code))
                 continue
-            group = shard.consumer.groups.get(gid)
+            group = groups_of(shard).get(gid)
             out.append((gid, group, E.NONE if group is not None else E.GROUP_ID_NOT_FOUND))
         return out
+
+    # ============================================================== share groups
+    async def share_heartbeat(self, req: ShareHeartbeatRequest,
+                              metadata: Callable[[str], int | None]) -> ShareHeartbeatResponse:
+        shard = self.shard(req.group_id)
+        classic = shard.core.groups.get(req.group_id)
+        if req.group_id in shard.consumer.groups or (classic is not None and classic.members):
+            return ShareHeartbeatResponse(E.GROUP_ID_NOT_FOUND, req.member_id or None,
+                                          error_message=f"Group {req.group_id} is not a share group.")
+        # A member that leaves closes its share session itself, acknowledging what it holds: its
+        # records are not released here (that would race the acknowledgements in flight).
+        return await self._run_records(shard, lambda t: shard.share.heartbeat(req, metadata, t, self._topic_id),
+                                       shard.share.take_records)
+
+    def share_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ShareGroup | None, E]]:
+        return self._lookup(group_ids, lambda shard: shard.share.groups)
+
+    async def run_share(self, group_id: str, call: Callable[[ShareGroups, int], Any]) -> Any:
+        """Run `call(share core, now)` on the group's shard and persist what it changed."""
+        shard = self.shard(group_id)
+        return await self._run_records(shard, lambda t: call(shard.share, t), shard.share.take_records)
 
     # ========================================================== describe, list, delete
     def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
@@ -421,6 +501,7 @@ class GroupService:
                       if g.group_id not in shard.consumer.groups]
             listed += [(ListedGroup(g.group_id, "consumer", g.state), "consumer")
                        for g in shard.consumer.groups.values()]
+            listed += [(ListedGroup(g.group_id, "share", g.state), "share") for g in shard.share.groups.values()]
             out += [(g, kind) for g, kind in listed
                     if (not wanted_states or g.state.lower() in wanted_states)
                     and (not wanted_types or kind in wanted_types)]
@@ -431,6 +512,12 @@ class GroupService:
         for gid in group_ids:
             try:
                 shard = self.shard(gid)
+                if gid in shard.share.groups:
+                    code = await self._run_records(shard, lambda t: shard.share.delete(gid), shard.share.take_records)
+                    if code is E.NONE:
+                        await self.share_hooks.group_deleted(gid)
+                    out.append(GroupResult(gid, code))
+                    continue
                 if gid in shard.consumer.groups:
                     code = await self._run_consumer(shard, lambda t: shard.consumer.delete(gid))
                     if code is not E.NONE:
@@ -496,6 +583,8 @@ def _replay_log(log_: Any, shard: Shard, registry: Any, now: int, source: str) -
                         if isinstance(decoded, CoordinatorRecord):
                             if isinstance(decoded.key, ConsumerGroupKey):
                                 consumer.replay(decoded, now, topic_names)
+                            elif isinstance(decoded.key, ShareGroupKey):
+                                shard.share.replay(decoded, now, topic_names)
                             else:
                                 core.replay(decoded, now, pid)
                     except Exception as exc:  # one bad record must not make the whole partition unusable

@@ -6,7 +6,8 @@ struct, or null (a tombstone: the compacted topic forgets the key). Key versions
     0, 1  OffsetCommitKey     group STRING | topic STRING | partition int32   (written as 1)
     2     GroupMetadataKey    group STRING
     3-8   KIP-848 consumer-group records (ConsumerGroupKey, below)
-    9+    share / streams records: decoded as UnknownKey, which the loader skips
+    10-15 share-group records (KIP-932): `topiclake.broker.share.group_records`
+    9, 16+ Kafka 4.0's share partition metadata, streams records: UnknownKey, which the loader skips
 
 OffsetCommitValue (written as v3, or v1 when an explicit expire timestamp is given — Kafka's
 `offsetCommitValueVersion`):
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 
 from topiclake.segments.errors import CorruptRecordError
 
+from ..share import group_records as share_records  # the module, not names: it imports this one
 from .java import string_hash_code, utils_abs
 from .serde import Reader, Writer
 
@@ -217,15 +219,15 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue |
                       ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue |
                       ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
-Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey
-Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey  # or share_records.ShareGroupKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue  # or a share_records value
 
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorRecord:
     """One record to append to (or read from) `__consumer_offsets`; value None = tombstone."""
 
-    key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
+    key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey
     value: Value | None
 
     def key_bytes(self) -> bytes:
@@ -246,7 +248,7 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Coord
 
 # ---------------------------------------------------------------------------------- keys
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey) -> bytes:
+def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return (Writer().int16(OFFSET_COMMIT_KEY_VERSION).string(key.group).string(key.topic)
                 .int32(key.partition).getvalue())
@@ -257,6 +259,8 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey) -> by
         if key.member_id is not None:
             w.string(key.member_id)
         return w.getvalue()
+    if isinstance(key, share_records.ShareGroupKey):
+        return share_records.encode_key(key)
     raise TypeError(f"cannot encode key {key!r}")
 
 
@@ -272,6 +276,8 @@ def decode_key(data: bytes | None) -> Key:
     elif version in CG.ALL:
         group = r.string("group")
         key = ConsumerGroupKey(version, group, r.string("memberId") if version in CG.PER_MEMBER else None)
+    elif version in share_records.SG.ALL:
+        key = share_records.decode_key(version, r)
     else:
         return UnknownKey(version)
     r.end()
@@ -292,6 +298,8 @@ def encode_value(value: Value | None) -> bytes | None:
         w = Writer().int16(CONSUMER_GROUP_VALUE_VERSION)
         encode(w, value)
         return w.tagged_fields(_consumer_value_tags(value)).getvalue()
+    if share_records.is_share_group_value(value):
+        return share_records.encode_value(value)
     raise TypeError(f"cannot encode value {value!r}")
 
 
@@ -305,6 +313,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return decode_group_metadata_value(data)
     if isinstance(key, ConsumerGroupKey):
         return decode_consumer_group_value(key.type, data)
+    if isinstance(key, share_records.ShareGroupKey):
+        return share_records.decode_value(key.type, data)
     raise ValueError(f"no value schema for {key!r}")
 
 

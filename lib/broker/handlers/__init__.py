@@ -9,5 +9,6 @@ from . import transactions  # noqa: E402,F401  (transaction coordinator APIs)
 from . import log_dirs, quorum, quotas, records, replicas, topic_partitions  # noqa: E402,F401  (cluster admin APIs)
 from . import producers, transactions_admin  # noqa: E402,F401  (producer and transaction state, read)
 from . import acls, sasl, scram_credentials  # noqa: E402,F401  (security: SASL, ACLs, SCRAM users)
+from . import share_fetch, share_groups, share_offsets  # noqa: E402,F401  (share groups, KIP-932)
 
 __all__ = ["REGISTRY", "Registry", "Route"]

@@ -18,7 +18,7 @@ from ..wire import has_field, make, nested
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2  # SHARE: a share-partition's state ("group:topicId:partition")
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
@@ -38,7 +38,7 @@ def ms(value) -> int:
 # ================================================================== FindCoordinator
 @REGISTRY.route(10, (0, 6))
 async def find_coordinator(broker, request):
-    """One broker coordinates every group and every transactional id (v4+: batched keys)."""
+    """One broker coordinates every group, transactional id and share-partition state (v4+: batched keys)."""
     body, cls = request.body, request.response_type
     key_type = getattr(body, "key_type", GROUP_KEY)
     keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
@@ -48,7 +48,7 @@ async def find_coordinator(broker, request):
     results = []
     for key in keys:
         error, message = ErrorCode.none, None
-        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY):
             error, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
         elif key_type == GROUP_KEY and not key:
             error, message = ErrorCode.invalid_request, "group id must not be empty"

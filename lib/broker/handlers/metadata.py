@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0  # one broker, never re-elected
 _NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:

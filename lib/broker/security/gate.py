@@ -167,6 +167,6 @@ def _empty(hint, code: ErrorCode):
     return None
 
 
-from . import policies_admin, policies_data, policies_groups  # noqa: E402,F401  (each registers its policies)
+from . import policies_admin, policies_data, policies_groups, policies_share  # noqa: E402,F401  (each registers its policies)
 
 __all__ = ["POLICIES", "Check", "authorize", "blank", "dispatch", "handler_checks", "make", "policy", "replace"]

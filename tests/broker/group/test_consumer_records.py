@@ -126,7 +126,7 @@ def test_bad_values_are_refused():
         decode_record(b"\x00\x05" + s16("g"), None)
     with pytest.raises(ValueError):
         ConsumerGroupKey(CG.METADATA, "g", "m")
-    assert decode_record(b"\x00\x0e" + s16("g"), b"") == UnknownKey(14)
+    assert decode_record(b"\x00\x10" + s16("g"), b"") == UnknownKey(16)  # streams records: skipped
 
 
 ids = st.uuids()

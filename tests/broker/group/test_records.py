@@ -139,8 +139,8 @@ def test_keys_and_records():
     assert decode_key(encode_key(key)) == key
     assert decode_key(b"\x00\x00\x00\x01g\x00\x01t\x00\x00\x00\x03") == key  # key version 0
     assert decode_key(encode_key(GroupMetadataKey("ü"))) == GroupMetadataKey("ü")
-    assert decode_key(b"\x00\x09anything") == UnknownKey(9)  # share groups: skipped
-    assert decode_record(b"\x00\x0b\x00", b"\x00\x00") == UnknownKey(11)
+    assert decode_key(b"\x00\x09anything") == UnknownKey(9)  # Kafka 4.0's share partition metadata: skipped
+    assert decode_record(b"\x00\x11\x00", b"\x00\x00") == UnknownKey(17)  # streams groups: skipped
     tomb = offset_commit_record("g", "t", 3, None)
     assert tomb.value_bytes() is None
     assert decode_record(tomb.key_bytes(), None) == tomb

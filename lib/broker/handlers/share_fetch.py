@@ -1,0 +1,87 @@
+"""Share-group records (KIP-932): ShareFetch (78) and ShareAcknowledge (79).
+
+Thin: decode the kio request into `share.fetcher` terms, call the share-partition manager
+(broker.share.fetcher), build the response for the request's version. ShareFetch carries
+acknowledgements too (piggy-backed); their outcome is each partition's acknowledge error.
+Version 2 (Kafka 4.2) adds RENEW acknowledgements (a lock restarts) and the record-limit
+acquire mode, where max_records is a hard limit rather than a batch-aligned one.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from ..share.fetcher import PartitionRequest, ShareResult
+from ..share.partition import AckRange
+from ..throttle import FETCH
+from ..wire import make, nested
+from .registry import REGISTRY
+
+_NO_THROTTLE = datetime.timedelta(0)
+RECORD_LIMIT_MODE = 1
+
+
+def _requests(topics) -> list[PartitionRequest]:
+    return [PartitionRequest(t.topic_id, p.partition_index, tuple(
+        AckRange(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches))
+        for t in topics for p in t.partitions]
+
+
+def _leader(broker, part_cls):
+    return make(nested(part_cls, "current_leader"), leader_id=broker.broker_id, leader_epoch=0)
+
+
+def _code(value: int | None) -> ErrorCode:
+    return ErrorCode(value or 0)
+
+
+@REGISTRY.route(78, (1, 2))
+async def share_fetch(broker, request):
+    body, cls = request.body, request.response_type
+    forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
+    max_records = 0 if getattr(body, "is_renew_ack", False) else body.max_records  # v2: renewing, not fetching
+    result = await broker.share.fetcher.fetch(
+        body.group_id or "", body.member_id or "", body.share_session_epoch, _requests(body.topics), forgotten,
+        max_wait_ms=int(body.max_wait.total_seconds() * 1000), max_records=max_records, max_bytes=body.max_bytes,
+        strict_records=getattr(body, "share_acquire_mode", 0) == RECORD_LIMIT_MODE)
+    throttle_ms = broker.throttle.record(FETCH, None, request.client_id, result.fetched_bytes)
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partitions")
+    acquired_cls = nested(part_cls, "acquired_records")
+    leader = _leader(broker, part_cls)
+    topics: dict = {}
+    for r in result.partitions:
+        topics.setdefault(r.topic_id, []).append(make(
+            part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
+            acknowledge_error_code=r.ack_error or 0, acknowledge_error_message=r.ack_message, current_leader=leader,
+            records=r.records, acquired_records=tuple(
+                make(acquired_cls, first_offset=a.first_offset, last_offset=a.last_offset,
+                     delivery_count=a.delivery_count) for a in r.acquired)))
+    return _response(cls, result, topics, throttle_ms, topic_cls)
+
+
+@REGISTRY.route(79, (1, 2))
+async def share_acknowledge(broker, request):
+    body, cls = request.body, request.response_type
+    result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",
+                                                    body.share_session_epoch, _requests(body.topics))
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partitions")
+    leader = _leader(broker, part_cls)
+    topics: dict = {}
+    for r in result.partitions:
+        topics.setdefault(r.topic_id, []).append(make(
+            part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
+            current_leader=leader))
+    return _response(cls, result, topics, 0, topic_cls)
+
+
+def _response(cls, result: ShareResult, topics: dict, throttle_ms: int, topic_cls):
+    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=_code(result.error),
+                error_message=result.error_message,
+                acquisition_lock_timeout=datetime.timedelta(milliseconds=result.lock_ms),
+                responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts))
+                                for tid, parts in topics.items()),
+                node_endpoints=())

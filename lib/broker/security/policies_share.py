@@ -1,0 +1,102 @@
+"""Which operations the share-group APIs need (KIP-932, KafkaApis):
+- ShareGroupHeartbeat READ on the group, DESCRIBE on every subscribed topic;
+- ShareGroupDescribe DESCRIBE on each group;
+- ShareFetch and ShareAcknowledge READ on the group and READ on each topic;
+- DescribeShareGroupOffsets DESCRIBE on the group and each topic; AlterShareGroupOffsets READ on
+  the group and each topic; DeleteShareGroupOffsets DELETE on the group, READ on each topic.
+
+A refused group answers the request's GROUP_AUTHORIZATION_FAILED. A topic the principal may not
+use refuses the whole request with TOPIC_AUTHORIZATION_FAILED where Kafka answers per partition
+and serves the others: these requests carry topics by id in shapes of their own, and a member
+only ever fetches what its group was assigned, which the heartbeat already checked.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from topiclake.security.acls import Operation as Op
+from topiclake.security.acls import ResourceType
+
+from ..wire import nested
+from .gate import OMITTED, blank, policy, replace
+from .policies_data import TOPIC_DENIED, split
+from .policies_groups import GROUP_DENIED
+
+
+def _denied(cls, code: ErrorCode, what: str, **values):
+    return blank(cls, code, error_message=f"not authorized to {what}", **values)
+
+
+@policy(76)
+async def share_group_heartbeat(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    if not check.group(Op.READ, body.group_id):
+        return _denied(cls, GROUP_DENIED, f"read group {body.group_id}", member_id=None, heartbeat_interval=0,
+                       assignment=None)
+    hidden = sorted(n for n in body.subscribed_topic_names or () if not check.topic(Op.DESCRIBE, n))
+    if hidden:
+        return _denied(cls, TOPIC_DENIED, f"describe topics {', '.join(hidden)}", member_id=None,
+                       heartbeat_interval=0, assignment=None)
+    return await call(body)
+
+
+@policy(77)
+async def share_group_describe(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    group_cls = nested(cls, "groups")
+    kept = tuple(g for g in body.group_ids if check.group(Op.DESCRIBE, g))
+    denied = tuple(blank(group_cls, GROUP_DENIED, group_id=g, error_message="Authorization failed.",
+                         authorized_operations=OMITTED) for g in body.group_ids if g not in kept)
+    if not kept:
+        return blank(cls, groups=denied)
+    response = await call(replace(body, group_ids=kept))
+    groups = response.groups
+    if body.include_authorized_operations:
+        groups = tuple(replace(g, authorized_operations=check.operations(ResourceType.GROUP, g.group_id))
+                       if g.error_code == ErrorCode.none else g for g in groups)
+    return replace(response, groups=groups + denied)
+
+
+@policy(78, 79)
+async def share_fetch_and_acknowledge(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    if not check.group(Op.READ, body.group_id):
+        return _denied(cls, GROUP_DENIED, f"read group {body.group_id}")
+    _kept, refused = split(broker, body.topics or (), lambda n: check.topic(Op.READ, n), name_field="topic_name")
+    if refused:
+        return _denied(cls, TOPIC_DENIED, "read every topic of the request")
+    return await call(body)
+
+
+@policy(90)
+async def describe_share_group_offsets(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    group_cls = nested(cls, "groups")
+    answers = []
+    for group in body.groups:
+        if not check.group(Op.DESCRIBE, group.group_id):
+            answers.append(blank(group_cls, GROUP_DENIED, group_id=group.group_id, topics=(),
+                                 error_message="Authorization failed."))
+            continue
+        names = [t.topic_name for t in group.topics or ()]
+        if any(not check.topic(Op.DESCRIBE, n) for n in names):
+            answers.append(blank(group_cls, TOPIC_DENIED, group_id=group.group_id, topics=(),
+                                 error_message="Authorization failed."))
+            continue
+        response = await call(replace(body, groups=(group,)))
+        for answer in response.groups:  # every topic (none named): only those it may describe
+            answers.append(replace(answer, topics=tuple(t for t in answer.topics or ()
+                                                        if check.topic(Op.DESCRIBE, t.topic_name))))
+    return blank(cls, groups=tuple(answers))
+
+
+@policy(91, 92)
+async def alter_or_delete_share_group_offsets(check, broker, request, call):
+    body, cls = request.body, request.response_type
+    operation = Op.READ if request.api_key == 91 else Op.DELETE
+    if not check.group(operation, body.group_id):
+        return _denied(cls, GROUP_DENIED, f"{operation.name.lower()} group {body.group_id}", responses=())
+    if any(not check.topic(Op.READ, t.topic_name) for t in body.topics or ()):
+        return _denied(cls, TOPIC_DENIED, "read every topic of the request", responses=())
+    return await call(body)

@@ -1,0 +1,175 @@
+"""Share groups on this broker (KIP-932): what the handlers call besides the group coordinator.
+
+It owns the share coordinator's state (`state_store.ShareStateStore`, `__share_group_state`)
+and the share-partitions (`fetcher.ShareFetcher`), and it is the group coordinator's
+`share_hooks`: a member that times out gives its records back and loses its share session (one
+that leaves closes its session itself); a deleted share group loses its share-partition state. The share-group offset APIs
+(DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) live here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..group.coordinator import GroupService, ShareHooks
+from ..group.errors import GroupErrorCode as E
+from ..partitions import topic_uuid
+from .config import ShareConfig
+from .fetcher import ShareFetcher
+from .state_records import ShareStateKey
+from .state_store import ShareStateStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PartitionOffset:
+    partition: int
+    start_offset: int = -1
+    lag: int = -1
+    error: E = E.NONE
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class TopicOffsets:
+    topic: str
+    topic_id: Any  # uuid.UUID | None
+    partitions: list[PartitionOffset] = field(default_factory=list)
+    error: E = E.NONE
+    message: str | None = None
+
+
+class ShareService(ShareHooks):
+    def __init__(self, partitions: Any, groups: GroupService, config: ShareConfig = ShareConfig(), *,
+                 shutting_down: asyncio.Event | None = None):
+        self.partitions = partitions
+        self.groups = groups
+        self.config = config
+        self.store = ShareStateStore(partitions, config)
+        self.fetcher = ShareFetcher(partitions, self.store, groups.configs, config, shutting_down=shutting_down)
+        groups.share_hooks = self
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.fetcher.start()
+
+    async def stop(self) -> None:
+        await self.fetcher.stop()
+
+    # ============================================================== group hooks
+    async def member_removed(self, group_id: str, member_id: str) -> None:
+        self.fetcher.sessions.close(group_id, member_id)
+        await self.fetcher.release_member(group_id, member_id)
+
+    async def group_deleted(self, group_id: str) -> None:
+        for session in self.fetcher.sessions.of_group(group_id):
+            self.fetcher.sessions.close(group_id, session.member_id)
+        await self.fetcher.delete_state(self.store.keys(group_id))
+
+    # ================================================================ offsets
+    def _share_group(self, group_id: str):
+        [(_gid, group, error)] = self.groups.share_groups([group_id])
+        return group, error
+
+    def _partition_count(self, topic: str) -> tuple[Any, int]:
+        meta = self.partitions.topic(topic)
+        return meta, meta.partitions
+
+    async def describe_offsets(self, group_id: str,
+                               topics: Mapping[str, Iterable[int]] | None) -> tuple[E, str | None, list[TopicOffsets]]:
+        """DescribeShareGroupOffsets: each partition's start offset (-1: no state yet) and lag.
+        `topics` None: every partition the group has state for."""
+        group, error = self._share_group(group_id)
+        if group is None:
+            return error, f"Group {group_id} is not a share group." if error is E.GROUP_ID_NOT_FOUND else None, []
+        if topics is None:
+            topics = {t: sorted(ps) for t, ps in group.initialized.items()}
+        out = []
+        for topic, partitions in sorted(topics.items()):
+            try:
+                meta, count = self._partition_count(topic)
+            except Exception:
+                out.append(TopicOffsets(topic, None, [PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                      message=f"unknown topic {topic}")
+                                                      for p in partitions]))
+                continue
+            tid, entry = topic_uuid(meta), TopicOffsets(topic, topic_uuid(meta))
+            for p in partitions:
+                if not 0 <= p < count:
+                    entry.partitions.append(PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                            message=f"{topic} has no partition {p}"))
+                    continue
+                start, complete = self.fetcher.start_offset(ShareStateKey(group_id, tid, p))
+                lag = -1
+                if start >= 0:
+                    part = await self.partitions.get(topic, p)
+                    lag = max(part.high_watermark - start - max(complete, 0), 0)
+                entry.partitions.append(PartitionOffset(p, start, lag))
+            out.append(entry)
+        return E.NONE, None, out
+
+    async def alter_offsets(self, group_id: str,
+                            offsets: Mapping[str, Mapping[int, int]]) -> tuple[E, str | None, list[TopicOffsets]]:
+        """AlterShareGroupOffsets: only while the group has no members (it is created if new)."""
+        group, error = self._share_group(group_id)
+        if group is None and error is not E.GROUP_ID_NOT_FOUND:
+            return error, None, []
+        if group is None and self._other_group(group_id):
+            return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", []
+        if group is not None and group.members:
+            return E.NON_EMPTY_GROUP, f"The group {group_id} has active members.", []
+        out = []
+        for topic, parts in sorted(offsets.items()):
+            try:
+                meta, count = self._partition_count(topic)
+            except Exception:
+                out.append(TopicOffsets(topic, None, [PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                      message=f"unknown topic {topic}")
+                                                      for p in parts]))
+                continue
+            entry = TopicOffsets(topic, topic_uuid(meta))
+            done = []
+            for p, offset in sorted(parts.items()):
+                if not 0 <= p < count or offset < 0:
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION if not 0 <= p < count else E.INVALID_REQUEST
+                    entry.partitions.append(PartitionOffset(p, error=code, message=(
+                        f"{topic} has no partition {p}" if code is E.UNKNOWN_TOPIC_OR_PARTITION
+                        else f"start offset {offset} is negative")))
+                    continue
+                await self.fetcher.alter_start_offset(ShareStateKey(group_id, topic_uuid(meta), p), offset)
+                entry.partitions.append(PartitionOffset(p, offset))
+                done.append(p)
+            if done:
+                await self.groups.run_share(group_id, lambda core, _t: core.mark_initialized(group_id, topic, done))
+            out.append(entry)
+        return E.NONE, None, out
+
+    async def delete_offsets(self, group_id: str, topics: Iterable[str]) -> tuple[E, str | None, list[TopicOffsets]]:
+        """DeleteShareGroupOffsets: the group's state of whole topics, while it has no members."""
+        group, error = self._share_group(group_id)
+        if group is None:
+            return error, f"Group {group_id} is not a share group." if error is E.GROUP_ID_NOT_FOUND else None, []
+        if group.members:
+            return E.NON_EMPTY_GROUP, f"The group {group_id} has active members.", []
+        out = []
+        for topic in topics:
+            try:
+                meta, _count = self._partition_count(topic)
+            except Exception:
+                out.append(TopicOffsets(topic, None, error=E.UNKNOWN_TOPIC_OR_PARTITION,
+                                        message=f"unknown topic {topic}"))
+                continue
+            tid = topic_uuid(meta)
+            await self.fetcher.delete_state([k for k in self.store.keys(group_id) if k.topic_id == tid])
+            await self.groups.run_share(group_id, lambda core, _t: core.forget_topics(group_id, [topic]))
+            out.append(TopicOffsets(topic, tid))
+        return E.NONE, None, out
+
+    def _other_group(self, group_id: str) -> bool:
+        shard = self.groups.shard(group_id)
+        classic = shard.core.groups.get(group_id)
+        return group_id in shard.consumer.groups or (classic is not None and bool(classic.members))

@@ -1,0 +1,133 @@
+"""ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the wire (raw requests to an in-process
+broker): share-session epochs and their errors, acquired records, acknowledgement errors, the
+final epoch releasing what a member holds, and GROUP configs acting on the next acquisition."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.describe_share_group_offsets.v1 import request as offsets_req
+from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v1 import request as ack_req
+from kio.schema.share_fetch.v1 import request as fetch_req
+from kio.schema.share_group_heartbeat.v1 import request as hb_req
+
+from topiclake.broker.group.config import GroupsConfig
+from topiclake.broker.share.config import ShareConfig
+from topiclake.segments.batch import iter_batches
+
+from ..conftest import InProcessBroker
+from ..test_produce_fetch import batch, produce
+
+ACCEPT, RELEASE = 1, 2
+LOCK_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = InProcessBroker(tmp_path_factory.mktemp("share") / "data",
+                        groups=GroupsConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0),
+                        share=ShareConfig(state_topic_partitions=1, record_lock_duration_ms=LOCK_MS,
+                                          min_record_lock_duration_ms=LOCK_MS)).start()
+    yield b
+    b.stop()
+
+
+def heartbeat(c, group, member, epoch, topics=None):
+    return c.request(hb_req.ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                       rack_id=None, subscribed_topic_names=topics))
+
+
+def share_fetch(c, group, member, epoch, topic_id, acks=(), max_records=100, max_wait_ms=0):
+    batches = tuple(fetch_req.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=(t,))
+                    for f, l, t in acks)
+    return c.request(fetch_req.ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+        max_records=max_records, batch_size=100, topics=(fetch_req.FetchTopic(topic_id=topic_id, partitions=(
+            fetch_req.FetchPartition(partition_index=0, acknowledgement_batches=batches),)),),
+        forgotten_topics_data=()))
+
+
+def share_ack(c, group, member, epoch, topic_id, acks):
+    return c.request(ack_req.ShareAcknowledgeRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, topics=(ack_req.AcknowledgeTopic(
+            topic_id=topic_id, partitions=(ack_req.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=tuple(
+                    ack_req.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=(t,))
+                    for f, l, t in acks)),)),)))
+
+
+def start_offset(c, group, topic):
+    wanted = offsets_req.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(0,))
+    resp = c.request(offsets_req.DescribeShareGroupOffsetsRequest(groups=(
+        offsets_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(wanted,)),)))
+    return resp.groups[0].topics[0].partitions[0].start_offset
+
+
+def partition_of(response):
+    [topic] = response.responses
+    [part] = topic.partitions
+    return part
+
+
+def joined(broker, c, topic, group, member):
+    """Join (earliest reset) and return the topic id of the assignment."""
+    broker.context.groups.configs.alter(group, {"share.auto.offset.reset": "earliest"})
+    for _ in range(100):  # the coordinator may still be loading
+        resp = heartbeat(c, group, member, 0, (topic,))
+        if resp.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+    assert resp.error_code == ErrorCode.none and resp.member_epoch == 1
+    [tp] = resp.assignment.topic_partitions
+    assert tp.partitions == (0,)
+    return tp.topic_id
+
+
+def test_sessions_acquisition_and_acknowledgement_errors(broker):
+    broker.create_topic("wire")
+    with broker.client() as c:
+        assert produce(c, "wire", batch([b"a", b"b", b"c"])).error_code == ErrorCode.none
+        topic_id = joined(broker, c, "wire", "wg", "m1")
+        assert share_fetch(c, "wg", "m1", 0, topic_id, acks=[(0, 0, ACCEPT)]).error_code == ErrorCode.invalid_request
+        first = share_fetch(c, "wg", "m1", 0, topic_id)
+        assert (first.error_code, first.acquisition_lock_timeout) == (ErrorCode.none, datetime.timedelta(seconds=1))
+        part = partition_of(first)
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records] == [(0, 2, 1)]
+        assert [b.header.base_offset for b in iter_batches(part.records)] == [0]
+        assert share_fetch(c, "wg", "m1", 5, topic_id).error_code == ErrorCode.invalid_share_session_epoch
+        assert share_ack(c, "wg", "m1", 0, topic_id, [(0, 0, ACCEPT)]).error_code == \
+            ErrorCode.invalid_share_session_epoch
+        assert share_ack(c, "wg", "m2", 1, topic_id, [(0, 0, ACCEPT)]).error_code == ErrorCode.share_session_not_found
+
+        heartbeat(c, "wg", "m2", 0, ("wire",))
+        assert partition_of(share_fetch(c, "wg", "m2", 0, topic_id)).acquired_records == ()  # all held by m1
+        stolen = share_ack(c, "wg", "m2", 1, topic_id, [(0, 0, ACCEPT)])
+        assert stolen.error_code == ErrorCode.none and partition_of(stolen).error_code == ErrorCode.invalid_record_state
+
+        piggy = partition_of(share_fetch(c, "wg", "m1", 1, topic_id, acks=[(0, 1, ACCEPT)]))
+        assert (piggy.acknowledge_error_code, piggy.acquired_records) == (0, ())
+        assert start_offset(c, "wg", "wire") == 2
+        closed = share_fetch(c, "wg", "m1", -1, topic_id)  # the final epoch: m1's offset 2 goes back
+        assert closed.error_code == ErrorCode.none
+        again = partition_of(share_fetch(c, "wg", "m2", 2, topic_id))
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in again.acquired_records] == [(2, 2, 2)]
+        assert share_fetch(c, "wg", "m1", 2, topic_id).error_code == ErrorCode.share_session_not_found
+
+
+def test_group_configs_act_on_the_next_acquisition(broker):
+    broker.create_topic("limits")
+    with broker.client() as c:
+        produce(c, "limits", batch([b"x"]))
+        topic_id = joined(broker, c, "limits", "lg", "m")
+        broker.context.groups.configs.alter("lg", {"share.delivery.count.limit": "2",
+                                                   "share.record.lock.duration.ms": "1500"})
+        first = share_fetch(c, "lg", "m", 0, topic_id)
+        assert first.acquisition_lock_timeout == datetime.timedelta(milliseconds=1500)
+        assert partition_of(first).acquired_records[0].delivery_count == 1
+        second = share_fetch(c, "lg", "m", 1, topic_id, acks=[(0, 0, RELEASE)])
+        assert partition_of(second).acquired_records[0].delivery_count == 2
+        last = share_fetch(c, "lg", "m", 2, topic_id, acks=[(0, 0, RELEASE)], max_wait_ms=200)
+        assert partition_of(last).acquired_records == ()  # released at the limit: archived
+        assert start_offset(c, "lg", "limits") == 1
