@@ -218,9 +218,43 @@ def _assert_each_api_refuses(broker):
         assert offsets.error_code.name == "group_authorization_failed"
 
 
-def _share_poll(broker, user: str, group: str, topic: str) -> tuple[list, list]:
-    """(records, errors) a ShareConsumer of `user` gets within 15 s (errors end the wait). A share
-    group starts at the log end (share.auto.offset.reset=latest): admin produces while it polls."""
+def _share_api_codes(broker) -> dict[str, str]:
+    """bob's answers from the share-group APIs, by what was asked (READ on group s-bob only)."""
+    from kio.schema.consumer_group_heartbeat.v1 import request as chb
+    from kio.schema.delete_share_group_offsets.v0 import request as dso
+    from kio.schema.describe_share_group_offsets.v0 import request as ds
+    from kio.schema.share_group_describe.v1 import request as sd
+    from kio.schema.share_group_heartbeat.v1 import request as hb
+
+    from topiclake.broker.client import ProtocolClient
+    from topiclake.security.client_config import ClientSecurity
+
+    codes = {}
+    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+                        security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
+        for group in ("s-bob", "s-carol"):
+            beat = bob.request(hb.ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=0,
+                                                             rack_id=None, subscribed_topic_names=("other",)))
+            codes[f"heartbeat {group}"] = beat.error_code.name
+            described = bob.request(sd.ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False))
+            codes[f"describe {group}"] = described.groups[0].error_code.name
+        offsets = bob.request(ds.DescribeShareGroupOffsetsRequest(groups=(ds.DescribeShareGroupOffsetsRequestGroup(
+            group_id="s-bob", topics=(ds.DescribeShareGroupOffsetsRequestTopic(topic_name="other", partitions=(0,)),)),)))
+        codes["offsets s-bob other"] = offsets.groups[0].error_code.name
+        deleted = bob.request(dso.DeleteShareGroupOffsetsRequest(group_id="s-bob", topics=(
+            dso.DeleteShareGroupOffsetsRequestTopic(topic_name="other"),)))
+        codes["delete offsets s-bob"] = deleted.error_code.name  # DELETE on the group, not READ
+        beat = bob.request(chb.ConsumerGroupHeartbeatRequest(
+            group_id="c-bob", member_id="m" * 22, member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("other",),
+            server_assignor=None, topic_partitions=()))
+        codes["consumer heartbeat c-bob"] = beat.error_code.name
+    return codes
+
+
+def _share_poll(broker, user: str, group: str, topic: str, seconds: float = 15) -> tuple[list, list]:
+    """(records, errors) a ShareConsumer of `user` gets within `seconds` (errors end the wait). A
+    share group starts at the log end (share.auto.offset.reset=latest): admin produces while it polls."""
     from confluent_kafka import ShareConsumer
 
     sc = ShareConsumer({**sasl(broker, user), "group.id": group})
@@ -228,7 +262,7 @@ def _share_poll(broker, user: str, group: str, topic: str) -> tuple[list, list]:
     producer = Producer(sasl(broker, "admin"))
     got, errors = [], []
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not got and not errors:
             producer.produce(topic, b"shared")
             producer.flush(5)
@@ -249,8 +283,15 @@ def test_share_groups_need_read_on_the_group_and_the_topic(broker):
     admin = AdminClient(sasl(broker, "admin"))
     grant = acl(ResourceType.GROUP, "s-bob", "User:bob", AclOperation.READ)
     admin.create_acls([grant])[grant].result(10)
-    got, errors = _share_poll(broker, "bob", "s-bob", "other")
-    assert not got and errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+    # The heartbeat answers TOPIC_AUTHORIZATION_FAILED; librdkafka keeps it to itself and retries.
+    got, errors = _share_poll(broker, "bob", "s-bob", "other", seconds=6)
+    assert not got and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
+    assert _share_api_codes(broker) == {"heartbeat s-bob": "topic_authorization_failed",
+                                        "heartbeat s-carol": "group_authorization_failed",
+                                        "describe s-bob": "group_id_not_found", "describe s-carol": "group_authorization_failed",
+                                        "offsets s-bob other": "topic_authorization_failed",
+                                        "delete offsets s-bob": "group_authorization_failed",
+                                        "consumer heartbeat c-bob": "group_authorization_failed"}
 
     grant = acl(ResourceType.TOPIC, "other", "User:bob", AclOperation.READ)
     admin.create_acls([grant])[grant].result(10)
@@ -393,3 +434,29 @@ def test_the_offsets_mirror_authenticates_as_its_client_config(broker):
     as_bob = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", USERS["bob"])
     refused = mirror_offsets(bootstrap, "lake-group", {("orders", 0): 3}, security=as_bob, timeout_s=5)
     assert not refused.ok and "AUTHORIZATION_FAILED" in refused.error
+
+
+def test_required_client_certificates(tmp_path):
+    """ssl_client_auth = "required": a client without a certificate signed by ssl_cafile gets no
+    TLS session at all; one with it is served as its subject."""
+    certs = make_certificates(tmp_path / "certs")
+    toml = f"""
+[security]
+ssl_certfile = "{certs.broker_cert}"
+ssl_keyfile = "{certs.broker_key}"
+ssl_cafile = "{certs.ca}"
+ssl_client_auth = "required"
+"""
+    proc = SecureBroker(tmp_path, ("SSL",), toml).start()
+    try:
+        tls = {"bootstrap.servers": proc.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+        with_cert = {**tls, "ssl.certificate.location": str(certs.client_cert),
+                     "ssl.key.location": str(certs.client_key)}
+        assert produce_error(with_cert, "certified") is None
+        refused = produce_error(tls, "certified")
+        assert refused is not None and refused.code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT,
+                                                          KafkaError._SSL), refused
+        log = proc.log_path.read_text()
+        assert "TLS handshake failed: the client's certificate was missing or not signed by ssl_cafile" in log
+    finally:
+        proc.stop()

@@ -25,6 +25,7 @@ from ..wire import has_field, make, nested
 from .gate import OMITTED, blank, policy, replace
 from .policies_data import TOPIC_DENIED, split, topic_key
 
+NO_INTERVAL = datetime.timedelta(0)  # a refused heartbeat names no interval
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
@@ -48,11 +49,11 @@ async def consumer_group_heartbeat(check, broker, request, call):
     body, cls = request.body, request.response_type
     if not check.group(Op.READ, body.group_id):
         return blank(cls, GROUP_DENIED, error_message=f"not authorized to read group {body.group_id}",
-                     member_id=None, heartbeat_interval=0, assignment=None)
+                     member_id=None, heartbeat_interval=NO_INTERVAL, assignment=None)
     hidden = sorted(n for n in body.subscribed_topic_names or () if not check.topic(Op.DESCRIBE, n))
     if hidden:
         return blank(cls, TOPIC_DENIED, error_message=f"not authorized to describe topics {', '.join(hidden)}",
-                     member_id=None, heartbeat_interval=0, assignment=None)
+                     member_id=None, heartbeat_interval=NO_INTERVAL, assignment=None)
     return await call(body)
 
 

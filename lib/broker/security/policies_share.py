@@ -21,7 +21,7 @@ from topiclake.security.acls import ResourceType
 from ..wire import nested
 from .gate import OMITTED, blank, policy, replace
 from .policies_data import TOPIC_DENIED, split
-from .policies_groups import GROUP_DENIED
+from .policies_groups import NO_INTERVAL, GROUP_DENIED
 
 
 def _denied(cls, code: ErrorCode, what: str, **values):
@@ -32,12 +32,12 @@ def _denied(cls, code: ErrorCode, what: str, **values):
 async def share_group_heartbeat(check, broker, request, call):
     body, cls = request.body, request.response_type
     if not check.group(Op.READ, body.group_id):
-        return _denied(cls, GROUP_DENIED, f"read group {body.group_id}", member_id=None, heartbeat_interval=0,
-                       assignment=None)
+        return _denied(cls, GROUP_DENIED, f"read group {body.group_id}", member_id=None,
+                       heartbeat_interval=NO_INTERVAL, assignment=None)
     hidden = sorted(n for n in body.subscribed_topic_names or () if not check.topic(Op.DESCRIBE, n))
     if hidden:
         return _denied(cls, TOPIC_DENIED, f"describe topics {', '.join(hidden)}", member_id=None,
-                       heartbeat_interval=0, assignment=None)
+                       heartbeat_interval=NO_INTERVAL, assignment=None)
     return await call(body)
 
 
