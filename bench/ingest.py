@@ -75,20 +75,25 @@ SparkSession.builder.appName("bare").getOrCreate().stop()
 
 def write_topic(root: Path, records: int, partitions: int, codec: str, *, seed: int = 0) -> int:
     """Append `records` records to the topic through the Log (offsets, indexes, a clean close)."""
-    layout = StorageLayout(root)
-    if not TopicRegistry(layout).exists(TOPIC):
-        TopicRegistry(layout).create(TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
     templates = [template_batch(seed + i, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000)
                  for i in range(TEMPLATES)]
+    return append_batches(root, TOPIC, templates, records, partitions)
+
+
+def append_batches(root: Path, topic: str, templates: list[bytes], records: int, partitions: int) -> int:
+    """`records` records of the template batches, round-robin over the partitions, through the Log."""
+    layout = StorageLayout(root)
+    if not TopicRegistry(layout).exists(topic):
+        TopicRegistry(layout).create(topic, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
     config = LogConfig.from_properties({"segment.bytes": str(SEGMENT_BYTES)})
     batches = records // RECORDS_PER_BATCH
     written = 0
     for p in range(partitions):
-        log = Log.open(layout.log_dir(TOPIC, p), config, topic=TOPIC, partition=p)
+        log = Log.open(layout.log_dir(topic, p), config, topic=topic, partition=p)
         mine = [i for i in range(batches) if i % partitions == p]
         for start in range(0, len(mine), 64):
-            chunk = bytearray(b"".join(templates[i % TEMPLATES] for i in mine[start:start + 64]))
-            log.append(chunk, assign_offsets=True)
+            log.append(bytearray(b"".join(templates[i % len(templates)] for i in mine[start:start + 64])),
+                       assign_offsets=True)
             written += len(mine[start:start + 64]) * RECORDS_PER_BATCH
         log.close()
     return written
@@ -403,20 +408,9 @@ def write_avro_topic(root: Path, records: int, partitions: int, codec: str) -> i
     schemas.append(bytearray(build_batch([Record(0, 1_714_521_600_000, key, value)], base_offset=0)),
                    assign_offsets=True)
     schemas.close()
-    TopicRegistry(layout).create(AVRO_TOPIC, partitions, {"segment.bytes": str(SEGMENT_BYTES)})
     templates = [avro_template_batch(seed, codec, base_timestamp=1_714_521_600_000, spread_ms=3_600_000)
                  for seed in range(TEMPLATES)]
-    batches = records // RECORDS_PER_BATCH
-    written = 0
-    for p in range(partitions):
-        log = Log.open(layout.log_dir(AVRO_TOPIC, p), config, topic=AVRO_TOPIC, partition=p)
-        mine = [i for i in range(batches) if i % partitions == p]
-        for start in range(0, len(mine), 64):
-            log.append(bytearray(b"".join(templates[i % TEMPLATES] for i in mine[start:start + 64])),
-                       assign_offsets=True)
-            written += len(mine[start:start + 64]) * RECORDS_PER_BATCH
-        log.close()
-    return written
+    return append_batches(root, AVRO_TOPIC, templates, records, partitions)
 
 
 def avro_mode(args) -> None:

@@ -44,6 +44,7 @@ from typing import Callable, Iterable, Mapping
 
 from .assignor import AssignorMember, range_assign
 from .errors import GroupErrorCode as E
+from .recorded import RecordedGroups
 from .records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
                       ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                       ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
@@ -184,9 +185,18 @@ def _union(a: Partitions, b: Partitions) -> dict[str, frozenset[int]]:
     return _clean({t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)})
 
 
-class ConsumerGroups:
+class ConsumerGroups(RecordedGroups):
     """The KIP-848 groups of one `__consumer_offsets` partition (classic-protocol members'
     requests: `consumer_classic`, through `advance`, `remove` and `touch`)."""
+
+    # Kafka's order: tombstones of a member's current assignment, target assignment, then its
+    # metadata (a deleted group: the target epoch between, partition metadata and epoch last);
+    # writes of member metadata, subscription metadata, group epoch, then the target assignment
+    # (members, then its epoch), then current assignments.
+    _TOMBSTONE_ORDER = (CG.CURRENT_MEMBER_ASSIGNMENT, CG.TARGET_ASSIGNMENT_MEMBER, CG.TARGET_ASSIGNMENT_METADATA,
+                        CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA)
+    _WRITE_ORDER = (CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA, CG.TARGET_ASSIGNMENT_MEMBER,
+                    CG.TARGET_ASSIGNMENT_METADATA, CG.CURRENT_MEMBER_ASSIGNMENT)
 
     def __init__(self, session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
                  new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
@@ -414,39 +424,19 @@ class ConsumerGroups:
         return E.NONE
 
     # ==================================================================== persistence
-    def take_records(self, topic_id: TopicIds) -> list[CoordinatorRecord]:
-        """The records that bring the log to the in-memory state of every group changed since the
-        last call; from then on they count as written (on a failed append the caller reloads)."""
-        out: list[CoordinatorRecord] = []
-        for gid in sorted(self._dirty):
-            group = self.groups.get(gid)
-            new = group_records(group, topic_id) if group is not None else {}
-            out += diff_records(self.persisted.get(gid, {}), new)
-            if new:
-                self.persisted[gid] = new
-            else:
-                self.persisted.pop(gid, None)
-        self._dirty.clear()
-        return out
+    def _records_of(self, group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
+        return group_records(group, topic_id)
+
+    def _new_group(self, group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id)
 
     def replay(self, record: CoordinatorRecord, now_ms: int, topic_name: TopicNames) -> None:
         """Apply one KIP-848 record read from the log (in log order)."""
         key, value = record.key, record.value
         assert isinstance(key, ConsumerGroupKey)
-        held = self.persisted.setdefault(key.group, {})
-        if value is None:
-            held.pop(key, None)
-        else:
-            held[key] = value
-        if not held:
-            del self.persisted[key.group]
-        group = self.groups.get(key.group)
-        if value is None:
-            if group is not None:
-                self._replay_tombstone(group, key)
-            return
+        group = self._replayed_group(key, value)
         if group is None:
-            group = self.groups[key.group] = ConsumerGroup(key.group)
+            return
         if isinstance(value, ConsumerGroupMetadataValue):
             group.group_epoch = value.epoch
         elif isinstance(value, ConsumerGroupPartitionMetadataValue):
@@ -533,21 +523,4 @@ def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
     for mid, parts in group.target.items():
         out[ConsumerGroupKey(CG.TARGET_ASSIGNMENT_MEMBER, gid, mid)] = \
             ConsumerGroupTargetAssignmentMemberValue(_ids(parts, topic_id))
-    return out
-
-
-# Kafka's order: tombstones of a member's current assignment, target assignment, then its
-# metadata (a deleted group: the target epoch between, partition metadata and epoch last);
-# writes of member metadata, subscription metadata, group epoch, then the target assignment
-# (members, then its epoch), then current assignments.
-_TOMBSTONE_ORDER = (CG.CURRENT_MEMBER_ASSIGNMENT, CG.TARGET_ASSIGNMENT_MEMBER, CG.TARGET_ASSIGNMENT_METADATA,
-                    CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA)
-_WRITE_ORDER = (CG.MEMBER_METADATA, CG.PARTITION_METADATA, CG.METADATA, CG.TARGET_ASSIGNMENT_MEMBER,
-                CG.TARGET_ASSIGNMENT_METADATA, CG.CURRENT_MEMBER_ASSIGNMENT)
-
-
-def diff_records(old: GroupRecords, new: GroupRecords) -> list[CoordinatorRecord]:
-    """The records that turn `old` into `new`: tombstones for keys gone, values for keys changed."""
-    out = [CoordinatorRecord(k, None) for t in _TOMBSTONE_ORDER for k in old if k.type == t and k not in new]
-    out += [CoordinatorRecord(k, v) for t in _WRITE_ORDER for k, v in new.items() if k.type == t and old.get(k) != v]
     return out

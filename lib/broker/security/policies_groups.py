@@ -131,27 +131,26 @@ def _partition_errors(topic_cls, part_cls, topics, code, parts_of=lambda t: t.pa
 
 @policy(8)
 async def offset_commit(check, broker, request, call):
-    body, cls = request.body, request.response_type
-    topic_cls = nested(cls, "topics")
-    part_cls = nested(topic_cls, "partitions")
-    if not check.group(Op.READ, body.group_id):
-        return blank(cls, topics=_partition_errors(topic_cls, part_cls, body.topics, GROUP_DENIED))
-    kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n))
-    denied = _partition_errors(topic_cls, part_cls, refused, TOPIC_DENIED)
-    if not kept and refused:
-        return blank(cls, topics=denied)
-    response = await call(replace(body, topics=kept))
-    return replace(response, topics=response.topics + denied) if denied else response
+    return await _commit_by_topic(check, broker, request, call,
+                                  ((lambda: check.group(Op.READ, request.body.group_id), GROUP_DENIED),))
 
 
 @policy(28)
 async def txn_offset_commit(check, broker, request, call):
+    body = request.body
+    return await _commit_by_topic(check, broker, request, call,
+                                  ((lambda: check.txn(Op.WRITE, body.transactional_id), TXN_DENIED),
+                                   (lambda: check.group(Op.READ, body.group_id), GROUP_DENIED)))
+
+
+async def _commit_by_topic(check, broker, request, call, checks):
+    """OffsetCommit's shape: the first of `checks` ((allowed(), code), ...) that fails refuses every
+    partition with its code; then each topic needs READ, and only the allowed ones are committed."""
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
-    for allowed, code in ((check.txn(Op.WRITE, body.transactional_id), TXN_DENIED),
-                          (check.group(Op.READ, body.group_id), GROUP_DENIED)):
-        if not allowed:
+    for allowed, code in checks:
+        if not allowed():
             return blank(cls, topics=_partition_errors(topic_cls, part_cls, body.topics, code))
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n))
     denied = _partition_errors(topic_cls, part_cls, refused, TOPIC_DENIED)

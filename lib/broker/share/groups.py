@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Mapping
 
 from ..group.consumer import _clean, _ids, _names  # names <-> ids, as the KIP-848 records hold them
 from ..group.errors import GroupErrorCode as E
+from ..group.recorded import RecordedGroups
 from ..group.records import CoordinatorRecord
 from .assignor import simple_assign
 from .group_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey, ShareGroupMemberMetadataValue,
@@ -107,8 +108,16 @@ class ShareGroupError(Exception):
         self.message = message or None
 
 
-class ShareGroups:
+class ShareGroups(RecordedGroups):
     """The share groups of one `__consumer_offsets` partition."""
+
+    # Kafka's order: a removed member's current assignment, target assignment, then its metadata
+    # (a deleted group: the rest, group epoch last); writes of member metadata, group epoch, target
+    # assignment (members, then its epoch), current assignments, then the state partition metadata.
+    _TOMBSTONE_ORDER = (SG.CURRENT_MEMBER_ASSIGNMENT, SG.TARGET_ASSIGNMENT_MEMBER, SG.TARGET_ASSIGNMENT_METADATA,
+                        SG.MEMBER_METADATA, SG.STATE_PARTITION_METADATA, SG.METADATA)
+    _WRITE_ORDER = (SG.MEMBER_METADATA, SG.METADATA, SG.TARGET_ASSIGNMENT_MEMBER, SG.TARGET_ASSIGNMENT_METADATA,
+                    SG.CURRENT_MEMBER_ASSIGNMENT, SG.STATE_PARTITION_METADATA)
 
     def __init__(self, session_timeout_ms: Callable[[str], int] = lambda _g: 45_000,
                  heartbeat_interval_ms: Callable[[str], int] = lambda _g: 5_000, max_size: int = 200):
@@ -250,37 +259,19 @@ class ShareGroups:
         self._dirty.add(group_id)
 
     # ==================================================================== persistence
-    def take_records(self, topic_id: TopicIds) -> list[CoordinatorRecord]:
-        out: list[CoordinatorRecord] = []
-        for gid in sorted(self._dirty):
-            group = self.groups.get(gid)
-            new = group_records(group, topic_id) if group is not None else {}
-            out += diff_records(self.persisted.get(gid, {}), new)
-            if new:
-                self.persisted[gid] = new
-            else:
-                self.persisted.pop(gid, None)
-        self._dirty.clear()
-        return out
+    def _records_of(self, group: ShareGroup, topic_id: TopicIds) -> GroupRecords:
+        return group_records(group, topic_id)
+
+    def _new_group(self, group_id: str) -> ShareGroup:
+        return ShareGroup(group_id)
 
     def replay(self, record: CoordinatorRecord, now_ms: int, topic_name: TopicNames) -> None:
         """Apply one share-group record read from the log (in log order)."""
         key, value = record.key, record.value
         assert isinstance(key, ShareGroupKey)
-        held = self.persisted.setdefault(key.group, {})
-        if value is None:
-            held.pop(key, None)
-        else:
-            held[key] = value
-        if not held:
-            del self.persisted[key.group]
-        group = self.groups.get(key.group)
-        if value is None:
-            if group is not None:
-                self._replay_tombstone(group, key)
-            return
+        group = self._replayed_group(key, value)
         if group is None:
-            group = self.groups[key.group] = ShareGroup(key.group)
+            return
         if isinstance(value, ShareGroupMetadataValue):
             group.group_epoch = value.epoch
         elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
@@ -343,19 +334,4 @@ def group_records(group: ShareGroup, topic_id: TopicIds) -> GroupRecords:
     for mid, parts in group.target.items():
         out[ShareGroupKey(SG.TARGET_ASSIGNMENT_MEMBER, gid, mid)] = ShareGroupTargetAssignmentMemberValue(
             _ids(parts, topic_id))
-    return out
-
-
-# Kafka's order: a removed member's current assignment, target assignment, then its metadata
-# (a deleted group: the rest, group epoch last); writes of member metadata, group epoch, target
-# assignment (members, then its epoch), current assignments, then the state partition metadata.
-_TOMBSTONE_ORDER = (SG.CURRENT_MEMBER_ASSIGNMENT, SG.TARGET_ASSIGNMENT_MEMBER, SG.TARGET_ASSIGNMENT_METADATA,
-                    SG.MEMBER_METADATA, SG.STATE_PARTITION_METADATA, SG.METADATA)
-_WRITE_ORDER = (SG.MEMBER_METADATA, SG.METADATA, SG.TARGET_ASSIGNMENT_MEMBER, SG.TARGET_ASSIGNMENT_METADATA,
-                SG.CURRENT_MEMBER_ASSIGNMENT, SG.STATE_PARTITION_METADATA)
-
-
-def diff_records(old: GroupRecords, new: GroupRecords) -> list[CoordinatorRecord]:
-    out = [CoordinatorRecord(k, None) for t in _TOMBSTONE_ORDER for k in old if k.type == t and k not in new]
-    out += [CoordinatorRecord(k, v) for t in _WRITE_ORDER for k, v in new.items() if k.type == t and old.get(k) != v]
     return out
