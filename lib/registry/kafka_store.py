@@ -27,9 +27,11 @@ _POLL_S = 0.2
 
 
 class KafkaSchemaStore:
-    def __init__(self, bootstrap: str, topic: str = SCHEMAS_TOPIC):
+    def __init__(self, bootstrap: str, topic: str = SCHEMAS_TOPIC, client_config: dict | None = None):
         self.bootstrap = bootstrap
         self.topic = topic
+        # librdkafka settings of a secured listener (security.protocol, sasl.*, ssl.*)
+        self._client = {"bootstrap.servers": bootstrap, **(client_config or {})}
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="schemas-kafka")
         self._producer = None
         self._consumer = None
@@ -44,7 +46,7 @@ class KafkaSchemaStore:
         from confluent_kafka import Consumer, KafkaException, Producer
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self._client)
         futures = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
                                       operation_timeout=_TIMEOUT_S)
         try:
@@ -53,9 +55,8 @@ class KafkaSchemaStore:
         except KafkaException as exc:
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise store_error(f"cannot create {self.topic} on {self.bootstrap}: {exc}") from None
-        self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                                   "linger.ms": 0})
-        self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"topiclake-registry-{uuid.uuid4()}",
+        self._producer = Producer({**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0})
+        self._consumer = Consumer({**self._client, "group.id": f"topiclake-registry-{uuid.uuid4()}",
                                    "enable.auto.commit": False, "isolation.level": "read_committed",
                                    "auto.offset.reset": "earliest"})
 

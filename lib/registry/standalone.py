@@ -8,7 +8,7 @@ import logging
 import signal
 
 from .config import SCHEMAS_TOPIC, parse_listen
-from .http import serve
+from .http import Authenticator, serve
 from .kafka_store import KafkaSchemaStore
 from .service import SchemaRegistry
 
@@ -16,14 +16,16 @@ log = logging.getLogger(__name__)
 
 
 async def run(bootstrap: str, listen: str, *, topic: str = SCHEMAS_TOPIC, read_only: bool = False,
-              on_ready=None) -> None:
+              on_ready=None, client_config: dict | None = None, authenticate: Authenticator | None = None) -> None:
+    """`client_config`: librdkafka settings for a secured listener; `authenticate`: the REST API's
+    check of each request (basic_auth.basic_auth(verify) for HTTP basic auth)."""
     host, port = parse_listen(listen)
-    store = KafkaSchemaStore(bootstrap, topic)
+    store = KafkaSchemaStore(bootstrap, topic, client_config)
     await store.open()
     try:
         registry = SchemaRegistry(store, read_only=read_only)
         await registry.load()
-        runner, bound = await serve(registry, host, port)
+        runner, bound = await serve(registry, host, port, authenticate=authenticate)
         url = f"http://{host}:{bound}"
         log.info("schema registry listening on %s (%s on %s%s)", url, topic, bootstrap,
                  ", read-only" if read_only else "")

@@ -460,3 +460,51 @@ ssl_client_auth = "required"
         assert "TLS handshake failed: the client's certificate was missing or not signed by ssl_cafile" in log
     finally:
         proc.stop()
+
+
+def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_path):
+    """`topiclake registry start` reaches _schemas over SASL (--command-config) and takes HTTP basic
+    auth with the storage root's users (--users-from), as the broker's own registry does."""
+    import base64
+    import re
+    import signal
+    import urllib.error
+    import urllib.request
+
+    properties = tmp_path / "admin.properties"
+    properties.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                          "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                          f'username="admin" password="{USERS["admin"]}";\n')
+    log = tmp_path / "registry.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "topiclake.cli", "registry", "start", "--bootstrap",
+                                 broker.address("SASL_PLAINTEXT"), "--listen", "127.0.0.1:0", "--command-config",
+                                 str(properties), "--users-from", str(broker.data)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        deadline, url = time.monotonic() + 60, None
+        while url is None and time.monotonic() < deadline:
+            found = re.search(r"schema registry at (http://\S+)", log.read_text())
+            url = found.group(1) if found else None
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        assert url, log.read_text()
+
+        def post(user: str | None, password: str = ""):
+            request = urllib.request.Request(f"{url}/subjects/standalone-value/versions", method="POST",
+                                             data=b'{"schema": "\\"string\\""}',
+                                             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+            if user is not None:
+                token = base64.b64encode(f"{user}:{password}".encode()).decode()
+                request.add_header("Authorization", f"Basic {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return response.status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert post(None) == 401 and post("bob", "wrong") == 401
+        assert post("bob", USERS["bob"]) == 200  # stored in _schemas through the SASL listener
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
