@@ -72,6 +72,7 @@ class Connection:
     def close(self) -> None:
         if not self.writer.is_closing():
             self.writer.close()
+        self.session.closed()
 
     async def _read_frame(self) -> bytes | None:
         try:

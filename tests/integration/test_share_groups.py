@@ -7,6 +7,8 @@ type) as raw requests, DeleteGroups and the GROUP configs through confluent-kafk
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 import time
 import uuid
 
@@ -279,3 +281,42 @@ def test_acknowledged_records_stay_done_across_a_kill_9(broker):
     described = request(broker.bootstrap, describe_req.ShareGroupDescribeRequest(
         group_ids=(group,), include_authorized_operations=False)).groups[0]
     assert described.error_code == ErrorCode.none and described.group_epoch >= 2  # membership replayed
+
+
+HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+bootstrap, group, topic = sys.argv[1:4]
+sc = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"})
+sc.subscribe([topic])
+while True:
+    held = [m for m in sc.poll(timeout=0.3) if m.error() is None]
+    if held:
+        print("HELD", len(held), flush=True)
+        time.sleep(3600)  # killed here: its connection drops with the records acquired
+"""
+
+
+def test_a_dropped_connection_gives_its_records_back_at_once(broker, tmp_path):
+    """A member's records are released when its connection drops (as Kafka does), not when their
+    30 s acquisition locks run out."""
+    topic = create_topic(broker.bootstrap)
+    group = new_group(broker.bootstrap, share_record_lock_duration_ms=30_000)
+    produce(broker.bootstrap, topic, 5)
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), broker.bootstrap, group, topic], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().startswith("HELD "), "the holder never got records"
+    finally:
+        holder.kill()
+        holder.wait()
+    dropped = time.monotonic()
+    other = consumer(broker.bootstrap, group, topic)
+    try:
+        again = poll(other, timeout=20)
+        assert again and time.monotonic() - dropped < 15, "the records waited for their locks"
+        assert {m.delivery_count() for m in again} == {2}
+    finally:
+        other.close()

@@ -42,11 +42,16 @@ async def share_fetch(broker, request):
     body, cls = request.body, request.response_type
     forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
     max_records = 0 if getattr(body, "is_renew_ack", False) else body.max_records  # v2: renewing, not fetching
+    group, member = body.group_id or "", body.member_id or ""
     result = await broker.share.fetcher.fetch(
-        body.group_id or "", body.member_id or "", body.share_session_epoch, _requests(body.topics), forgotten,
+        group, member, body.share_session_epoch, _requests(body.topics), forgotten,
         max_wait_ms=int(body.max_wait.total_seconds() * 1000), max_records=max_records, max_bytes=body.max_bytes,
         strict_records=getattr(body, "share_acquire_mode", 0) == RECORD_LIMIT_MODE)
-    throttle_ms = broker.throttle.record(FETCH, None, request.client_id, result.fetched_bytes)
+    session = broker.share.fetcher.sessions.get(group, member)
+    if session is not None:  # the member's records are released if this connection drops
+        request.session.on_close(("share", group, member, id(session)),
+                                 lambda: broker.share.fetcher.disconnected(group, member, session))
+    throttle_ms = broker.throttle.record(FETCH, request.session.user, request.client_id, result.fetched_bytes)
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     acquired_cls = nested(part_cls, "acquired_records")

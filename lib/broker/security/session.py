@@ -8,11 +8,14 @@ and then the SASL user.
 
 from __future__ import annotations
 
+import logging
+
 ANONYMOUS = "User:ANONYMOUS"
 
 
 class Session:
-    __slots__ = ("listener", "peer", "host", "principal", "authenticated", "sasl", "close_after_response")
+    __slots__ = ("listener", "peer", "host", "principal", "authenticated", "sasl", "close_after_response",
+                 "_close_hooks")
 
     def __init__(self, listener: str = "PLAINTEXT", peer: str = "", host: str = "", principal: str = ANONYMOUS,
                  authenticated: bool = True):
@@ -23,6 +26,22 @@ class Session:
         self.authenticated = authenticated
         self.sasl = None  # the SASL exchange in progress (security.sasl.SaslExchange)
         self.close_after_response = False  # a failed authentication: answer, then close
+        self._close_hooks: dict | None = None  # key -> what to do when the connection closes
+
+    def on_close(self, key, hook) -> None:
+        """Call `hook()` once when this connection closes (once per key: a share session's
+        records, released at the disconnect as Kafka's broker does)."""
+        if self._close_hooks is None:
+            self._close_hooks = {}
+        self._close_hooks.setdefault(key, hook)
+
+    def closed(self) -> None:
+        hooks, self._close_hooks = self._close_hooks or {}, None
+        for hook in hooks.values():
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - one failing hook must not keep the others from running
+                logging.getLogger(__name__).exception("a connection close hook of %s failed", self.peer)
 
     @property
     def user(self) -> str:

@@ -323,6 +323,17 @@ class ShareFetcher:
         return error
 
     # ================================================================ releasing
+    def disconnected(self, group: str, member: str, session: object) -> None:
+        """The connection a member fetched on closed: its share session ends and its records go
+        back (Kafka's SharePartitionManager does the same on a disconnect). Nothing happens if the
+        member has opened another session since (on another connection)."""
+        if session is None or self.sessions.get(group, member) is not session:
+            return
+        self.sessions.close(group, member)
+        task = asyncio.get_running_loop().create_task(self.release_member(group, member))
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
     async def release_member(self, group: str, member: str) -> None:
         """The member's share session closed, or it left the group: its records go back."""
         limit = self._delivery_limit(group)
