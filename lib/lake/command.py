@@ -104,6 +104,8 @@ def configure_logging(*, verbose: bool) -> None:
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     # Libraries' Python warnings (deprecations inside great-expectations...) are not the user's to act on
     logging.getLogger("py.warnings").setLevel(logging.INFO if verbose else logging.ERROR)
+    # great-expectations' own INFO is about its API docs registry, not the run: kept out of --verbose
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
 # --------------------------------------------------------------------------------- one-line errors
