@@ -24,11 +24,39 @@ _ZERO_UUID = uuid.UUID(int=0)
 _CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1 MemberType
 
 
-def _partition_count(broker, topic: str) -> int | None:
+def partition_count(broker, topic: str) -> int | None:
     try:
         return broker.partitions.topic(topic).partitions
     except TopiclakeError:
         return None
+
+
+def topic_id_of(broker, name: str) -> uuid.UUID:
+    """The topic's id, or the zero id for a topic that is gone."""
+    try:
+        return topic_uuid(broker.partitions.topic(name))
+    except TopiclakeError:
+        return _ZERO_UUID
+
+
+def refused_heartbeat(cls, error_code, message: str):
+    """A heartbeat answer (ConsumerGroupHeartbeat, ShareGroupHeartbeat) carrying only an error."""
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=error_code, error_message=message, member_id=None,
+                member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+
+def heartbeat_answer(broker, cls, resp):
+    """The coordinator's heartbeat response on the wire: its assignment's topics as ids."""
+    assignment = None
+    if resp.assignment is not None:
+        assignment_cls = nested(cls, "assignment")
+        tp_cls = nested(assignment_cls, "topic_partitions")
+        assignment = make(assignment_cls, topic_partitions=tuple(
+            make(tp_cls, topic_id=topic_id_of(broker, name), partitions=tuple(sorted(parts)))
+            for name, parts in sorted(resp.assignment.items())))
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), error_message=resp.error_message,
+                member_id=resp.member_id, member_epoch=resp.member_epoch,
+                heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
 
 
 def _subscription(broker, body) -> tuple[str, ...] | None:
@@ -60,24 +88,12 @@ async def consumer_group_heartbeat(broker, request):
             instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
             subscribed_topics=_subscription(broker, body), server_assignor=body.server_assignor, owned=owned,
             client_id=request.client_id or "", client_host=request.client_host)
-        resp = await broker.groups.consumer_heartbeat(req, lambda t: _partition_count(broker, t))
+        resp = await broker.groups.consumer_heartbeat(req, lambda t: partition_count(broker, t))
     except re.error as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
-                    error_message=str(exc), member_id=None, member_epoch=-1,
-                    heartbeat_interval=datetime.timedelta(0), assignment=None)
+        return refused_heartbeat(cls, ErrorCode.invalid_regular_expression, str(exc))
     except GroupCoordinatorError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), error_message=str(exc),
-                    member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
-    assignment = None
-    if resp.assignment is not None:
-        assignment_cls = nested(cls, "assignment")
-        tp_cls = nested(assignment_cls, "topic_partitions")
-        assignment = make(assignment_cls, topic_partitions=tuple(
-            make(tp_cls, topic_id=topic_uuid(broker.partitions.topic(name)), partitions=tuple(sorted(parts)))
-            for name, parts in sorted(resp.assignment.items())))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), error_message=resp.error_message,
-                member_id=resp.member_id, member_epoch=resp.member_epoch,
-                heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
+        return refused_heartbeat(cls, code(exc.code), str(exc))
+    return heartbeat_answer(broker, cls, resp)
 
 
 @REGISTRY.route(69, (0, 1))
@@ -89,14 +105,9 @@ async def consumer_group_describe(broker, request):
     tp_cls = nested(assignment_cls, "topic_partitions")
 
     def assignment(parts):
-        out = []
-        for name, ps in sorted(parts.items()):
-            try:
-                topic_id = topic_uuid(broker.partitions.topic(name))
-            except TopiclakeError:
-                topic_id = _ZERO_UUID
-            out.append(make(tp_cls, topic_id=topic_id, topic_name=name, partitions=tuple(sorted(ps))))
-        return make(assignment_cls, topic_partitions=tuple(out))
+        return make(assignment_cls, topic_partitions=tuple(
+            make(tp_cls, topic_id=topic_id_of(broker, name), topic_name=name, partitions=tuple(sorted(ps)))
+            for name, ps in sorted(parts.items())))
 
     groups = []
     for gid, group, error in broker.groups.consumer_groups(body.group_ids):

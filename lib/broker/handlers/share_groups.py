@@ -5,35 +5,18 @@ the topic registry."""
 from __future__ import annotations
 
 import datetime
-import uuid
 
 from kio.schema.errors import ErrorCode
 
-from topiclake.segments.errors import TopiclakeError
-
 from ..group.errors import GroupCoordinatorError
-from ..partitions import topic_uuid
 from ..share.groups import ASSIGNOR, ShareHeartbeatRequest
 from ..wire import make, nested
+from .consumer_groups import heartbeat_answer, partition_count, refused_heartbeat, topic_id_of
 from .groups import AUTHORIZED_OPERATIONS_OMITTED, code
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
-_ZERO_UUID = uuid.UUID(int=0)
 
-
-def _partition_count(broker, topic: str) -> int | None:
-    try:
-        return broker.partitions.topic(topic).partitions
-    except TopiclakeError:
-        return None
-
-
-def _topic_id(broker, name: str) -> uuid.UUID:
-    try:
-        return topic_uuid(broker.partitions.topic(name))
-    except TopiclakeError:
-        return _ZERO_UUID
 
 
 @REGISTRY.route(76, (1, 1))
@@ -44,20 +27,10 @@ async def share_group_heartbeat(broker, request):
         subscribed_topics=None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
         client_id=request.client_id or "", client_host=request.client_host)
     try:
-        resp = await broker.groups.share_heartbeat(req, lambda t: _partition_count(broker, t))
+        resp = await broker.groups.share_heartbeat(req, lambda t: partition_count(broker, t))
     except GroupCoordinatorError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), error_message=str(exc),
-                    member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
-    assignment = None
-    if resp.assignment is not None:
-        assignment_cls = nested(cls, "assignment")
-        tp_cls = nested(assignment_cls, "topic_partitions")
-        assignment = make(assignment_cls, topic_partitions=tuple(
-            make(tp_cls, topic_id=_topic_id(broker, name), partitions=tuple(sorted(parts)))
-            for name, parts in sorted(resp.assignment.items())))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), error_message=resp.error_message,
-                member_id=resp.member_id, member_epoch=resp.member_epoch,
-                heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
+        return refused_heartbeat(cls, code(exc.code), str(exc))
+    return heartbeat_answer(broker, cls, resp)
 
 
 @REGISTRY.route(77, (1, 1))
@@ -70,7 +43,7 @@ async def share_group_describe(broker, request):
 
     def assignment(parts):
         return make(assignment_cls, topic_partitions=tuple(
-            make(tp_cls, topic_id=_topic_id(broker, name), topic_name=name, partitions=tuple(sorted(ps)))
+            make(tp_cls, topic_id=topic_id_of(broker, name), topic_name=name, partitions=tuple(sorted(ps)))
             for name, ps in sorted(parts.items())))
 
     groups = []
