@@ -93,22 +93,20 @@ class TaskWriter:
 
     def _typed(self, task: dict, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(rows with their typed columns, rows for the quarantine table with the error)."""
-        if task["table_uri"] in self.typed_specs:
+        if task["table_uri"] in self.typed_specs:  # columns from the schema registry
             from .typed.rows import decode_rows
 
             good, bad = decode_rows(self.typed_specs[task["table_uri"]], table, task["topic"])
-            first = self.quarantine_from.get((task["table_uri"], task["topic"], task["partition"]), 0)
-            return good, bad.filter(pc.greater_equal(bad.column("offset"), first))
-        schema = ValueSchema.from_json(self.value_schemas[task["table_uri"]]).arrow
-        typed, errors = decode_values(table.column("value"), schema)
-        ok = pc.is_null(errors)
-        good = table.filter(ok)
-        for field_ in schema:
-            good = good.append_column(field_, typed.column(field_.name).filter(ok))
-        bad = table.append_column(ERROR_COLUMN, errors).filter(pc.invert(ok))
+        else:  # columns declared in conf/schemas
+            schema = ValueSchema.from_json(self.value_schemas[task["table_uri"]]).arrow
+            typed, errors = decode_values(table.column("value"), schema)
+            ok = pc.is_null(errors)
+            good = table.filter(ok)
+            for field_ in schema:
+                good = good.append_column(field_, typed.column(field_.name).filter(ok))
+            bad = table.append_column(ERROR_COLUMN, errors).filter(pc.invert(ok))
         first = self.quarantine_from.get((task["table_uri"], task["topic"], task["partition"]), 0)
-        bad = bad.filter(pc.greater_equal(bad.column("offset"), first))  # already quarantined by a crashed run
-        return good, bad
+        return good, bad.filter(pc.greater_equal(bad.column("offset"), first))  # already quarantined by a crashed run
 
     def _table_columns(self, task: dict, records: pa.Table) -> pa.Table:
         n = records.num_rows

@@ -44,11 +44,12 @@ def _ingest(args, command: Command) -> int:
     topics = split_names(args.topic)
     partitions = preflight.check_topics(root, topics)
     _prepare_spark(args)
+    from topiclake.segments.settings import load_settings
+
     from .ingest import IngestOptions, format_summary, pipelines_for, run
     from .interrupted import watch_ingest
     from .progress import report_progress
     from .typed.hooks import RegistrySource
-    from topiclake.segments.settings import load_settings
 
     options = IngestOptions(
         topics=topics, root=root, table=args.table, group=args.group, starting_offsets=args.starting_offsets,

@@ -26,7 +26,6 @@ from pathlib import Path
 
 # What the archive is made from: a session and one small Arrow job, as a lake job starts.
 _WARM_UP = """
-import pyarrow as pa
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.getOrCreate()

@@ -403,10 +403,10 @@ def _validate_frame(spark, suite: Suite, *, table: str, table_uri: str, files: S
 
 
 def _import_gx():
+    if _loader is not None and _loader is not threading.current_thread():
+        _loader.join()
     # No usage statistics: jobs run on machines without internet, and a data pipeline phones no one.
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    if _loader is not None:
-        _loader.join()
     with _no_doctest_exit():
         import great_expectations as gx
 
@@ -428,9 +428,7 @@ def load_in_background() -> None:
 
 def _import_quietly() -> None:
     try:
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-        with _no_doctest_exit():
-            import great_expectations  # noqa: F401
+        _import_gx()
     except BaseException as exc:  # noqa: BLE001 - the import is tried again, and reported, where it is needed
         log.debug("loading great-expectations in the background failed: %s", exc)
 
