@@ -129,6 +129,20 @@ def replace(obj, **changes):
     return dataclasses.replace(obj, **changes)
 
 
+async def serve_allowed(call: Call, body, kept: tuple, request_field: str, cls: type, denied: tuple,
+                        response_field: str, **when_all_refused: Any):
+    """The usual policy ending: the handler runs on the allowed part of the request
+    (`body.<request_field> = kept`) and the refused part's answers (`denied`) are appended to its
+    `<response_field>`; when nothing is allowed, the handler is not called at all (the answer is
+    `cls` with only the refusals, and `when_all_refused`)."""
+    if not kept:
+        return blank(cls, **{response_field: denied}, **when_all_refused)
+    response = await call(replace(body, **{request_field: kept}))
+    if not denied or response is None:  # None: an acks=0 produce gets no answer
+        return response
+    return replace(response, **{response_field: getattr(response, response_field) + denied})
+
+
 def blank(cls: type, code: ErrorCode = ErrorCode.none, **values: Any):
     """An instance of kio class `cls` with `values`, every other required field empty (arrays
     empty, numbers -1, strings "", error codes `code`)."""

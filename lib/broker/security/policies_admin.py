@@ -20,7 +20,7 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..wire import make, nested
-from .gate import blank, policy, replace
+from .gate import blank, policy, replace, serve_allowed
 from .policies_groups import CLUSTER_DENIED, GROUP_DENIED
 from .policies_data import TOPIC_DENIED
 
@@ -144,10 +144,7 @@ def _config_policy(api_keys, operation: Op, results_field: str, **extra):
         denied = tuple(blank(result_cls, code, error_message="Authorization failed.", resource_type=r.resource_type,
                              resource_name=r.resource_name, **extra)
                        for r, code in zip(body.resources, codes) if code != ErrorCode.none)
-        if not kept:
-            return blank(cls, **{results_field: denied})
-        response = await call(replace(body, resources=kept))
-        return replace(response, **{results_field: getattr(response, results_field) + denied}) if denied else response
+        return await serve_allowed(call, body, kept, "resources", cls, denied, results_field)
 
     return policy(*api_keys)(config_policy)
 

@@ -17,7 +17,7 @@ from topiclake.security.acls import ResourceType
 
 from ..errors import CloseConnection
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace
+from .gate import OMITTED, blank, policy, replace, serve_allowed
 
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -60,10 +60,7 @@ async def produce(check, broker, request, call):
         raise CloseConnection(f"acks=0 produce by {check.principal} refused: not authorized")
     denied = tuple(make(topic_cls, **topic_key(t), partition_responses=tuple(
         blank(part_cls, code, index=p.index) for p in t.partition_data)) for t in refused)
-    if not kept:
-        return blank(cls, responses=denied)
-    response = await call(replace(body, topic_data=kept))
-    return response if not denied or response is None else replace(response, responses=response.responses + denied)
+    return await serve_allowed(call, body, kept, "topic_data", cls, denied, "responses")
 
 
 # =========================================================================== Fetch
@@ -86,10 +83,7 @@ async def fetch(check, broker, request, call):
     denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
         for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
-    if not kept:
-        return blank(cls, session_id=0, responses=denied)
-    response = await call(replace(body, topics=kept))
-    return response if not denied else replace(response, responses=response.responses + denied)
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "responses", session_id=0)
 
 
 # ===================================================================== ListOffsets
@@ -101,10 +95,7 @@ async def list_offsets(check, broker, request, call):
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
     denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition_index) for p in t.partitions)) for t in refused)
-    if not kept:
-        return blank(cls, topics=denied)
-    response = await call(replace(body, topics=kept))
-    return replace(response, topics=response.topics + denied) if denied else response
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "topics")
 
 
 # ======================================================================== Metadata
@@ -165,10 +156,7 @@ async def describe_topic_partitions(check, broker, request, call):
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
     denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=_NO_TOPIC_ID, is_internal=False, partitions=(),
                          topic_authorized_operations=OMITTED) for t in refused)
-    if not kept:
-        return blank(cls, topics=denied, next_cursor=None)
-    response = await call(replace(body, topics=kept))
-    return replace(response, topics=response.topics + denied)
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "topics", next_cursor=None)
 
 
 # =================================================== DeleteRecords, DescribeProducers
@@ -190,10 +178,7 @@ async def _per_topic_partitions(check, broker, request, call, op: Op, parts_fiel
     denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p if index_field is None else getattr(p, index_field))
         for p in getattr(t, parts_field))) for t in refused)
-    if not kept:
-        return blank(cls, topics=denied)
-    response = await call(replace(body, topics=kept))
-    return replace(response, topics=response.topics + denied) if denied else response
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "topics")
 
 
 # ==================================================== CreateTopics, CreatePartitions
@@ -224,10 +209,7 @@ async def create_partitions(check, broker, request, call):
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.ALTER, n))
     denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, error_message="Authorization failed.")
                    for t in refused)
-    if not kept:
-        return blank(cls, results=denied)
-    response = await call(replace(body, topics=kept))
-    return replace(response, results=response.results + denied)
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "results")
 
 
 # ==================================================================== DeleteTopics

@@ -22,7 +22,7 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace
+from .gate import OMITTED, blank, policy, replace, serve_allowed
 from .policies_data import TOPIC_DENIED, split, topic_key
 
 NO_INTERVAL = datetime.timedelta(0)  # a refused heartbeat names no interval
@@ -104,10 +104,7 @@ async def find_coordinator(check, broker, request, call):
     kept = tuple(k for k in body.coordinator_keys if allowed(k))
     denied = tuple(make(entry_cls, key=k, node_id=-1, host="", port=-1, error_code=code,
                         error_message="Authorization failed.") for k in body.coordinator_keys if k not in kept)
-    if not kept:
-        return blank(cls, coordinators=denied)
-    response = await call(replace(body, coordinator_keys=kept))
-    return replace(response, coordinators=response.coordinators + denied)
+    return await serve_allowed(call, body, kept, "coordinator_keys", cls, denied, "coordinators")
 
 
 @policy(42)
@@ -116,10 +113,7 @@ async def delete_groups(check, broker, request, call):
     result_cls = nested(cls, "results")
     kept = tuple(g for g in body.groups_names if check.group(Op.DELETE, g))
     denied = tuple(make(result_cls, group_id=g, error_code=GROUP_DENIED) for g in body.groups_names if g not in kept)
-    if not kept:
-        return blank(cls, results=denied)
-    response = await call(replace(body, groups_names=kept))
-    return replace(response, results=response.results + denied)
+    return await serve_allowed(call, body, kept, "groups_names", cls, denied, "results")
 
 
 # ======================================================================= offsets
