@@ -44,7 +44,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         exit 1
     fi
     echo "$want" > "$stamp"
-    rm -f .venv/bin/spark-submit  # written again below, with this install's JVM options
+    # written again below for this install: the wrapper's JVM options, the archive of its jars
+    rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
 fi
 # The driver JVM's class-data sharing archive (topiclake.lake.jvm): made once per install, it cuts
 # the start-up every spark-submit pays by about a second. Without it jobs only start slower.
