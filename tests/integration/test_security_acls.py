@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kio.schema.errors import ErrorCode
 
 from .broker_process import REPO
 from .secure_broker import SecureBroker, make_certificates
@@ -508,3 +509,74 @@ def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_p
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_partition(broker):
+    """KafkaApis answers TOPIC_AUTHORIZATION_FAILED for each partition of a topic the member may not
+    read and serves the rest; it asks on every request, for every partition of the share session."""
+    from kio.schema.metadata.v12 import request as md
+    from kio.schema.share_acknowledge.v1 import request as ack_req
+    from kio.schema.share_fetch.v1 import request as sf
+
+    from topiclake.broker.client import ProtocolClient
+    from topiclake.security.client_config import ClientSecurity
+
+    admin = AdminClient(sasl(broker, "admin"))
+    admin.create_topics([_new_topic("share-open"), _new_topic("share-closed")])["share-closed"].result(10)
+    grants = [acl(ResourceType.GROUP, "s-pp", "User:bob", AclOperation.READ),
+              acl(ResourceType.TOPIC, "share-open", "User:bob", AclOperation.READ)]
+    for future in admin.create_acls(grants).values():
+        future.result(10)
+
+    def as_user(user):
+        return ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+                              security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
+
+    with as_user("admin") as c:
+        ids = {t.name: t.topic_id for t in c.request(md.MetadataRequest(
+            topics=tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in ("share-open", "share-closed")),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)).topics}
+
+    def fetch(bob, epoch, acks=None):
+        acks = acks or {}
+        response = bob.request(sf.ShareFetchRequest(
+            group_id="s-pp", member_id="m" * 22, share_session_epoch=epoch, max_wait=datetime.timedelta(0),
+            min_bytes=1, max_bytes=1 << 20, max_records=100, batch_size=100, forgotten_topics_data=(),
+            topics=tuple(sf.FetchTopic(topic_id=ids[name], partitions=(sf.FetchPartition(
+                partition_index=0, acknowledgement_batches=tuple(
+                    sf.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=(1,))
+                    for f, l in acks.get(name, ()))),)) for name in (ids if epoch == 0 else acks))))
+        assert response.error_code == ErrorCode.none, response
+        return {by_id[t.topic_id]: t.partitions[0] for t in response.responses}
+
+    by_id = {v: k for k, v in ids.items()}
+    with as_user("bob") as bob:
+        opened = fetch(bob, 0)  # opens the session with both topics
+        assert {n: p.error_code for n, p in opened.items()} == {
+            "share-open": ErrorCode.none, "share-closed": ErrorCode.topic_authorization_failed}
+        producer = Producer(sasl(broker, "admin"))
+        for topic in ids:
+            producer.produce(topic, topic.encode())
+        assert producer.flush(10) == 0
+        served = fetch(bob, 1)
+        assert served["share-open"].error_code == ErrorCode.none and served["share-open"].acquired_records
+        assert served["share-closed"].error_code == ErrorCode.topic_authorization_failed
+        assert not served["share-closed"].records
+
+        acked = bob.request(ack_req.ShareAcknowledgeRequest(
+            group_id="s-pp", member_id="m" * 22, share_session_epoch=2, topics=tuple(ack_req.AcknowledgeTopic(
+                topic_id=ids[name], partitions=(ack_req.AcknowledgePartition(partition_index=0, acknowledgement_batches=(
+                    ack_req.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),)),))
+                for name in ids)))
+        assert {by_id[t.topic_id]: t.partitions[0].error_code for t in acked.responses} == {
+            "share-open": ErrorCode.none, "share-closed": ErrorCode.topic_authorization_failed}
+
+        grant = acl(ResourceType.TOPIC, "share-closed", "User:bob", AclOperation.READ)
+        admin.create_acls([grant])[grant].result(10)
+        # The same session: the new ACL counts from the next request (which starts the share
+        # group at the topic's end, as share.auto.offset.reset=latest says).
+        assert "share-closed" not in fetch(bob, 3)
+        producer.produce("share-closed", b"after the grant")
+        assert producer.flush(10) == 0
+        now_open = fetch(bob, 4)["share-closed"]
+        assert now_open.error_code == ErrorCode.none and now_open.acquired_records[0].first_offset == 1

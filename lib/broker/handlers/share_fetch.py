@@ -13,6 +13,9 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from topiclake.security.acls import Operation, ResourceType
+
+from ..security.gate import authorize
 from ..share.fetcher import PartitionRequest, ShareResult
 from ..share.partition import AckRange
 from ..throttle import FETCH
@@ -33,6 +36,12 @@ def _leader(broker, part_cls):
     return make(nested(part_cls, "current_leader"), leader_id=broker.broker_id, leader_epoch=0)
 
 
+def _readable(broker, request):
+    """Whether the request's principal may read a topic (KafkaApis answers TOPIC_AUTHORIZATION_FAILED
+    per partition and serves the rest)."""
+    return lambda topic: authorize(broker, request, Operation.READ, ResourceType.TOPIC, topic)
+
+
 def _code(value: int | None) -> ErrorCode:
     return ErrorCode(value or 0)
 
@@ -46,7 +55,7 @@ async def share_fetch(broker, request):
     result = await broker.share.fetcher.fetch(
         group, member, body.share_session_epoch, _requests(body.topics), forgotten,
         max_wait_ms=int(body.max_wait.total_seconds() * 1000), max_records=max_records, max_bytes=body.max_bytes,
-        strict_records=getattr(body, "share_acquire_mode", 0) == RECORD_LIMIT_MODE)
+        strict_records=getattr(body, "share_acquire_mode", 0) == RECORD_LIMIT_MODE, readable=_readable(broker, request))
     session = broker.share.fetcher.sessions.get(group, member)
     if session is not None:  # the member's records are released if this connection drops
         request.session.on_close(("share", group, member, id(session)),
@@ -71,7 +80,8 @@ async def share_fetch(broker, request):
 async def share_acknowledge(broker, request):
     body, cls = request.body, request.response_type
     result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",
-                                                    body.share_session_epoch, _requests(body.topics))
+                                                    body.share_session_epoch, _requests(body.topics),
+                                                    readable=_readable(broker, request))
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     leader = _leader(broker, part_cls)

@@ -1,14 +1,12 @@
 """Which operations the share-group APIs need (KIP-932, KafkaApis):
 - ShareGroupHeartbeat READ on the group, DESCRIBE on every subscribed topic;
 - ShareGroupDescribe DESCRIBE on each group;
-- ShareFetch and ShareAcknowledge READ on the group and READ on each topic;
+- ShareFetch and ShareAcknowledge READ on the group and READ on each topic (a refused topic's
+  partitions answer TOPIC_AUTHORIZATION_FAILED, the others are served);
 - DescribeShareGroupOffsets DESCRIBE on the group and each topic; AlterShareGroupOffsets READ on
   the group and each topic; DeleteShareGroupOffsets DELETE on the group, READ on each topic.
 
-A refused group answers the request's GROUP_AUTHORIZATION_FAILED. A topic the principal may not
-use refuses the whole request with TOPIC_AUTHORIZATION_FAILED where Kafka answers per partition
-and serves the others: these requests carry topics by id in shapes of their own, and a member
-only ever fetches what its group was assigned, which the heartbeat already checked.
+A refused group answers the request's GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from topiclake.security.acls import ResourceType
 
 from ..wire import nested
 from .gate import OMITTED, blank, policy, replace
-from .policies_data import TOPIC_DENIED, split
+from .policies_data import TOPIC_DENIED
 from .policies_groups import NO_INTERVAL, GROUP_DENIED
 
 
@@ -60,12 +58,10 @@ async def share_group_describe(check, broker, request, call):
 
 @policy(78, 79)
 async def share_fetch_and_acknowledge(check, broker, request, call):
+    """READ on each topic is the handler's: it asks for every partition of the share session."""
     body, cls = request.body, request.response_type
     if not check.group(Op.READ, body.group_id):
         return _denied(cls, GROUP_DENIED, f"read group {body.group_id}")
-    _kept, refused = split(broker, body.topics or (), lambda n: check.topic(Op.READ, n), name_field="topic_name")
-    if refused:
-        return _denied(cls, TOPIC_DENIED, "read every topic of the request")
     return await call(body)
 
 

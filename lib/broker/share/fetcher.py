@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from topiclake.segments.batch import iter_batches
 
@@ -45,7 +45,14 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 1024 * 1024  # log bytes read per partition and pass (at least one batch)
 NONE, UNKNOWN_SERVER_ERROR = 0, -1
 UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_RECORD_STATE = 3, 100, 121
-COORDINATOR_NOT_AVAILABLE = 15
+COORDINATOR_NOT_AVAILABLE, TOPIC_AUTHORIZATION_FAILED = 15, 29
+
+
+Readable = Callable[[str], bool]
+
+
+def _everything(topic: str) -> bool:
+    return True
 
 
 def now_ms() -> int:
@@ -165,7 +172,9 @@ class ShareFetcher:
     # ===================================================================== fetch
     async def fetch(self, group: str, member: str, epoch: int, requested: Iterable[PartitionRequest],
                     forgotten: Iterable[tuple[uuid.UUID, int]], *, max_wait_ms: int, max_records: int,
-                    max_bytes: int, strict_records: bool = False) -> ShareResult:
+                    max_bytes: int, strict_records: bool = False, readable: Readable = _everything) -> ShareResult:
+        """`readable(topic)` says whether the member's principal may read a topic: asked for every
+        partition of the session on every request, so a revoked ACL takes effect at once."""
         requested = list(requested)
         await self.store.loaded.wait()
         result = ShareResult(lock_ms=self.lock_ms(group))
@@ -186,7 +195,7 @@ class ShareFetcher:
         results = {(r.topic_id, r.partition): PartitionResult(r.topic_id, r.partition) for r in requested}
         for req in acking:
             res = results[(req.topic_id, req.partition)]
-            res.ack_error, res.ack_message = await self._acknowledge(group, member, req)
+            res.ack_error, res.ack_message = await self._acknowledge(group, member, req, readable)
         if session is None:  # the final request: acknowledge, then let everything else go
             self.sessions.close(group, member)
             await self.release_member(group, member)
@@ -203,7 +212,8 @@ class ShareFetcher:
             if keys:  # take turns: each request starts at another partition
                 turn = session.epoch % len(keys)
                 keys = keys[turn:] + keys[:turn]
-            await self._acquire_all(group, member, keys, results, max_wait_ms, max_records, max_bytes, strict_records)
+            await self._acquire_all(group, member, keys, results, max_wait_ms, max_records, max_bytes, strict_records,
+                                    readable)
         shown = [r for r in results.values()
                  if epoch == INITIAL_EPOCH or r.acquired or r.error or r.ack_error is not None]
         result.partitions = shown
@@ -212,7 +222,7 @@ class ShareFetcher:
 
     async def _acquire_all(self, group: str, member: str, keys: list[tuple[uuid.UUID, int]],
                            results: dict, max_wait_ms: int, max_records: int, max_bytes: int,
-                           strict: bool) -> None:
+                           strict: bool, readable: Readable) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
@@ -223,7 +233,7 @@ class ShareFetcher:
                 if res.error:
                     continue
                 try:
-                    live, part = await self._open(group, topic_id, index)
+                    live, part = await self._open(group, topic_id, index, readable)
                 except ShareError as exc:
                     res.error, res.error_message = exc.code, str(exc)
                     continue
@@ -236,7 +246,9 @@ class ShareFetcher:
                     res.records += data
                     records_left -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
                     bytes_left -= len(data)
-            got = records_left < max_records or any(r.error for r in results.values())
+            # A refused partition stays refused: it answers with the others rather than end the wait.
+            got = records_left < max_records or any(r.error not in (NONE, TOPIC_AUTHORIZATION_FAILED)
+                                                    for r in results.values())
             remaining = deadline - loop.time()
             if got or remaining <= 0 or not waiters or self.shutting_down.is_set():
                 for w in waiters:
@@ -284,7 +296,7 @@ class ShareFetcher:
 
     # ============================================================== acknowledge
     async def acknowledge(self, group: str, member: str, epoch: int,
-                          requested: Iterable[PartitionRequest]) -> ShareResult:
+                          requested: Iterable[PartitionRequest], readable: Readable = _everything) -> ShareResult:
         requested = list(requested)
         await self.store.loaded.wait()
         result = ShareResult(lock_ms=self.lock_ms(group))
@@ -296,7 +308,7 @@ class ShareFetcher:
             return ShareResult(exc.code, str(exc), lock_ms=result.lock_ms)
         for req in requested:
             res = PartitionResult(req.topic_id, req.partition)
-            res.error, res.error_message = await self._acknowledge(group, member, req)
+            res.error, res.error_message = await self._acknowledge(group, member, req, readable)
             result.partitions.append(res)
         if session is None:
             self.sessions.close(group, member)
@@ -305,9 +317,10 @@ class ShareFetcher:
             session.bump()
         return result
 
-    async def _acknowledge(self, group: str, member: str, req: PartitionRequest) -> tuple[int, str | None]:
+    async def _acknowledge(self, group: str, member: str, req: PartitionRequest,
+                           readable: Readable) -> tuple[int, str | None]:
         try:
-            live, _part = await self._open(group, req.topic_id, req.partition)
+            live, _part = await self._open(group, req.topic_id, req.partition, readable)
         except ShareError as exc:
             return exc.code, str(exc)
         async with live.lock:
@@ -406,13 +419,17 @@ class ShareFetcher:
             return COORDINATOR_NOT_AVAILABLE, f"writing the share-partition state failed: {exc}"
         return NONE, None
 
-    async def _open(self, group: str, topic_id: uuid.UUID, index: int) -> tuple[LiveShare, Any]:
-        """The live share-partition and the log partition behind it (ShareError if either is gone)."""
+    async def _open(self, group: str, topic_id: uuid.UUID, index: int,
+                    readable: Readable = _everything) -> tuple[LiveShare, Any]:
+        """The live share-partition and the log partition behind it (ShareError if either is gone,
+        or the topic is not `readable`)."""
         meta = self.partitions.topic_by_id(topic_id)
         if meta is None:
             for key in [k for k in self._live if k.topic_id == topic_id]:
                 self._drop(key)
             raise ShareError(UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
+        if not readable(meta.name):
+            raise ShareError(TOPIC_AUTHORIZATION_FAILED, f"not authorized to read topic {meta.name}")
         try:
             part = await self.partitions.get(meta.name, index)
         except Exception as exc:  # no such partition (UnknownTopicOrPartition), or the topic went meanwhile
