@@ -241,7 +241,9 @@ def _share_api_codes(broker) -> dict[str, str]:
             codes[f"describe {group}"] = described.groups[0].error_code.name
         offsets = bob.request(ds.DescribeShareGroupOffsetsRequest(groups=(ds.DescribeShareGroupOffsetsRequestGroup(
             group_id="s-bob", topics=(ds.DescribeShareGroupOffsetsRequestTopic(topic_name="other", partitions=(0,)),)),)))
-        codes["offsets s-bob other"] = offsets.groups[0].error_code.name
+        [group] = offsets.groups  # the group may be described; the topic's partitions are refused
+        assert group.error_code == ErrorCode.none and [t.topic_name for t in group.topics] == ["other"]
+        codes["offsets s-bob other"] = group.topics[0].partitions[0].error_code.name
         deleted = bob.request(dso.DeleteShareGroupOffsetsRequest(group_id="s-bob", topics=(
             dso.DeleteShareGroupOffsetsRequestTopic(topic_name="other"),)))
         codes["delete offsets s-bob"] = deleted.error_code.name  # DELETE on the group, not READ
@@ -514,9 +516,11 @@ def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_p
 def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_partition(broker):
     """KafkaApis answers TOPIC_AUTHORIZATION_FAILED for each partition of a topic the member may not
     read and serves the rest; it asks on every request, for every partition of the share session."""
+    from kio.schema.describe_share_group_offsets.v0 import request as ds
     from kio.schema.metadata.v12 import request as md
     from kio.schema.share_acknowledge.v1 import request as ack_req
     from kio.schema.share_fetch.v1 import request as sf
+    from kio.schema.share_group_heartbeat.v1 import request as hb
 
     from topiclake.broker.client import ProtocolClient
     from topiclake.security.client_config import ClientSecurity
@@ -551,6 +555,9 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
 
     by_id = {v: k for k, v in ids.items()}
     with as_user("bob") as bob:
+        joined = bob.request(hb.ShareGroupHeartbeatRequest(group_id="s-pp", member_id="m" * 22, member_epoch=0,
+                                                           rack_id=None, subscribed_topic_names=("share-open",)))
+        assert joined.error_code == ErrorCode.none, joined
         opened = fetch(bob, 0)  # opens the session with both topics
         assert {n: p.error_code for n, p in opened.items()} == {
             "share-open": ErrorCode.none, "share-closed": ErrorCode.topic_authorization_failed}
@@ -562,6 +569,12 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
         assert served["share-open"].error_code == ErrorCode.none and served["share-open"].acquired_records
         assert served["share-closed"].error_code == ErrorCode.topic_authorization_failed
         assert not served["share-closed"].records
+        described = bob.request(ds.DescribeShareGroupOffsetsRequest(groups=(ds.DescribeShareGroupOffsetsRequestGroup(
+            group_id="s-pp", topics=tuple(ds.DescribeShareGroupOffsetsRequestTopic(topic_name=n, partitions=(0,))
+                                          for n in ids)),)))
+        assert {t.topic_name: (t.partitions[0].error_code, t.partitions[0].start_offset)
+                for t in described.groups[0].topics} == {
+            "share-open": (ErrorCode.none, 0), "share-closed": (ErrorCode.topic_authorization_failed, -1)}
 
         acked = bob.request(ack_req.ShareAcknowledgeRequest(
             group_id="s-pp", member_id="m" * 22, share_session_epoch=2, topics=tuple(ack_req.AcknowledgeTopic(

@@ -20,7 +20,7 @@ from ..wire import has_field, make, nested
 from .gate import OMITTED, blank, policy, replace, serve_allowed
 
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
-_NO_TOPIC_ID = uuid.UUID(int=0)
+NO_TOPIC_ID = uuid.UUID(int=0)  # in answers about topics the principal may not describe
 
 
 def topic_name(broker, item, name_field: str = "name", id_field: str = "topic_id") -> str | None:
@@ -123,7 +123,7 @@ async def metadata(check, broker, request, call):
                 wanted.add(name)
             else:
                 denied.append(blank(topic_cls, TOPIC_DENIED, name=requested_name,
-                                    topic_id=getattr(t, "topic_id", None) or _NO_TOPIC_ID, partitions=(),
+                                    topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID, partitions=(),
                                     is_internal=False, topic_authorized_operations=OMITTED))
         body = replace(body, topics=tuple(kept))
     response = await call(body)
@@ -154,7 +154,7 @@ async def describe_topic_partitions(check, broker, request, call):
         return replace(response, topics=tuple(t for t in response.topics if t.name is None
                                                or check.topic(Op.DESCRIBE, t.name)))
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
-    denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=_NO_TOPIC_ID, is_internal=False, partitions=(),
+    denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
                          topic_authorized_operations=OMITTED) for t in refused)
     return await serve_allowed(call, body, kept, "topics", cls, denied, "topics", next_cursor=None)
 
@@ -188,7 +188,7 @@ async def create_topics(check, broker, request, call):
     result_cls = nested(cls, "topics")
     cluster_create = check.cluster(Op.CREATE)
     kept, refused = split(broker, body.topics, lambda n: cluster_create or check.topic(Op.CREATE, n))
-    denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=_NO_TOPIC_ID, configs=None,
+    denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=NO_TOPIC_ID, configs=None,
                          error_message="Authorization failed.", topic_config_error_code=0) for t in refused)
     if not kept:
         return blank(cls, topics=denied)
@@ -229,7 +229,7 @@ async def delete_topics(check, broker, request, call):
         narrowed = replace(body, topic_names=kept)
     else:
         kept, refused = split(broker, body.topics, allowed)
-        denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=t.topic_id or _NO_TOPIC_ID,
+        denied = tuple(blank(result_cls, TOPIC_DENIED, name=t.name, topic_id=t.topic_id or NO_TOPIC_ID,
                              error_message="Authorization failed.") for t in refused)
         narrowed = replace(body, topics=kept)
     if not kept:

@@ -3,7 +3,8 @@
 - ShareGroupDescribe DESCRIBE on each group;
 - ShareFetch and ShareAcknowledge READ on the group and READ on each topic (a refused topic's
   partitions answer TOPIC_AUTHORIZATION_FAILED, the others are served);
-- DescribeShareGroupOffsets DESCRIBE on the group and each topic; AlterShareGroupOffsets READ on
+- DescribeShareGroupOffsets DESCRIBE on the group and each topic (a refused topic's partitions
+  answer TOPIC_AUTHORIZATION_FAILED, the others are described); AlterShareGroupOffsets READ on
   the group and each topic; DeleteShareGroupOffsets DELETE on the group, READ on each topic.
 
 A refused group answers the request's GROUP_AUTHORIZATION_FAILED.
@@ -16,9 +17,9 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
-from ..wire import nested
+from ..wire import make, nested
 from .gate import OMITTED, blank, policy, replace
-from .policies_data import TOPIC_DENIED
+from .policies_data import NO_TOPIC_ID, TOPIC_DENIED
 from .policies_groups import NO_INTERVAL, GROUP_DENIED
 
 
@@ -69,21 +70,28 @@ async def share_fetch_and_acknowledge(check, broker, request, call):
 async def describe_share_group_offsets(check, broker, request, call):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
+    topic_cls = nested(group_cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
     answers = []
     for group in body.groups:
         if not check.group(Op.DESCRIBE, group.group_id):
             answers.append(blank(group_cls, GROUP_DENIED, group_id=group.group_id, topics=(),
                                  error_message="Authorization failed."))
             continue
-        names = [t.topic_name for t in group.topics or ()]
-        if any(not check.topic(Op.DESCRIBE, n) for n in names):
-            answers.append(blank(group_cls, TOPIC_DENIED, group_id=group.group_id, topics=(),
-                                 error_message="Authorization failed."))
+        named = group.topics
+        kept = tuple(t for t in named or () if check.topic(Op.DESCRIBE, t.topic_name))
+        denied = tuple(make(topic_cls, topic_name=t.topic_name, topic_id=NO_TOPIC_ID,
+                            partitions=tuple(blank(part_cls, TOPIC_DENIED, partition_index=p,
+                                                   error_message="Authorization failed.") for p in t.partitions))
+                       for t in named or () if t not in kept)
+        if named and not kept:
+            answers.append(blank(group_cls, group_id=group.group_id, topics=denied))
             continue
-        response = await call(replace(body, groups=(group,)))
+        response = await call(replace(body, groups=(replace(group, topics=kept if named else None),)))
         for answer in response.groups:  # every topic (none named): only those it may describe
+            refused = denied if answer.error_code == ErrorCode.none else ()
             answers.append(replace(answer, topics=tuple(t for t in answer.topics or ()
-                                                        if check.topic(Op.DESCRIBE, t.topic_name))))
+                                                        if check.topic(Op.DESCRIBE, t.topic_name)) + refused))
     return blank(cls, groups=tuple(answers))
 
 
