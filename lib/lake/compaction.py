@@ -62,7 +62,7 @@ from topiclake.segments.storage import StorageLayout, TopicRegistry
 from topiclake.segments.txn_metadata import AbortedTxn
 
 from .log_state import PartitionState, scan_state
-from .progress import ProgressCallback, track_job_group
+from .progress import ProgressCallback, spark_job_group
 from .source import list_partition, open_segment
 from .spark import collect
 
@@ -413,11 +413,9 @@ def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: P
     sc = spark.sparkContext
     tasks = sorted((t for p in planned for t in p.map_tasks), key=lambda t: t.start - t.end)  # big first
     specs = {(p.topic, p.partition): p.spec for p in planned}
-    job_group = f"topiclake-compact-{run_id}"
-    sc.setJobGroup(job_group, _describe(planned)[:1000])
     broadcasts = []
     try:
-        with track_job_group(sc, job_group, progress):
+        with spark_job_group(sc, f"topiclake-compact-{run_id}", _describe(planned), progress):
             shares = collect(sc.parallelize(tasks, max(len(tasks), 1)).map(map_task))
             maps = merge_task_maps(shares, planned)
             del shares
@@ -431,8 +429,6 @@ def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: P
     finally:
         for b in broadcasts:
             b.destroy()
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
 
 
 def _swap(part: PartitionCompaction, rows: pa.Table, config: LogConfig) -> None:

@@ -30,7 +30,7 @@ from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
 from .plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, plan_partition
-from .progress import ProgressCallback, track_job_group
+from .progress import ProgressCallback, spark_job_group
 from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from .spark import collect
 from .source import list_partition, topic_partitions
@@ -239,14 +239,9 @@ def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: 
                 "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
                              "last_offset": a.last_offset} for a in t.aborted]} for t in ordered]
     sc = spark.sparkContext
-    sc.setJobGroup(job_group, description[:1000])
-    try:
+    with spark_job_group(sc, job_group, description, progress):
         numbers = sc.parallelize(range(len(planned)), len(planned))  # partition i holds the one number i
-        with track_job_group(sc, job_group, progress):
-            rows = collect(numbers.mapPartitions(writer.for_tasks(planned)))
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
+        rows = collect(numbers.mapPartitions(writer.for_tasks(planned)))
     return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
 
 

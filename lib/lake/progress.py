@@ -11,6 +11,20 @@ ProgressCallback = Callable[[int, int], None]  # (tasks done, tasks total)
 
 
 @contextmanager
+def spark_job_group(spark_context, group_id: str, description: str, progress: ProgressCallback | None = None
+              ) -> Iterator[None]:
+    """The jobs started inside belong to `group_id`, shown with `description` in Spark's UI, and
+    their task progress goes to `progress`; the thread's job group is cleared afterwards."""
+    spark_context.setJobGroup(group_id, description[:1000])
+    try:
+        with track_job_group(spark_context, group_id, progress):
+            yield
+    finally:
+        spark_context.setLocalProperty("spark.jobGroup.id", None)
+        spark_context.setLocalProperty("spark.job.description", None)
+
+
+@contextmanager
 def track_job_group(spark_context, job_group: str, callback: ProgressCallback | None,
                     interval_s: float = 0.25) -> Iterator[None]:
     if callback is None:

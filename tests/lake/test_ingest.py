@@ -186,6 +186,11 @@ def test_progress_follows_the_job_and_nothing_new_starts_no_spark(spark, root, t
     tasks = sum(len(p.plan.tasks) for t in result.tables for p in t.partitions)
     assert tasks == 6 and result.records == 120
     assert seen and all(total == tasks for _done, total in seen) and seen[-1] == (tasks, tasks), seen
+    sc = spark.sparkContext
+    [job] = [sc.statusTracker().getJobInfo(j) for j in sc.statusTracker().getJobIdsForGroup(
+        f"topiclake-ingest-{result.run_id}")]
+    assert job.status == "SUCCEEDED"
+    assert sc.getLocalProperty("spark.jobGroup.id") is None  # the group ends with the run
 
     def no_session():
         raise AssertionError("a run with nothing to read started Spark")
