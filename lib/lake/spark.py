@@ -26,11 +26,14 @@ REQUIRED_CONF = {
 }
 
 
-def get_session(app_name: str = "topiclake", *, master: str | None = None, conf: dict[str, str] | None = None):
+def get_session(app_name: str = "topiclake", *, master: str | None = None, conf: dict[str, str] | None = None,
+                long_queries: bool = False):
     """The active session if there is one (spark-submit, a test fixture), else a new one.
 
     `master` defaults to spark-submit's choice, then $MASTER, then local[*]. Without spark-submit,
     Python workers run the driver's interpreter unless PYSPARK_PYTHON says otherwise.
+    `long_queries`: a new local driver keeps the JVM's optimising compiler (topiclake.lake.jvm),
+    for SQL whose work runs in that JVM.
     """
     from pyspark.sql import SparkSession
 
@@ -46,7 +49,7 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.driver.extraJavaOptions", _local_driver_java_options())
+        builder = builder.config("spark.driver.extraJavaOptions", _local_driver_java_options(long_queries))
     if python_workers.can_start_daemon(master or _submitted_master()):
         # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
         # the installed package's bytecode, preloaded before the workers fork).
@@ -123,12 +126,12 @@ def leave_ctrl_c_to_python() -> None:
     jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("INT"), jvm.sun.misc.SignalHandler.SIG_IGN)
 
 
-def _local_driver_java_options() -> str:
+def _local_driver_java_options(long_queries: bool = False) -> str:
     """A local session's JVM: topiclake.lake.jvm's start-up options, and our log4j2 configuration
     unless set_spark_log(verbose=True)."""
     from .jvm import driver_java_options
 
-    options = driver_java_options()
+    options = driver_java_options(long_queries=long_queries)
     if not _spark_log_verbose:
         options += f" -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     return options

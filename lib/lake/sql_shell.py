@@ -44,7 +44,7 @@ class SqlSession:
         from .spark import get_session
 
         tables = discover_tables(StorageLayout(root))
-        spark = get_session("topiclake-sql", master=master, conf=conf)
+        spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True)
         register_views(spark, tables)
         return cls(spark, tables, fmt, max_rows)
 

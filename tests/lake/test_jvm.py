@@ -46,3 +46,10 @@ def test_spark_submit_starts_the_driver_with_the_archive_mapped(tmp_path):
     arguments = next(line for line in done.stdout.splitlines() if line.startswith("ARGS ")).split()
     assert f"-XX:SharedArchiveFile={archive_path()}" in arguments and "-XX:TieredStopAtLevel=1" in arguments
     assert arguments.index("-Xshare:on") > arguments.index("-Xshare:auto"), "the caller's options come last"
+
+
+def test_sql_keeps_the_optimising_compiler(tmp_path):
+    archive = tmp_path / "spark.jsa"
+    archive.write_bytes(b"")
+    options = driver_java_options(archive, long_queries=True).split()
+    assert "-XX:TieredStopAtLevel=1" not in options and f"-XX:SharedArchiveFile={archive}" in options
