@@ -47,8 +47,8 @@ def broker(tmp_path_factory, config_file):
     assert proc.stop() == 0, proc.log()
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
-    name = f"g-{uuid.uuid4().hex[:10]}"
+def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    name = name or f"g-{uuid.uuid4().hex[:10]}"
     topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
                                       configs=())
     with ProtocolClient(bootstrap) as client:
@@ -274,6 +274,45 @@ def test_confluent_kafka_consumer_protocol(broker):
     finally:
         for c in consumers:
             c.close()
+
+
+def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
+    """A regex subscription (KIP-848: the broker matches it) gets the topics that match now and,
+    within the coordinator's refresh (10 s), one created later; internal topics never match."""
+    from confluent_kafka import Consumer
+    from kio.schema.consumer_group_describe.v0 import request as req
+
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    first = create_topic(broker.bootstrap, 1, f"{prefix}-first")
+    create_topic(broker.bootstrap, 1, f"other-{prefix}")  # does not match: the regex is anchored
+    produce(broker.bootstrap, first, 1, 3)
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-rx-{prefix}", "group.protocol": "consumer",
+            "auto.offset.reset": "earliest"}
+    consumer = Consumer(conf)
+    consumer.subscribe([f"^{prefix}-.*"])
+    got: dict[str, int] = {}
+
+    def poll_until(done, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not done():
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got[msg.topic()] = got.get(msg.topic(), 0) + 1
+
+    try:
+        poll_until(lambda: got.get(first) == 3, 30)
+        assert got == {first: 3}
+        later = create_topic(broker.bootstrap, 2, f"{prefix}-later")
+        produce(broker.bootstrap, later, 2, 2)
+        poll_until(lambda: got.get(later) == 4, 40)
+        assert got == {first: 3, later: 4}
+        assert {tp.topic for tp in consumer.assignment()} == {first, later}
+        with ProtocolClient(broker.bootstrap) as client:
+            [member] = client.request(req.ConsumerGroupDescribeRequest(
+                group_ids=(conf["group.id"],), include_authorized_operations=False)).groups[0].members
+        assert f"^{prefix}-.*" in member.subscribed_topic_regex  # librdkafka sends "(^...)"
+    finally:
+        consumer.close()
 
 
 # ------------------------------------- confluent-kafka, KIP-848 group across restarts

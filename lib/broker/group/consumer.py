@@ -6,6 +6,9 @@ metadata comes in as a function (topic -> partition count, None when the topic d
 The model (Kafka's ConsumerGroup / CurrentAssignmentBuilder, simplified to what one broker
 and the range assignor need):
 
+- A member subscribes by topic names, a regex (matched against the topic names, as Java's
+  `matches()`: the whole name), or both. Regexes are matched again at most every 10 s on a
+  heartbeat (`topic_names` lists the topics), so a topic created later joins the subscriptions.
 - The group epoch goes up whenever membership, a subscription or the subscribed topics'
   partition counts change. The target assignment is then recomputed with
   `assignor.range_assign` and stamped with that epoch (the assignment epoch).
@@ -38,6 +41,7 @@ deadlines and what was last sent to each member.
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
@@ -55,6 +59,7 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 SUPPORTED_ASSIGNORS = ("range", "uniform")  # "uniform" is served by range as well (documented)
 NO_TOPIC_ID = uuid.UUID(int=0)
+REGEX_REFRESH_MS = 10_000  # how often regex subscriptions are matched against new topics
 TopicIds = Callable[[str], uuid.UUID | None]  # topic name -> id; None: no such topic
 TopicNames = Callable[[uuid.UUID], str | None]  # topic id -> name; None: no such topic
 GroupRecords = dict[ConsumerGroupKey, ConsumerGroupValue]
@@ -90,6 +95,8 @@ class ConsumerHeartbeatRequest:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed_topics: tuple[str, ...] | None = None  # None: unchanged since the last heartbeat
+    subscribed_regex: str | None = None  # None: unchanged; "": none any more
+    may_describe: Callable[[str], bool] = lambda _topic: True  # which topics its regex may match (ACLs)
     server_assignor: str | None = None
     owned: Partitions | None = None  # None: unchanged since the last heartbeat
     client_id: str = ""
@@ -113,9 +120,12 @@ class ConsumerMember:
     rack_id: str | None
     client_id: str
     client_host: str
-    subscribed_topics: tuple[str, ...]
+    subscribed_topics: tuple[str, ...]  # by name
     rebalance_timeout_ms: int
     server_assignor: str | None = None
+    subscribed_regex: str | None = None
+    regex_topics: tuple[str, ...] = ()  # the topics subscribed_regex matched when last resolved
+    may_describe: Callable[[str], bool] | None = None  # from its last heartbeat; None: none since a load
     member_epoch: int = 0
     previous_epoch: int = 0
     state: MemberState = MemberState.STABLE
@@ -132,6 +142,11 @@ class ConsumerMember:
     def uses_classic_protocol(self) -> bool:
         return self.classic is not None
 
+    @property
+    def topics(self) -> frozenset[str]:
+        """Every topic it subscribes to: by name and by its regex."""
+        return frozenset(self.subscribed_topics) | frozenset(self.regex_topics)
+
 
 @dataclass(eq=False)
 class ConsumerGroup:
@@ -141,6 +156,7 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
     metadata: dict[str, int] = field(default_factory=dict)  # partition counts at the last epoch bump
+    regexes_resolved_ms: int | None = None  # when the members' regexes were last matched to the topics
 
     @property
     def state(self) -> str:
@@ -154,7 +170,7 @@ class ConsumerGroup:
         return "Stable"
 
     def subscribed_topics(self) -> frozenset[str]:
-        return frozenset(t for m in self.members.values() for t in m.subscribed_topics)
+        return frozenset(t for m in self.members.values() for t in m.topics)
 
     def owner_of(self, topic: str, partition: int) -> list[str]:
         """Members that own (or are still revoking) a partition: never more than one."""
@@ -201,7 +217,7 @@ class ConsumerGroups(RecordedGroups):
     def __init__(self, session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
                  new_member_id: Callable[[], str] = lambda: str(uuid.uuid4()),
                  group_timeouts: Callable[[str], tuple[int, int]] | None = None,
-                 downgrade_enabled: bool = True):
+                 downgrade_enabled: bool = True, topic_names: Callable[[], Iterable[str]] = tuple):
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # A group's (session timeout, heartbeat interval) when it has GROUP configs of its own.
@@ -211,6 +227,7 @@ class ConsumerGroups(RecordedGroups):
         self.persisted: dict[str, GroupRecords] = {}  # what the log holds, per group
         self._dirty: set[str] = set()  # groups changed since the last take_records
         self.downgrade_enabled = downgrade_enabled  # group.consumer.migration.policy allows it
+        self._topic_names = topic_names  # every topic, for regex subscriptions
         self.downgrades: set[str] = set()  # groups to turn into classic groups (by the coordinator)
 
     # ======================================================================= heartbeat
@@ -239,7 +256,7 @@ class ConsumerGroups(RecordedGroups):
                                              self._group_timeouts(req.group_id)[1])
         bump = False
         if req.member_epoch == 0:
-            if req.subscribed_topics is None:
+            if req.subscribed_topics is None and not req.subscribed_regex:
                 raise ConsumerGroupError(E.INVALID_REQUEST, "a joining member must send its subscription")
             if group is None:
                 group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
@@ -268,6 +285,11 @@ class ConsumerGroups(RecordedGroups):
         if req.subscribed_topics is not None and tuple(sorted(set(req.subscribed_topics))) != member.subscribed_topics:
             member.subscribed_topics = tuple(sorted(set(req.subscribed_topics)))
             bump = True
+        member.may_describe = req.may_describe
+        if req.subscribed_regex is not None and (req.subscribed_regex or None) != member.subscribed_regex:
+            member.subscribed_regex = req.subscribed_regex or None
+            group.regexes_resolved_ms = None  # at once, not at the next refresh
+        bump |= self._resolve_regexes(group, now_ms)
         member.classic = member.join_deadline = member.sync_deadline = None  # it speaks this protocol now
         self.advance(group, member, bump, req.owned, metadata, now_ms)
         send = None
@@ -275,6 +297,31 @@ class ConsumerGroups(RecordedGroups):
             send = member.last_sent = dict(member.assigned)
         return ConsumerHeartbeatResponse(E.NONE, member.member_id, member.member_epoch, heartbeat_interval_ms,
                                          send)
+
+    def _resolve_regexes(self, group: ConsumerGroup, now_ms: int) -> bool:
+        """Match the members' regexes against the topics (at most every REGEX_REFRESH_MS, as
+        Kafka's coordinator does, or at once after a regex changed): so a topic created later
+        joins the subscriptions. Whether a member's topics changed."""
+        regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        if not regexes:
+            return False
+        if group.regexes_resolved_ms is not None and now_ms - group.regexes_resolved_ms < REGEX_REFRESH_MS:
+            return False
+        group.regexes_resolved_ms = now_ms
+        names = [t for t in self._topic_names() if not t.startswith("__")]  # internal topics never match
+        matches = {r: tuple(sorted(t for t in names if re.fullmatch(r, t))) for r in regexes}
+        changed = False
+        for m in group.members.values():
+            if not m.subscribed_regex:
+                topics: tuple[str, ...] = ()
+            elif m.may_describe is None:  # loaded, not heard from since: what it was given still stands
+                given = set(group.target.get(m.member_id, {})) | set(m.assigned)
+                topics = tuple(sorted(t for t in given if re.fullmatch(m.subscribed_regex, t)))
+            else:
+                topics = tuple(t for t in matches[m.subscribed_regex] if m.may_describe(t))
+            if topics != m.regex_topics:
+                m.regex_topics, changed = topics, True
+        return changed
 
     def advance(self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Partitions | None,
                  metadata: Callable[[str], int | None], now_ms: int) -> None:
@@ -304,7 +351,7 @@ class ConsumerGroups(RecordedGroups):
                                  f"its epoch is {member.member_epoch}")
 
     def _compute_target(self, group: ConsumerGroup) -> None:
-        members = [AssignorMember(m.member_id, frozenset(m.subscribed_topics), m.instance_id)
+        members = [AssignorMember(m.member_id, m.topics, m.instance_id)
                    for m in group.members.values()]
         assignment = range_assign(members, group.metadata)
         group.target = {mid: _clean(parts) for mid, parts in assignment.items()}
@@ -450,6 +497,8 @@ class ConsumerGroups(RecordedGroups):
             m.instance_id, m.rack_id = value.instance_id, value.rack_id
             m.client_id, m.client_host = value.client_id, value.client_host
             m.subscribed_topics = tuple(sorted(set(value.subscribed_topic_names)))
+            m.subscribed_regex = value.subscribed_topic_regex or None
+            group.regexes_resolved_ms = None  # matched again at the group's next heartbeat
             m.rebalance_timeout_ms, m.server_assignor = value.rebalance_timeout_ms, value.server_assignor
             m.classic = value.classic_member_metadata
             m.session_deadline = now_ms + self.session_timeout_of(group.group_id, m)
@@ -516,7 +565,7 @@ def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
     }
     for mid, m in group.members.items():
         out[ConsumerGroupKey(CG.MEMBER_METADATA, gid, mid)] = ConsumerGroupMemberMetadataValue(
-            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topics, None,
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topics, m.subscribed_regex,
             m.rebalance_timeout_ms, m.server_assignor, m.classic)
         out[ConsumerGroupKey(CG.CURRENT_MEMBER_ASSIGNMENT, gid, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_epoch, m.state.code, _ids(m.assigned, topic_id), _ids(m.revoking, topic_id))

@@ -112,7 +112,8 @@ class GroupService:
         return Shard(index, GroupCoordinator(self.config.classic()),
                      ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
                                     group_timeouts=self._consumer_timeouts,
-                                    downgrade_enabled=self.config.migration_policy().downgrade_enabled),
+                                    downgrade_enabled=self.config.migration_policy().downgrade_enabled,
+                                    topic_names=lambda: [m.name for m in self.partitions.topics()]),
                      ShareGroups(lambda g: int(self.configs.value(g, "share.session.timeout.ms")),
                                  lambda g: int(self.configs.value(g, "share.heartbeat.interval.ms")),
                                  self.share_config.max_size))

@@ -10,11 +10,13 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from topiclake.security.acls import Operation, ResourceType
 from topiclake.segments.errors import TopiclakeError
 
 from ..group.consumer import ConsumerHeartbeatRequest
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
+from ..security.gate import authorize
 from ..wire import make, nested
 from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
 from .registry import REGISTRY
@@ -59,17 +61,12 @@ def heartbeat_answer(broker, cls, resp):
                 heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
 
 
-def _subscription(broker, body) -> tuple[str, ...] | None:
-    names = body.subscribed_topic_names
+def _regex(body) -> str | None:
+    """The subscribed regex (None: unchanged, "": none), checked before the coordinator sees it."""
     regex = getattr(body, "subscribed_topic_regex", None)
-    if names is None and not regex:
-        return None
-    topics = set(names or ())
-    if regex:  # Kafka matches the whole name (RE2J matches()); internal topics never match
-        pattern = re.compile(regex)
-        topics |= {m.name for m in broker.partitions.topics()
-                   if pattern.fullmatch(m.name) and not m.name.startswith("__")}
-    return tuple(sorted(topics))
+    if regex:
+        re.compile(regex)
+    return regex
 
 
 @REGISTRY.route(68, (0, 1))
@@ -86,7 +83,9 @@ async def consumer_group_heartbeat(broker, request):
         req = ConsumerHeartbeatRequest(
             group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
             instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=ms(body.rebalance_timeout),
-            subscribed_topics=_subscription(broker, body), server_assignor=body.server_assignor, owned=owned,
+            subscribed_topics=body.subscribed_topic_names, subscribed_regex=_regex(body),
+            may_describe=lambda topic: authorize(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic),
+            server_assignor=body.server_assignor, owned=owned,
             client_id=request.client_id or "", client_host=request.client_host)
         resp = await broker.groups.consumer_heartbeat(req, lambda t: partition_count(broker, t))
     except re.error as exc:
@@ -120,7 +119,7 @@ async def consumer_group_describe(broker, request):
         members = tuple(make(
             member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=None,
+            subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=m.subscribed_regex,
             assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})),
             member_type=_CLASSIC_MEMBER if m.uses_classic_protocol else _CONSUMER_MEMBER)
             for m in group.members.values())

@@ -322,3 +322,45 @@ def test_partitions_of_a_topic_that_disappeared_are_dropped_on_replay():
     member = next(iter(fresh.groups[G].members.values()))
     assert set(member.assigned) == {"t"}
     assert fresh.groups[G].metadata == {"t": 7, "u": 2}  # names come from the record itself
+
+
+def test_a_regex_subscription_is_matched_refreshed_persisted_and_kept_across_a_reload():
+    """The regex is matched against the topics (never internal ones, never those the member may
+    not describe), again at most every REGEX_REFRESH_MS, written in the member's record and, after
+    a reload, stands for what the member was given until the member is heard from again."""
+    from topiclake.broker.group.consumer import REGEX_REFRESH_MS
+
+    topics = {"t": 7, "u": 2, "__consumer_offsets": 50, "secret": 1}
+    listed = ["t", "secret", "__consumer_offsets"]
+    c = Cluster()
+    c.groups._topic_names = lambda: listed
+
+    def hb(groups, member_id, epoch, **kw):
+        return groups.heartbeat(HB(G, member_id, epoch, may_describe=lambda t: t != "secret", **kw),
+                                topics.get, c.now)
+
+    joined = hb(c.groups, "", 0, subscribed_regex=".*")
+    assert joined.error is E.NONE and joined.assignment == {"t": frozenset(range(7))}
+    member = joined.member_id
+    written = {r.key.type: r.value for r in c.last_records}
+    assert written[5].subscribed_topic_regex == ".*" and written[5].subscribed_topic_names == ()
+
+    listed.append("u")  # a topic created later: it joins at the next refresh, not before
+    c.now += REGEX_REFRESH_MS - 1
+    assert hb(c.groups, member, joined.member_epoch, owned=joined.assignment).assignment == joined.assignment
+    c.now += 1
+    later = hb(c.groups, member, joined.member_epoch, owned=joined.assignment)
+    assert later.assignment == {"t": frozenset(range(7)), "u": frozenset(range(2))}
+    assert c.groups.groups[G].members[member].regex_topics == ("t", "u")
+
+    reloaded = c.reload()
+    reloaded._topic_names = lambda: listed
+    assert reloaded.groups[G].members[member].subscribed_regex == ".*"
+    # Another member joins before the first is heard from: the first keeps both topics' share.
+    other = hb(reloaded, "", 0, subscribed_topics=("u",))
+    assert other.error is E.NONE
+    group = reloaded.groups[G]
+    assert group.members[member].regex_topics == ("t", "u")
+    mine, theirs = group.target[member], group.target[other.member_id]
+    assert mine["t"] == frozenset(range(7)) and set(theirs) == {"u"}
+    assert sorted(mine["u"] | theirs["u"]) == [0, 1] and len(mine["u"]) == len(theirs["u"]) == 1
