@@ -218,6 +218,18 @@ class GroupService:
         if expire:
             subs = shard.consumer.subscriptions()
             await self._run(shard, lambda t: shard.core.expire_offsets(t, subs))
+            for group_id in await self._run_consumer(shard, lambda t: self._delete_empty_consumer_groups(shard)):
+                log.info("group %s: empty and without offsets: deleted", group_id)
+
+    @staticmethod
+    def _delete_empty_consumer_groups(shard: Shard) -> list[str]:
+        """Kafka's offset clean-up also deletes a KIP-848 group that is empty and has no offsets
+        left (none committed, or all expired)."""
+        gone = [gid for gid, group in shard.consumer.groups.items()
+                if not group.members and gid not in shard.core.groups and not shard.core.has_pending_txn_offsets(gid)]
+        for gid in gone:
+            shard.consumer.delete(gid)
+        return gone
 
     # ======================================================================= plumbing
     def partition_for(self, group_id: str) -> int:

@@ -82,3 +82,36 @@ def test_a_member_keeps_its_epoch_and_assignment_across_a_restart(tmp_path):
         assert heartbeat(broker, member, epoch, owned=owned).error_code.name == "unknown_member_id"
     finally:
         broker.stop()
+
+
+def test_an_empty_group_without_offsets_is_deleted_by_the_offset_clean_up_and_stays_deleted(tmp_path):
+    """As Kafka's offset clean-up does: a KIP-848 group left empty with no offsets is deleted (its
+    records tombstoned, so a restart does not bring it back); one with offsets stays."""
+    from ..test_groups import commit
+
+    settings = dict(groups=GroupsConfig(offsets_topic_partitions=2, offsets_retention_check_interval_ms=300))
+    broker = InProcessBroker(tmp_path / "data", **settings).start()
+    try:
+        broker.create_topic("orders", 1)
+        joined = heartbeat(broker, "", 0, topics=("orders",))
+        assert joined.error_code.name == "none", joined
+        assert heartbeat(broker, joined.member_id, -1).error_code.name == "none"  # leaves: the group is empty
+        assert describe(broker).group_state == "Empty"
+        deadline = time.monotonic() + 10
+        while describe(broker).error_code.name == "none" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert describe(broker).error_code.name == "group_id_not_found"
+    finally:
+        broker.stop()
+    broker = InProcessBroker(tmp_path / "data", **settings).start()
+    try:
+        assert describe(broker).error_code.name == "group_id_not_found"
+        kept = heartbeat(broker, "", 0, topics=("orders",))
+        assert heartbeat(broker, kept.member_id, -1).error_code.name == "none"
+        with broker.client() as c:  # an admin's commit to the empty group
+            committed = commit(c, "g848", "orders", {0: 1})
+        assert committed.topics[0].partitions[0].error_code.name == "none"
+        time.sleep(1.0)  # three clean-ups: the offsets are not expired, so the group stays
+        assert describe(broker).group_state == "Empty"
+    finally:
+        broker.stop()
