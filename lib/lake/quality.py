@@ -22,7 +22,8 @@ checks that the files it is about to commit hold exactly the rows the tasks vali
 Suites: `conf/expectations/<table>.json`, great-expectations' own suite JSON
 (`{"expectations": [{"type": "expect_...", "kwargs": {...}}, ...]}`); without a file the
 DEFAULT_SUITE below. Every run stores its validation result as great-expectations' results store
-keeps it (`<root>/quality/results/<table>/<operation>-<run>/<time>/new-files.json`); the report
+keeps it (`<root>/quality/results/<table>/<operation>-<run>/<time>/new-files.json`, a dot of the
+table name as a directory, as great-expectations files it); the report
 is great-expectations' Data Docs site built from those results under `<root>/quality/` (an index
 page plus one page per validation), by `topiclake data-docs`, by a run given --data-docs, and by
 any run whose suite fails or needs great-expectations on the driver. A run of row-local
@@ -346,7 +347,9 @@ class ResultKey:
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return (self.suite, self.run_name, self.run_time.strftime("%Y%m%dT%H%M%S.%fZ"), self.batch)
+        # great-expectations files a suite name's dots as directories ("shop.orders" -> shop/orders)
+        # and finds a result only there.
+        return (*self.suite.split("."), self.run_name, self.run_time.strftime("%Y%m%dT%H%M%S.%fZ"), self.batch)
 
 
 def store_result(outcome: dict, key: ResultKey, site_dir: Path) -> Path:

@@ -28,25 +28,26 @@ GROUP = "topiclake-ingest-orders"
 
 def test_default_suite_passes_and_stores_its_result(spark, root, topic_writer):
     """Every run stores great-expectations' validation result; without --data-docs the run never
-    loads great-expectations, and `topiclake data-docs` later builds the site from the results."""
-    w = topic_writer("orders", partitions=2)
+    loads great-expectations, and `topiclake data-docs` later builds the site from the results
+    (a table name with a dot included: great-expectations files it as directories)."""
+    w = topic_writer("shop.orders", partitions=2)
     w.produce(0, [b"a", b"b"])
     w.produce(1, [b"c"])
-    result = ingest(spark, IngestOptions(topics=("orders",), root=root))
+    result = ingest(spark, IngestOptions(topics=("shop.orders",), root=root))
     report = result.tables[0].quality
     assert report.success and report.evaluated == len(DEFAULT_SUITE["expectations"])
     assert report.suite_source == "default" and report.path is None
     stored = Path(report.results)
-    assert stored.is_file() and root.resolve() / "quality" / "results" in stored.parents
+    assert stored.is_file() and root.resolve() / "quality" / "results" / "shop" / "orders" in stored.parents
     doc = json.loads(stored.read_text())
-    assert doc["success"] and doc["suite_name"] == "orders" and doc["statistics"]["evaluated_expectations"] == 5
+    assert doc["success"] and doc["suite_name"] == "shop.orders" and doc["statistics"]["evaluated_expectations"] == 5
     assert [r["expectation_config"]["type"] for r in doc["results"]] == [e["type"] for e in DEFAULT_SUITE["expectations"]]
     assert doc["results"][0]["result"]["element_count"] == 3
     assert str(stored) in format_summary(result) and "topiclake data-docs" in format_summary(result)
     assert not (root / "quality" / "index.html").exists()
 
     w.produce(0, [b"d"])
-    again = ingest(spark, IngestOptions(topics=("orders",), root=root, data_docs=True)).tables[0].quality
+    again = ingest(spark, IngestOptions(topics=("shop.orders",), root=root, data_docs=True)).tables[0].quality
     page = Path(again.path)
     assert page.is_file() and page.suffix == ".html" and root.resolve() / "quality" in page.parents
     assert str(page) in again.describe()
@@ -57,6 +58,7 @@ def test_default_suite_passes_and_stores_its_result(spark, root, topic_writer):
     assert built.output.strip() == f"Data Docs of 2 validations: {index}"
     runs = [f"ingest-{r.run_id}" for r in (report, again)]
     assert all(run in index.read_text() for run in runs), "the index links every run's page"
+    assert "could not be retrieved" not in built.output
     assert len(list((root / "quality" / "results").rglob("*.json"))) == 2
     assert len(list((root / "quality" / "validations").rglob("*.html"))) == 2
 
