@@ -42,26 +42,59 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         for key, value in REQUIRED_CONF.items():  # all of them are runtime SQL settings
             active.conf.set(key, value)
         return active
-    builder = SparkSession.builder.appName(app_name)
+    options = {"spark.app.name": app_name}
     if master or not _submitted():
         master = master or os.environ.get("MASTER", DEFAULT_MASTER)
-        builder = builder.master(master)
+        options["spark.master"] = master
         # Local workers run this Python; under spark-submit the cluster's setting is left alone
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.driver.extraJavaOptions", _local_driver_java_options(long_queries))
+        options["spark.driver.extraJavaOptions"] = _local_driver_java_options(long_queries)
     if python_workers.can_start_daemon(master or _submitted_master()):
         # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
         # the installed package's bytecode, preloaded before the workers fork).
-        builder = builder.config("spark.python.daemon.module", python_workers.DAEMON_MODULE)
+        options["spark.python.daemon.module"] = python_workers.DAEMON_MODULE
     # The workers' Arrow memory from jemalloc: pyarrow's default (mimalloc) hands a task's freed
     # buffers back to the OS at once, so every task faulted ~100 MB of fresh pages again (a third
     # of its time).
-    builder = builder.config("spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL",
-                             os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "jemalloc"))
-    for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
+    options["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] = os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+    options.update({**REQUIRED_CONF, **(conf or {})})
+    if not _submitted():
+        _launch_local_jvm(options)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# The JVM's own start-up line: Spark's launcher always adds this incubator module (a Java 17 JVM
+# then warns on stderr; no option turns the warning off).
+_JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+
+
+def _launch_local_jvm(options: dict[str, str]) -> None:
+    """Start the driver JVM as pyspark would (spark-submit with these settings), its stderr passed
+    on to ours line by line, without the JVM's incubator-module warning."""
+    import subprocess
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    stream = gateway.proc.stderr
+
+    def forward() -> None:
+        for line in iter(stream.readline, b""):
+            if line != _JVM_NOISE:
+                os.write(2, line)
+
+    threading.Thread(target=forward, name="spark-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _submitted_master() -> str | None:

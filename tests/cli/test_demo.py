@@ -30,6 +30,7 @@ def test_demo_runs_twice_and_the_second_run_ingests_only_new_records(tmp_path):
         assert "offsets of 3 partitions mirrored" in result.stdout  # into the broker's __consumer_offsets
         lag_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("demo.events ")]
         assert len(lag_rows) == 3 and all(row[2] == row[3] and row[4] == "0" for row in lag_rows)
+        assert "WARNING" not in result.stdout + result.stderr  # neither the JVM's nor great-expectations'
     rows = _delta_rows(data / "tables" / "demo.events")
     assert len(rows) == 500
     assert len({(r["partition"], r["offset"]) for r in rows}) == 500
