@@ -303,12 +303,13 @@ class ConsumerGroups(RecordedGroups):
         Kafka's coordinator does, or at once after a regex changed): so a topic created later
         joins the subscriptions. Whether a member's topics changed."""
         regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
-        if not regexes:
+        if not regexes and not any(m.regex_topics for m in group.members.values()):
             return False
         if group.regexes_resolved_ms is not None and now_ms - group.regexes_resolved_ms < REGEX_REFRESH_MS:
             return False
         group.regexes_resolved_ms = now_ms
-        names = [t for t in self._topic_names() if not t.startswith("__")]  # internal topics never match
+        # internal topics never match
+        names = [t for t in self._topic_names() if not t.startswith("__")] if regexes else []
         matches = {r: tuple(sorted(t for t in names if re.fullmatch(r, t))) for r in regexes}
         changed = False
         for m in group.members.values():

@@ -364,3 +364,8 @@ def test_a_regex_subscription_is_matched_refreshed_persisted_and_kept_across_a_r
     mine, theirs = group.target[member], group.target[other.member_id]
     assert mine["t"] == frozenset(range(7)) and set(theirs) == {"u"}
     assert sorted(mine["u"] | theirs["u"]) == [0, 1] and len(mine["u"]) == len(theirs["u"]) == 1
+
+    # The regex given up ("" in a heartbeat): its topics leave the subscription at once.
+    dropped = hb(reloaded, member, group.members[member].member_epoch, subscribed_regex="", subscribed_topics=("u",))
+    assert dropped.error is E.NONE and group.members[member].regex_topics == ()
+    assert group.subscribed_topics() == {"u"} and group.members[member].subscribed_regex is None
