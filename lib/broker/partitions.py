@@ -39,6 +39,7 @@ from .txn.partition_state import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
 
 

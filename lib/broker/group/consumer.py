@@ -6,9 +6,10 @@ metadata comes in as a function (topic -> partition count, None when the topic d
 The model (Kafka's ConsumerGroup / CurrentAssignmentBuilder, simplified to what one broker
 and the range assignor need):
 
-- A member subscribes by topic names, a regex (matched against the topic names, as Java's
-  `matches()`: the whole name), or both. Regexes are matched again at most every 10 s on a
-  heartbeat (`topic_names` lists the topics), so a topic created later joins the subscriptions.
+- A member subscribes by topic names, a regex, or both. A regex is RE2 (Kafka's RE2J: linear
+  time whatever a client sends) matched against whole names (`topic_names` lists the topics it
+  may match), again at most every 10 s on a heartbeat, so a topic created later joins the
+  subscriptions.
 - The group epoch goes up whenever membership, a subscription or the subscribed topics'
   partition counts change. The target assignment is then recomputed with
   `assignor.range_assign` and stamped with that epoch (the assignment epoch).
@@ -41,10 +42,12 @@ deadlines and what was last sent to each member.
 from __future__ import annotations
 
 import enum
-import re
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
+
+import re2
 
 from .assignor import AssignorMember, range_assign
 from .errors import GroupErrorCode as E
@@ -308,16 +311,14 @@ class ConsumerGroups(RecordedGroups):
         if group.regexes_resolved_ms is not None and now_ms - group.regexes_resolved_ms < REGEX_REFRESH_MS:
             return False
         group.regexes_resolved_ms = now_ms
-        # internal topics never match
-        names = [t for t in self._topic_names() if not t.startswith("__")] if regexes else []
-        matches = {r: tuple(sorted(t for t in names if re.fullmatch(r, t))) for r in regexes}
+        names = list(self._topic_names()) if regexes else []
+        matches = {r: tuple(sorted(t for t in names if compiled_regex(r).fullmatch(t))) for r in regexes}
         changed = False
         for m in group.members.values():
             if not m.subscribed_regex:
                 topics: tuple[str, ...] = ()
             elif m.may_describe is None:  # loaded, not heard from since: what it was given still stands
-                given = set(group.target.get(m.member_id, {})) | set(m.assigned)
-                topics = tuple(sorted(t for t in given if re.fullmatch(m.subscribed_regex, t)))
+                topics = _given_regex_topics(group, m)
             else:
                 topics = tuple(t for t in matches[m.subscribed_regex] if m.may_describe(t))
             if topics != m.regex_topics:
@@ -493,12 +494,16 @@ class ConsumerGroups(RecordedGroups):
             group.assignment_epoch = value.assignment_epoch
         elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
             group.target[key.member_id] = _names(value.topic_partitions, topic_name)
+            if key.member_id in group.members:
+                member = group.members[key.member_id]
+                member.regex_topics = _given_regex_topics(group, member)
         elif isinstance(value, ConsumerGroupMemberMetadataValue):
             m = self._replayed_member(group, key.member_id, now_ms)
             m.instance_id, m.rack_id = value.instance_id, value.rack_id
             m.client_id, m.client_host = value.client_id, value.client_host
             m.subscribed_topics = tuple(sorted(set(value.subscribed_topic_names)))
             m.subscribed_regex = value.subscribed_topic_regex or None
+            m.regex_topics = _given_regex_topics(group, m)
             group.regexes_resolved_ms = None  # matched again at the group's next heartbeat
             m.rebalance_timeout_ms, m.server_assignor = value.rebalance_timeout_ms, value.server_assignor
             m.classic = value.classic_member_metadata
@@ -508,6 +513,7 @@ class ConsumerGroups(RecordedGroups):
             m.member_epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
             m.state = MemberState.from_code(value.state)
             m.assigned = _names(value.assigned_partitions, topic_name)
+            m.regex_topics = _given_regex_topics(group, m)
             m.revoking = _names(value.partitions_pending_revocation, topic_name)
             m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
                                      if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol
@@ -552,6 +558,21 @@ def _ids(parts: Partitions, topic_id: TopicIds) -> TopicPartitions:
 def _names(parts: TopicPartitions, topic_name: TopicNames) -> dict[str, frozenset[int]]:
     """Ids -> names; partitions of a topic that no longer exists are dropped."""
     return _clean({name: frozenset(ps) for tid, ps in parts if (name := topic_name(tid)) is not None})
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_regex(pattern: str):
+    """A subscription regex as RE2 compiles it (re2.error when it is not one)."""
+    return re2.compile(pattern)
+
+
+def _given_regex_topics(group: ConsumerGroup, member: ConsumerMember) -> tuple[str, ...]:
+    """The topics of a member's target and assignment that its regex matches: what the regex
+    stands for after a load, until the member is heard from (so nothing is taken from it meanwhile)."""
+    if not member.subscribed_regex:
+        return ()
+    given = set(group.target.get(member.member_id, {})) | set(member.assigned)
+    return tuple(sorted(t for t in given if compiled_regex(member.subscribed_regex).fullmatch(t)))
 
 
 def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:

@@ -40,7 +40,7 @@ from topiclake.segments.batch import Record, build_batch, iter_batches, read_hea
 from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, TopiclakeError, UnknownTopicError
 
-from ..partitions import topic_uuid
+from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..request_time import waiting
 from ..share.config import ShareConfig
 from ..share.group_records import ShareGroupKey
@@ -113,7 +113,8 @@ class GroupService:
                      ConsumerGroups(self.config.consumer_session_timeout_ms, self.config.consumer_heartbeat_interval_ms,
                                     group_timeouts=self._consumer_timeouts,
                                     downgrade_enabled=self.config.migration_policy().downgrade_enabled,
-                                    topic_names=lambda: [m.name for m in self.partitions.topics()]),
+                                    topic_names=lambda: [m.name for m in self.partitions.topics()
+                                                         if m.name not in INTERNAL_TOPICS]),
                      ShareGroups(lambda g: int(self.configs.value(g, "share.session.timeout.ms")),
                                  lambda g: int(self.configs.value(g, "share.heartbeat.interval.ms")),
                                  self.share_config.max_size))
@@ -216,7 +217,9 @@ class GroupService:
             await self.share_hooks.member_removed(group_id, member_id)
         await self._run(shard, lambda t: shard.core.tick(t))
         if expire:
-            subs = shard.consumer.subscriptions()
+            # An empty KIP-848 group protects no offsets: they expire, and then the group goes too.
+            subs = {gid: topics for gid, topics in shard.consumer.subscriptions().items()
+                    if shard.consumer.groups[gid].members}
             await self._run(shard, lambda t: shard.core.expire_offsets(t, subs))
             for group_id in await self._run_consumer(shard, lambda t: self._delete_empty_consumer_groups(shard)):
                 log.info("group %s: empty and without offsets: deleted", group_id)

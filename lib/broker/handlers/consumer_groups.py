@@ -5,15 +5,16 @@ this handler translates with the topic registry."""
 from __future__ import annotations
 
 import datetime
-import re
 import uuid
+
+import re2
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation, ResourceType
 from topiclake.segments.errors import TopiclakeError
 
-from ..group.consumer import ConsumerHeartbeatRequest
+from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
 from ..security.gate import authorize
@@ -65,7 +66,7 @@ def _regex(body) -> str | None:
     """The subscribed regex (None: unchanged, "": none), checked before the coordinator sees it."""
     regex = getattr(body, "subscribed_topic_regex", None)
     if regex:
-        re.compile(regex)
+        compiled_regex(regex)
     return regex
 
 
@@ -88,7 +89,7 @@ async def consumer_group_heartbeat(broker, request):
             server_assignor=body.server_assignor, owned=owned,
             client_id=request.client_id or "", client_host=request.client_host)
         resp = await broker.groups.consumer_heartbeat(req, lambda t: partition_count(broker, t))
-    except re.error as exc:
+    except re2.error as exc:
         return refused_heartbeat(cls, ErrorCode.invalid_regular_expression, str(exc))
     except GroupCoordinatorError as exc:
         return refused_heartbeat(cls, code(exc.code), str(exc))

@@ -12,7 +12,7 @@ from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError
 from topiclake.segments.storage import TopicMeta, validate_topic_name
 
 from ..errors import error_code
-from ..partitions import topic_uuid
+from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -21,7 +21,6 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0  # one broker, never re-elected
 _NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:

@@ -87,7 +87,7 @@ async def describe_share_group_offsets(check, broker, request, call):
         if named and not kept:
             answers.append(blank(group_cls, group_id=group.group_id, topics=denied))
             continue
-        response = await call(replace(body, groups=(replace(group, topics=kept if named else None),)))
+        response = await call(replace(body, groups=(replace(group, topics=kept if named is not None else None),)))
         for answer in response.groups:  # every topic (none named): only those it may describe
             refused = denied if answer.error_code == ErrorCode.none else ()
             answers.append(replace(answer, topics=tuple(t for t in answer.topics or ()

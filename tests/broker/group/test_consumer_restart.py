@@ -115,3 +115,24 @@ def test_an_empty_group_without_offsets_is_deleted_by_the_offset_clean_up_and_st
         assert describe(broker).group_state == "Empty"
     finally:
         broker.stop()
+
+
+def test_an_empty_group_goes_once_its_offsets_expired(tmp_path):
+    from ..test_groups import commit
+
+    settings = dict(groups=GroupsConfig(offsets_topic_partitions=2, offsets_retention_check_interval_ms=300,
+                                        offsets_retention_minutes=0))  # expired at the first clean-up
+    broker = InProcessBroker(tmp_path / "data", **settings).start()
+    try:
+        broker.create_topic("orders", 1)
+        joined = heartbeat(broker, "", 0, topics=("orders",))
+        assert heartbeat(broker, joined.member_id, -1).error_code.name == "none"
+        with broker.client() as c:
+            committed = commit(c, "g848", "orders", {0: 1})
+        assert committed.topics[0].partitions[0].error_code.name == "none"
+        deadline = time.monotonic() + 10
+        while describe(broker).error_code.name == "none" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert describe(broker).error_code.name == "group_id_not_found"
+    finally:
+        broker.stop()
