@@ -73,10 +73,10 @@ _JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 
 
 def _launch_local_jvm(options: dict[str, str]) -> None:
-    """Start the driver JVM as pyspark would (spark-submit with these settings), its stderr passed
-    on to ours line by line, without the JVM's incubator-module warning."""
-    import subprocess
-
+    """Start the driver JVM as pyspark would (spark-submit with these settings), with its stderr
+    passed on to ours as it comes, minus the JVM's incubator-module warning. The reader runs
+    before the JVM starts, so a JVM that fails to start is heard and one that writes a lot never
+    blocks on a full pipe."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -85,16 +85,40 @@ def _launch_local_jvm(options: dict[str, str]) -> None:
     conf = SparkConf(loadDefaults=False)
     for key, value in options.items():
         conf.set(key, value)
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    stream = gateway.proc.stderr
-
-    def forward() -> None:
-        for line in iter(stream.readline, b""):
-            if line != _JVM_NOISE:
-                os.write(2, line)
-
-    threading.Thread(target=forward, name="spark-jvm-stderr", daemon=True).start()
+    read_end, write_end = os.pipe()
+    reader = threading.Thread(target=_pass_on_jvm_stderr, args=(read_end,), name="spark-jvm-stderr", daemon=True)
+    reader.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+    except BaseException:
+        os.close(write_end)
+        reader.join(2)  # the JVM's last words before our error
+        raise
+    os.close(write_end)  # the JVM (and the Python workers it starts) hold the pipe now
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _pass_on_jvm_stderr(fd: int) -> None:
+    """Copy the pipe to stderr chunk by chunk (a progress bar's bare \r lines too), holding back
+    only what could be the start of the warning line; a stderr that fails never stops the draining."""
+    pending = b""
+    with open(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            data = (pending + chunk).replace(_JVM_NOISE, b"")
+            held = next((k for k in range(min(len(data), len(_JVM_NOISE) - 1), 0, -1)
+                         if data.endswith(_JVM_NOISE[:k])), 0)
+            pending = data[len(data) - held:] if held else b""
+            _write_stderr(data[:len(data) - held])
+    _write_stderr(pending)
+
+
+def _write_stderr(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(2, view):]
+        except OSError:  # stderr closed or a broken pipe: the JVM's output goes nowhere, as it would
+            return
 
 
 def _submitted_master() -> str | None:

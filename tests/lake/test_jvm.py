@@ -53,3 +53,20 @@ def test_sql_keeps_the_optimising_compiler(tmp_path):
     archive.write_bytes(b"")
     options = driver_java_options(archive, long_queries=True).split()
     assert "-XX:TieredStopAtLevel=1" not in options and f"-XX:SharedArchiveFile={archive}" in options
+
+
+def test_a_local_session_passes_the_jvms_stderr_on_without_its_incubator_warning(tmp_path):
+    """A local session's JVM writes through a filter: what it says reaches stderr (here why it
+    could not start at all), all but the one line Spark's launcher always causes."""
+    script = ("from topiclake.lake.spark import get_session\n"
+              "get_session(master='local[1]', conf={'spark.driver.extraJavaOptions': '-Xmx1g'})\n")
+    failed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert failed.returncode == 1
+    assert "Not allowed to specify max heap(Xmx) memory settings" in failed.stderr  # the launcher's own words
+    started = subprocess.run([sys.executable, "-c", "from topiclake.lake.spark import get_session\n"
+                              "print(get_session(master='local[1]').range(3).count())"],
+                             capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert started.returncode == 0 and started.stdout.split()[-1] == "3", started.stderr[-2000:]
+    assert "incubator" not in started.stderr
