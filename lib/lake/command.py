@@ -52,7 +52,7 @@ def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog:
         finally:
             session = active_session()
             if session is not None and session_before is None:
-                stop_session(session)
+                stop_session(session, interrupted=_interrupted(sys.exc_info()[1]))
     except SystemExit as exc:  # argparse's --help
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:

@@ -203,10 +203,11 @@ def active_session():
     return SparkSession.getActiveSession()
 
 
-def stop_session(session) -> None:
+def stop_session(session, *, interrupted: bool = False) -> None:
     """Stop a session this process started, while its executors are alive: left to the JVM's
     shutdown hooks, a local-cluster ends in hundreds of lines of ERROR traces (workers relaunching
-    executors during shutdown).
+    executors during shutdown). After a Ctrl-C, Spark's log is silenced first (unless asked for):
+    the stop races the killed tasks' last status updates, which Spark logs as errors.
 
     pyspark's stop then waits for its accumulator server, whose connection handler looks for the
     stop once a second: up to a second at the end of every job that ran Python tasks. Once the JVM
@@ -215,6 +216,8 @@ def stop_session(session) -> None:
     sc = session.sparkContext
     server = getattr(sc, "_accumulatorServer", None)
     sc._accumulatorServer = None
+    if interrupted and not _spark_log_verbose:
+        sc.setLogLevel("OFF")
     session.stop()
     if server is not None:
         threading.Thread(target=server.shutdown, name="topiclake-accumulator-server-stop", daemon=True).start()
