@@ -61,19 +61,16 @@ async def share_fetch(broker, request):
         request.session.on_close(("share", group, member, id(session)),
                                  lambda: broker.share.fetcher.disconnected(group, member, session))
     throttle_ms = broker.throttle.record(FETCH, request.session.user, request.client_id, result.fetched_bytes)
-    topic_cls = nested(cls, "responses")
-    part_cls = nested(topic_cls, "partitions")
-    acquired_cls = nested(part_cls, "acquired_records")
-    leader = _leader(broker, part_cls)
-    topics: dict = {}
-    for r in result.partitions:
-        topics.setdefault(r.topic_id, []).append(make(
-            part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
-            acknowledge_error_code=r.ack_error or 0, acknowledge_error_message=r.ack_message, current_leader=leader,
-            records=r.records, acquired_records=tuple(
-                make(acquired_cls, first_offset=a.first_offset, last_offset=a.last_offset,
-                     delivery_count=a.delivery_count) for a in r.acquired)))
-    return _response(cls, result, topics, throttle_ms, topic_cls)
+
+    def partition(part_cls, leader, r):
+        acquired_cls = nested(part_cls, "acquired_records")
+        return make(part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
+                    acknowledge_error_code=r.ack_error or 0, acknowledge_error_message=r.ack_message,
+                    current_leader=leader, records=r.records, acquired_records=tuple(
+                        make(acquired_cls, first_offset=a.first_offset, last_offset=a.last_offset,
+                             delivery_count=a.delivery_count) for a in r.acquired))
+
+    return _response(broker, cls, result, throttle_ms, partition)
 
 
 @REGISTRY.route(79, (1, 2))
@@ -82,21 +79,25 @@ async def share_acknowledge(broker, request):
     result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",
                                                     body.share_session_epoch, _requests(body.topics),
                                                     readable=_readable(broker, request))
+
+    def partition(part_cls, leader, r):
+        return make(part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
+                    current_leader=leader)
+
+    return _response(broker, cls, result, 0, partition)
+
+
+def _response(broker, cls, result: ShareResult, throttle_ms: int, partition):
+    """The response of either API: `partition(part_cls, leader, r)` answers each partition result,
+    grouped by topic."""
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     leader = _leader(broker, part_cls)
     topics: dict = {}
     for r in result.partitions:
-        topics.setdefault(r.topic_id, []).append(make(
-            part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
-            current_leader=leader))
-    return _response(cls, result, topics, 0, topic_cls)
-
-
-def _response(cls, result: ShareResult, topics: dict, throttle_ms: int, topic_cls):
+        topics.setdefault(r.topic_id, []).append(partition(part_cls, leader, r))
     return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=_code(result.error),
                 error_message=result.error_message,
                 acquisition_lock_timeout=datetime.timedelta(milliseconds=result.lock_ms),
-                responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts))
-                                for tid, parts in topics.items()),
+                responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in topics.items()),
                 node_endpoints=())
