@@ -12,7 +12,7 @@ from topiclake.segments.atomic import atomic_write
 from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
-from .group.coordinator import GroupService
+from .group.coordinator import GroupCoordinator
 from .client_quotas import ClientQuotas
 from .partitions import PartitionManager
 from .security.service import SecurityService
@@ -53,7 +53,7 @@ class BrokerContext:
     partitions: PartitionManager
     cluster_id: str
     producer_ids: ProducerIdAllocator
-    groups: GroupService  # the group coordinator (started by the server)
+    groups: GroupCoordinator  # the group coordinator (started by the server)
     txn: TransactionCoordinator  # the transaction coordinator (started by the server)
     throttle: Throttler  # byte-rate client quotas
     security: SecurityService  # listeners' TLS, SASL, the authorizer ([security])
@@ -74,7 +74,7 @@ class BrokerContext:
         # first broker of a storage root (a no-op once the cluster's broker configs exist).
         partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
         producer_ids = ProducerIdAllocator(layout)
-        groups = GroupService(partitions, config.groups, config.share)
+        groups = GroupCoordinator(partitions, config.groups, config.share)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
                                      offsets_partition_for=groups.partition_for,
                                      offsets_marker=groups.complete_transaction)

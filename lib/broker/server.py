@@ -93,8 +93,7 @@ class BrokerServer:
         self._background = [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
                             asyncio.create_task(_every(self.config.producer_id_expiration_check_interval_ms / 1000,
-                                                       partitions.remove_expired_producers)),
-                            asyncio.create_task(self.context.txn.run_checks())]
+                                                       partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
 
@@ -162,6 +161,7 @@ class BrokerServer:
         if self.registry is not None:
             await self.registry.stop()
         await ctx.groups.stop()
+        await ctx.txn.stop()
         await ctx.share.stop()
         await ctx.partitions.close()
         self._unregister()

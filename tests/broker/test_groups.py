@@ -106,7 +106,7 @@ def test_transactional_offsets_commit_abort_and_reload(tmp_path):
         with b.client() as c:
             stable = retry(lambda: fetch(c, "txn-group", require_stable=True).get("txn-group") or None)
         assert stable == {("t", 0): 11}
-        assert b.context.groups.shard("txn-group").core.pending_txn_offsets.keys() == {9}
+        assert b.context.groups.shard("txn-group").state.classic.pending_txn_offsets.keys() == {9}
         call(b, b.context.groups.complete_transaction(9, 0, True))
         with b.client() as c:
             assert fetch(c, "txn-group") == {"txn-group": {("t", 0): 11, ("t", 2): 33}}

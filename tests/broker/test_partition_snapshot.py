@@ -10,7 +10,7 @@ import pytest
 
 from topiclake.broker.partitions import Partition
 from topiclake.broker.producer_state import Duplicate
-from topiclake.broker.txn.markers import write_marker
+from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.config import LogConfig

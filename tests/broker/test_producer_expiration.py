@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.broker.config import BrokerConfig
 from topiclake.broker.errors import OutOfOrderSequence
 from topiclake.broker.producer_state import ProducerState
-from topiclake.broker.txn.markers import write_marker
+from topiclake.broker.markers import write_marker
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.producer_snapshot import list_snapshots, read_snapshot

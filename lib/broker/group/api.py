@@ -4,12 +4,10 @@ and from). Field names follow Kafka's JSON schemas in snake case; defaults are K
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
+from ..coordinator_runtime import Completion, CoordinatorResult
 from .errors import GroupErrorCode
-from .records import CoordinatorRecord
 
-T = TypeVar("T")
 E = GroupErrorCode
 
 
@@ -180,25 +178,8 @@ class GroupResult:
     error: E
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """The response to an earlier, parked JoinGroup/SyncGroup request, now ready."""
-
-    ticket: int
-    response: JoinResponse | SyncResponse
-
-
-@dataclass(frozen=True, slots=True)
-class Result(Generic[T]):
-    """What every coordinator call returns.
-
-    `records` must be appended to the group's `__consumer_offsets` partition before any
-    response (this one or those in `completions`) is sent. `response` is None when the
-    request is parked until the rebalance moves on: its answer arrives later as the
-    Completion with this `ticket`, returned by a later call or by `tick`.
-    """
-
-    response: T | None
-    records: tuple[CoordinatorRecord, ...] = ()
-    completions: tuple[Completion, ...] = ()
-    ticket: int | None = None
+# What every core call returns (the runtime's CoordinatorResult): `records` are appended to the
+# group's `__consumer_offsets` partition before any response (this one or those in
+# `completions`) is sent; `response` None parks the request until the rebalance moves on, and its
+# answer arrives later as the Completion with this `ticket`, from a later call or from `tick`.
+Result = CoordinatorResult

@@ -56,8 +56,9 @@ S = GroupState
 
 
 @dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Kafka's broker defaults (group.* and offsets.* properties)."""
+class ClassicGroupSettings:
+    """The broker-wide settings the classic core applies (from `[groups]`: Kafka's group.* and
+    offsets.* broker properties). Per-group overrides are `group_configs.GroupConfigs`."""
 
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 1_800_000
@@ -68,10 +69,11 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
 
 
-class GroupCoordinator(OffsetsMixin):
-    """The groups of one `__consumer_offsets` partition; the offset calls come from OffsetsMixin."""
+class ClassicGroups(OffsetsMixin):
+    """The classic groups and the offsets of one `__consumer_offsets` partition (a pure core);
+    the offset calls come from OffsetsMixin."""
 
-    def __init__(self, config: GroupConfig = GroupConfig(),
+    def __init__(self, config: ClassicGroupSettings = ClassicGroupSettings(),
                  new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4())):
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}

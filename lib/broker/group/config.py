@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import section_dataclass
 
-from .classic import GroupConfig
+from .classic import ClassicGroupSettings
 from .migration import MigrationPolicy
 
 
@@ -31,8 +31,8 @@ class GroupsConfig:
     consumer_migration_policy: str = "bidirectional"
     tick_interval_ms: int = 100  # how often session/rebalance deadlines are checked
 
-    def classic(self) -> GroupConfig:
-        return GroupConfig(
+    def classic(self) -> ClassicGroupSettings:
+        return ClassicGroupSettings(
             min_session_timeout_ms=self.min_session_timeout_ms, max_session_timeout_ms=self.max_session_timeout_ms,
             initial_rebalance_delay_ms=self.initial_rebalance_delay_ms, max_size=self.max_size,
             offsets_retention_ms=self.offsets_retention_minutes * 60_000)

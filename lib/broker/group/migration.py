@@ -35,7 +35,7 @@ from topiclake.segments.errors import CorruptRecordError, InvalidConfigError
 
 from . import consumer_classic
 from .api import JoinRequest, JoinResponse, Protocol, Result
-from .classic import GroupCoordinator
+from .classic import ClassicGroups
 from .consumer import (ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerHeartbeatRequest,
                        ConsumerHeartbeatResponse, ConsumerMember, MemberState, TopicIds)
 from .consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for, decode_assignment,
@@ -75,7 +75,7 @@ class MigrationPolicy(enum.Enum):
 
 
 # ====================================================== where the two cores meet
-def consumer_heartbeat(core: GroupCoordinator, groups: ConsumerGroups, req: ConsumerHeartbeatRequest,
+def consumer_heartbeat(core: ClassicGroups, groups: ConsumerGroups, req: ConsumerHeartbeatRequest,
                        metadata: Metadata, policy: MigrationPolicy, now_ms: int) -> Result[ConsumerHeartbeatResponse]:
     """ConsumerGroupHeartbeat: a joining member (epoch 0) converts the classic group of that id
     first; a heartbeat of a member of a classic group with members is GROUP_ID_NOT_FOUND."""
@@ -94,7 +94,7 @@ def consumer_heartbeat(core: GroupCoordinator, groups: ConsumerGroups, req: Cons
     return Result(groups.heartbeat(req, metadata, now_ms), converted.records, converted.completions)
 
 
-def join(core: GroupCoordinator, groups: ConsumerGroups, req: JoinRequest, metadata: Metadata,
+def join(core: ClassicGroups, groups: ConsumerGroups, req: JoinRequest, metadata: Metadata,
          now_ms: int) -> Result[JoinResponse]:
     """JoinGroup: a consumer group with members serves a classic member itself; an empty one
     makes way for the classic group the join creates (Kafka deletes it)."""
@@ -106,7 +106,7 @@ def join(core: GroupCoordinator, groups: ConsumerGroups, req: JoinRequest, metad
     return core.join(req, now_ms)
 
 
-def finish(core: GroupCoordinator, groups: ConsumerGroups, result: Result, topic_id: TopicIds,
+def finish(core: ClassicGroups, groups: ConsumerGroups, result: Result, topic_id: TopicIds,
            now_ms: int) -> Result:
     """What a coordinator call leaves to append before answering: its own records, the records
     of the KIP-848 groups it changed, then the conversions to classic groups it made due."""
@@ -120,7 +120,7 @@ def finish(core: GroupCoordinator, groups: ConsumerGroups, result: Result, topic
 
 
 # ========================================================================= upgrade
-def upgrade(core: GroupCoordinator, groups: ConsumerGroups, group_id: str, metadata: Callable[[str], int | None],
+def upgrade(core: ClassicGroups, groups: ConsumerGroups, group_id: str, metadata: Callable[[str], int | None],
             policy: MigrationPolicy, now_ms: int) -> Result[None]:
     """Make way for a consumer-protocol member joining `group_id`, which the classic core holds.
     Raises ConsumerGroupError(GROUP_ID_NOT_FOUND) when the group may not be converted."""
@@ -178,7 +178,7 @@ def _from_classic(classic: ClassicGroup, metadata: Callable[[str], int | None], 
 
 
 # ======================================================================= downgrade
-def downgrade(core: GroupCoordinator, groups: ConsumerGroups, group_id: str, now_ms: int) -> Result[None]:
+def downgrade(core: ClassicGroups, groups: ConsumerGroups, group_id: str, now_ms: int) -> Result[None]:
     """Turn consumer group `group_id`, whose members all speak the classic protocol now, into a
     classic group that rebalances at once (Kafka's ClassicGroup.fromConsumerGroup)."""
     consumer = groups.release(group_id)

@@ -1,5 +1,5 @@
 """The offsets half of the group coordinator (Kafka's OffsetMetadataManager), mixed into
-`classic.GroupCoordinator`: OffsetCommit, OffsetFetch, OffsetDelete, retention, and the
+`classic.ClassicGroups`: OffsetCommit, OffsetFetch, OffsetDelete, retention, and the
 transactional offsets of TxnOffsetCommit.
 
 Transactional offsets (KIP-98): TxnOffsetCommit writes ordinary OffsetCommit records, but in a
@@ -39,7 +39,7 @@ class TxnOffsetCommitRequest:
 
 
 class OffsetsMixin:
-    """Needs `self.groups: dict[str, ClassicGroup]` and `self.config` (a GroupConfig)."""
+    """Needs `self.groups: dict[str, ClassicGroup]` and `self.config` (a ClassicGroupSettings)."""
 
     groups: dict[str, ClassicGroup]
 

@@ -1,7 +1,7 @@
 """Classic group membership: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
-Thin: decode the kio request into the coordinator's plain types, call the GroupService
+Thin: decode the kio request into the coordinator's plain types, call the GroupCoordinator
 (broker.groups), build the response for the request's version. Whole-request errors of the
 service (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) become the response's error.
 """

@@ -1,6 +1,6 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9, v8+ batched groups), OffsetDelete (47).
 
-Thin over the GroupService (broker.groups). OffsetCommit and OffsetFetch v10 address topics by
+Thin over the GroupCoordinator (broker.groups). OffsetCommit and OffsetFetch v10 address topics by
 id only: ids are translated to names for the coordinator (which keeps offsets by name, as
 `__consumer_offsets` does) and back; an id no topic has is UNKNOWN_TOPIC_ID. A whole-request
 error of the service is every partition's error.

@@ -32,7 +32,7 @@ async def describe_transactions(broker, request):
     topic_cls = nested(state_cls, "topics")
     states = []
     for txn_id in body.transactional_ids:
-        m = broker.txn.get(txn_id)
+        m = await broker.txn.lookup(txn_id)
         if m is None or m.state is TxnState.DEAD:
             states.append(make(state_cls, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
                                transaction_state="", transaction_timeout=datetime.timedelta(0),
@@ -82,7 +82,7 @@ async def list_transactions(broker, request):
     now_ms = broker.txn.clock()
     producer_ids = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
-    listed = [m for m in broker.txn.transactions().values()
+    listed = [m for m in (await broker.txn.transactions()).values()
               if _listed(m, states, producer_ids, duration, pattern, now_ms)]
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                 transaction_states=tuple(make(state_cls, transactional_id=m.transactional_id, producer_id=m.producer_id,

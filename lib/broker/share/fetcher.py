@@ -176,7 +176,7 @@ class ShareFetcher:
         """`readable(topic)` says whether the member's principal may read a topic: asked for every
         partition of the session on every request, so a revoked ACL takes effect at once."""
         requested = list(requested)
-        await self.store.loaded.wait()
+        await self.store.wait_loaded()
         result = ShareResult(lock_ms=self.lock_ms(group))
         if not group or not member:
             return ShareResult(INVALID_REQUEST, "ShareFetch needs a group id and a member id")
@@ -298,7 +298,7 @@ class ShareFetcher:
     async def acknowledge(self, group: str, member: str, epoch: int,
                           requested: Iterable[PartitionRequest], readable: Readable = _everything) -> ShareResult:
         requested = list(requested)
-        await self.store.loaded.wait()
+        await self.store.wait_loaded()
         result = ShareResult(lock_ms=self.lock_ms(group))
         try:
             if epoch == INITIAL_EPOCH:

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..group.coordinator import GroupService, ShareHooks
+from ..group.coordinator import GroupCoordinator, ShareHooks
 from ..group.errors import GroupErrorCode as E
 from ..partitions import topic_uuid
 from .config import ShareConfig
@@ -44,7 +44,7 @@ class TopicOffsets:
 
 
 class ShareService(ShareHooks):
-    def __init__(self, partitions: Any, groups: GroupService, config: ShareConfig = ShareConfig(), *,
+    def __init__(self, partitions: Any, groups: GroupCoordinator, config: ShareConfig = ShareConfig(), *,
                  shutting_down: asyncio.Event | None = None):
         self.partitions = partitions
         self.groups = groups
@@ -59,6 +59,7 @@ class ShareService(ShareHooks):
 
     async def stop(self) -> None:
         await self.fetcher.stop()
+        await self.store.stop()
 
     # ============================================================== group hooks
     async def member_removed(self, group_id: str, member_id: str) -> None:

@@ -25,107 +25,135 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from topiclake.segments.batch import Record, build_batch, iter_batches
-from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+from topiclake.segments.errors import UnknownTopicError
 
+from ..clock import SYSTEM, Clock
+from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..errors import UnknownTopicOrPartition
 from ..group.errors import GroupCoordinatorError
 from ..group.java import string_hash_code, utils_abs
+from ..markers import write_marker
 from . import records, state
 from .config import TransactionsConfig
-from .markers import LEADER_EPOCH, write_marker
 from .state import TopicPartition, TxnError, TxnMetadata, TxnState
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
-_READ_CHUNK = 4 * 1024 * 1024
 
 # Writes the marker to __consumer_offsets partitions and applies it to the group coordinator's
-# pending transactional offsets: GroupService.complete_transaction(producer_id, producer_epoch,
+# pending transactional offsets: GroupCoordinator.complete_transaction(producer_id, producer_epoch,
 # commit, partitions=[...]).
 OffsetsMarker = Callable[..., Awaitable[None]]
+TxnShard = dict[str, TxnMetadata]  # the transactional ids of one __transaction_state partition
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _txn_error(code: CoordinatorErrorCode, message: str) -> TxnError:
+    return TxnError(ErrorCode(int(code)), message)
 
 
 class TransactionCoordinator:
+    replays_writes = True  # the cache changes only through `replay`, live and at load
+
     def __init__(self, partitions: Any, producer_ids: Any, config: TransactionsConfig, *,
                  offsets_partition_for: Callable[[str], int], offsets_marker: OffsetsMarker | None = None,
-                 clock: Callable[[], int] = _now_ms):
+                 clock: Clock = SYSTEM):
         self.partitions = partitions  # PartitionManager
         self.producer_ids = producer_ids  # ProducerIdAllocator
         self.config = config
         self.offsets_partition_for = offsets_partition_for
         self.offsets_marker = offsets_marker
         self.clock = clock
-        self._txns: dict[str, TxnMetadata] = {}
+        self.topic = InternalTopic(TRANSACTION_STATE_TOPIC, config.state_topic_partitions, {
+            "cleanup.policy": "compact", "segment.bytes": str(config.state_topic_segment_bytes)})
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(partitions, self, error=_txn_error,
+                                                                        clock=clock)
         self._locks: dict[str, asyncio.Lock] = {}
-        self._num_partitions: int | None = None  # of __transaction_state, once it exists
-        self._loaded = asyncio.Event()
+        self._last_expiry = time.monotonic()
+
+    # ================================================== the state machine (coordinator runtime)
+    def new_shard(self, index: int) -> TxnShard:
+        return {}
+
+    def decode(self, key: bytes | None, value: bytes | None) -> records.TxnLogRecord:
+        return records.decode_record(key, value)
+
+    def replay(self, shard: TxnShard, record: records.TxnLogRecord, offset: int, producer_id: int, now: int) -> None:
+        if record.metadata is None:
+            shard.pop(record.transactional_id, None)
+        else:
+            shard[record.transactional_id] = record.metadata
+
+    def replay_marker(self, shard: TxnShard, producer_id: int, commit: bool, now: int) -> None:
+        pass  # __transaction_state holds no transactional batches
+
+    def loaded(self, index: int, shard: TxnShard, count: int) -> None:
+        if shard:
+            counts: dict[str, int] = {}
+            for m in shard.values():
+                counts[m.state.label] = counts.get(m.state.label, 0) + 1
+            log.info("loaded %d transactional ids from %s-%d: %s", len(shard), TRANSACTION_STATE_TOPIC, index,
+                     ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+
+    def unloaded(self, index: int, shard: TxnShard) -> None:
+        pass
 
     # ================================================================== lifecycle
     async def start(self) -> None:
         """Load `__transaction_state` (if it exists), then finish what a crash interrupted."""
-        try:
-            meta = self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True)
-        except UnknownTopicError:
-            meta = None
-        if meta is not None:
-            self._num_partitions = meta.partitions
-            for index in range(meta.partitions):
-                if self.partitions.layout.log_dir(TRANSACTION_STATE_TOPIC, index).exists():
-                    part = await self.partitions.get(TRANSACTION_STATE_TOPIC, index)
-                    for record in await self.partitions.run_io(_read_records, part):
-                        self._replay(record)
-        self._loaded.set()
-        if self._txns:
-            counts: dict[str, int] = {}
-            for m in self._txns.values():
-                counts[m.state.label] = counts.get(m.state.label, 0) + 1
-            log.info("loaded %d transactional ids from %s: %s", len(self._txns), TRANSACTION_STATE_TOPIC,
-                     ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        if self.runtime.open_existing_topic():
+            await self.runtime.settle()
         await self.complete_interrupted()
+        self._last_expiry = time.monotonic()
+        self.runtime.every(self.config.abort_check_interval_ms / 1000, self.run_checks, "transaction coordinator check")
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
 
     async def run_checks(self) -> None:
-        """Background task: abort timed-out transactions, retry interrupted ones, expire idle ids."""
-        interval = self.config.abort_check_interval_ms / 1000
-        last_expiry = time.monotonic()
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.abort_expired()
-                await self.complete_interrupted()
-                if time.monotonic() - last_expiry >= self.config.id_expiration_check_interval_ms / 1000:
-                    last_expiry = time.monotonic()
-                    await self.expire_ids()
-            except Exception:
-                log.exception("transaction coordinator check failed")
+        """Abort timed-out transactions, retry interrupted ones, expire idle ids (every
+        abort_check_interval_ms; ids only every id_expiration_check_interval_ms)."""
+        await self.abort_expired()
+        await self.complete_interrupted()
+        if time.monotonic() - self._last_expiry >= self.config.id_expiration_check_interval_ms / 1000:
+            self._last_expiry = time.monotonic()
+            await self.expire_ids()
 
     # ==================================================================== queries
     def partition_for(self, transactional_id: str) -> int:
-        n = self._num_partitions or self.config.state_topic_partitions
-        return utils_abs(string_hash_code(transactional_id)) % n
+        return utils_abs(string_hash_code(transactional_id)) % self.runtime.partition_count
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
-        return self._txns.get(transactional_id)
+        """The id's metadata as loaded now (TxnError COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR
+        when its partition is not served here now); None before `__transaction_state` exists."""
+        if not self.runtime.topic_exists:
+            return None
+        return self.runtime.active(self.partition_for(transactional_id)).state.get(transactional_id)
 
-    def transactions(self) -> dict[str, TxnMetadata]:
-        return dict(self._txns)
+    async def lookup(self, transactional_id: str) -> TxnMetadata | None:
+        """As `get`, waiting while the id's partition loads."""
+        if not self.runtime.topic_exists:
+            return None
+        return (await self.runtime.wait_active(self.partition_for(transactional_id))).state.get(transactional_id)
+
+    async def transactions(self) -> dict[str, TxnMetadata]:
+        """Every transactional id of the partitions served here (once they have loaded)."""
+        await self.runtime.settle()
+        return self._loaded_transactions()
+
+    def _loaded_transactions(self) -> dict[str, TxnMetadata]:
+        return {txn_id: m for shard in self.runtime.active_shards() for txn_id, m in shard.state.items()}
 
     async def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                              topic: str, partition: int) -> None:
         """A transactional batch may only go to a partition of the producer's Ongoing
         transaction (KIP-890's verification, answered locally)."""
-        await self._loaded.wait()
         where = f"transactional produce to {topic}-{partition} by producer {producer_id} epoch {producer_epoch}"
         if transactional_id is None:
             raise TxnError(ErrorCode.transactional_id_authorization_failed,
                            f"{where}: the request carries no transactional id")
-        m = self._txns.get(transactional_id)
+        m = await self.lookup(transactional_id)
         if m is None or m.producer_id != producer_id:
             raise TxnError(ErrorCode.invalid_producer_id_mapping,
                            f"{where}: transactional id {transactional_id!r} is not mapped to this producer")
@@ -142,9 +170,8 @@ class TransactionCoordinator:
         if not transactional_id:
             raise TxnError(ErrorCode.invalid_request, "InitProducerId with an empty transactional id")
         state.validate_timeout(transactional_id, timeout_ms, self.config.max_timeout_ms)
-        await self._loaded.wait()
         async with self._lock(transactional_id):
-            current = self._txns.get(transactional_id)
+            current = await self.lookup(transactional_id)
             outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
                                              await self._id_source(state.needs_new_producer_id(current)), expected)
             if outcome.abort_first:
@@ -156,19 +183,18 @@ class TransactionCoordinator:
                 if not await self._try_complete(outcome.metadata):
                     raise TxnError(ErrorCode.concurrent_transactions,
                                    f"InitProducerId for {transactional_id!r}: aborting the previous transaction")
-                current = self._txns[transactional_id]
+                current = await self.lookup(transactional_id)
                 outcome = state.init_producer_id(current, transactional_id, timeout_ms, self.clock(),
                                                  await self._id_source(state.needs_new_producer_id(current)), None)
             await self._persist(outcome.metadata)
-            return self._txns[transactional_id]
+            return await self.lookup(transactional_id)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition], *, tv2: bool = False) -> None:
         """AddPartitionsToTxn; `tv2`: added by the broker itself for a transactions-v2 client
         (Produce v12+, TxnOffsetCommit v5+), which no longer sends AddPartitionsToTxn."""
-        await self._loaded.wait()
         async with self._lock(transactional_id):
-            m = self._require(transactional_id, producer_id, "AddPartitionsToTxn")
+            m = await self._require(transactional_id, producer_id, "AddPartitionsToTxn")
             updated = state.add_partitions(m, producer_id, producer_epoch, partitions, self.clock(), tv2=tv2)
             if updated is not m:
                 await self._persist(updated)
@@ -182,8 +208,7 @@ class TransactionCoordinator:
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, state.ErrorCode]:
         """AddPartitionsToTxn v4+ verify_only: which partitions are in the ongoing transaction."""
-        await self._loaded.wait()
-        m = self._require(transactional_id, producer_id, "AddPartitionsToTxn (verify only)")
+        m = await self._require(transactional_id, producer_id, "AddPartitionsToTxn (verify only)")
         state.check_producer(m, producer_id, producer_epoch, f"verify {transactional_id!r}")
         ongoing = m.state is TxnState.ONGOING
         return {tp: (ErrorCode.none if ongoing and tp in m.partitions else ErrorCode.invalid_txn_state)
@@ -193,9 +218,8 @@ class TransactionCoordinator:
                               commit: bool, *, tv2: bool = False) -> tuple[int, int]:
         """EndTxn; `tv2` (v5+): the epoch is bumped and the producer id and epoch the client must
         use next are returned. Without it the returned pair means nothing (-1, -1)."""
-        await self._loaded.wait()
         async with self._lock(transactional_id):
-            m = self._require(transactional_id, producer_id, "EndTxn")
+            m = await self._require(transactional_id, producer_id, "EndTxn")
             if tv2:
                 new_id = await self._id_source(state.needs_new_producer_id_to_end(m))
                 outcome = state.end_transaction_v2(m, producer_id, producer_epoch, commit, self.clock(), new_id)
@@ -213,13 +237,12 @@ class TransactionCoordinator:
     # ============================================================ coordinator-driven
     async def abort_expired(self) -> list[str]:
         """Abort (and fence) every Ongoing transaction past its timeout; returns their ids."""
-        await self._loaded.wait()
         aborted = []
-        for txn_id, m in list(self._txns.items()):
+        for txn_id, m in self._loaded_transactions().items():
             if not state.is_expired(m, self.clock()):
                 continue
             async with self._lock(txn_id):
-                m = self._txns.get(txn_id)
+                m = await self.lookup(txn_id)
                 if m is None or not state.is_expired(m, self.clock()):
                     continue
                 log.info("%s: transaction started at %d timed out after %d ms; aborting it and fencing the "
@@ -232,11 +255,11 @@ class TransactionCoordinator:
 
     async def complete_interrupted(self) -> None:
         """Finish transactions left in PrepareCommit/PrepareAbort (a crash or a failed marker write)."""
-        for txn_id, m in list(self._txns.items()):
+        for txn_id, m in self._loaded_transactions().items():
             if not m.is_preparing:
                 continue
             async with self._lock(txn_id):
-                m = self._txns.get(txn_id)
+                m = await self.lookup(txn_id)
                 if m is not None and m.is_preparing:
                     log.info("%s: completing the interrupted transaction", m.describe())
                     await self._try_complete(m)
@@ -244,11 +267,11 @@ class TransactionCoordinator:
     async def expire_ids(self) -> list[str]:
         """Forget transactional ids with no transaction for transactional.id.expiration.ms (a tombstone)."""
         expired = []
-        for txn_id, m in list(self._txns.items()):
+        for txn_id, m in self._loaded_transactions().items():
             if m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) and \
                     m.update_ms + self.config.id_expiration_ms < self.clock():
                 async with self._lock(txn_id):
-                    if self._txns.get(txn_id) is m:
+                    if await self.lookup(txn_id) is m:
                         m.transition(TxnState.DEAD)  # checks the transition; Dead is written as a tombstone
                         await self._append(records.TxnLogRecord(txn_id, None))
                         expired.append(txn_id)
@@ -261,8 +284,8 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = asyncio.Lock()
         return lock
 
-    def _require(self, transactional_id: str, producer_id: int, what: str) -> TxnMetadata:
-        m = self._txns.get(transactional_id)
+    async def _require(self, transactional_id: str, producer_id: int, what: str) -> TxnMetadata:
+        m = await self.lookup(transactional_id)
         if m is None:
             raise TxnError(ErrorCode.invalid_producer_id_mapping,
                            f"{what}: unknown transactional id {transactional_id!r} (producer {producer_id})")
@@ -310,59 +333,12 @@ class TransactionCoordinator:
         await self._append(records.TxnLogRecord(m.transactional_id, m))
 
     async def _append(self, record: records.TxnLogRecord) -> None:
-        """Append one record to the id's partition, then replay it (the load path's replay)."""
-        part = await self._state_partition(record.transactional_id)
-        batch = build_batch([Record(0, self.clock(), records.encode_key(record.transactional_id),
-                                    records.encode_value(record.metadata))])
-        await self.partitions.run_io(lambda: part.log.append(batch, leader_epoch=LEADER_EPOCH))
-        self._replay(record)
-
-    def _replay(self, record: records.TxnLogRecord) -> None:
-        if record.metadata is None:
-            self._txns.pop(record.transactional_id, None)
-        else:
-            self._txns[record.transactional_id] = record.metadata
-
-    async def _state_partition(self, transactional_id: str):
-        if self._num_partitions is None:
-            self._num_partitions = await self._ensure_topic()
-        return await self.partitions.get(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
-
-    async def _ensure_topic(self) -> int:
-        """Create `__transaction_state` on first use (Kafka does the same), compacted."""
-        try:
-            return self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True).partitions
-        except UnknownTopicError:
-            pass
-        config = {"cleanup.policy": "compact", "segment.bytes": str(self.config.state_topic_segment_bytes)}
-        try:
-            meta = await self.partitions.run_io(self.partitions.create_topic, TRANSACTION_STATE_TOPIC,
-                                                self.config.state_topic_partitions, config)
-        except TopicAlreadyExistsError:  # created concurrently (another request, or the CLI)
-            meta = self.partitions.topic(TRANSACTION_STATE_TOPIC, fresh=True)
-        log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, meta.partitions)
-        return meta.partitions
+        """Append one record to the id's partition (creating `__transaction_state` on first use,
+        as Kafka does); the runtime replays it into the cache once it is in the log."""
+        self.runtime.ensure_topic()
+        await self.runtime.write(self.partition_for(record.transactional_id),
+                                 lambda shard, now: CoordinatorResult(None, (record,)), wait=True)
 
 
 def _no_new_id() -> int:
     raise AssertionError("this transition keeps its producer id")
-
-
-def _read_records(part) -> list[records.TxnLogRecord]:
-    """Every record of a `__transaction_state` partition, in log order (I/O thread)."""
-    out: list[records.TxnLogRecord] = []
-    offset = part.log.log_start_offset
-    end = part.log.log_end_offset
-    while offset < end:
-        result = part.log.read(offset, _READ_CHUNK)
-        data = result.to_bytes()
-        if not data:
-            break
-        for batch in iter_batches(data, source=f"{TRANSACTION_STATE_TOPIC}-{part.index}"):
-            if batch.header.is_control:
-                continue
-            for rec in batch.records():
-                if rec.offset >= offset:
-                    out.append(records.decode_record(rec.key, rec.value))
-        offset = result.next_offset
-    return out

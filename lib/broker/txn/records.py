@@ -45,6 +45,12 @@ class TxnLogRecord:
     transactional_id: str
     metadata: TxnMetadata | None
 
+    def key_bytes(self) -> bytes:
+        return encode_key(self.transactional_id)
+
+    def value_bytes(self) -> bytes | None:
+        return encode_value(self.metadata)
+
 
 # ----------------------------------------------------------------------------------- writing
 

@@ -7,7 +7,7 @@ import pytest
 from topiclake.broker.group.api import (CommitOffset, HeartbeatRequest, JoinRequest, MemberIdentity,
                                         OffsetCommitRequest, Protocol, SyncRequest)
 from topiclake.broker.group.assignor import AssignorMember, range_assign
-from topiclake.broker.group.classic import GroupConfig, GroupCoordinator
+from topiclake.broker.group.classic import ClassicGroupSettings, ClassicGroups
 from topiclake.broker.group.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
                                                       decode_subscription, encode_assignment, encode_subscription)
 from topiclake.broker.group.errors import GroupErrorCode as E
@@ -23,7 +23,7 @@ class Cluster:
 
     def __init__(self, **config):
         ids = itertools.count(1)
-        self.coord = GroupCoordinator(GroupConfig(**config), new_member_suffix=lambda: f"id{next(ids)}")
+        self.coord = ClassicGroups(ClassicGroupSettings(**config), new_member_suffix=lambda: f"id{next(ids)}")
         self.now = 1_000
         self.records = []
         self.answers = {}
@@ -109,7 +109,7 @@ def group_snapshot(coord):
 
 
 def reload(cluster):
-    fresh = GroupCoordinator(cluster.coord.config)
+    fresh = ClassicGroups(cluster.coord.config)
     for r in cluster.records:
         fresh.replay_bytes(r.key_bytes(), r.value_bytes(), cluster.now)
     return fresh

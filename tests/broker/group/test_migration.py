@@ -10,7 +10,7 @@ import pytest
 from topiclake.broker.group import consumer_classic, migration
 from topiclake.broker.group.api import (CommitOffset, HeartbeatRequest, JoinRequest, MemberIdentity,
                                         OffsetCommitRequest, Protocol, Result, SyncRequest)
-from topiclake.broker.group.classic import GroupConfig, GroupCoordinator
+from topiclake.broker.group.classic import ClassicGroupSettings, ClassicGroups
 from topiclake.broker.group.consumer import ConsumerGroups, ConsumerHeartbeatRequest as HB, MemberState
 from topiclake.broker.group.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
                                                       encode_assignment, encode_subscription)
@@ -46,12 +46,12 @@ def parts(assignment_bytes):
 
 
 class Coordinator:
-    """Both cores of one shard, called the way GroupService calls them."""
+    """Both cores of one shard, called the way GroupCoordinator calls them."""
 
     def __init__(self, policy=MigrationPolicy.BIDIRECTIONAL):
         ids = itertools.count(1)
         self.policy = policy
-        self.core = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0),
+        self.core = ClassicGroups(ClassicGroupSettings(initial_rebalance_delay_ms=0),
                                      new_member_suffix=lambda: f"{next(ids)}")
         self.groups = ConsumerGroups(10_000, 1_000, new_member_id=lambda: f"m{next(ids)}",
                                      downgrade_enabled=policy.downgrade_enabled)

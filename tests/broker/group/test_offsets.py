@@ -3,7 +3,7 @@ materialised on COMMIT, dropped on ABORT, newer plain commits win, and replay fr
 gives the same state."""
 
 from topiclake.broker.group.api import CommitOffset, OffsetCommitRequest
-from topiclake.broker.group.classic import GroupCoordinator
+from topiclake.broker.group.classic import ClassicGroups
 from topiclake.broker.group.errors import GroupErrorCode as E
 from topiclake.broker.group.offsets import TxnOffsetCommitRequest
 
@@ -22,7 +22,7 @@ def offset_of(coord, partition=0, stable=False):
 
 
 def test_pending_until_commit_marker():
-    coord = GroupCoordinator()
+    coord = ClassicGroups()
     result = txn(coord, 10)
     assert len(result.records) == 1
     assert offset_of(coord).offset == -1
@@ -33,7 +33,7 @@ def test_pending_until_commit_marker():
 
 
 def test_abort_drops_pending_offsets():
-    coord = GroupCoordinator()
+    coord = ClassicGroups()
     txn(coord, 10)
     coord.replay_end_txn(PID, False, 2_000)
     assert offset_of(coord).offset == -1
@@ -41,7 +41,7 @@ def test_abort_drops_pending_offsets():
 
 
 def test_later_plain_commit_wins_over_earlier_txn_commit():
-    coord = GroupCoordinator()
+    coord = ClassicGroups()
     txn(coord, 10)
     coord.commit_offsets(OffsetCommitRequest(G, (CommitOffset("t", 0, 20),)), 1_500)
     coord.replay_end_txn(PID, True, 2_000)
@@ -49,10 +49,10 @@ def test_later_plain_commit_wins_over_earlier_txn_commit():
 
 
 def test_replaying_the_records_rebuilds_pending_and_committed_state():
-    live = GroupCoordinator()
+    live = ClassicGroups()
     log = [(r, PID) for r in txn(live, 10).records]
     log += [(r, -1) for r in live.commit_offsets(OffsetCommitRequest(G, (CommitOffset("t", 1, 5),)), 1_100).records]
-    loaded = GroupCoordinator()
+    loaded = ClassicGroups()
     for record, pid in log:
         loaded.replay_bytes(record.key_bytes(), record.value_bytes(), 3_000, pid)
     assert offset_of(loaded).offset == -1 and offset_of(loaded, 1).offset == 5
@@ -62,7 +62,7 @@ def test_replaying_the_records_rebuilds_pending_and_committed_state():
 
 
 def test_group_with_pending_offsets_is_not_expired():
-    coord = GroupCoordinator()
+    coord = ClassicGroups()
     txn(coord, 10)
     assert coord.expire_offsets(10**12).records == ()
     assert G in coord.groups

@@ -5,6 +5,7 @@ final epoch releasing what a member holds, and GROUP configs acting on the next 
 from __future__ import annotations
 
 import datetime
+import time
 
 import pytest
 from kio.schema.describe_share_group_offsets.v1 import request as offsets_req
@@ -75,10 +76,11 @@ def partition_of(response):
 def joined(broker, c, topic, group, member):
     """Join (earliest reset) and return the topic id of the assignment."""
     broker.context.groups.configs.alter(group, {"share.auto.offset.reset": "earliest"})
-    for _ in range(100):  # the coordinator may still be loading
+    for _ in range(500):  # the coordinator may still be loading (polled, not spun: its load needs the loop)
         resp = heartbeat(c, group, member, 0, (topic,))
         if resp.error_code != ErrorCode.coordinator_load_in_progress:
             break
+        time.sleep(0.01)
     assert resp.error_code == ErrorCode.none and resp.member_epoch == 1
     [tp] = resp.assignment.topic_partitions
     assert tp.partitions == (0,)

@@ -1,5 +1,6 @@
-"""Writing COMMIT/ABORT markers into a data partition (Kafka's WriteTxnMarkers, done locally:
-with one broker the coordinator appends the markers itself instead of sending them to leaders)."""
+"""Writing COMMIT/ABORT markers into a partition (Kafka's WriteTxnMarkers, done locally: the
+coordinator appends the markers itself instead of sending them to leaders). The transaction
+coordinator writes them to data partitions, the coordinator runtime to `__consumer_offsets`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from topiclake.segments import filenames
 from topiclake.segments.control import build_end_txn_marker
 from topiclake.segments.txn_index import append_txn_index
 
+from .constants import LEADER_EPOCH
+
 COORDINATOR_EPOCH = 0  # the __transaction_state partition's leader epoch: one broker, never re-elected
-LEADER_EPOCH = 0  # as handlers.metadata.LEADER_EPOCH: every partition has this one broker as leader
 
 
 def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_ms: int, *,
