@@ -11,7 +11,7 @@ import re
 
 from kio.schema.errors import ErrorCode
 
-from ..txn.state import NO_TIMESTAMP, TxnMetadata, TxnState
+from ..txn.state import NO_TIMESTAMP, TxnError, TxnMetadata, TxnState
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -32,9 +32,12 @@ async def describe_transactions(broker, request):
     topic_cls = nested(state_cls, "topics")
     states = []
     for txn_id in body.transactional_ids:
-        m = await broker.txn.lookup(txn_id)
+        try:
+            m, error = await broker.txn.lookup(txn_id), ErrorCode.transactional_id_not_found
+        except TxnError as exc:  # its __transaction_state partition is not served here now
+            m, error = None, exc.code
         if m is None or m.state is TxnState.DEAD:
-            states.append(make(state_cls, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
+            states.append(make(state_cls, error_code=error, transactional_id=txn_id,
                                transaction_state="", transaction_timeout=datetime.timedelta(0),
                                transaction_start_time=_datetime(NO_TIMESTAMP), producer_id=-1, producer_epoch=-1,
                                topics=()))

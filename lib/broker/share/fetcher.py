@@ -38,7 +38,7 @@ from .partition import AckRange, Acquired, BatchExtent, InvalidRecordState, Inva
 from .persisted import UNINITIALIZED, PersistedState
 from .sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_REQUEST, SessionError, ShareSessions
 from .state_records import ShareStateKey
-from .state_store import ShareStateStore
+from .state_store import ShareCoordinatorError, ShareStateStore
 
 log = logging.getLogger(__name__)
 
@@ -398,6 +398,12 @@ class ShareFetcher:
             log.info("deleting the share state of %d partitions of deleted topics", len(gone))
             await self.delete_state(gone)
 
+    def forget(self, keys: Iterable[ShareStateKey]) -> None:
+        """Drop these live share-partitions (their state partition moved away): the next fetch
+        reads their state again from whoever serves it."""
+        for key in keys:
+            self._drop(key)
+
     # ================================================================= internals
     def _drop(self, key: ShareStateKey) -> None:
         live = self._live.pop(key, None)
@@ -442,7 +448,10 @@ class ShareFetcher:
         async with lock:
             live = self._live.get(key)
             if live is None:
-                state = self.store.get(key)
+                try:
+                    state = self.store.get(key)
+                except ShareCoordinatorError as exc:  # its state partition is not served here now
+                    raise ShareError(int(exc.code), str(exc)) from None
                 if state is None or state.start_offset == UNINITIALIZED:
                     start = await self.partitions.run_read(_reset_offset, part, self.configs.value(
                         group, "share.auto.offset.reset"))

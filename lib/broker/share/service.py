@@ -20,7 +20,7 @@ from ..partitions import topic_uuid
 from .config import ShareConfig
 from .fetcher import ShareFetcher
 from .state_records import ShareStateKey
-from .state_store import ShareStateStore
+from .state_store import ShareCoordinatorError, ShareStateStore
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class ShareService(ShareHooks):
         self.config = config
         self.store = ShareStateStore(partitions, config)
         self.fetcher = ShareFetcher(partitions, self.store, groups.configs, config, shutting_down=shutting_down)
+        self.store.on_unloaded = self.fetcher.forget  # a state partition that moves away takes its live states
         groups.share_hooks = self
 
     async def start(self) -> None:
@@ -104,7 +105,11 @@ class ShareService(ShareHooks):
                     entry.partitions.append(PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
                                                             message=f"{topic} has no partition {p}"))
                     continue
-                start, complete = self.fetcher.start_offset(ShareStateKey(group_id, tid, p))
+                try:
+                    start, complete = self.fetcher.start_offset(ShareStateKey(group_id, tid, p))
+                except ShareCoordinatorError as exc:  # its state partition is not served here now
+                    entry.partitions.append(PartitionOffset(p, error=E(int(exc.code)), message=str(exc)))
+                    continue
                 lag = -1
                 if start >= 0:
                     part = await self.partitions.get(topic, p)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -63,6 +63,9 @@ class ShareStateStore:
             "cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
             "segment.bytes": str(config.state_topic_segment_bytes)})
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(partitions, self, error=_share_error)
+        # Told the keys of a partition that stops being served here (the share-partitions built on
+        # them must re-read their state from whoever serves it next).
+        self.on_unloaded: Callable[[Iterable[ShareStateKey]], None] = lambda keys: None
 
     # ============================================== the state machine (coordinator runtime)
     def new_shard(self, index: int) -> ShareStateShard:
@@ -95,7 +98,7 @@ class ShareStateStore:
             log.info("loaded %d share-partition states from %s-%d", len(shard.states), STATE_TOPIC, index)
 
     def unloaded(self, index: int, shard: ShareStateShard) -> None:
-        pass
+        self.on_unloaded(list(shard.states))
 
     # ================================================================= lifecycle
     async def start(self) -> None:
