@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 S = TypeVar("S")  # a coordinator's state machine of one partition
 T = TypeVar("T")  # a response
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+STOP_GRACE_S = 5.0  # how long `stop` lets a timer round in progress finish
 
 
 class CoordinatorErrorCode(enum.IntEnum):
@@ -153,7 +154,9 @@ class CoordinatorRuntime(Generic[S]):
         self.owns_every_partition = owns_every_partition
         self._shards: dict[int, CoordinatorShard[S]] = {}
         self._partition_count: int | None = None  # of the topic, once it exists
-        self._tasks: list[asyncio.Task] = []
+        self._loads: list[asyncio.Task] = []  # scheduled loads: cancelled at stop (they only read)
+        self._timers: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
 
     # ===================================================================== the topic
     @property
@@ -208,7 +211,8 @@ class CoordinatorRuntime(Generic[S]):
         for index in todo:
             self._shards[index] = CoordinatorShard(index)
         if todo:
-            self._tasks.append(asyncio.create_task(self._load_each(todo)))
+            self._loads = [t for t in self._loads if not t.done()]
+            self._loads.append(asyncio.create_task(self._load_each(todo)))
 
     async def _load_each(self, indexes: list[int]) -> None:
         for index in indexes:
@@ -428,21 +432,30 @@ class CoordinatorRuntime(Generic[S]):
     # =================================================================== timers
     def every(self, interval_s: float, work: Callable[[], Awaitable[None]], what: str) -> None:
         """Run `await work()` every `interval_s` until `stop`; a failed round is logged, not fatal."""
-        self._tasks.append(asyncio.create_task(self._every(interval_s, work, what)))
+        self._timers.append(asyncio.create_task(self._every(interval_s, work, what)))
 
-    @staticmethod
-    async def _every(interval_s: float, work: Callable[[], Awaitable[None]], what: str) -> None:
+    async def _every(self, interval_s: float, work: Callable[[], Awaitable[None]], what: str) -> None:
         while True:
-            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+                return  # stopping: no new round
+            except asyncio.TimeoutError:
+                pass
             try:
                 await work()
             except Exception:
                 log.exception("%s failed; retrying in %.1f s", what, interval_s)
 
-    async def stop(self) -> None:
-        for task in self._tasks:
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the timers, letting a round in progress finish its writes (a write cut off
+        half-way would leave in memory what the log never got), then fail parked requests."""
+        self._stopping.set()
+        loads, timers, self._loads, self._timers = self._loads, self._timers, [], []
+        for task in loads:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        _done, pending = await asyncio.wait(timers, timeout=grace_s) if timers else (set(), set())
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*loads, *timers, return_exceptions=True)
         for shard in self._shards.values():
             self._fail_waiters(shard, CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE)

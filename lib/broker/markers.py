@@ -19,7 +19,7 @@ def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_
     producer state (the epoch fences older batches) and open-transaction state (the LSO moves);
     an ABORT also goes into the `.txnindex` of the segment holding it, before anything else
     happens on this partition (a later snapshot relies on it). Every marker goes through here,
-    `__consumer_offsets` ones included (GroupService). Returns the marker's offset."""
+    `__consumer_offsets` ones included (through the coordinator runtime). Returns the marker's offset."""
     data = build_end_txn_marker(offset=0, timestamp=now_ms, producer_id=producer_id,
                                 producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch)
     result = part.log.append(data, leader_epoch=LEADER_EPOCH)

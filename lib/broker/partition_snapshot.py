@@ -5,7 +5,7 @@ Writing (Kafka's ProducerStateManager.takeSnapshot and TransactionIndex.append):
   segment's base offset) and on clean close (at the log end offset); the newest KEEP_SNAPSHOTS
   are kept, and none below the log start offset (Kafka's deleteSnapshotsBefore);
 - every ABORT marker appends an entry to the `.txnindex` of the segment that holds it
-  (txn/markers.py), synchronously, before the next snapshot can be taken. So a snapshot at S
+  (markers.py), synchronously, before the next snapshot can be taken. So a snapshot at S
   promises: the state after every batch below S, and every abort below S is in a `.txnindex`.
 
 Opening (`load_state`): the newest readable snapshot at or below the log end offset (the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..coordinator_runtime import Completion, CoordinatorResult
+from ..coordinator_runtime import Completion as Completion, CoordinatorResult  # Completion: re-exported for the cores
 from .errors import GroupErrorCode
 
 E = GroupErrorCode

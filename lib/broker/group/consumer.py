@@ -45,7 +45,7 @@ import enum
 import functools
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 import re2
 
@@ -55,16 +55,14 @@ from .recorded import RecordedGroups
 from .records import (CG, ClassicMemberMetadata, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupKey,
                       ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
                       ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataValue,
-                      ConsumerGroupValue, CoordinatorRecord, TopicMetadata, TopicPartitions)
+                      ConsumerGroupValue, CoordinatorRecord, TopicMetadata)
+from .modern import (LEAVE_EPOCH, HeartbeatResponse, Partitions, TopicIds, TopicNames, clean,
+                     ids, names)
 
-Partitions = Mapping[str, frozenset[int]]  # topic -> partitions
-LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 SUPPORTED_ASSIGNORS = ("range", "uniform")  # "uniform" is served by range as well (documented)
 NO_TOPIC_ID = uuid.UUID(int=0)
 REGEX_REFRESH_MS = 10_000  # how often regex subscriptions are matched against new topics
-TopicIds = Callable[[str], uuid.UUID | None]  # topic name -> id; None: no such topic
-TopicNames = Callable[[uuid.UUID], str | None]  # topic id -> name; None: no such topic
 GroupRecords = dict[ConsumerGroupKey, ConsumerGroupValue]
 
 
@@ -106,14 +104,7 @@ class ConsumerHeartbeatRequest:
     client_host: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerHeartbeatResponse:
-    error: E
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: Partitions | None = None  # None: unchanged
-    error_message: str | None = None
+ConsumerHeartbeatResponse = HeartbeatResponse
 
 
 @dataclass(eq=False)
@@ -188,20 +179,16 @@ class ConsumerGroupError(Exception):
         self.message = message or None
 
 
-def _clean(parts: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:
-    return {t: frozenset(p) for t, p in parts.items() if p}
-
-
 def _minus(a: Partitions, b: Partitions) -> dict[str, frozenset[int]]:
-    return _clean({t: p - b.get(t, frozenset()) for t, p in a.items()})
+    return clean({t: p - b.get(t, frozenset()) for t, p in a.items()})
 
 
 def _and(a: Partitions, b: Partitions) -> dict[str, frozenset[int]]:
-    return _clean({t: p & b.get(t, frozenset()) for t, p in a.items()})
+    return clean({t: p & b.get(t, frozenset()) for t, p in a.items()})
 
 
 def _union(a: Partitions, b: Partitions) -> dict[str, frozenset[int]]:
-    return _clean({t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)})
+    return clean({t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)})
 
 
 class ConsumerGroups(RecordedGroups):
@@ -311,8 +298,8 @@ class ConsumerGroups(RecordedGroups):
         if group.regexes_resolved_ms is not None and now_ms - group.regexes_resolved_ms < REGEX_REFRESH_MS:
             return False
         group.regexes_resolved_ms = now_ms
-        names = list(self._topic_names()) if regexes else []
-        matches = {r: tuple(sorted(t for t in names if compiled_regex(r).fullmatch(t))) for r in regexes}
+        every_topic = list(self._topic_names()) if regexes else []
+        matches = {r: tuple(sorted(t for t in every_topic if compiled_regex(r).fullmatch(t))) for r in regexes}
         changed = False
         for m in group.members.values():
             if not m.subscribed_regex:
@@ -356,7 +343,7 @@ class ConsumerGroups(RecordedGroups):
         members = [AssignorMember(m.member_id, m.topics, m.instance_id)
                    for m in group.members.values()]
         assignment = range_assign(members, group.metadata)
-        group.target = {mid: _clean(parts) for mid, parts in assignment.items()}
+        group.target = {mid: clean(parts) for mid, parts in assignment.items()}
         group.assignment_epoch = group.group_epoch
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None,
@@ -493,7 +480,7 @@ class ConsumerGroups(RecordedGroups):
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
         elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-            group.target[key.member_id] = _names(value.topic_partitions, topic_name)
+            group.target[key.member_id] = names(value.topic_partitions, topic_name)
             if key.member_id in group.members:
                 member = group.members[key.member_id]
                 member.regex_topics = _given_regex_topics(group, member)
@@ -512,9 +499,9 @@ class ConsumerGroups(RecordedGroups):
             m = self._replayed_member(group, key.member_id, now_ms)
             m.member_epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
             m.state = MemberState.from_code(value.state)
-            m.assigned = _names(value.assigned_partitions, topic_name)
+            m.assigned = names(value.assigned_partitions, topic_name)
             m.regex_topics = _given_regex_topics(group, m)
-            m.revoking = _names(value.partitions_pending_revocation, topic_name)
+            m.revoking = names(value.partitions_pending_revocation, topic_name)
             m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
                                      if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol
                                      else None)
@@ -549,17 +536,6 @@ class ConsumerGroups(RecordedGroups):
             m.state, m.assigned, m.revoking, m.revocation_deadline = MemberState.STABLE, {}, {}, None
 
 
-def _ids(parts: Partitions, topic_id: TopicIds) -> TopicPartitions:
-    """Names -> ids, sorted by topic id; a topic without an id (deleted) is left out."""
-    pairs = [(tid, tuple(sorted(ps))) for t, ps in parts.items() if ps and (tid := topic_id(t)) is not None]
-    return tuple(sorted(pairs, key=lambda pair: pair[0].bytes))
-
-
-def _names(parts: TopicPartitions, topic_name: TopicNames) -> dict[str, frozenset[int]]:
-    """Ids -> names; partitions of a topic that no longer exists are dropped."""
-    return _clean({name: frozenset(ps) for tid, ps in parts if (name := topic_name(tid)) is not None})
-
-
 @functools.lru_cache(maxsize=256)
 def compiled_regex(pattern: str):
     """A subscription regex as RE2 compiles it (re2.error when it is not one)."""
@@ -590,8 +566,8 @@ def group_records(group: ConsumerGroup, topic_id: TopicIds) -> GroupRecords:
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topics, m.subscribed_regex,
             m.rebalance_timeout_ms, m.server_assignor, m.classic)
         out[ConsumerGroupKey(CG.CURRENT_MEMBER_ASSIGNMENT, gid, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_epoch, m.state.code, _ids(m.assigned, topic_id), _ids(m.revoking, topic_id))
+            m.member_epoch, m.previous_epoch, m.state.code, ids(m.assigned, topic_id), ids(m.revoking, topic_id))
     for mid, parts in group.target.items():
         out[ConsumerGroupKey(CG.TARGET_ASSIGNMENT_MEMBER, gid, mid)] = \
-            ConsumerGroupTargetAssignmentMemberValue(_ids(parts, topic_id))
+            ConsumerGroupTargetAssignmentMemberValue(ids(parts, topic_id))
     return out

@@ -41,8 +41,6 @@ from ..clock import SYSTEM, Clock
 from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..share.config import ShareConfig
-from ..share.group_records import ShareGroupKey
-from ..share.groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
                   OffsetFetchResponse, PartitionResult, Result, SyncRequest, SyncResponse)
@@ -55,6 +53,8 @@ from .group_configs import GroupConfigs
 from .offsets import TxnOffsetCommitRequest
 from .op import NO_PRODUCER_ID
 from .records import ConsumerGroupKey, CoordinatorRecord, UnknownKey, decode_record, partition_for_group
+from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
+from .share_records import ShareGroupKey
 
 log = logging.getLogger(__name__)
 

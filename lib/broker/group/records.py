@@ -6,7 +6,7 @@ struct, or null (a tombstone: the compacted topic forgets the key). Key versions
     0, 1  OffsetCommitKey     group STRING | topic STRING | partition int32   (written as 1)
     2     GroupMetadataKey    group STRING
     3-8   KIP-848 consumer-group records (ConsumerGroupKey, below)
-    10-15 share-group records (KIP-932): `topiclake.broker.share.group_records`
+    10-15 share-group records (KIP-932): their layouts are in `share_records`
     9, 16+ Kafka 4.0's share partition metadata, streams records: UnknownKey, which the loader skips
 
 OffsetCommitValue (written as v3, or v1 when an explicit expire timestamp is given — Kafka's
@@ -53,12 +53,15 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from topiclake.segments.errors import CorruptRecordError
 
-from ..share import group_records as share_records  # the module, not names: it imports this one
+from . import share_records
+from .share_records import SG, ShareGroupKey
 from .java import string_hash_code, utils_abs
-from .serde import Reader, Writer
+from .serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings,
+                    write_topic_partitions)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -195,7 +198,6 @@ class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
 
 
-TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions) per topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +221,8 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue |
                       ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue |
                       ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
-Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey  # or share_records.ShareGroupKey
-Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue  # or a share_records value
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey | UnknownKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | share_records.ShareGroupValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +248,8 @@ def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Coord
     return CoordinatorRecord(GroupMetadataKey(group), value)
 
 
-# ---------------------------------------------------------------------------------- keys
+# ------------------------------------------------------------------ keys and values
+# What each record type (key version) is: `RECORD_TYPES` at the end of this module, the one table.
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
@@ -254,13 +257,11 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | Shar
                 .int32(key.partition).getvalue())
     if isinstance(key, GroupMetadataKey):
         return Writer().int16(GROUP_METADATA_KEY_VERSION).string(key.group).getvalue()
-    if isinstance(key, ConsumerGroupKey):
+    if isinstance(key, (ConsumerGroupKey, ShareGroupKey)):  # int16 type | group | member (per-member types)
         w = Writer().int16(key.type).string(key.group)
         if key.member_id is not None:
             w.string(key.member_id)
         return w.getvalue()
-    if isinstance(key, share_records.ShareGroupKey):
-        return share_records.encode_key(key)
     raise TypeError(f"cannot encode key {key!r}")
 
 
@@ -269,53 +270,32 @@ def decode_key(data: bytes | None) -> Key:
         raise CorruptRecordError("__consumer_offsets record without a key")
     r = Reader(data, "__consumer_offsets key")
     version = r.int16("key version")
-    if version in (0, 1):
-        key: Key = OffsetCommitKey(r.string("group"), r.string("topic"), r.int32("partition"), version)
-    elif version == 2:
-        key = GroupMetadataKey(r.string("group"), version)
-    elif version in CG.ALL:
-        group = r.string("group")
-        key = ConsumerGroupKey(version, group, r.string("memberId") if version in CG.PER_MEMBER else None)
-    elif version in share_records.SG.ALL:
-        key = share_records.decode_key(version, r)
-    else:
+    record_type = RECORD_TYPES.get(version)
+    if record_type is None:
         return UnknownKey(version)
+    key = record_type.read_key(version, r)
     r.end()
     return key
 
 
-# -------------------------------------------------------------------------------- values
-
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
-    if isinstance(value, OffsetCommitValue):
-        return _encode_offset_value(value)
-    if isinstance(value, GroupMetadataValue):
-        return _encode_group_value(value)
-    encode = _CONSUMER_ENCODERS.get(type(value))
-    if encode is not None:
-        w = Writer().int16(CONSUMER_GROUP_VALUE_VERSION)
-        encode(w, value)
-        return w.tagged_fields(_consumer_value_tags(value)).getvalue()
-    if share_records.is_share_group_value(value):
-        return share_records.encode_value(value)
-    raise TypeError(f"cannot encode value {value!r}")
+    write = _VALUE_WRITERS.get(type(value))
+    if write is None:
+        raise TypeError(f"cannot encode value {value!r}")
+    return write(value)
 
 
 def decode_value(key: Key, data: bytes | None) -> Value | None:
     """Decode the value belonging to `key` (None stays None: a tombstone)."""
     if data is None:
         return None
-    if isinstance(key, OffsetCommitKey):
-        return decode_offset_commit_value(data)
-    if isinstance(key, GroupMetadataKey):
-        return decode_group_metadata_value(data)
-    if isinstance(key, ConsumerGroupKey):
-        return decode_consumer_group_value(key.type, data)
-    if isinstance(key, share_records.ShareGroupKey):
-        return share_records.decode_value(key.type, data)
-    raise ValueError(f"no value schema for {key!r}")
+    number = key.version if isinstance(key, (OffsetCommitKey, GroupMetadataKey)) else getattr(key, "type", None)
+    record_type = RECORD_TYPES.get(number)
+    if record_type is None:
+        raise ValueError(f"no value schema for {key!r}")
+    return record_type.read_value(key, data)
 
 
 def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord | UnknownKey:
@@ -401,35 +381,6 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
 
 # ------------------------------------------------------------ KIP-848 consumer groups
 
-def _write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
-    w.array_len(len(tps), flexible=True)
-    for topic_id, partitions in tps:
-        w.uuid(topic_id).array_len(len(partitions), flexible=True)
-        for p in partitions:
-            w.int32(p)
-        w.tagged_fields()
-
-
-def _read_topic_partitions(r: Reader, field: str) -> TopicPartitions:
-    out = []
-    for _ in range(r.array_len(field, flexible=True)):
-        topic_id = r.uuid("topicId")
-        partitions = tuple(r.int32("partition") for _ in range(r.array_len("partitions", flexible=True)))
-        r.tagged_fields(f"{field} tagged fields")
-        out.append((topic_id, partitions))
-    return tuple(out)
-
-
-def _write_strings(w: Writer, strings: tuple[str, ...]) -> None:
-    w.array_len(len(strings), flexible=True)
-    for s in strings:
-        w.string(s, flexible=True)
-
-
-def _read_strings(r: Reader, field: str) -> tuple[str, ...]:
-    return tuple(r.string(field, flexible=True) for _ in range(r.array_len(field, flexible=True)))
-
-
 def _encode_partition_metadata(w: Writer, v: ConsumerGroupPartitionMetadataValue) -> None:
     w.array_len(len(v.topics), flexible=True)
     for t in v.topics:
@@ -437,7 +388,7 @@ def _encode_partition_metadata(w: Writer, v: ConsumerGroupPartitionMetadataValue
         w.array_len(len(t.partition_racks), flexible=True)
         for partition, racks in t.partition_racks:
             w.int32(partition)
-            _write_strings(w, racks)
+            write_strings(w, racks)
             w.tagged_fields()
         w.tagged_fields()
 
@@ -445,7 +396,7 @@ def _encode_partition_metadata(w: Writer, v: ConsumerGroupPartitionMetadataValue
 def _encode_member_metadata(w: Writer, v: ConsumerGroupMemberMetadataValue) -> None:
     w.string(v.instance_id, flexible=True).string(v.rack_id, flexible=True)
     w.string(v.client_id, flexible=True).string(v.client_host, flexible=True)
-    _write_strings(w, v.subscribed_topic_names)
+    write_strings(w, v.subscribed_topic_names)
     w.string(v.subscribed_topic_regex, flexible=True).int32(v.rebalance_timeout_ms)
     w.string(v.server_assignor, flexible=True)
 
@@ -482,8 +433,8 @@ def _decode_classic_member_metadata(data: bytes) -> ClassicMemberMetadata | None
 
 def _encode_current_assignment(w: Writer, v: ConsumerGroupCurrentMemberAssignmentValue) -> None:
     w.int32(v.member_epoch).int32(v.previous_member_epoch).int8(v.state)
-    _write_topic_partitions(w, v.assigned_partitions)
-    _write_topic_partitions(w, v.partitions_pending_revocation)
+    write_topic_partitions(w, v.assigned_partitions)
+    write_topic_partitions(w, v.partitions_pending_revocation)
 
 
 _CONSUMER_ENCODERS = {
@@ -491,7 +442,7 @@ _CONSUMER_ENCODERS = {
     ConsumerGroupPartitionMetadataValue: _encode_partition_metadata,
     ConsumerGroupMemberMetadataValue: _encode_member_metadata,
     ConsumerGroupTargetAssignmentMetadataValue: lambda w, v: w.int32(v.assignment_epoch),
-    ConsumerGroupTargetAssignmentMemberValue: lambda w, v: _write_topic_partitions(w, v.topic_partitions),
+    ConsumerGroupTargetAssignmentMemberValue: lambda w, v: write_topic_partitions(w, v.topic_partitions),
     ConsumerGroupCurrentMemberAssignmentValue: _encode_current_assignment,
 }
 
@@ -505,7 +456,7 @@ def _decode_partition_metadata(r: Reader) -> ConsumerGroupPartitionMetadataValue
         racks = []
         for _ in range(r.array_len("partitionMetadata", flexible=True)):
             partition = r.int32("partition")
-            racks.append((partition, _read_strings(r, "racks")))
+            racks.append((partition, read_strings(r, "racks")))
             r.tagged_fields("partitionMetadata tagged fields")
         r.tagged_fields("topics tagged fields")
         topics.append(TopicMetadata(topic_id, name, count, tuple(racks)))
@@ -518,7 +469,7 @@ def _decode_member_metadata(r: Reader) -> ConsumerGroupMemberMetadataValue:
         rack_id=r.string("rackId", flexible=True, nullable=True),
         client_id=r.string("clientId", flexible=True),
         client_host=r.string("clientHost", flexible=True),
-        subscribed_topic_names=_read_strings(r, "subscribedTopicNames"),
+        subscribed_topic_names=read_strings(r, "subscribedTopicNames"),
         subscribed_topic_regex=r.string("subscribedTopicRegex", flexible=True, nullable=True),
         rebalance_timeout_ms=r.int32("rebalanceTimeoutMs"),
         server_assignor=r.string("serverAssignor", flexible=True, nullable=True))
@@ -527,7 +478,7 @@ def _decode_member_metadata(r: Reader) -> ConsumerGroupMemberMetadataValue:
 def _decode_current_assignment(r: Reader) -> ConsumerGroupCurrentMemberAssignmentValue:
     return ConsumerGroupCurrentMemberAssignmentValue(
         r.int32("memberEpoch"), r.int32("previousMemberEpoch"), r.int8("state"),
-        _read_topic_partitions(r, "assignedPartitions"), _read_topic_partitions(r, "partitionsPendingRevocation"))
+        read_topic_partitions(r, "assignedPartitions"), read_topic_partitions(r, "partitionsPendingRevocation"))
 
 
 _CONSUMER_DECODERS = {  # record type -> (value schema name, decoder)
@@ -538,7 +489,7 @@ _CONSUMER_DECODERS = {  # record type -> (value schema name, decoder)
                                     lambda r: ConsumerGroupTargetAssignmentMetadataValue(r.int32("assignmentEpoch"))),
     CG.TARGET_ASSIGNMENT_MEMBER: ("ConsumerGroupTargetAssignmentMemberValue",
                                   lambda r: ConsumerGroupTargetAssignmentMemberValue(
-                                      _read_topic_partitions(r, "topicPartitions"))),
+                                      read_topic_partitions(r, "topicPartitions"))),
     CG.CURRENT_MEMBER_ASSIGNMENT: ("ConsumerGroupCurrentMemberAssignmentValue", _decode_current_assignment),
 }
 
@@ -561,3 +512,57 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
 def partition_for_group(group_id: str, num_partitions: int = 50) -> int:
     """The `__consumer_offsets` partition that owns a group: Utils.abs(hashCode) % n."""
     return utils_abs(string_hash_code(group_id)) % num_partitions
+
+
+# ------------------------------------------------------------------ the record-type table
+@dataclass(frozen=True, slots=True)
+class RecordType:
+    """How the key (after its int16 type) and the value of one record type read."""
+
+    read_key: Callable[[int, Reader], Key]
+    read_value: Callable[[Key, bytes], Value]
+
+
+def _read_offset_commit_key(version: int, r: Reader) -> OffsetCommitKey:
+    return OffsetCommitKey(r.string("group"), r.string("topic"), r.int32("partition"), version)
+
+
+def _group_key_reader(key_class: type, per_member: frozenset[int]) -> Callable[[int, Reader], Key]:
+    """KIP-848 and share-group keys: group STRING, then member STRING for per-member types."""
+    def read(record_type: int, r: Reader) -> Key:
+        group = r.string("groupId")
+        return key_class(record_type, group, r.string("memberId") if record_type in per_member else None)
+
+    return read
+
+
+_OFFSET_COMMIT = RecordType(_read_offset_commit_key, lambda _key, data: decode_offset_commit_value(data))
+_CONSUMER_GROUP = RecordType(_group_key_reader(ConsumerGroupKey, CG.PER_MEMBER),
+                             lambda key, data: decode_consumer_group_value(key.type, data))
+_SHARE_GROUP = RecordType(_group_key_reader(ShareGroupKey, SG.PER_MEMBER),
+                          lambda key, data: share_records.decode_value(key.type, data))
+
+# Every record type of __consumer_offsets this coordinator keeps, by key version; others
+# (Kafka 4.0's type 9, streams groups) decode as UnknownKey and are skipped.
+RECORD_TYPES: dict[int, RecordType] = {
+    0: _OFFSET_COMMIT,
+    1: _OFFSET_COMMIT,
+    GROUP_METADATA_KEY_VERSION: RecordType(lambda version, r: GroupMetadataKey(r.string("group"), version),
+                                           lambda _key, data: decode_group_metadata_value(data)),
+    **{t: _CONSUMER_GROUP for t in CG.ALL},
+    **{t: _SHARE_GROUP for t in SG.ALL},
+}
+
+
+def _encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    w = Writer().int16(CONSUMER_GROUP_VALUE_VERSION)
+    _CONSUMER_ENCODERS[type(value)](w, value)
+    return w.tagged_fields(_consumer_value_tags(value)).getvalue()
+
+
+_VALUE_WRITERS: dict[type, Callable[[Any], bytes]] = {
+    OffsetCommitValue: _encode_offset_value,
+    GroupMetadataValue: _encode_group_value,
+    **{cls: _encode_consumer_group_value for cls in _CONSUMER_ENCODERS},
+    **{cls: share_records.encode_value for cls in share_records.VALUE_TYPES},
+}

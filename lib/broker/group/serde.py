@@ -178,3 +178,37 @@ class Writer:
 
     def getvalue(self) -> bytes:
         return bytes(self.out)
+
+
+# ---------------------------------------------- compound types the record schemas share
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions) per topic
+
+
+def write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
+    """A flexible array of TopicPartitions (topicId UUID | partitions []int32 | tags)."""
+    w.array_len(len(tps), flexible=True)
+    for topic_id, partitions in tps:
+        w.uuid(topic_id).array_len(len(partitions), flexible=True)
+        for p in partitions:
+            w.int32(p)
+        w.tagged_fields()
+
+
+def read_topic_partitions(r: Reader, field: str) -> TopicPartitions:
+    out = []
+    for _ in range(r.array_len(field, flexible=True)):
+        topic_id = r.uuid("topicId")
+        partitions = tuple(r.int32("partition") for _ in range(r.array_len("partitions", flexible=True)))
+        r.tagged_fields(f"{field} tagged fields")
+        out.append((topic_id, partitions))
+    return tuple(out)
+
+
+def write_strings(w: Writer, strings: tuple[str, ...]) -> None:
+    w.array_len(len(strings), flexible=True)
+    for s in strings:
+        w.string(s, flexible=True)
+
+
+def read_strings(r: Reader, field: str) -> tuple[str, ...]:
+    return tuple(r.string(field, flexible=True) for _ in range(r.array_len(field, flexible=True)))

@@ -9,7 +9,7 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..group.errors import GroupCoordinatorError
-from ..share.groups import ASSIGNOR, ShareHeartbeatRequest
+from ..group.share_groups import ASSIGNOR, ShareHeartbeatRequest
 from ..wire import make, nested
 from .consumer_groups import heartbeat_answer, partition_count, refused_heartbeat, topic_id_of
 from .groups import AUTHORIZED_OPERATIONS_OMITTED, code

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from topiclake.broker.group import records as offsets_records
-from topiclake.broker.share.group_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey,
+from topiclake.broker.group.share_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey,
                                                   ShareGroupMemberMetadataValue, ShareGroupMetadataValue,
                                                   ShareGroupStatePartitionMetadataValue,
                                                   ShareGroupTargetAssignmentMemberValue,

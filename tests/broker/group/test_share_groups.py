@@ -4,8 +4,8 @@ records that persist a group (replayed into the same group)."""
 import uuid
 
 from topiclake.broker.group.errors import GroupErrorCode as E
-from topiclake.broker.share.assignor import simple_assign
-from topiclake.broker.share.groups import ShareGroups, ShareHeartbeatRequest as HB
+from topiclake.broker.group.share_assignor import simple_assign
+from topiclake.broker.group.share_groups import ShareGroups, ShareHeartbeatRequest as HB
 
 TOPICS = {"t": 2, "u": 1}
 IDS = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in TOPICS}

@@ -25,8 +25,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ..group import records as offsets_records  # the module, not names: it imports this one
-from ..group.serde import Reader, Writer
+from .serde import Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings, write_topic_partitions
 
 SHARE_GROUP_VALUE_VERSION = 0
 
@@ -57,7 +56,6 @@ class ShareGroupKey:
             raise ValueError(f"invalid share group key {self!r}")
 
 
-TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions) per topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,21 +116,6 @@ ShareGroupValue = (ShareGroupMemberMetadataValue | ShareGroupMetadataValue | Sha
                    | ShareGroupStatePartitionMetadataValue)
 
 
-# ----------------------------------------------------------------------------- keys
-
-def encode_key(key: ShareGroupKey) -> bytes:
-    w = Writer().int16(key.type).string(key.group)
-    if key.member_id is not None:
-        w.string(key.member_id)
-    return w.getvalue()
-
-
-def decode_key(record_type: int, r: Reader) -> ShareGroupKey:
-    """The rest of a key whose int16 type `r` has already read."""
-    group = r.string("groupId")
-    return ShareGroupKey(record_type, group, r.string("memberId") if record_type in SG.PER_MEMBER else None)
-
-
 # --------------------------------------------------------------------------- values
 
 def _write_infos(w: Writer, infos: tuple, with_partitions: bool) -> None:
@@ -161,22 +144,18 @@ def _read_infos(r: Reader, field: str, with_partitions: bool) -> tuple:
 
 def _encode_member_metadata(w: Writer, v: ShareGroupMemberMetadataValue) -> None:
     w.string(v.rack_id, flexible=True).string(v.client_id, flexible=True).string(v.client_host, flexible=True)
-    w.array_len(len(v.subscribed_topic_names), flexible=True)
-    for name in v.subscribed_topic_names:
-        w.string(name, flexible=True)
+    write_strings(w, v.subscribed_topic_names)
 
 
 def _decode_member_metadata(r: Reader) -> ShareGroupMemberMetadataValue:
     rack = r.string("rackId", flexible=True, nullable=True)
     client_id, client_host = r.string("clientId", flexible=True), r.string("clientHost", flexible=True)
-    names = tuple(r.string("subscribedTopicNames", flexible=True)
-                  for _ in range(r.array_len("subscribedTopicNames", flexible=True)))
-    return ShareGroupMemberMetadataValue(rack, client_id, client_host, names)
+    return ShareGroupMemberMetadataValue(rack, client_id, client_host, read_strings(r, "subscribedTopicNames"))
 
 
 def _encode_current(w: Writer, v: ShareGroupCurrentMemberAssignmentValue) -> None:
     w.int32(v.member_epoch).int32(v.previous_member_epoch).int8(v.state)
-    offsets_records._write_topic_partitions(w, v.assigned_partitions)
+    write_topic_partitions(w, v.assigned_partitions)
 
 
 def _encode_state_metadata(w: Writer, v: ShareGroupStatePartitionMetadataValue) -> None:
@@ -190,7 +169,7 @@ _ENCODERS = {
     ShareGroupMetadataValue: lambda w, v: w.int32(v.epoch),
     ShareGroupTargetAssignmentMetadataValue: lambda w, v: w.int32(v.assignment_epoch),
     ShareGroupTargetAssignmentMemberValue:
-        lambda w, v: offsets_records._write_topic_partitions(w, v.topic_partitions),
+        lambda w, v: write_topic_partitions(w, v.topic_partitions),
     ShareGroupCurrentMemberAssignmentValue: _encode_current,
     ShareGroupStatePartitionMetadataValue: _encode_state_metadata,
 }
@@ -202,11 +181,11 @@ _DECODERS = {  # record type -> (value schema name, decoder)
                                     lambda r: ShareGroupTargetAssignmentMetadataValue(r.int32("assignmentEpoch"))),
     SG.TARGET_ASSIGNMENT_MEMBER: ("ShareGroupTargetAssignmentMemberValue",
                                   lambda r: ShareGroupTargetAssignmentMemberValue(
-                                      offsets_records._read_topic_partitions(r, "topicPartitions"))),
+                                      read_topic_partitions(r, "topicPartitions"))),
     SG.CURRENT_MEMBER_ASSIGNMENT: ("ShareGroupCurrentMemberAssignmentValue",
                                    lambda r: ShareGroupCurrentMemberAssignmentValue(
                                        r.int32("memberEpoch"), r.int32("previousMemberEpoch"), r.int8("state"),
-                                       offsets_records._read_topic_partitions(r, "assignedPartitions"))),
+                                       read_topic_partitions(r, "assignedPartitions"))),
     SG.STATE_PARTITION_METADATA: ("ShareGroupStatePartitionMetadataValue",
                                   lambda r: ShareGroupStatePartitionMetadataValue(
                                       _read_infos(r, "initializingTopics", True),
@@ -215,8 +194,7 @@ _DECODERS = {  # record type -> (value schema name, decoder)
 }
 
 
-def is_share_group_value(value: object) -> bool:
-    return type(value) in _ENCODERS
+VALUE_TYPES = tuple(_ENCODERS)  # the value classes of share-group records
 
 
 def encode_value(value: ShareGroupValue) -> bytes:

@@ -27,24 +27,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
-from ..group.consumer import _clean, _ids, _names  # names <-> ids, as the KIP-848 records hold them
-from ..group.errors import GroupErrorCode as E
-from ..group.recorded import RecordedGroups
-from ..group.records import CoordinatorRecord
-from .assignor import simple_assign
-from .group_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey, ShareGroupMemberMetadataValue,
+from .errors import GroupErrorCode as E
+from .modern import JOIN_EPOCH, LEAVE_EPOCH, HeartbeatResponse, TopicIds, TopicNames, clean, ids, names
+from .recorded import RecordedGroups
+from .records import CoordinatorRecord
+from .share_assignor import simple_assign
+from .share_records import (SG, ShareGroupCurrentMemberAssignmentValue, ShareGroupKey, ShareGroupMemberMetadataValue,
                             ShareGroupMetadataValue, ShareGroupStatePartitionMetadataValue,
                             ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMetadataValue,
                             ShareGroupValue, TopicPartitionsInfo)
 
-Partitions = Mapping[str, frozenset[int]]  # topic -> partitions
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
 ASSIGNOR = "simple"
-TopicIds = Callable[[str], uuid.UUID | None]  # topic name -> id; None: no such topic
-TopicNames = Callable[[uuid.UUID], str | None]  # topic id -> name; None: no such topic
 GroupRecords = dict[ShareGroupKey, ShareGroupValue]
 
 
@@ -59,14 +54,7 @@ class ShareHeartbeatRequest:
     client_host: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ShareHeartbeatResponse:
-    error: E
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: Partitions | None = None  # None: unchanged
-    error_message: str | None = None
+ShareHeartbeatResponse = HeartbeatResponse
 
 
 @dataclass(eq=False)
@@ -205,7 +193,7 @@ class ShareGroups(RecordedGroups):
     def _compute_target(self, group: ShareGroup) -> None:
         subscriptions = {m.member_id: frozenset(m.subscribed_topics) for m in group.members.values()}
         counts = {t: n for t, (n, _tid) in group.metadata.items()}
-        group.target = {mid: _clean(parts) for mid, parts in simple_assign(subscriptions, counts).items()}
+        group.target = {mid: clean(parts) for mid, parts in simple_assign(subscriptions, counts).items()}
         group.assignment_epoch = group.group_epoch
         for topic, count in counts.items():
             if any(topic in parts for parts in group.target.values()):
@@ -277,7 +265,7 @@ class ShareGroups(RecordedGroups):
         elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
         elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
-            group.target[key.member_id] = _names(value.topic_partitions, topic_name)
+            group.target[key.member_id] = names(value.topic_partitions, topic_name)
         elif isinstance(value, ShareGroupMemberMetadataValue):
             m = self._replayed_member(group, key.member_id, now_ms)
             m.rack_id, m.client_id, m.client_host = value.rack_id, value.client_id, value.client_host
@@ -285,7 +273,7 @@ class ShareGroups(RecordedGroups):
         elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
             m = self._replayed_member(group, key.member_id, now_ms)
             m.member_epoch, m.previous_epoch = value.member_epoch, value.previous_member_epoch
-            m.assigned = _names(value.assigned_partitions, topic_name)
+            m.assigned = names(value.assigned_partitions, topic_name)
         elif isinstance(value, ShareGroupStatePartitionMetadataValue):
             group.initialized = {name: frozenset(info.partitions) for info in value.initialized_topics
                                  if (name := topic_name(info.topic_id)) is not None and info.partitions}
@@ -330,8 +318,8 @@ def group_records(group: ShareGroup, topic_id: TopicIds) -> GroupRecords:
         out[ShareGroupKey(SG.MEMBER_METADATA, gid, mid)] = ShareGroupMemberMetadataValue(
             m.rack_id, m.client_id, m.client_host, m.subscribed_topics)
         out[ShareGroupKey(SG.CURRENT_MEMBER_ASSIGNMENT, gid, mid)] = ShareGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_epoch, 0, _ids(m.assigned, topic_id))
+            m.member_epoch, m.previous_epoch, 0, ids(m.assigned, topic_id))
     for mid, parts in group.target.items():
         out[ShareGroupKey(SG.TARGET_ASSIGNMENT_MEMBER, gid, mid)] = ShareGroupTargetAssignmentMemberValue(
-            _ids(parts, topic_id))
+            ids(parts, topic_id))
     return out
