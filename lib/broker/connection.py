@@ -20,10 +20,11 @@ import struct
 from typing import Any
 
 from . import wire
+from .api_keys import ApiKey
 from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
-from .handlers.api_versions import API_VERSIONS_KEY, unsupported_version_response
+from .handlers.api_versions import unsupported_version_response
 from .request_time import Stopwatch
 from .security import gate
 from .security.sasl import PRE_AUTH_KEYS
@@ -102,7 +103,7 @@ class Connection:
         try:
             request = wire.parse_request(frame, REGISTRY.supports, self.client_host, self.session)
         except wire.UnsupportedVersion as exc:
-            if exc.api_key == API_VERSIONS_KEY:
+            if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
                 # client can retry with one we serve.
                 await self._send(exc.correlation_id, unsupported_version_response())

@@ -21,6 +21,7 @@ from topiclake.security.acls import (
     parse_enum,
 )
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -40,7 +41,7 @@ def _binding_fields(b: AclBinding) -> dict:
                 principal=b.principal, host=b.host, operation=int(b.operation), permission_type=int(b.permission))
 
 
-@REGISTRY.route(29, (1, 3))
+@REGISTRY.route(ApiKey.DESCRIBE_ACLS, (1, 3))
 async def describe_acls(broker, request):
     cls = request.response_type
     if broker.security.authorizer is None:
@@ -63,7 +64,7 @@ async def describe_acls(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, resources=resources)
 
 
-@REGISTRY.route(30, (1, 3))
+@REGISTRY.route(ApiKey.CREATE_ACLS, (1, 3))
 async def create_acls(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")
@@ -86,7 +87,7 @@ async def create_acls(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
 
 
-@REGISTRY.route(31, (1, 3))
+@REGISTRY.route(ApiKey.DELETE_ACLS, (1, 3))
 async def delete_acls(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "filter_results")

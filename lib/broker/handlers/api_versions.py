@@ -1,4 +1,4 @@
-"""ApiVersions (key 18): the registry's routes are the answer, with the cluster features
+"""ApiVersions: the registry's routes are the answer, with the cluster features
 (`features`): supported ranges (v3 leaves out those starting at 0, as Kafka's schema says) and
 the finalized levels."""
 
@@ -9,11 +9,11 @@ import datetime
 from kio.schema.api_versions.v0 import response as v0
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..features import FEATURES, FINALIZED_EPOCH
 from ..wire import has_field, make, nested
 from .registry import REGISTRY
 
-API_VERSIONS_KEY = 18
 _NO_THROTTLE = datetime.timedelta(0)
 
 
@@ -27,7 +27,7 @@ def unsupported_version_response() -> v0.ApiVersionsResponse:
     return v0.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(v0.ApiVersion))
 
 
-@REGISTRY.route(API_VERSIONS_KEY, (0, 4))
+@REGISTRY.route(ApiKey.API_VERSIONS, (0, 4))
 async def api_versions(broker, request):
     cls = request.response_type
     features = {}

@@ -6,13 +6,14 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-@REGISTRY.route(60, (0, 2))
+@REGISTRY.route(ApiKey.DESCRIBE_CLUSTER, (0, 2))
 async def describe_cluster(broker, request):
     cls = request.response_type
     host, port = broker.config.endpoint_for(request.session.listener)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from .. import config_resources as resources
 from ..config_resources import ConfigEntry
 from ..errors import BrokerError, error_code, error_message
@@ -40,7 +41,7 @@ def topic_config_entries(overrides, defaults, entry_cls: type) -> tuple:
     return entries_of(resources.topic_entries(overrides, defaults), entry_cls)
 
 
-@REGISTRY.route(32, (1, 4))
+@REGISTRY.route(ApiKey.DESCRIBE_CONFIGS, (1, 4))
 async def describe_configs(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -79,14 +80,14 @@ async def _alter(broker, body, cls, updates_of) -> Any:
     return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(results))
 
 
-@REGISTRY.route(33, (0, 2))
+@REGISTRY.route(ApiKey.ALTER_CONFIGS, (0, 2))
 async def alter_configs(broker, request):
     # The legacy API replaces the whole set of a resource's dynamic values.
     return await _alter(broker, request.body, request.response_type,
                         lambda res: ({c.name: c.value for c in res.configs}, True))
 
 
-@REGISTRY.route(44, (0, 1))
+@REGISTRY.route(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1))
 async def incremental_alter_configs(broker, request):
     def updates_of(res):
         current = resources.current(broker, res.resource_type, res.resource_name)
@@ -118,7 +119,7 @@ async def incremental_alter_configs(broker, request):
     return await _alter(broker, request.body, request.response_type, updates_of)
 
 
-@REGISTRY.route(74, (0, 1))
+@REGISTRY.route(ApiKey.LIST_CONFIG_RESOURCES, (0, 1))
 async def list_config_resources(broker, request):
     """v0 (ListClientMetricsResources) lists client-metrics resources only: there are none here."""
     body, cls = request.body, request.response_type

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import Operation, ResourceType
 from topiclake.segments.errors import TopiclakeError
 
+from ..api_keys import ApiKey
 from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
@@ -70,7 +71,7 @@ def _regex(body) -> str | None:
     return regex
 
 
-@REGISTRY.route(68, (0, 1))
+@REGISTRY.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1))
 async def consumer_group_heartbeat(broker, request):
     body, cls = request.body, request.response_type
     owned = None
@@ -96,7 +97,7 @@ async def consumer_group_heartbeat(broker, request):
     return heartbeat_answer(broker, cls, resp)
 
 
-@REGISTRY.route(69, (0, 1))
+@REGISTRY.route(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1))
 async def consumer_group_describe(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")

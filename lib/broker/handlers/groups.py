@@ -12,6 +12,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..group.api import HeartbeatRequest, JoinRequest, MemberIdentity, Protocol, SyncRequest
 from ..group.errors import GroupCoordinatorError
 from ..wire import has_field, make, nested
@@ -36,7 +37,7 @@ def ms(value) -> int:
 
 
 # ================================================================== FindCoordinator
-@REGISTRY.route(10, (0, 6))
+@REGISTRY.route(ApiKey.FIND_COORDINATOR, (0, 6))
 async def find_coordinator(broker, request):
     """One broker coordinates every group, transactional id and share-partition state (v4+: batched keys)."""
     body, cls = request.body, request.response_type
@@ -66,7 +67,7 @@ async def find_coordinator(broker, request):
 
 
 # ========================================================================= JoinGroup
-@REGISTRY.route(11, (0, 9))
+@REGISTRY.route(ApiKey.JOIN_GROUP, (0, 9))
 async def join_group(broker, request):
     body, cls = request.body, request.response_type
     req = JoinRequest(
@@ -92,7 +93,7 @@ async def join_group(broker, request):
 
 
 # ========================================================================= SyncGroup
-@REGISTRY.route(14, (0, 5))
+@REGISTRY.route(ApiKey.SYNC_GROUP, (0, 5))
 async def sync_group(broker, request):
     body, cls = request.body, request.response_type
     req = SyncRequest(body.group_id, body.generation_id, body.member_id,
@@ -109,7 +110,7 @@ async def sync_group(broker, request):
 
 
 # ========================================================================= Heartbeat
-@REGISTRY.route(12, (0, 4))
+@REGISTRY.route(ApiKey.HEARTBEAT, (0, 4))
 async def heartbeat(broker, request):
     body, cls = request.body, request.response_type
     req = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
@@ -121,7 +122,7 @@ async def heartbeat(broker, request):
 
 
 # ======================================================================== LeaveGroup
-@REGISTRY.route(13, (0, 5))
+@REGISTRY.route(ApiKey.LEAVE_GROUP, (0, 5))
 async def leave_group(broker, request):
     body, cls = request.body, request.response_type
     batched = has_field(type(body), "members")
@@ -141,7 +142,7 @@ async def leave_group(broker, request):
 
 
 # ==================================================================== DescribeGroups
-@REGISTRY.route(15, (0, 6))
+@REGISTRY.route(ApiKey.DESCRIBE_GROUPS, (0, 6))
 async def describe_groups(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -161,7 +162,7 @@ async def describe_groups(broker, request):
 
 
 # ======================================================================== ListGroups
-@REGISTRY.route(16, (0, 5))
+@REGISTRY.route(ApiKey.LIST_GROUPS, (0, 5))
 async def list_groups(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -172,7 +173,7 @@ async def list_groups(broker, request):
 
 
 # ====================================================================== DeleteGroups
-@REGISTRY.route(42, (0, 2))
+@REGISTRY.route(ApiKey.DELETE_GROUPS, (0, 2))
 async def delete_groups(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")

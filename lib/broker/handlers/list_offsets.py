@@ -8,6 +8,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..errors import error_code, error_message
 from ..wire import make, nested
 from .metadata import LEADER_EPOCH
@@ -41,7 +42,7 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     return found.timestamp, found.offset
 
 
-@REGISTRY.route(2, (1, 11))
+@REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
 async def list_offsets(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.segments import filenames
 
+from ..api_keys import ApiKey
 from ..errors import error_code
 from ..wire import make, nested
 from .registry import REGISTRY
@@ -49,7 +50,7 @@ def _describe(layout, wanted: dict[str, set[int] | None]) -> tuple[dict[str, dic
     return sizes, stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
 
 
-@REGISTRY.route(35, (1, 4))
+@REGISTRY.route(ApiKey.DESCRIBE_LOG_DIRS, (1, 4))
 async def describe_log_dirs(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -72,7 +73,7 @@ async def describe_log_dirs(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
 
 
-@REGISTRY.route(34, (1, 2))
+@REGISTRY.route(ApiKey.ALTER_REPLICA_LOG_DIRS, (1, 2))
 async def alter_replica_log_dirs(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "results")

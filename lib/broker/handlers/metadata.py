@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError
 from topiclake.segments.storage import TopicMeta, validate_topic_name
 
+from ..api_keys import ApiKey
 from ..errors import error_code
 from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..wire import make, nested
@@ -31,7 +32,7 @@ def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
                  for i in indexes)
 
 
-@REGISTRY.route(3, (0, 13))
+@REGISTRY.route(ApiKey.METADATA, (0, 13))
 async def metadata(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -13,6 +13,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..group.api import CommitOffset, OffsetCommitRequest
 from ..group.errors import GroupCoordinatorError
 from ..partitions import topic_uuid
@@ -76,7 +77,7 @@ def _topic_keys(broker, topics) -> tuple[list, "_TopicIds | None"]:
 
 
 # ====================================================================== OffsetCommit
-@REGISTRY.route(8, (2, 10))
+@REGISTRY.route(ApiKey.OFFSET_COMMIT, (2, 10))
 async def offset_commit(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -105,7 +106,7 @@ class _Failed:
 
 
 # ======================================================================= OffsetFetch
-@REGISTRY.route(9, (1, 10))
+@REGISTRY.route(ApiKey.OFFSET_FETCH, (1, 10))
 async def offset_fetch(broker, request):
     body, cls = request.body, request.response_type
     require_stable = getattr(body, "require_stable", False)
@@ -159,7 +160,7 @@ async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, 
 
 
 # ====================================================================== OffsetDelete
-@REGISTRY.route(47, (0, 0))
+@REGISTRY.route(ApiKey.OFFSET_DELETE, (0, 0))
 async def offset_delete(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
 from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 
+from ..api_keys import ApiKey
 from ..append_policy import check_append
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
@@ -85,7 +86,7 @@ def _name_of(broker, topic_id) -> str | None:
 TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transaction on its first batch
 
 
-@REGISTRY.route(0, (3, 13))
+@REGISTRY.route(ApiKey.PRODUCE, (3, 13))
 async def produce(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")

@@ -8,6 +8,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from ..wire import make
 from .registry import REGISTRY
@@ -24,7 +25,7 @@ def _ms(value) -> int:
     return int(value)
 
 
-@REGISTRY.route(22, (0, 5))
+@REGISTRY.route(ApiKey.INIT_PRODUCER_ID, (0, 5))
 async def init_producer_id(broker, request):
     body, cls = request.body, request.response_type
     if body.transactional_id is None:

@@ -11,6 +11,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..errors import error_code, error_message
 from ..wire import make, nested
 from .registry import REGISTRY
@@ -22,7 +23,7 @@ def _active_producers(part):
     return part.producers.to_snapshot(part.txns.ongoing())
 
 
-@REGISTRY.route(61, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_PRODUCERS, (0, 0))
 async def describe_producers(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

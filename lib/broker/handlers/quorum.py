@@ -14,6 +14,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -25,7 +26,7 @@ LISTENER_NAME = "PLAINTEXT"
 _NO_DIRECTORY_ID = uuid.UUID(int=0)
 
 
-@REGISTRY.route(55, (0, 2))
+@REGISTRY.route(ApiKey.DESCRIBE_QUORUM, (0, 2))
 async def describe_quorum(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -7,6 +7,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..client_quotas import ClientQuotas, FilterComponent
 from ..errors import error_code, error_message
 from ..wire import make, nested
@@ -15,7 +16,7 @@ from .registry import REGISTRY
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-@REGISTRY.route(48, (0, 1))
+@REGISTRY.route(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1))
 async def describe_client_quotas(broker, request):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
@@ -34,7 +35,7 @@ async def describe_client_quotas(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, entries=entries)
 
 
-@REGISTRY.route(49, (0, 1))
+@REGISTRY.route(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1))
 async def alter_client_quotas(broker, request):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.segments.errors import OffsetOutOfRangeError
 
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
 from ..wire import make, nested
 from .registry import REGISTRY
@@ -37,7 +38,7 @@ def _delete_before(part, offset: int) -> int:
     return part.log.log_start_offset
 
 
-@REGISTRY.route(21, (0, 2))
+@REGISTRY.route(ApiKey.DELETE_RECORDS, (0, 2))
 async def delete_records(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

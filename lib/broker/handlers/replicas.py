@@ -13,6 +13,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -32,7 +33,7 @@ def _partition_error(broker, topic: str, index: int) -> tuple[ErrorCode, str | N
 
 
 # ====================================================================== ElectLeaders
-@REGISTRY.route(43, (0, 2))
+@REGISTRY.route(ApiKey.ELECT_LEADERS, (0, 2))
 async def elect_leaders(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "replica_election_results")
@@ -72,7 +73,7 @@ def _reassignment_error(broker, topic: str, index: int, replicas) -> tuple[Error
     return ErrorCode.none, None  # the partition's current assignment: nothing to move
 
 
-@REGISTRY.route(45, (0, 1))
+@REGISTRY.route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, (0, 1))
 async def alter_partition_reassignments(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -90,7 +91,7 @@ async def alter_partition_reassignments(broker, request):
 
 
 # ======================================================== ListPartitionReassignments
-@REGISTRY.route(46, (0, 0))
+@REGISTRY.route(ApiKey.LIST_PARTITION_REASSIGNMENTS, (0, 0))
 async def list_partition_reassignments(broker, request):
     # Only ongoing reassignments are listed, and there never is one.
     return make(request.response_type, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.security import scram
 from topiclake.security.credentials import CredentialError, check_iterations, check_user_name
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-@REGISTRY.route(50, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0))
 async def describe_user_scram_credentials(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")
@@ -54,7 +55,7 @@ class _Refused(Exception):
         self.code = code
 
 
-@REGISTRY.route(51, (0, 0))
+@REGISTRY.route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0))
 async def alter_user_scram_credentials(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")

@@ -8,6 +8,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..group.errors import GroupCoordinatorError
 from ..share.groups import ASSIGNOR, ShareHeartbeatRequest
 from ..wire import make, nested
@@ -19,7 +20,7 @@ _NO_THROTTLE = datetime.timedelta(0)
 
 
 
-@REGISTRY.route(76, (1, 1))
+@REGISTRY.route(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1))
 async def share_group_heartbeat(broker, request):
     body, cls = request.body, request.response_type
     req = ShareHeartbeatRequest(
@@ -33,7 +34,7 @@ async def share_group_heartbeat(broker, request):
     return heartbeat_answer(broker, cls, resp)
 
 
-@REGISTRY.route(77, (1, 1))
+@REGISTRY.route(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1))
 async def share_group_describe(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")

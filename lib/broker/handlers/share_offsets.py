@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 
+from ..api_keys import ApiKey
 from ..group.errors import GroupCoordinatorError
 from ..share.service import TopicOffsets
 from ..wire import make, nested
@@ -18,7 +19,7 @@ from .registry import REGISTRY
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-@REGISTRY.route(90, (0, 1))
+@REGISTRY.route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1))
 async def describe_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -39,7 +40,7 @@ async def describe_share_group_offsets(broker, request):
     return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
 
 
-@REGISTRY.route(91, (0, 0))
+@REGISTRY.route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0))
 async def alter_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     wanted = {t.topic_name: {p.partition_index: p.start_offset for p in t.partitions} for t in body.topics}
@@ -55,7 +56,7 @@ async def alter_share_group_offsets(broker, request):
             for p in t.partitions)) for t in topics))
 
 
-@REGISTRY.route(92, (0, 0))
+@REGISTRY.route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0))
 async def delete_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     try:

@@ -13,6 +13,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..partitions import topic_uuid
 from ..wire import make, nested
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
@@ -24,7 +25,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
 
-@REGISTRY.route(75, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0, 0))
 async def describe_topic_partitions(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import validate_topic_name
 
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
 from ..partitions import topic_uuid
 from ..wire import make, nested
@@ -67,7 +68,7 @@ def _partition_count(broker, topic) -> int:
     return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
 
 
-@REGISTRY.route(19, (2, 7))
+@REGISTRY.route(ApiKey.CREATE_TOPICS, (2, 7))
 async def create_topics(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
@@ -103,7 +104,7 @@ async def create_topics(broker, request):
     return make(cls, throttle_time=mutations.throttle, topics=tuple(results))
 
 
-@REGISTRY.route(20, (1, 6))
+@REGISTRY.route(ApiKey.DELETE_TOPICS, (1, 6))
 async def delete_topics(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "responses")
@@ -131,7 +132,7 @@ async def delete_topics(broker, request):
     return make(cls, throttle_time=mutations.throttle, responses=tuple(results))
 
 
-@REGISTRY.route(37, (0, 3))
+@REGISTRY.route(ApiKey.CREATE_PARTITIONS, (0, 3))
 async def create_partitions(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")

@@ -20,6 +20,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..group.errors import GroupCoordinatorError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnError
@@ -83,7 +84,7 @@ def _topic_results(topic_cls, codes: dict[tuple[str, int], ErrorCode]):
     return tuple(make(topic_cls, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items())
 
 
-@REGISTRY.route(24, (0, 5))
+@REGISTRY.route(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 5))
 async def add_partitions_to_txn(broker, request):
     body, cls = request.body, request.response_type
     if request.api_version <= 3:
@@ -105,7 +106,7 @@ async def add_partitions_to_txn(broker, request):
 
 
 # ==================================================================== AddOffsetsToTxn
-@REGISTRY.route(25, (0, 4))
+@REGISTRY.route(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4))
 async def add_offsets_to_txn(broker, request):
     body, cls = request.body, request.response_type
     try:
@@ -117,7 +118,7 @@ async def add_offsets_to_txn(broker, request):
 
 
 # ============================================================================= EndTxn
-@REGISTRY.route(26, (0, 5))
+@REGISTRY.route(ApiKey.END_TXN, (0, 5))
 async def end_txn(broker, request):
     body, cls = request.body, request.response_type
     producer_id, producer_epoch = -1, -1
@@ -133,7 +134,7 @@ async def end_txn(broker, request):
 
 
 # ==================================================================== TxnOffsetCommit
-@REGISTRY.route(28, (0, 5))
+@REGISTRY.route(ApiKey.TXN_OFFSET_COMMIT, (0, 5))
 async def txn_offset_commit(broker, request):
     """The offsets go to the group coordinator as a transactional batch of the producer; they
     become visible when EndTxn's COMMIT marker reaches the group's `__consumer_offsets` partition.

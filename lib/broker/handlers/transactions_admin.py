@@ -11,6 +11,7 @@ import re
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..txn.state import NO_TIMESTAMP, TxnMetadata, TxnState
 from ..wire import make, nested
 from .registry import REGISTRY
@@ -25,7 +26,7 @@ def _datetime(ms: int) -> datetime.datetime:
 
 
 # ============================================================== DescribeTransactions
-@REGISTRY.route(65, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
 async def describe_transactions(broker, request):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")
@@ -62,7 +63,7 @@ def _listed(m: TxnMetadata, states: set[TxnState], producer_ids: set[int], min_d
             and (pattern is None or pattern.fullmatch(m.transactional_id) is not None))
 
 
-@REGISTRY.route(66, (0, 2))
+@REGISTRY.route(ApiKey.LIST_TRANSACTIONS, (0, 2))
 async def list_transactions(broker, request):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import CLUSTER_NAME, Operation, ResourceType
 
+from ..api_keys import ApiKey
 from ..errors import CloseConnection
 from ..wire import has_field, make
 
@@ -35,11 +36,11 @@ log = logging.getLogger(__name__)
 
 Call = Callable[[Any], Awaitable[Any]]
 Policy = Callable[["Check", Any, Any, Call], Awaitable[Any]]
-POLICIES: dict[int, Policy] = {}
+POLICIES: dict[ApiKey, Policy] = {}
 OMITTED = -2147483648  # *_authorized_operations not asked for
 
 
-def policy(*api_keys: int) -> Callable[[Policy], Policy]:
+def policy(*api_keys: ApiKey) -> Callable[[Policy], Policy]:
     def register(fn: Policy) -> Policy:
         for key in api_keys:
             if key in POLICIES:

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
+from ..api_keys import ApiKey
 from ..errors import CloseConnection
 from ..wire import has_field, make, nested
 from .gate import OMITTED, blank, policy, replace, serve_allowed
@@ -46,7 +47,7 @@ def topic_key(item, name_field: str = "name") -> dict:
 
 
 # ========================================================================= Produce
-@policy(0)
+@policy(ApiKey.PRODUCE)
 async def produce(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -71,7 +72,7 @@ def _is_follower(body) -> bool:
     return replica is not None and replica >= 0
 
 
-@policy(1)
+@policy(ApiKey.FETCH)
 async def fetch(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -87,7 +88,7 @@ async def fetch(check, broker, request, call):
 
 
 # ===================================================================== ListOffsets
-@policy(2)
+@policy(ApiKey.LIST_OFFSETS)
 async def list_offsets(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -99,7 +100,7 @@ async def list_offsets(check, broker, request, call):
 
 
 # ======================================================================== Metadata
-@policy(3)
+@policy(ApiKey.METADATA)
 async def metadata(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -145,7 +146,7 @@ async def metadata(check, broker, request, call):
 
 
 # ========================================================= DescribeTopicPartitions
-@policy(75)
+@policy(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 async def describe_topic_partitions(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -160,12 +161,12 @@ async def describe_topic_partitions(check, broker, request, call):
 
 
 # =================================================== DeleteRecords, DescribeProducers
-@policy(21)
+@policy(ApiKey.DELETE_RECORDS)
 async def delete_records(check, broker, request, call):
     return await _per_topic_partitions(check, broker, request, call, Op.DELETE, "partitions", "partition_index")
 
 
-@policy(61)
+@policy(ApiKey.DESCRIBE_PRODUCERS)
 async def describe_producers(check, broker, request, call):
     return await _per_topic_partitions(check, broker, request, call, Op.READ, "partition_indexes", None)
 
@@ -182,7 +183,7 @@ async def _per_topic_partitions(check, broker, request, call, op: Op, parts_fiel
 
 
 # ==================================================== CreateTopics, CreatePartitions
-@policy(19)
+@policy(ApiKey.CREATE_TOPICS)
 async def create_topics(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
@@ -202,7 +203,7 @@ async def create_topics(check, broker, request, call):
     return replace(response, topics=tuple(results) + denied)
 
 
-@policy(37)
+@policy(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -213,7 +214,7 @@ async def create_partitions(check, broker, request, call):
 
 
 # ==================================================================== DeleteTopics
-@policy(20)
+@policy(ApiKey.DELETE_TOPICS)
 async def delete_topics(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "responses")
