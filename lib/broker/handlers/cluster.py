@@ -7,6 +7,7 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -20,4 +21,4 @@ async def describe_cluster(broker, request):
     me = make(nested(cls, "brokers"), broker_id=broker.broker_id, host=host, port=port, rack=None, is_fenced=False)
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
                 cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=(me,),
-                cluster_authorized_operations=-2147483648)
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -15,12 +15,13 @@ from topiclake.security.acls import Operation, ResourceType
 from topiclake.segments.errors import TopiclakeError
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..partitions import topic_uuid
 from ..security.gate import authorize
 from ..wire import make, nested
-from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
+from .groups import code, ms
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)

@@ -13,14 +13,14 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
 from ..group.api import HeartbeatRequest, JoinRequest, MemberIdentity, Protocol, SyncRequest
 from ..group.errors import GroupCoordinatorError
 from ..wire import has_field, make, nested
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)
-GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2  # SHARE: a share-partition's state ("group:topicId:partition")
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+_COORDINATOR_TYPES = frozenset(CoordinatorType)
 
 
 def code(value) -> ErrorCode:
@@ -41,17 +41,17 @@ def ms(value) -> int:
 async def find_coordinator(broker, request):
     """One broker coordinates every group, transactional id and share-partition state (v4+: batched keys)."""
     body, cls = request.body, request.response_type
-    key_type = getattr(body, "key_type", GROUP_KEY)
+    key_type = getattr(body, "key_type", CoordinatorType.GROUP)
     keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
     (host, port), me = broker.config.endpoint_for(request.session.listener), broker.broker_id
-    if key_type == GROUP_KEY:
+    if key_type == CoordinatorType.GROUP:
         broker.groups.ensure_loading()  # creates __consumer_offsets on first use, as Kafka does
     results = []
     for key in keys:
         error, message = ErrorCode.none, None
-        if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY):
+        if key_type not in _COORDINATOR_TYPES:
             error, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
-        elif key_type == GROUP_KEY and not key:
+        elif key_type == CoordinatorType.GROUP and not key:
             error, message = ErrorCode.invalid_request, "group id must not be empty"
         results.append((key, error, message))
     if has_field(cls, "coordinators"):

@@ -9,9 +9,9 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from ..errors import error_code, error_message
 from ..wire import make, nested
-from .metadata import LEADER_EPOCH
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,6 @@ async def list_offsets(broker, request):
                 else:
                     log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, error_message(exc))
             results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else NO_LEADER_EPOCH))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
     return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))

@@ -12,6 +12,7 @@ from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError
 from topiclake.segments.storage import TopicMeta, validate_topic_name
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
 from ..errors import error_code
 from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..wire import make, nested
@@ -19,7 +20,6 @@ from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH = 0  # one broker, never re-elected
 _NO_THROTTLE = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -57,7 +57,8 @@ async def metadata(broker, request):
     host, port = broker.config.endpoint_for(request.session.listener)  # the listener the client came in on
     me_entry = make(broker_cls, node_id=me, host=host, port=port, rack=None)
     return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
-                controller_id=me, brokers=(me_entry,), topics=topics, cluster_authorized_operations=-2147483648)
+                controller_id=me, brokers=(me_entry,), topics=topics,
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _describe(broker, requested, auto_create: bool, topic_entry):

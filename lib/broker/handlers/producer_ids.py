@@ -9,7 +9,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
-from ..txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from ..constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from ..wire import make
 from .registry import REGISTRY
 from .transactions import txn_error

@@ -9,7 +9,6 @@ UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers until it runs more than one Raft pa
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from kio.schema.errors import ErrorCode
@@ -33,7 +32,7 @@ async def describe_quorum(broker, request):
     part_cls = nested(topic_cls, "partitions")
     replica_cls = nested(part_cls, "current_voters")
     me = broker.broker_id
-    now_ms = int(time.time() * 1000)
+    now_ms = broker.partitions.clock()
     topics = []
     for t in body.topics:
         parts = []

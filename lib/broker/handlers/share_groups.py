@@ -9,11 +9,12 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..group.errors import GroupCoordinatorError
 from ..share.groups import ASSIGNOR, ShareHeartbeatRequest
 from ..wire import make, nested
 from .consumer_groups import heartbeat_answer, partition_count, refused_heartbeat, topic_id_of
-from .groups import AUTHORIZED_OPERATIONS_OMITTED, code
+from .groups import code
 from .registry import REGISTRY
 
 _NO_THROTTLE = datetime.timedelta(0)

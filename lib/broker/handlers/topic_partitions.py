@@ -14,9 +14,9 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..partitions import topic_uuid
 from ..wire import make, nested
-from .groups import AUTHORIZED_OPERATIONS_OMITTED
 from .metadata import INTERNAL_TOPICS, partition_entries
 from .registry import REGISTRY
 

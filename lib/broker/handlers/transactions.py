@@ -1,6 +1,6 @@
 """Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
 TxnOffsetCommit (28). InitProducerId (22) lives in producer_ids.py; FindCoordinator with
-key_type=1 in groups.py (one broker coordinates every transactional id).
+CoordinatorType.TRANSACTION in groups.py (one broker coordinates every transactional id).
 
 Thin: each calls the TransactionCoordinator (broker.txn) and turns its TxnError into the
 response's code. Transactions v2 (KIP-890 part 2; the transaction.version feature at level 2,

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 Call = Callable[[Any], Awaitable[Any]]
 Policy = Callable[["Check", Any, Any, Call], Awaitable[Any]]
 POLICIES: dict[ApiKey, Policy] = {}
-OMITTED = -2147483648  # *_authorized_operations not asked for
 
 
 def policy(*api_keys: ApiKey) -> Callable[[Policy], Policy]:

@@ -16,9 +16,10 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace, serve_allowed
+from .gate import blank, policy, replace, serve_allowed
 
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 NO_TOPIC_ID = uuid.UUID(int=0)  # in answers about topics the principal may not describe
@@ -125,7 +126,7 @@ async def metadata(check, broker, request, call):
             else:
                 denied.append(blank(topic_cls, TOPIC_DENIED, name=requested_name,
                                     topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID, partitions=(),
-                                    is_internal=False, topic_authorized_operations=OMITTED))
+                                    is_internal=False, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         body = replace(body, topics=tuple(kept))
     response = await call(body)
     with_ops = getattr(body, "include_topic_authorized_operations", False)
@@ -156,7 +157,7 @@ async def describe_topic_partitions(check, broker, request, call):
                                                or check.topic(Op.DESCRIBE, t.name)))
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
     denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
-                         topic_authorized_operations=OMITTED) for t in refused)
+                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for t in refused)
     return await serve_allowed(call, body, kept, "topics", cls, denied, "topics", next_cursor=None)
 
 

@@ -22,8 +22,9 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace, serve_allowed
+from .gate import blank, policy, replace, serve_allowed
 from .policies_data import TOPIC_DENIED, split, topic_key
 
 NO_INTERVAL = datetime.timedelta(0)  # a refused heartbeat names no interval
@@ -67,7 +68,7 @@ async def describe_groups(check, broker, request, call):
     ids = getattr(body, ids_field)
     kept = tuple(g for g in ids if check.group(Op.DESCRIBE, g))
     denied = tuple(blank(group_cls, GROUP_DENIED, group_id=g, error_message="Authorization failed.",
-                         authorized_operations=OMITTED) for g in ids if g not in kept)
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in ids if g not in kept)
     if not kept:
         return blank(cls, groups=denied)
     response = await call(replace(body, **{ids_field: kept}))
@@ -89,14 +90,14 @@ async def list_groups(check, broker, request, call):
 @policy(ApiKey.FIND_COORDINATOR)
 async def find_coordinator(check, broker, request, call):
     body, cls = request.body, request.response_type
-    key_type = getattr(body, "key_type", 0)
+    key_type = getattr(body, "key_type", CoordinatorType.GROUP)
 
     def allowed(key: str) -> bool:
-        if key_type == 1:
+        if key_type == CoordinatorType.TRANSACTION:
             return check.txn(Op.DESCRIBE, key)
-        return check.group(Op.DESCRIBE, key)  # groups (0) and share groups (2)
+        return check.group(Op.DESCRIBE, key)  # groups and share groups
 
-    code = TXN_DENIED if key_type == 1 else GROUP_DENIED
+    code = TXN_DENIED if key_type == CoordinatorType.TRANSACTION else GROUP_DENIED
     if not has_field(type(body), "coordinator_keys"):
         if allowed(body.key):
             return await call(body)

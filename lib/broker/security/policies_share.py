@@ -18,8 +18,9 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..wire import make, nested
-from .gate import OMITTED, blank, policy, replace
+from .gate import blank, policy, replace
 from .policies_data import NO_TOPIC_ID, TOPIC_DENIED
 from .policies_groups import NO_INTERVAL, GROUP_DENIED
 
@@ -47,7 +48,7 @@ async def share_group_describe(check, broker, request, call):
     group_cls = nested(cls, "groups")
     kept = tuple(g for g in body.group_ids if check.group(Op.DESCRIBE, g))
     denied = tuple(blank(group_cls, GROUP_DENIED, group_id=g, error_message="Authorization failed.",
-                         authorized_operations=OMITTED) for g in body.group_ids if g not in kept)
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in body.group_ids if g not in kept)
     if not kept:
         return blank(cls, groups=denied)
     response = await call(replace(body, group_ids=kept))
