@@ -25,7 +25,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .api_keys import ApiKey
-from .security.session import DEFAULT_SESSION, Session
+from .session import DEFAULT_SESSION, Session
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
@@ -56,7 +56,7 @@ class Request:
     client_id: str | None
     body: Any  # the kio request dataclass
     client_host: str = ""  # the client's address as Kafka shows it ("/127.0.0.1"), for group members
-    session: Session = DEFAULT_SESSION  # the connection's listener and principal (security.session)
+    session: Session = DEFAULT_SESSION  # the connection's listener and principal (session.py)
 
     @property
     def response_type(self) -> type:

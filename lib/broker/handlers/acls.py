@@ -5,7 +5,6 @@ ALTER on the cluster)."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -23,10 +22,10 @@ from topiclake.security.acls import (
 
 from ..api_keys import ApiKey
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
 _DISABLED = "No Authorizer is configured on the broker ([security] authorizer = \"acl\")"
 
 
@@ -45,12 +44,12 @@ def _binding_fields(b: AclBinding) -> dict:
 async def describe_acls(broker, request):
     cls = request.response_type
     if broker.security.authorizer is None:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.security_disabled, error_message=_DISABLED,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.security_disabled, error_message=_DISABLED,
                     resources=())
     try:
         found = broker.security.acls.find(_filter_of(request.body))
     except AclError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_request, error_message=str(exc),
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, error_message=str(exc),
                     resources=())
     resource_cls = nested(cls, "resources")
     acl_cls = nested(resource_cls, "acls")
@@ -61,7 +60,7 @@ async def describe_acls(broker, request):
         make(acl_cls, principal=b.principal, host=b.host, operation=int(b.operation),
              permission_type=int(b.permission)) for b in bindings))
         for (t, name, p), bindings in by_resource.items())
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, resources=resources)
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, resources=resources)
 
 
 @REGISTRY.route(ApiKey.CREATE_ACLS, (1, 3))
@@ -84,7 +83,7 @@ async def create_acls(broker, request):
             except AclError as exc:
                 code, message = ErrorCode.invalid_request, str(exc)
         results.append(make(result_cls, error_code=code, error_message=message))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 @REGISTRY.route(ApiKey.DELETE_ACLS, (1, 3))
@@ -93,7 +92,7 @@ async def delete_acls(broker, request):
     result_cls = nested(cls, "filter_results")
     matching_cls = nested(result_cls, "matching_acls")
     if broker.security.authorizer is None:
-        return make(cls, throttle_time=_NO_THROTTLE, filter_results=tuple(
+        return make(cls, throttle_time=NO_THROTTLE, filter_results=tuple(
             make(result_cls, error_code=ErrorCode.security_disabled, error_message=_DISABLED, matching_acls=())
             for _ in request.body.filters))
     filters, errors = [], {}
@@ -117,4 +116,4 @@ async def delete_acls(broker, request):
             log.info("ACL removed by %s: %s", request.session.principal, b.describe())
         results.append(make(result_cls, error_code=ErrorCode.none, error_message=None, matching_acls=tuple(
             make(matching_cls, error_code=ErrorCode.none, error_message=None, **_binding_fields(b)) for b in removed)))
-    return make(cls, throttle_time=_NO_THROTTLE, filter_results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, filter_results=tuple(results))

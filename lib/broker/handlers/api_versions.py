@@ -4,17 +4,14 @@ the finalized levels."""
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.api_versions.v0 import response as v0
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
 from ..features import FEATURES, FINALIZED_EPOCH
 from ..wire import has_field, make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def _api_keys(entry_type: type) -> tuple:
@@ -40,4 +37,4 @@ async def api_versions(broker, request):
             finalized_features=tuple(finalized(name=f.name, max_version_level=f.finalized,
                                                min_version_level=f.finalized) for f in FEATURES))
     return make(cls, error_code=ErrorCode.none, api_keys=_api_keys(nested(cls, "api_keys")),
-                throttle_time=_NO_THROTTLE, **features)
+                throttle_time=NO_THROTTLE, **features)

@@ -3,7 +3,6 @@ With isolation_level read_committed (v2+), "latest" is the last stable offset.""
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -12,11 +11,11 @@ from ..api_keys import ApiKey
 from ..constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from ..errors import error_code, error_message
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 
 LATEST = -1
 EARLIEST = -2
@@ -65,4 +64,4 @@ async def list_offsets(broker, request):
             results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
                                 offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else NO_LEADER_EPOCH))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -7,7 +7,6 @@ Kafka's log cleanup thread removes them. One replica: the low watermark is this 
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -17,11 +16,11 @@ from topiclake.segments.errors import OffsetOutOfRangeError
 from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 HIGH_WATERMARK = -1  # DeleteRecordsRequest: "delete everything below the high watermark"
 
 
@@ -63,4 +62,4 @@ async def delete_records(broker, request):
             results.append(make(part_cls, partition_index=p.partition_index, low_watermark=low_watermark,
                                 error_code=code))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

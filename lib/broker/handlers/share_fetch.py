@@ -23,7 +23,6 @@ from ..throttle import FETCH
 from ..wire import make, nested
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 RECORD_LIMIT_MODE = 1
 
 

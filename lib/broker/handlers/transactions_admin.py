@@ -14,9 +14,9 @@ from kio.schema.errors import ErrorCode
 from ..api_keys import ApiKey
 from ..txn.state import NO_TIMESTAMP, TxnMetadata, TxnState
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 _STATES = {s.label: s for s in TxnState}
 
 
@@ -49,7 +49,7 @@ async def describe_transactions(broker, request):
                            transaction_start_time=_datetime(m.start_ms), producer_id=m.producer_id,
                            producer_epoch=m.producer_epoch,
                            topics=tuple(make(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
-    return make(cls, throttle_time=_NO_THROTTLE, transaction_states=tuple(states))
+    return make(cls, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 
 # ================================================================= ListTransactions
@@ -70,7 +70,7 @@ async def list_transactions(broker, request):
     unknown = tuple(name for name in body.state_filters if name not in _STATES)
     states = {_STATES[name] for name in body.state_filters if name in _STATES}
     if body.state_filters and not states:  # only unknown states asked for: nothing can match
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                     transaction_states=())
     pattern = None
     text = getattr(body, "transactional_id_pattern", None)
@@ -78,14 +78,14 @@ async def list_transactions(broker, request):
         try:
             pattern = re.compile(text)
         except re.error:
-            return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
+            return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
                         unknown_state_filters=unknown, transaction_states=())
     now_ms = broker.txn.clock()
     producer_ids = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
     listed = [m for m in broker.txn.transactions().values()
               if _listed(m, states, producer_ids, duration, pattern, now_ms)]
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                 transaction_states=tuple(make(state_cls, transactional_id=m.transactional_id, producer_id=m.producer_id,
                                               transaction_state=m.state.label)
                                          for m in sorted(listed, key=lambda m: m.transactional_id)))

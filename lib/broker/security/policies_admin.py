@@ -21,9 +21,7 @@ from topiclake.security.acls import ResourceType
 
 from ..api_keys import ApiKey
 from ..wire import make, nested
-from .gate import blank, policy, replace, serve_allowed
-from .policies_groups import CLUSTER_DENIED, GROUP_DENIED
-from .policies_data import TOPIC_DENIED
+from .policies import CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, blank, policy, replace, serve_allowed
 
 _DENIED_TEXT = "Cluster authorization failed."
 

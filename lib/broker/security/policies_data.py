@@ -8,8 +8,6 @@ may not describe."""
 
 from __future__ import annotations
 
-import uuid
-
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation as Op
@@ -19,33 +17,7 @@ from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
 from ..wire import has_field, make, nested
-from .gate import blank, policy, replace, serve_allowed
-
-TOPIC_DENIED = ErrorCode.topic_authorization_failed
-NO_TOPIC_ID = uuid.UUID(int=0)  # in answers about topics the principal may not describe
-
-
-def topic_name(broker, item, name_field: str = "name", id_field: str = "topic_id") -> str | None:
-    """A request topic's name: its name field, or the name of its id (None: unknown id)."""
-    name = getattr(item, name_field, None)
-    if name is None and getattr(item, id_field, None) is not None:
-        meta = broker.partitions.topic_by_id(getattr(item, id_field))
-        return None if meta is None else meta.name
-    return name
-
-
-def split(broker, items, allowed, name_field: str = "name", id_field: str = "topic_id"):
-    """(kept items, refused items): unknown ids are kept (the handler answers UNKNOWN_TOPIC_ID)."""
-    kept, refused = [], []
-    for item in items:
-        name = topic_name(broker, item, name_field, id_field)
-        (kept if name is None or allowed(name) else refused).append(item)
-    return tuple(kept), tuple(refused)
-
-
-def topic_key(item, name_field: str = "name") -> dict:
-    return {name_field: getattr(item, name_field, None), "topic_id": getattr(item, "topic_id", None)}
-
+from .policies import NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace, serve_allowed, split, topic_key, topic_name
 
 # ========================================================================= Produce
 @policy(ApiKey.PRODUCE)

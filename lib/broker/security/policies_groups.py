@@ -24,13 +24,9 @@ from topiclake.security.acls import ResourceType
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
 from ..wire import has_field, make, nested
-from .gate import blank, policy, replace, serve_allowed
-from .policies_data import TOPIC_DENIED, split, topic_key
+from .policies import (CLUSTER_DENIED, GROUP_DENIED, NO_INTERVAL, TOPIC_DENIED, TXN_DENIED, blank, policy, replace,
+                       serve_allowed, split, topic_key)
 
-NO_INTERVAL = datetime.timedelta(0)  # a refused heartbeat names no interval
-GROUP_DENIED = ErrorCode.group_authorization_failed
-TXN_DENIED = ErrorCode.transactional_id_authorization_failed
-CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)  # Kafka's -1 ms
 
 

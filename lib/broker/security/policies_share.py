@@ -20,9 +20,7 @@ from topiclake.security.acls import ResourceType
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..wire import make, nested
-from .gate import blank, policy, replace
-from .policies_data import NO_TOPIC_ID, TOPIC_DENIED
-from .policies_groups import NO_INTERVAL, GROUP_DENIED
+from .policies import GROUP_DENIED, NO_INTERVAL, NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace
 
 
 def _denied(cls, code: ErrorCode, what: str, **values):

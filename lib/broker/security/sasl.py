@@ -25,7 +25,7 @@ from topiclake.security import scram
 from topiclake.security.credentials import CredentialStore
 
 from ..api_keys import ApiKey
-from .session import Session
+from ..session import Session
 
 log = logging.getLogger(__name__)
 
