@@ -14,7 +14,7 @@ from topiclake.segments.settings import check_types, section, storage_root
 from . import producer_state
 from .group.config import GroupsConfig
 from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
-from .share.config import ShareConfig
+from .group.share_config import ShareConfig
 from .txn.config import TransactionsConfig
 
 

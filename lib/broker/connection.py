@@ -20,14 +20,15 @@ import struct
 from typing import Any
 
 from . import wire
+from .api_keys import ApiKey
 from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
-from .handlers.api_versions import API_VERSIONS_KEY, unsupported_version_response
+from .handlers.api_versions import unsupported_version_response
 from .request_time import Stopwatch
 from .security import gate
 from .security.sasl import PRE_AUTH_KEYS
-from .security.session import Session
+from .session import Session
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""  # Kafka's InetAddress.toString()
-        # Who the client is (security.session): PLAINTEXT and anonymous unless the listener says otherwise.
+        # Who the client is (session.py): PLAINTEXT and anonymous unless the listener says otherwise.
         self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
         self.busy = False  # a request is being handled (shutdown waits for it)
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
@@ -102,7 +103,7 @@ class Connection:
         try:
             request = wire.parse_request(frame, REGISTRY.supports, self.client_host, self.session)
         except wire.UnsupportedVersion as exc:
-            if exc.api_key == API_VERSIONS_KEY:
+            if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
                 # client can retry with one we serve.
                 await self._send(exc.correlation_id, unsupported_version_response())

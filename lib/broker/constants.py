@@ -7,6 +7,8 @@ that change is made in one place.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from topiclake.segments.batch import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID
 
 # One broker, never re-elected: every partition it leads is at epoch 0.
@@ -17,4 +19,13 @@ NO_LEADER_EPOCH = NO_PARTITION_LEADER_EPOCH
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 NO_PRODUCER_EPOCH = -1
 
-__all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "LEADER_EPOCH", "NO_LEADER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID"]
+
+class CoordinatorType(IntEnum):
+    """What a FindCoordinator key names (FindCoordinatorRequest.CoordinatorType)."""
+
+    GROUP = 0
+    TRANSACTION = 1
+    SHARE = 2  # a share-partition's state: "group:topicId:partition" (KIP-932)
+
+__all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "LEADER_EPOCH", "NO_LEADER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID",
+           "CoordinatorType"]

@@ -30,7 +30,7 @@ from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.producer_snapshot import delete_snapshots, list_snapshots, read_snapshot, write_snapshot
 from topiclake.segments.txn_index import TxnIndexEntry, read_txn_index, write_txn_index
 
-from .txn.partition_state import end_txn_marker
+from .partition_txns import end_txn_marker
 
 log = logging.getLogger(__name__)
 

@@ -32,19 +32,16 @@ from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
+from .clock import SYSTEM, Clock
 from .errors import UnknownTopicOrPartition
 from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
-from .txn.partition_state import PartitionTxns, scan_log
+from .partition_txns import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def topic_uuid(meta: TopicMeta) -> uuid.UUID:
@@ -169,7 +166,7 @@ class Partition:
 class PartitionManager:
     def __init__(self, layout: StorageLayout, *, default_partitions: int = 1,
                  producer_id_expiration_ms: int = EXPIRATION_MS,
-                 clock: Callable[[], int] = wall_clock_ms):
+                 clock: Clock = SYSTEM):
         self.layout = layout
         self.registry = TopicRegistry(layout)
         self.default_partitions = default_partitions

@@ -11,7 +11,6 @@ the registry replays and plans again.
 from __future__ import annotations
 
 import logging
-import time
 
 from topiclake.registry.basic_auth import basic_auth
 from topiclake.registry.config import RegistryConfig
@@ -22,7 +21,7 @@ from topiclake.registry.service import SchemaRegistry
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
 
-from .handlers.metadata import LEADER_EPOCH
+from .constants import LEADER_EPOCH
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class BrokerSchemaStore:
         return await self.partitions.run_read(_read, self.part, from_offset, self.part.last_stable_offset)
 
     async def append(self, records: list[tuple[bytes, bytes | None]], *, expected_end: int) -> int:
-        batch = build_batch([Record(i, int(time.time() * 1000), k, v) for i, (k, v) in enumerate(records)],
+        batch = build_batch([Record(i, self.partitions.clock(), k, v) for i, (k, v) in enumerate(records)],
                             base_offset=0, partition_leader_epoch=LEADER_EPOCH)
         first = await self.partitions.run_io(_append, self.part, batch, expected_end)
         self.part.notify()

@@ -24,7 +24,8 @@ from typing import Any, Callable
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from .security.session import DEFAULT_SESSION, Session
+from .api_keys import ApiKey
+from .session import DEFAULT_SESSION, Session
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _SIZE = struct.Struct(">i")
@@ -49,13 +50,13 @@ class UnsupportedVersion(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    api_key: int
+    api_key: ApiKey
     api_version: int
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request dataclass
     client_host: str = ""  # the client's address as Kafka shows it ("/127.0.0.1"), for group members
-    session: Session = DEFAULT_SESSION  # the connection's listener and principal (security.session)
+    session: Session = DEFAULT_SESSION  # the connection's listener and principal (session.py)
 
     @property
     def response_type(self) -> type:
@@ -106,7 +107,7 @@ def parse_request(frame, supported: Callable[[int, int], bool], client_host: str
         raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
     # carries a few).
-    return Request(api_key, api_version, correlation_id, header.client_id, body, client_host, session)
+    return Request(ApiKey(api_key), api_version, correlation_id, header.client_id, body, client_host, session)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from tests.broker.txn.raw import add_partitions, init_producer_id
 from topiclake.broker import wire
 from topiclake.broker.coordinator_runtime import Status
 from topiclake.broker.group.config import GroupsConfig
-from topiclake.broker.share.config import ShareConfig
+from topiclake.broker.group.share_config import ShareConfig
 from topiclake.segments.filenames import log_file
 
 

@@ -11,6 +11,7 @@ from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 
 from tests.broker.conftest import InProcessBroker
+from topiclake.broker.constants import CoordinatorType
 from topiclake.broker.group.api import CommitOffset
 from topiclake.broker.group.errors import GroupCoordinatorError
 from topiclake.segments.batch import Record, build_batch, read_header
@@ -43,6 +44,19 @@ def retry(fn, timeout_s=30.0):
             return result
         time.sleep(0.05)
     raise AssertionError(f"coordinator never became available within {timeout_s} s")
+
+
+@pytest.mark.parametrize("key_type, keys, codes", [
+    (CoordinatorType.TRANSACTION, ("txn-a",), [ErrorCode.none]),
+    (CoordinatorType.SHARE, ("g:AAAAAAAAAAAAAAAAAAAAAA:0",), [ErrorCode.none]),
+    (CoordinatorType.GROUP, ("",), [ErrorCode.invalid_request]),  # a group id must not be empty
+    (7, ("x", "y"), [ErrorCode.invalid_request] * 2),  # no such coordinator type
+], ids=["transaction", "share", "empty-group", "unknown-type"])
+def test_find_coordinator_by_key_type(broker, key_type, keys, codes):
+    with broker.client() as c:
+        resp = c.request(fc4.FindCoordinatorRequest(key_type=key_type, coordinator_keys=keys))
+    assert [(x.key, x.error_code) for x in resp.coordinators] == list(zip(keys, codes))
+    assert [x.node_id for x in resp.coordinators] == [0 if code == ErrorCode.none else -1 for code in codes]
 
 
 def test_find_coordinator_batched_and_offsets_round_trip(broker):

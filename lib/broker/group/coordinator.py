@@ -40,7 +40,7 @@ from topiclake.segments.errors import TopiclakeError
 from ..clock import SYSTEM, Clock
 from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..partitions import INTERNAL_TOPICS, topic_uuid
-from ..share.config import ShareConfig
+from .share_config import ShareConfig
 from .api import (CommitOffset, GroupDescription, GroupResult, HeartbeatRequest, JoinRequest, JoinResponse,
                   LeaveResponse, ListedGroup, MemberIdentity, OffsetCommitRequest, OffsetDeleteResponse,
                   OffsetFetchResponse, PartitionResult, Result, SyncRequest, SyncResponse)

@@ -20,7 +20,7 @@ from topiclake.segments.config_store import ConfigStore
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.storage import StorageLayout
 
-from ..share.config import ShareConfig
+from .share_config import ShareConfig
 from .config import GroupsConfig
 
 _NOT_HERE = " Stored; no effect here: this broker runs no {} groups."

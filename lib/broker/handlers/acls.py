@@ -5,7 +5,6 @@ ALTER on the cluster)."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -21,11 +20,12 @@ from topiclake.security.acls import (
     parse_enum,
 )
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
 _DISABLED = "No Authorizer is configured on the broker ([security] authorizer = \"acl\")"
 
 
@@ -40,16 +40,16 @@ def _binding_fields(b: AclBinding) -> dict:
                 principal=b.principal, host=b.host, operation=int(b.operation), permission_type=int(b.permission))
 
 
-@REGISTRY.route(29, (1, 3))
+@REGISTRY.route(ApiKey.DESCRIBE_ACLS, (1, 3))
 async def describe_acls(broker, request):
     cls = request.response_type
     if broker.security.authorizer is None:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.security_disabled, error_message=_DISABLED,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.security_disabled, error_message=_DISABLED,
                     resources=())
     try:
         found = broker.security.acls.find(_filter_of(request.body))
     except AclError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_request, error_message=str(exc),
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, error_message=str(exc),
                     resources=())
     resource_cls = nested(cls, "resources")
     acl_cls = nested(resource_cls, "acls")
@@ -60,10 +60,10 @@ async def describe_acls(broker, request):
         make(acl_cls, principal=b.principal, host=b.host, operation=int(b.operation),
              permission_type=int(b.permission)) for b in bindings))
         for (t, name, p), bindings in by_resource.items())
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, resources=resources)
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, resources=resources)
 
 
-@REGISTRY.route(30, (1, 3))
+@REGISTRY.route(ApiKey.CREATE_ACLS, (1, 3))
 async def create_acls(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")
@@ -83,16 +83,16 @@ async def create_acls(broker, request):
             except AclError as exc:
                 code, message = ErrorCode.invalid_request, str(exc)
         results.append(make(result_cls, error_code=code, error_message=message))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-@REGISTRY.route(31, (1, 3))
+@REGISTRY.route(ApiKey.DELETE_ACLS, (1, 3))
 async def delete_acls(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "filter_results")
     matching_cls = nested(result_cls, "matching_acls")
     if broker.security.authorizer is None:
-        return make(cls, throttle_time=_NO_THROTTLE, filter_results=tuple(
+        return make(cls, throttle_time=NO_THROTTLE, filter_results=tuple(
             make(result_cls, error_code=ErrorCode.security_disabled, error_message=_DISABLED, matching_acls=())
             for _ in request.body.filters))
     filters, errors = [], {}
@@ -116,4 +116,4 @@ async def delete_acls(broker, request):
             log.info("ACL removed by %s: %s", request.session.principal, b.describe())
         results.append(make(result_cls, error_code=ErrorCode.none, error_message=None, matching_acls=tuple(
             make(matching_cls, error_code=ErrorCode.none, error_message=None, **_binding_fields(b)) for b in removed)))
-    return make(cls, throttle_time=_NO_THROTTLE, filter_results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, filter_results=tuple(results))

@@ -1,20 +1,17 @@
-"""ApiVersions (key 18): the registry's routes are the answer, with the cluster features
+"""ApiVersions: the registry's routes are the answer, with the cluster features
 (`features`): supported ranges (v3 leaves out those starting at 0, as Kafka's schema says) and
 the finalized levels."""
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.api_versions.v0 import response as v0
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..features import FEATURES, FINALIZED_EPOCH
 from ..wire import has_field, make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
-
-API_VERSIONS_KEY = 18
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def _api_keys(entry_type: type) -> tuple:
@@ -27,7 +24,7 @@ def unsupported_version_response() -> v0.ApiVersionsResponse:
     return v0.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(v0.ApiVersion))
 
 
-@REGISTRY.route(API_VERSIONS_KEY, (0, 4))
+@REGISTRY.route(ApiKey.API_VERSIONS, (0, 4))
 async def api_versions(broker, request):
     cls = request.response_type
     features = {}
@@ -40,4 +37,4 @@ async def api_versions(broker, request):
             finalized_features=tuple(finalized(name=f.name, max_version_level=f.finalized,
                                                min_version_level=f.finalized) for f in FEATURES))
     return make(cls, error_code=ErrorCode.none, api_keys=_api_keys(nested(cls, "api_keys")),
-                throttle_time=_NO_THROTTLE, **features)
+                throttle_time=NO_THROTTLE, **features)

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 
-
-@REGISTRY.route(60, (0, 2))
+@REGISTRY.route(ApiKey.DESCRIBE_CLUSTER, (0, 2))
 async def describe_cluster(broker, request):
     cls = request.response_type
     host, port = broker.config.endpoint_for(request.session.listener)
     me = make(nested(cls, "brokers"), broker_id=broker.broker_id, host=host, port=port, rack=None, is_fenced=False)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
                 cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=(me,),
-                cluster_authorized_operations=-2147483648)
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -7,40 +7,22 @@ every open log; a group config at the group's next heartbeat.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from .. import config_resources as resources
-from ..config_resources import ConfigEntry
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
-from ..wire import has_field, make, nested
+from ..wire import make, nested
+from ._common import NO_THROTTLE, config_entries
 from .registry import REGISTRY
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def entries_of(entries: list[ConfigEntry], entry_cls: type, *, with_documentation: bool = False) -> tuple:
-    """Response entries of `entry_cls` (any DescribeConfigs/CreateTopics version)."""
-    synonym_cls = nested(entry_cls, "synonyms") if has_field(entry_cls, "synonyms") else None
-    return tuple(make(entry_cls, name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                      is_default=e.is_default, is_sensitive=e.sensitive, config_type=e.config_type,
-                      documentation=e.documentation if with_documentation else None,
-                      synonyms=tuple(make(synonym_cls, name=s.name, value=s.value, source=s.source)
-                                     for s in e.synonyms) if synonym_cls else ())
-                 for e in entries)
-
-
-def topic_config_entries(overrides, defaults, entry_cls: type) -> tuple:
-    """A new topic's configs for CreateTopics v5+ (no synonyms there)."""
-    return entries_of(resources.topic_entries(overrides, defaults), entry_cls)
-
-
-@REGISTRY.route(32, (1, 4))
+@REGISTRY.route(ApiKey.DESCRIBE_CONFIGS, (1, 4))
 async def describe_configs(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -53,13 +35,13 @@ async def describe_configs(broker, request):
         try:
             entries = resources.describe(broker, res.resource_type, res.resource_name, res.configuration_keys,
                                          with_synonyms=with_synonyms)
-            configs = entries_of(entries, entry_cls, with_documentation=with_documentation)
+            configs = config_entries(entries, entry_cls, with_documentation=with_documentation)
             code, message = ErrorCode.none, None
         except Exception as exc:
             code, message = error_code(exc), error_message(exc)
         results.append(make(result_cls, error_code=code, error_message=message, resource_type=res.resource_type,
                             resource_name=res.resource_name, configs=configs))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 async def _alter(broker, body, cls, updates_of) -> Any:
@@ -76,17 +58,17 @@ async def _alter(broker, body, cls, updates_of) -> Any:
             code, message = error_code(exc), error_message(exc)
         results.append(make(result_cls, error_code=code, error_message=message, resource_type=res.resource_type,
                             resource_name=res.resource_name))
-    return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-@REGISTRY.route(33, (0, 2))
+@REGISTRY.route(ApiKey.ALTER_CONFIGS, (0, 2))
 async def alter_configs(broker, request):
     # The legacy API replaces the whole set of a resource's dynamic values.
     return await _alter(broker, request.body, request.response_type,
                         lambda res: ({c.name: c.value for c in res.configs}, True))
 
 
-@REGISTRY.route(44, (0, 1))
+@REGISTRY.route(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1))
 async def incremental_alter_configs(broker, request):
     def updates_of(res):
         current = resources.current(broker, res.resource_type, res.resource_name)
@@ -118,11 +100,11 @@ async def incremental_alter_configs(broker, request):
     return await _alter(broker, request.body, request.response_type, updates_of)
 
 
-@REGISTRY.route(74, (0, 1))
+@REGISTRY.route(ApiKey.LIST_CONFIG_RESOURCES, (0, 1))
 async def list_config_resources(broker, request):
     """v0 (ListClientMetricsResources) lists client-metrics resources only: there are none here."""
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "config_resources")
     listed = resources.listed(broker, body.resource_types) if request.api_version >= 1 else []
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, config_resources=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, config_resources=tuple(
         make(entry_cls, resource_name=name, resource_type=kind) for kind, name in listed))

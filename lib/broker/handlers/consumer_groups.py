@@ -4,62 +4,23 @@ this handler translates with the topic registry."""
 
 from __future__ import annotations
 
-import datetime
-import uuid
-
 import re2
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation, ResourceType
-from topiclake.segments.errors import TopiclakeError
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
-from ..partitions import topic_uuid
 from ..security.gate import authorize
 from ..wire import make, nested
-from .groups import AUTHORIZED_OPERATIONS_OMITTED, code, ms
+from ._common import NO_THROTTLE, code, ms, partition_count, topic_id_of
+from ._coordinators import heartbeat_answer, refused_heartbeat
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
-_ZERO_UUID = uuid.UUID(int=0)
 _CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1 MemberType
-
-
-def partition_count(broker, topic: str) -> int | None:
-    try:
-        return broker.partitions.topic(topic).partitions
-    except TopiclakeError:
-        return None
-
-
-def topic_id_of(broker, name: str) -> uuid.UUID:
-    """The topic's id, or the zero id for a topic that is gone."""
-    try:
-        return topic_uuid(broker.partitions.topic(name))
-    except TopiclakeError:
-        return _ZERO_UUID
-
-
-def refused_heartbeat(cls, error_code, message: str):
-    """A heartbeat answer (ConsumerGroupHeartbeat, ShareGroupHeartbeat) carrying only an error."""
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=error_code, error_message=message, member_id=None,
-                member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
-
-
-def heartbeat_answer(broker, cls, resp):
-    """The coordinator's heartbeat response on the wire: its assignment's topics as ids."""
-    assignment = None
-    if resp.assignment is not None:
-        assignment_cls = nested(cls, "assignment")
-        tp_cls = nested(assignment_cls, "topic_partitions")
-        assignment = make(assignment_cls, topic_partitions=tuple(
-            make(tp_cls, topic_id=topic_id_of(broker, name), partitions=tuple(sorted(parts)))
-            for name, parts in sorted(resp.assignment.items())))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), error_message=resp.error_message,
-                member_id=resp.member_id, member_epoch=resp.member_epoch,
-                heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
 
 
 def _regex(body) -> str | None:
@@ -70,7 +31,7 @@ def _regex(body) -> str | None:
     return regex
 
 
-@REGISTRY.route(68, (0, 1))
+@REGISTRY.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1))
 async def consumer_group_heartbeat(broker, request):
     body, cls = request.body, request.response_type
     owned = None
@@ -96,7 +57,7 @@ async def consumer_group_heartbeat(broker, request):
     return heartbeat_answer(broker, cls, resp)
 
 
-@REGISTRY.route(69, (0, 1))
+@REGISTRY.route(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1))
 async def consumer_group_describe(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -128,4 +89,4 @@ async def consumer_group_describe(broker, request):
                            group_state=group.state, group_epoch=group.group_epoch,
                            assignment_epoch=group.assignment_epoch, assignor_name="range", members=members,
                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))

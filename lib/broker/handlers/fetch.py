@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code
 from ..request_time import waiting
 from ..throttle import FETCH
@@ -126,7 +127,7 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
     return slots
 
 
-@REGISTRY.route(1, (4, 18))
+@REGISTRY.route(ApiKey.FETCH, (4, 18))
 async def fetch(broker, request):
     body, cls = request.body, request.response_type
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION

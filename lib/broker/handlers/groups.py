@@ -8,65 +8,51 @@ service (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) become the res
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
 from ..group.api import HeartbeatRequest, JoinRequest, MemberIdentity, Protocol, SyncRequest
 from ..group.errors import GroupCoordinatorError
 from ..wire import has_field, make, nested
+from ._common import NO_THROTTLE, code, ms
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
-GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2  # SHARE: a share-partition's state ("group:topicId:partition")
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-
-
-def code(value) -> ErrorCode:
-    return ErrorCode(int(value))
-
-
-def ms(value) -> int:
-    """A kio i32Timedelta/i64Timedelta as integer milliseconds (-1 stays -1)."""
-    if value is None:
-        return -1
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
-    return int(value)
+_COORDINATOR_TYPES = frozenset(CoordinatorType)
 
 
 # ================================================================== FindCoordinator
-@REGISTRY.route(10, (0, 6))
+@REGISTRY.route(ApiKey.FIND_COORDINATOR, (0, 6))
 async def find_coordinator(broker, request):
     """One broker coordinates every group, transactional id and share-partition state (v4+: batched keys)."""
     body, cls = request.body, request.response_type
-    key_type = getattr(body, "key_type", GROUP_KEY)
+    key_type = getattr(body, "key_type", CoordinatorType.GROUP)
     keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
     (host, port), me = broker.config.endpoint_for(request.session.listener), broker.broker_id
-    if key_type == GROUP_KEY:
+    if key_type == CoordinatorType.GROUP:
         broker.groups.ensure_loading()  # creates __consumer_offsets on first use, as Kafka does
     results = []
     for key in keys:
         error, message = ErrorCode.none, None
-        if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY):
+        if key_type not in _COORDINATOR_TYPES:
             error, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
-        elif key_type == GROUP_KEY and not key:
+        elif key_type == CoordinatorType.GROUP and not key:
             error, message = ErrorCode.invalid_request, "group id must not be empty"
         results.append((key, error, message))
     if has_field(cls, "coordinators"):
         entry = nested(cls, "coordinators")
-        return make(cls, throttle_time=_NO_THROTTLE, coordinators=tuple(
+        return make(cls, throttle_time=NO_THROTTLE, coordinators=tuple(
             make(entry, key=key, node_id=me if err == ErrorCode.none else -1, host=host if err == ErrorCode.none else "",
                  port=port if err == ErrorCode.none else -1, error_code=err, error_message=msg)
             for key, err, msg in results))
     _key, err, msg = results[0]
     ok = err == ErrorCode.none
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=err, error_message=msg, node_id=me if ok else -1,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=err, error_message=msg, node_id=me if ok else -1,
                 host=host if ok else "", port=port if ok else -1)
 
 
 # ========================================================================= JoinGroup
-@REGISTRY.route(11, (0, 9))
+@REGISTRY.route(ApiKey.JOIN_GROUP, (0, 9))
 async def join_group(broker, request):
     body, cls = request.body, request.response_type
     req = JoinRequest(
@@ -79,20 +65,20 @@ async def join_group(broker, request):
     try:
         resp = await broker.groups.join(req)
     except GroupCoordinatorError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), generation_id=-1, protocol_type=None,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=code(exc.code), generation_id=-1, protocol_type=None,
                     protocol_name=None if request.api_version >= 7 else "", leader="", skip_assignment=False,
                     member_id=body.member_id, members=())
     member_cls = nested(cls, "members")
     members = tuple(make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
                     for m in resp.members)
     protocol_name = resp.protocol_name if resp.protocol_name is not None or request.api_version >= 7 else ""
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), generation_id=resp.generation_id,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(resp.error), generation_id=resp.generation_id,
                 protocol_type=resp.protocol_type, protocol_name=protocol_name, leader=resp.leader,
                 skip_assignment=resp.skip_assignment, member_id=resp.member_id, members=members)
 
 
 # ========================================================================= SyncGroup
-@REGISTRY.route(14, (0, 5))
+@REGISTRY.route(ApiKey.SYNC_GROUP, (0, 5))
 async def sync_group(broker, request):
     body, cls = request.body, request.response_type
     req = SyncRequest(body.group_id, body.generation_id, body.member_id,
@@ -101,15 +87,15 @@ async def sync_group(broker, request):
                       getattr(body, "protocol_name", None))
     try:
         resp = await broker.groups.sync(req)
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), protocol_type=resp.protocol_type,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=code(resp.error), protocol_type=resp.protocol_type,
                     protocol_name=resp.protocol_name, assignment=resp.assignment)
     except GroupCoordinatorError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), protocol_type=None,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=code(exc.code), protocol_type=None,
                     protocol_name=None, assignment=b"")
 
 
 # ========================================================================= Heartbeat
-@REGISTRY.route(12, (0, 4))
+@REGISTRY.route(ApiKey.HEARTBEAT, (0, 4))
 async def heartbeat(broker, request):
     body, cls = request.body, request.response_type
     req = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
@@ -117,11 +103,11 @@ async def heartbeat(broker, request):
         error = await broker.groups.heartbeat(req)
     except GroupCoordinatorError as exc:
         error = exc.code
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error))
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(error))
 
 
 # ======================================================================== LeaveGroup
-@REGISTRY.route(13, (0, 5))
+@REGISTRY.route(ApiKey.LEAVE_GROUP, (0, 5))
 async def leave_group(broker, request):
     body, cls = request.body, request.response_type
     batched = has_field(type(body), "members")
@@ -130,18 +116,18 @@ async def leave_group(broker, request):
     try:
         resp = await broker.groups.leave(body.group_id, members)
     except GroupCoordinatorError as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(exc.code), members=())
+        return make(cls, throttle_time=NO_THROTTLE, error_code=code(exc.code), members=())
     if not batched:  # v0-v2: the one member's error is the response's error
         error = resp.error if resp.error or not resp.members else resp.members[0].error
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error))
+        return make(cls, throttle_time=NO_THROTTLE, error_code=code(error))
     member_cls = nested(cls, "members")
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(resp.error), members=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(resp.error), members=tuple(
         make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code(m.error))
         for m in resp.members))
 
 
 # ==================================================================== DescribeGroups
-@REGISTRY.route(15, (0, 6))
+@REGISTRY.route(ApiKey.DESCRIBE_GROUPS, (0, 6))
 async def describe_groups(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -157,25 +143,25 @@ async def describe_groups(broker, request):
         groups.append(make(group_cls, error_code=error, error_message=message, group_id=d.group_id,
                            group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
                            members=members, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
 # ======================================================================== ListGroups
-@REGISTRY.route(16, (0, 5))
+@REGISTRY.route(ApiKey.LIST_GROUPS, (0, 5))
 async def list_groups(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
     listed = broker.groups.list_groups(getattr(body, "states_filter", ()), getattr(body, "types_filter", ()))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(
         make(group_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=kind)
         for g, kind in listed))
 
 
 # ====================================================================== DeleteGroups
-@REGISTRY.route(42, (0, 2))
+@REGISTRY.route(ApiKey.DELETE_GROUPS, (0, 2))
 async def delete_groups(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     results = await broker.groups.delete_groups(body.groups_names)
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(
         make(result_cls, group_id=r.group_id, error_code=code(r.error)) for r in results))

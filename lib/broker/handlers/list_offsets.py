@@ -3,19 +3,19 @@ With isolation_level read_committed (v2+), "latest" is the last stable offset.""
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
+from ..constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from ..errors import error_code, error_message
 from ..wire import make, nested
-from .metadata import LEADER_EPOCH
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 
 LATEST = -1
 EARLIEST = -2
@@ -41,7 +41,7 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     return found.timestamp, found.offset
 
 
-@REGISTRY.route(2, (1, 11))
+@REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
 async def list_offsets(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -62,6 +62,6 @@ async def list_offsets(broker, request):
                 else:
                     log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, error_message(exc))
             results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else NO_LEADER_EPOCH))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

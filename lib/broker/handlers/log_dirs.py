@@ -9,7 +9,6 @@ not have.
 
 from __future__ import annotations
 
-import datetime
 import os
 from pathlib import Path
 
@@ -17,11 +16,11 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.segments import filenames
 
+from ..api_keys import ApiKey
 from ..errors import error_code
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def partition_size(directory: Path) -> int:
@@ -49,7 +48,7 @@ def _describe(layout, wanted: dict[str, set[int] | None]) -> tuple[dict[str, dic
     return sizes, stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
 
 
-@REGISTRY.route(35, (1, 4))
+@REGISTRY.route(ApiKey.DESCRIBE_LOG_DIRS, (1, 4))
 async def describe_log_dirs(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -69,10 +68,10 @@ async def describe_log_dirs(broker, request):
         for p, size in parts.items())) for name, parts in sizes.items())
     result = make(result_cls, error_code=ErrorCode.none, log_dir=str(broker.layout.logs_dir.resolve()), topics=topics,
                   total_bytes=total, usable_bytes=usable, is_cordoned=False)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
 
 
-@REGISTRY.route(34, (1, 2))
+@REGISTRY.route(ApiKey.ALTER_REPLICA_LOG_DIRS, (1, 2))
 async def alter_replica_log_dirs(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "results")
@@ -90,5 +89,5 @@ async def alter_replica_log_dirs(broker, request):
                 except Exception as exc:
                     code = error_code(exc)
                 by_topic.setdefault(t.name, []).append(make(part_cls, partition_index=index, error_code=code))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(
         make(topic_cls, topic_name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

@@ -2,43 +2,32 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
-import uuid
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError
 from topiclake.segments.storage import TopicMeta, validate_topic_name
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import error_code
 from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..wire import make, nested
+from ._common import NO_THROTTLE, ZERO_UUID, partition_entries
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH = 0  # one broker, never re-elected
-_NO_THROTTLE = datetime.timedelta(0)
-_ZERO_UUID = uuid.UUID(int=0)
 
-
-def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
-    """Metadata/DescribeTopicPartitions entries: this broker is each partition's leader and only replica."""
-    return tuple(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=broker_id,
-                      leader_epoch=LEADER_EPOCH, replica_nodes=(broker_id,), isr_nodes=(broker_id,),
-                      eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
-                 for i in indexes)
-
-
-@REGISTRY.route(3, (0, 13))
+@REGISTRY.route(ApiKey.METADATA, (0, 13))
 async def metadata(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     partition_cls = nested(topic_cls, "partitions")
     me = broker.broker_id
 
-    def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=_ZERO_UUID):
+    def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=ZERO_UUID):
         partitions = ()
         if meta is not None:
             partitions = partition_entries(partition_cls, me, range(meta.partitions))
@@ -55,8 +44,9 @@ async def metadata(broker, request):
     broker_cls = nested(cls, "brokers")
     host, port = broker.config.endpoint_for(request.session.listener)  # the listener the client came in on
     me_entry = make(broker_cls, node_id=me, host=host, port=port, rack=None)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
-                controller_id=me, brokers=(me_entry,), topics=topics, cluster_authorized_operations=-2147483648)
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
+                controller_id=me, brokers=(me_entry,), topics=topics,
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _describe(broker, requested, auto_create: bool, topic_entry):

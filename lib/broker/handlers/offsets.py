@@ -8,28 +8,18 @@ error of the service is every partition's error.
 
 from __future__ import annotations
 
-import datetime
 import uuid
 
 from kio.schema.errors import ErrorCode
 
-from ..group.api import CommitOffset, OffsetCommitRequest
+from ..api_keys import ApiKey
+from ..group.api import OffsetCommitRequest
 from ..group.errors import GroupCoordinatorError
 from ..partitions import topic_uuid
 from ..wire import has_field, make, nested
-from .groups import code, ms
+from ._common import NO_THROTTLE, ZERO_UUID, code, ms
+from ._coordinators import commit_offsets_of
 from .registry import REGISTRY
-
-_NO_THROTTLE = datetime.timedelta(0)
-
-
-def commit_offsets_of(body, keys=None) -> tuple[CommitOffset, ...]:
-    """The flat offsets of an OffsetCommit or TxnOffsetCommit request (same topic nesting).
-    `keys`: each topic's name (default: its `name`); a topic keyed by an unknown id is left out."""
-    keys = keys if keys is not None else [t.name for t in body.topics]
-    return tuple(CommitOffset(key, p.partition_index, p.committed_offset, p.committed_metadata,
-                              getattr(p, "committed_leader_epoch", -1))
-                 for key, t in zip(keys, body.topics) if isinstance(key, str) for p in t.partitions)
 
 
 def _grouped(results, cls, make_part, ids: "_TopicIds | None" = None):
@@ -63,7 +53,7 @@ class _TopicIds:
             try:
                 self._ids[key] = topic_uuid(self.broker.partitions.topic(key))
             except Exception:  # noqa: BLE001  (offsets of a deleted topic: Kafka's zero id)
-                self._ids[key] = uuid.UUID(int=0)
+                self._ids[key] = ZERO_UUID
         return self._ids[key]
 
 
@@ -76,7 +66,7 @@ def _topic_keys(broker, topics) -> tuple[list, "_TopicIds | None"]:
 
 
 # ====================================================================== OffsetCommit
-@REGISTRY.route(8, (2, 10))
+@REGISTRY.route(ApiKey.OFFSET_COMMIT, (2, 10))
 async def offset_commit(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -92,7 +82,7 @@ async def offset_commit(broker, request):
         results = await broker.groups.commit_offsets(req) if offsets else []
     except GroupCoordinatorError as exc:
         results = [_Failed(o.topic, o.partition, exc.code) for o in offsets]
-    return make(cls, throttle_time=_NO_THROTTLE, topics=_grouped(
+    return make(cls, throttle_time=NO_THROTTLE, topics=_grouped(
         [*results, *unknown], topic_cls,
         lambda r: make(part_cls, partition_index=r.partition, error_code=code(r.error)), ids))
 
@@ -105,7 +95,7 @@ class _Failed:
 
 
 # ======================================================================= OffsetFetch
-@REGISTRY.route(9, (1, 10))
+@REGISTRY.route(ApiKey.OFFSET_FETCH, (1, 10))
 async def offset_fetch(broker, request):
     body, cls = request.body, request.response_type
     require_stable = getattr(body, "require_stable", False)
@@ -123,7 +113,7 @@ async def offset_fetch(broker, request):
             error, topics = await _fetch(broker, g.group_id, wanted, require_stable, topic_cls, part_cls,
                                          getattr(g, "member_id", None), getattr(g, "member_epoch", -1), ids)
             groups.append(make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
-        return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+        return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
@@ -133,7 +123,7 @@ async def offset_fetch(broker, request):
         topics = tuple(make(topic_cls, name=t.name, partitions=tuple(
             make(part_cls, partition_index=p.partition_index, committed_offset=-1, committed_leader_epoch=-1,
                  metadata="", error_code=error) for p in t.partitions)) for t in topics)
-    return make(cls, throttle_time=_NO_THROTTLE, topics=topics, error_code=error)
+    return make(cls, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
 
 
 async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, member_id=None, member_epoch=-1,
@@ -159,7 +149,7 @@ async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, 
 
 
 # ====================================================================== OffsetDelete
-@REGISTRY.route(47, (0, 0))
+@REGISTRY.route(ApiKey.OFFSET_DELETE, (0, 0))
 async def offset_delete(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -170,6 +160,6 @@ async def offset_delete(broker, request):
         error, results = resp.error, resp.partitions
     except GroupCoordinatorError as exc:
         error, results = exc.code, ()
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error), topics=_grouped(
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), topics=_grouped(
         results, topic_cls,
         lambda r: make(part_cls, partition_index=r.partition, error_code=code(r.error))))

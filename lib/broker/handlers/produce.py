@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import datetime
 import logging
-import time
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
 from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 
+from ..api_keys import ApiKey
 from ..append_policy import check_append
+from ..constants import LEADER_EPOCH
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
 from ..throttle import PRODUCE
 from ..wire import has_field, make, nested
-from .metadata import LEADER_EPOCH
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _name_of(broker, topic_id) -> str | None:
 TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transaction on its first batch
 
 
-@REGISTRY.route(0, (3, 13))
+@REGISTRY.route(ApiKey.PRODUCE, (3, 13))
 async def produce(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -108,7 +108,7 @@ async def produce(broker, request):
                     raise BrokerError(f"{where}: unknown topic id", ErrorCode.unknown_topic_id)
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
-                check_append(part.config, header, pdata.records, acks, int(time.time() * 1000), where)
+                check_append(part.config, header, pdata.records, acks, broker.partitions.clock(), where)
                 if header.is_transactional:  # only into a partition of the producer's ongoing transaction
                     if request.api_version >= TXN_V2_PRODUCE_VERSION and body.transactional_id is not None:
                         # A transactions-v2 client adds no partitions itself: Kafka's leader asks

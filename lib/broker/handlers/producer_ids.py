@@ -8,14 +8,14 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from ..txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from ..api_keys import ApiKey
+from ..constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from ..wire import make
+from ._common import NO_THROTTLE
+from ._coordinators import txn_error
 from .registry import REGISTRY
-from .transactions import txn_error
 
 log = logging.getLogger(__name__)
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def _ms(value) -> int:
@@ -24,14 +24,14 @@ def _ms(value) -> int:
     return int(value)
 
 
-@REGISTRY.route(22, (0, 5))
+@REGISTRY.route(ApiKey.INIT_PRODUCER_ID, (0, 5))
 async def init_producer_id(broker, request):
     body, cls = request.body, request.response_type
     if body.transactional_id is None:
         # A fresh id each time: an idempotent producer that restarts (or bumps its epoch after an
         # error, KIP-360) starts a new sequence space, which a new id gives it for free.
         producer_id = await broker.partitions.run_io(broker.producer_ids.next_id)
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id,
                     producer_epoch=0)
     producer_id = getattr(body, "producer_id", NO_PRODUCER_ID)
     producer_epoch = getattr(body, "producer_epoch", NO_PRODUCER_EPOCH)
@@ -40,7 +40,7 @@ async def init_producer_id(broker, request):
     try:
         m = await broker.txn.init_producer_id(body.transactional_id, _ms(body.transaction_timeout), expected)
     except Exception as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=txn_error(exc, request, fenced_since=4),
+        return make(cls, throttle_time=NO_THROTTLE, error_code=txn_error(exc, request, fenced_since=4),
                     producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id=m.producer_id,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=m.producer_id,
                 producer_epoch=m.producer_epoch)

@@ -7,22 +7,20 @@ first offset of its open transaction, read on the I/O thread that mutates them.
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..errors import error_code, error_message
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def _active_producers(part):
     return part.producers.to_snapshot(part.txns.ongoing())
 
 
-@REGISTRY.route(61, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_PRODUCERS, (0, 0))
 async def describe_producers(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -45,4 +43,4 @@ async def describe_producers(broker, request):
                 parts.append(make(part_cls, partition_index=index, error_code=error_code(exc),
                                   error_message=error_message(exc), active_producers=()))
         topics.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -9,11 +9,11 @@ UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers until it runs more than one Raft pa
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
 from .registry import REGISTRY
 
@@ -25,14 +25,14 @@ LISTENER_NAME = "PLAINTEXT"
 _NO_DIRECTORY_ID = uuid.UUID(int=0)
 
 
-@REGISTRY.route(55, (0, 2))
+@REGISTRY.route(ApiKey.DESCRIBE_QUORUM, (0, 2))
 async def describe_quorum(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
     replica_cls = nested(part_cls, "current_voters")
     me = broker.broker_id
-    now_ms = int(time.time() * 1000)
+    now_ms = broker.partitions.clock()
     topics = []
     for t in body.topics:
         parts = []

@@ -3,19 +3,17 @@ are enforced by throttle.py)."""
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..client_quotas import ClientQuotas, FilterComponent
 from ..errors import error_code, error_message
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 
-
-@REGISTRY.route(48, (0, 1))
+@REGISTRY.route(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1))
 async def describe_client_quotas(broker, request):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
@@ -25,16 +23,16 @@ async def describe_client_quotas(broker, request):
     try:
         found = ClientQuotas(broker.layout).describe(components, body.strict)
     except Exception as exc:
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=error_code(exc), error_message=error_message(exc),
+        return make(cls, throttle_time=NO_THROTTLE, error_code=error_code(exc), error_message=error_message(exc),
                     entries=None)
     entries = tuple(make(entry_cls, entity=tuple(make(entity_cls, entity_type=t, entity_name=n)
                                                  for t, n in sorted(entity, key=lambda pair: pair[0])),
                          values=tuple(make(value_cls, key=k, value=v) for k, v in sorted(values.items())))
                     for entity, values in found.items())
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, entries=entries)
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, entries=entries)
 
 
-@REGISTRY.route(49, (0, 1))
+@REGISTRY.route(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1))
 async def alter_client_quotas(broker, request):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
@@ -51,4 +49,4 @@ async def alter_client_quotas(broker, request):
             code, message = error_code(exc), error_message(exc)
         results.append(make(entry_cls, error_code=code, error_message=message, entity=tuple(
             make(entity_cls, entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity)))
-    return make(cls, throttle_time=_NO_THROTTLE, entries=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, entries=tuple(results))

@@ -7,20 +7,20 @@ Kafka's log cleanup thread removes them. One replica: the low watermark is this 
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.errors import OffsetOutOfRangeError
 
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
-_NO_THROTTLE = datetime.timedelta(0)
 HIGH_WATERMARK = -1  # DeleteRecordsRequest: "delete everything below the high watermark"
 
 
@@ -37,7 +37,7 @@ def _delete_before(part, offset: int) -> int:
     return part.log.log_start_offset
 
 
-@REGISTRY.route(21, (0, 2))
+@REGISTRY.route(ApiKey.DELETE_RECORDS, (0, 2))
 async def delete_records(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -62,4 +62,4 @@ async def delete_records(broker, request):
             results.append(make(part_cls, partition_index=p.partition_index, low_watermark=low_watermark,
                                 error_code=code))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from ..api_keys import ApiKey
 from ..wire import request_schema
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -19,7 +20,7 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    api_key: int
+    api_key: ApiKey
     min_version: int
     max_version: int
     handler: Handler
@@ -31,10 +32,14 @@ class Route:
 
 class Registry:
     def __init__(self) -> None:
-        self._routes: dict[int, Route] = {}
+        self._routes: dict[ApiKey, Route] = {}
 
-    def route(self, api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
+    def route(self, api_key: ApiKey, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
         """Decorator: serve `api_key` for versions min..max (inclusive); each version must exist in kio."""
+        try:
+            api_key = ApiKey(api_key)
+        except ValueError:
+            raise ValueError(f"api key {api_key} is not one of Kafka's") from None
         low, high = versions
 
         def register(handler: Handler) -> Handler:

@@ -9,14 +9,13 @@ broker is registered), so none is ever in progress.
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 PREFERRED, UNCLEAN = 0, 1
 
 
@@ -32,7 +31,7 @@ def _partition_error(broker, topic: str, index: int) -> tuple[ErrorCode, str | N
 
 
 # ====================================================================== ElectLeaders
-@REGISTRY.route(43, (0, 2))
+@REGISTRY.route(ApiKey.ELECT_LEADERS, (0, 2))
 async def elect_leaders(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "replica_election_results")
@@ -40,7 +39,7 @@ async def elect_leaders(broker, request):
     election = getattr(body, "election_type", PREFERRED)
     results = []
     if election not in (PREFERRED, UNCLEAN):
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_request, replica_election_results=())
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, replica_election_results=())
     # All partitions (null): Kafka lists only the partitions an election was run for: none here.
     for t in body.topic_partitions or ():
         parts = []
@@ -50,7 +49,7 @@ async def elect_leaders(broker, request):
                 f"broker {broker.broker_id} is already the leader and only replica of {t.topic}-{index}")
             parts.append(make(part_cls, partition_id=index, error_code=code, error_message=message))
         results.append(make(topic_cls, topic=t.topic, partition_result=tuple(parts)))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results))
 
 
 # ======================================================= AlterPartitionReassignments
@@ -72,7 +71,7 @@ def _reassignment_error(broker, topic: str, index: int, replicas) -> tuple[Error
     return ErrorCode.none, None  # the partition's current assignment: nothing to move
 
 
-@REGISTRY.route(45, (0, 1))
+@REGISTRY.route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, (0, 1))
 async def alter_partition_reassignments(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -84,14 +83,14 @@ async def alter_partition_reassignments(broker, request):
             code, message = _reassignment_error(broker, t.name, p.partition_index, p.replicas)
             parts.append(make(part_cls, partition_index=p.partition_index, error_code=code, error_message=message))
         responses.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
-    return make(cls, throttle_time=_NO_THROTTLE, allow_replication_factor_change=getattr(
+    return make(cls, throttle_time=NO_THROTTLE, allow_replication_factor_change=getattr(
         body, "allow_replication_factor_change", True), error_code=ErrorCode.none, error_message=None,
         responses=tuple(responses))
 
 
 # ======================================================== ListPartitionReassignments
-@REGISTRY.route(46, (0, 0))
+@REGISTRY.route(ApiKey.LIST_PARTITION_REASSIGNMENTS, (0, 0))
 async def list_partition_reassignments(broker, request):
     # Only ongoing reassignments are listed, and there never is one.
-    return make(request.response_type, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+    return make(request.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                 topics=())

@@ -7,13 +7,14 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..wire import make
 from .registry import REGISTRY
 
 _NO_SESSION_LIFETIME = datetime.timedelta(0)  # no re-authentication (KIP-368) is asked for
 
 
-@REGISTRY.route(17, (0, 1))
+@REGISTRY.route(ApiKey.SASL_HANDSHAKE, (0, 1))
 async def sasl_handshake(broker, request):
     session, sasl = request.session, broker.security.sasl
     if session.listener not in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -23,7 +24,7 @@ async def sasl_handshake(broker, request):
     return make(request.response_type, error_code=code, mechanisms=tuple(sasl.mechanisms))
 
 
-@REGISTRY.route(36, (0, 2))
+@REGISTRY.route(ApiKey.SASL_AUTHENTICATE, (0, 2))
 async def sasl_authenticate(broker, request):
     code, message, answer = await broker.security.sasl.authenticate(request.session, request.body.auth_bytes)
     return make(request.response_type, error_code=code, error_message=message, auth_bytes=answer,

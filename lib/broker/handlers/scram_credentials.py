@@ -4,7 +4,6 @@ SCRAM credentials travel here (a PLAIN user is set with `topiclake users set --d
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
@@ -12,14 +11,15 @@ from kio.schema.errors import ErrorCode
 from topiclake.security import scram
 from topiclake.security.credentials import CredentialError, check_iterations, check_user_name
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
 
 
-@REGISTRY.route(50, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0))
 async def describe_user_scram_credentials(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")
@@ -38,7 +38,7 @@ async def describe_user_scram_credentials(broker, request):
             infos = tuple(make(info_cls, mechanism=scram.MECHANISMS[m].code, iterations=c.iterations)
                           for m, c in sorted(scram_users[name].items()))
         results.append(make(result_cls, user=name, error_code=code, error_message=message, credential_infos=infos))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=tuple(results))
 
 
 def _mechanism(code: int) -> scram.Mechanism:
@@ -54,7 +54,7 @@ class _Refused(Exception):
         self.code = code
 
 
-@REGISTRY.route(51, (0, 0))
+@REGISTRY.route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0))
 async def alter_user_scram_credentials(broker, request):
     cls = request.response_type
     result_cls = nested(cls, "results")
@@ -97,4 +97,4 @@ async def alter_user_scram_credentials(broker, request):
         if code == ErrorCode.none:
             log.info("SCRAM credentials of user %r altered by %s", name, request.session.principal)
         results.append(make(result_cls, user=name, error_code=code, error_message=message))
-    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, results=tuple(results))

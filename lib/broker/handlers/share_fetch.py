@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation, ResourceType
 
+from ..api_keys import ApiKey
 from ..security.gate import authorize
 from ..share.fetcher import PartitionRequest, ShareResult
 from ..share.partition import AckRange
@@ -22,7 +23,6 @@ from ..throttle import FETCH
 from ..wire import make, nested
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 RECORD_LIMIT_MODE = 1
 
 
@@ -46,7 +46,7 @@ def _code(value: int | None) -> ErrorCode:
     return ErrorCode(value or 0)
 
 
-@REGISTRY.route(78, (1, 2))
+@REGISTRY.route(ApiKey.SHARE_FETCH, (1, 2))
 async def share_fetch(broker, request):
     body, cls = request.body, request.response_type
     forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
@@ -73,7 +73,7 @@ async def share_fetch(broker, request):
     return _response(broker, cls, result, throttle_ms, partition)
 
 
-@REGISTRY.route(79, (1, 2))
+@REGISTRY.route(ApiKey.SHARE_ACKNOWLEDGE, (1, 2))
 async def share_acknowledge(broker, request):
     body, cls = request.body, request.response_type
     result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",

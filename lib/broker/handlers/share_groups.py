@@ -4,22 +4,19 @@ the topic registry."""
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..group.errors import GroupCoordinatorError
 from ..group.share_groups import ASSIGNOR, ShareHeartbeatRequest
 from ..wire import make, nested
-from .consumer_groups import heartbeat_answer, partition_count, refused_heartbeat, topic_id_of
-from .groups import AUTHORIZED_OPERATIONS_OMITTED, code
+from ._common import NO_THROTTLE, code, partition_count, topic_id_of
+from ._coordinators import heartbeat_answer, refused_heartbeat
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 
-
-
-@REGISTRY.route(76, (1, 1))
+@REGISTRY.route(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1))
 async def share_group_heartbeat(broker, request):
     body, cls = request.body, request.response_type
     req = ShareHeartbeatRequest(
@@ -33,7 +30,7 @@ async def share_group_heartbeat(broker, request):
     return heartbeat_answer(broker, cls, resp)
 
 
-@REGISTRY.route(77, (1, 1))
+@REGISTRY.route(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1))
 async def share_group_describe(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -61,4 +58,4 @@ async def share_group_describe(broker, request):
                            group_state=group.state, group_epoch=group.group_epoch,
                            assignment_epoch=group.assignment_epoch, assignor_name=ASSIGNOR, members=members,
                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))

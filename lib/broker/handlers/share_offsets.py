@@ -7,18 +7,15 @@ record below it is delivered and done. Altering or deleting it needs a group wit
 
 from __future__ import annotations
 
-import datetime
-
+from ..api_keys import ApiKey
 from ..group.errors import GroupCoordinatorError
 from ..share.service import TopicOffsets
 from ..wire import make, nested
-from .groups import code
+from ._common import NO_THROTTLE, code
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 
-
-@REGISTRY.route(90, (0, 1))
+@REGISTRY.route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1))
 async def describe_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -36,10 +33,10 @@ async def describe_share_group_offsets(broker, request):
                 make(part_cls, partition_index=p.partition, start_offset=p.start_offset, leader_epoch=0, lag=p.lag,
                      error_code=code(p.error), error_message=p.message) for p in t.partitions))
             for t in topics)))
-    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
-@REGISTRY.route(91, (0, 0))
+@REGISTRY.route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0))
 async def alter_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     wanted = {t.topic_name: {p.partition_index: p.start_offset for p in t.partitions} for t in body.topics}
@@ -49,13 +46,13 @@ async def alter_share_group_offsets(broker, request):
         error, message, topics = exc.code, str(exc), []
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error), error_message=message, responses=tuple(
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), error_message=message, responses=tuple(
         make(topic_cls, topic_name=t.topic, topic_id=t.topic_id, partitions=tuple(
             make(part_cls, partition_index=p.partition, error_code=code(p.error), error_message=p.message)
             for p in t.partitions)) for t in topics))
 
 
-@REGISTRY.route(92, (0, 0))
+@REGISTRY.route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0))
 async def delete_share_group_offsets(broker, request):
     body, cls = request.body, request.response_type
     try:
@@ -63,7 +60,7 @@ async def delete_share_group_offsets(broker, request):
     except GroupCoordinatorError as exc:
         error, message, topics = exc.code, str(exc), []
     topic_cls = nested(cls, "responses")
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code(error), error_message=message,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code(error), error_message=message,
                 responses=tuple(_deleted(topic_cls, t) for t in topics))
 
 

@@ -8,23 +8,19 @@ broker leads each and is its only replica (no eligible leader replicas besides i
 
 from __future__ import annotations
 
-import datetime
-import uuid
-
 from kio.schema.errors import ErrorCode
 
-from ..partitions import topic_uuid
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..partitions import INTERNAL_TOPICS, topic_uuid
 from ..wire import make, nested
-from .groups import AUTHORIZED_OPERATIONS_OMITTED
-from .metadata import INTERNAL_TOPICS, partition_entries
+from ._common import NO_THROTTLE, ZERO_UUID, partition_entries
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
-_ZERO_UUID = uuid.UUID(int=0)
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
 
-@REGISTRY.route(75, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0, 0))
 async def describe_topic_partitions(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -35,8 +31,8 @@ async def describe_topic_partitions(broker, request):
     cursor = body.cursor
     if cursor is not None:
         if cursor.topic_name not in names:
-            return make(cls, throttle_time=_NO_THROTTLE, topics=(make(
-                topic_cls, error_code=ErrorCode.invalid_request, name=cursor.topic_name, topic_id=_ZERO_UUID,
+            return make(cls, throttle_time=NO_THROTTLE, topics=(make(
+                topic_cls, error_code=ErrorCode.invalid_request, name=cursor.topic_name, topic_id=ZERO_UUID,
                 is_internal=False, partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED),),
                 next_cursor=None)
         names = names[names.index(cursor.topic_name):]
@@ -47,7 +43,7 @@ async def describe_topic_partitions(broker, request):
         meta = metas.get(name)
         if meta is None:
             topics.append(make(topic_cls, error_code=ErrorCode.unknown_topic_or_partition, name=name,
-                               topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+                               topic_id=ZERO_UUID, is_internal=False, partitions=(),
                                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
@@ -63,4 +59,4 @@ async def describe_topic_partitions(broker, request):
         if last < meta.partitions:
             next_cursor = make(cursor_cls, topic_name=name, partition_index=last)
             break
-    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)

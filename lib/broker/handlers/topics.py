@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import datetime
 import logging
-import uuid
 
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import validate_topic_name
 
+from ..api_keys import ApiKey
 from ..errors import BrokerError, error_code, error_message
 from ..partitions import topic_uuid
 from ..wire import make, nested
-from .configs import topic_config_entries
+from ._common import ZERO_UUID, topic_config_entries
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 class InvalidReplicationFactor(BrokerError):
@@ -67,7 +65,7 @@ def _partition_count(broker, topic) -> int:
     return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
 
 
-@REGISTRY.route(19, (2, 7))
+@REGISTRY.route(ApiKey.CREATE_TOPICS, (2, 7))
 async def create_topics(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
@@ -92,18 +90,18 @@ async def create_topics(broker, request):
                 meta = broker.partitions.create_topic(topic.name, count, overrides)
                 log.info("created topic %s (%d partitions, config %s)", meta.name, meta.partitions, dict(meta.config))
         except Exception as exc:
-            results.append(make(result_cls, name=topic.name, topic_id=_ZERO_UUID, error_code=error_code(exc),
+            results.append(make(result_cls, name=topic.name, topic_id=ZERO_UUID, error_code=error_code(exc),
                                 error_message=error_message(exc), configs=()))
             continue
         configs = topic_config_entries(meta.config if meta else overrides, broker.partitions.registry.defaults(),
                                        config_cls) if config_cls else ()
-        results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else _ZERO_UUID,
+        results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else ZERO_UUID,
                             error_code=ErrorCode.none, error_message=None, num_partitions=count,
                             replication_factor=1, configs=configs))
     return make(cls, throttle_time=mutations.throttle, topics=tuple(results))
 
 
-@REGISTRY.route(20, (1, 6))
+@REGISTRY.route(ApiKey.DELETE_TOPICS, (1, 6))
 async def delete_topics(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "responses")
@@ -113,7 +111,7 @@ async def delete_topics(broker, request):
     results = []
     for item in wanted:
         name = item if isinstance(item, str) else item.name
-        topic_id = _ZERO_UUID if isinstance(item, str) else item.topic_id
+        topic_id = ZERO_UUID if isinstance(item, str) else item.topic_id
         try:
             if name is None:
                 meta = broker.partitions.topic_by_id(topic_id)
@@ -131,7 +129,7 @@ async def delete_topics(broker, request):
     return make(cls, throttle_time=mutations.throttle, responses=tuple(results))
 
 
-@REGISTRY.route(37, (0, 3))
+@REGISTRY.route(ApiKey.CREATE_PARTITIONS, (0, 3))
 async def create_partitions(broker, request):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")

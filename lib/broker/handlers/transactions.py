@@ -1,6 +1,6 @@
 """Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
 TxnOffsetCommit (28). InitProducerId (22) lives in producer_ids.py; FindCoordinator with
-key_type=1 in groups.py (one broker coordinates every transactional id).
+CoordinatorType.TRANSACTION in groups.py (one broker coordinates every transactional id).
 
 Thin: each calls the TransactionCoordinator (broker.txn) and turns its TxnError into the
 response's code. Transactions v2 (KIP-890 part 2; the transaction.version feature at level 2,
@@ -15,35 +15,20 @@ INVALID_PRODUCER_EPOCH, so PRODUCER_FENCED is translated for them (as KafkaApis 
 
 from __future__ import annotations
 
-import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..group.errors import GroupCoordinatorError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnError
 from ..wire import make, nested
-from .offsets import commit_offsets_of
+from ._common import NO_THROTTLE
+from ._coordinators import commit_offsets_of, txn_error
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
-
-_NO_THROTTLE = datetime.timedelta(0)
-
-
-def txn_error(exc: Exception, request, fenced_since: int) -> ErrorCode:
-    """The code for a coordinator failure; PRODUCER_FENCED only from version `fenced_since`."""
-    if not isinstance(exc, TxnError):
-        log.exception("%s from %s failed", type(request.body).__name__, request.client_id)
-        return ErrorCode.unknown_server_error
-    code = exc.code
-    if code == ErrorCode.producer_fenced and request.api_version < fenced_since:
-        code = ErrorCode.invalid_producer_epoch
-    level = logging.DEBUG if code == ErrorCode.concurrent_transactions else logging.INFO
-    log.log(level, "%s v%d from %s: %s (%s)", type(request.body).__name__, request.api_version,
-            request.client_id, code.name, exc)
-    return code
 
 
 # ================================================================= AddPartitionsToTxn
@@ -83,13 +68,13 @@ def _topic_results(topic_cls, codes: dict[tuple[str, int], ErrorCode]):
     return tuple(make(topic_cls, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items())
 
 
-@REGISTRY.route(24, (0, 5))
+@REGISTRY.route(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 5))
 async def add_partitions_to_txn(broker, request):
     body, cls = request.body, request.response_type
     if request.api_version <= 3:
         codes = await _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                                       body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, request)
-        return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=_topic_results(
+        return make(cls, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=_topic_results(
             nested(cls, "results_by_topic_v3_and_below"), codes))
     # v4+: the broker-to-broker form, several transactions per request (KIP-890 verification);
     # v5 is what a broker sends for a transactions-v2 client (the partition is added for it).
@@ -101,11 +86,11 @@ async def add_partitions_to_txn(broker, request):
                                       txn.verify_only, request, tv2=request.api_version >= 5)
         results.append(make(result_cls, transactional_id=txn.transactional_id,
                             topic_results=_topic_results(topic_cls, codes)))
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results))
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
 
 # ==================================================================== AddOffsetsToTxn
-@REGISTRY.route(25, (0, 4))
+@REGISTRY.route(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4))
 async def add_offsets_to_txn(broker, request):
     body, cls = request.body, request.response_type
     try:
@@ -113,11 +98,11 @@ async def add_offsets_to_txn(broker, request):
         code = ErrorCode.none
     except Exception as exc:
         code = txn_error(exc, request, fenced_since=2)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code)
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code)
 
 
 # ============================================================================= EndTxn
-@REGISTRY.route(26, (0, 5))
+@REGISTRY.route(ApiKey.END_TXN, (0, 5))
 async def end_txn(broker, request):
     body, cls = request.body, request.response_type
     producer_id, producer_epoch = -1, -1
@@ -128,12 +113,12 @@ async def end_txn(broker, request):
         code = ErrorCode.none
     except Exception as exc:
         code = txn_error(exc, request, fenced_since=2)
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=code, producer_id=producer_id,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=code, producer_id=producer_id,
                 producer_epoch=producer_epoch)
 
 
 # ==================================================================== TxnOffsetCommit
-@REGISTRY.route(28, (0, 5))
+@REGISTRY.route(ApiKey.TXN_OFFSET_COMMIT, (0, 5))
 async def txn_offset_commit(broker, request):
     """The offsets go to the group coordinator as a transactional batch of the producer; they
     become visible when EndTxn's COMMIT marker reaches the group's `__consumer_offsets` partition.
@@ -169,5 +154,5 @@ async def txn_offset_commit(broker, request):
     by_topic: dict[str, list] = {}
     for (topic, index), code in codes.items():
         by_topic.setdefault(topic, []).append(make(part_cls, partition_index=index, error_code=code))
-    return make(cls, throttle_time=_NO_THROTTLE,
+    return make(cls, throttle_time=NO_THROTTLE,
                 topics=tuple(make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

@@ -11,11 +11,12 @@ import re
 
 from kio.schema.errors import ErrorCode
 
+from ..api_keys import ApiKey
 from ..txn.state import NO_TIMESTAMP, TxnError, TxnMetadata, TxnState
 from ..wire import make, nested
+from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
-_NO_THROTTLE = datetime.timedelta(0)
 _STATES = {s.label: s for s in TxnState}
 
 
@@ -25,7 +26,7 @@ def _datetime(ms: int) -> datetime.datetime:
 
 
 # ============================================================== DescribeTransactions
-@REGISTRY.route(65, (0, 0))
+@REGISTRY.route(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
 async def describe_transactions(broker, request):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")
@@ -51,7 +52,7 @@ async def describe_transactions(broker, request):
                            transaction_start_time=_datetime(m.start_ms), producer_id=m.producer_id,
                            producer_epoch=m.producer_epoch,
                            topics=tuple(make(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
-    return make(cls, throttle_time=_NO_THROTTLE, transaction_states=tuple(states))
+    return make(cls, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 
 # ================================================================= ListTransactions
@@ -65,14 +66,14 @@ def _listed(m: TxnMetadata, states: set[TxnState], producer_ids: set[int], min_d
             and (pattern is None or pattern.fullmatch(m.transactional_id) is not None))
 
 
-@REGISTRY.route(66, (0, 2))
+@REGISTRY.route(ApiKey.LIST_TRANSACTIONS, (0, 2))
 async def list_transactions(broker, request):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")
     unknown = tuple(name for name in body.state_filters if name not in _STATES)
     states = {_STATES[name] for name in body.state_filters if name in _STATES}
     if body.state_filters and not states:  # only unknown states asked for: nothing can match
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                     transaction_states=())
     pattern = None
     text = getattr(body, "transactional_id_pattern", None)
@@ -80,14 +81,14 @@ async def list_transactions(broker, request):
         try:
             pattern = re.compile(text)
         except re.error:
-            return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
+            return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_regular_expression,
                         unknown_state_filters=unknown, transaction_states=())
     now_ms = broker.txn.clock()
     producer_ids = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
     listed = [m for m in (await broker.txn.transactions()).values()
               if _listed(m, states, producer_ids, duration, pattern, now_ms)]
-    return make(cls, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                 transaction_states=tuple(make(state_cls, transactional_id=m.transactional_id, producer_id=m.producer_id,
                                               transaction_state=m.state.label)
                                          for m in sorted(listed, key=lambda m: m.transactional_id)))

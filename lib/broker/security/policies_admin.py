@@ -19,20 +19,19 @@ from topiclake.security.acls import CLUSTER_NAME
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
+from ..api_keys import ApiKey
 from ..wire import make, nested
-from .gate import blank, policy, replace, serve_allowed
-from .policies_groups import CLUSTER_DENIED, GROUP_DENIED
-from .policies_data import TOPIC_DENIED
+from .policies import CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED, blank, policy, replace, serve_allowed
 
 _DENIED_TEXT = "Cluster authorization failed."
 
 
-@policy(17, 18, 36)
+@policy(ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE)
 async def unauthenticated(check, broker, request, call):
     return await call(request.body)
 
 
-@policy(60)
+@policy(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(check, broker, request, call):
     response = await call(request.body)
     if request.body.include_cluster_authorized_operations:
@@ -40,7 +39,7 @@ async def describe_cluster(check, broker, request, call):
     return response
 
 
-def _cluster_only(api_keys: tuple[int, ...], operation: Op, refuse=None):
+def _cluster_only(api_keys: tuple[ApiKey, ...], operation: Op, refuse=None):
     """A policy: the whole request needs `operation` on the cluster."""
 
     async def cluster_policy(check, broker, request, call):
@@ -97,15 +96,17 @@ def _scram_describe_refusal(request):
         for u in request.body.users or ()))
 
 
-_cluster_only((29, 35, 46, 55), Op.DESCRIBE)
-_cluster_only((50,), Op.DESCRIBE, _scram_describe_refusal)
-_cluster_only((30,), Op.ALTER, _per_item("results", "creations"))
-_cluster_only((31,), Op.ALTER, _per_item("filter_results", "filters", matching_acls=lambda _f: ()))
-_cluster_only((51,), Op.ALTER, _per_item("results", "upsertions", user=lambda u: u.name))
-_cluster_only((34,), Op.ALTER, _log_dirs_refusal)
-_cluster_only((43,), Op.ALTER, _elect_refusal)
-_cluster_only((45,), Op.ALTER)
-_cluster_only((48, 74), Op.DESCRIBE_CONFIGS)
+_cluster_only((ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+               ApiKey.DESCRIBE_QUORUM), Op.DESCRIBE)
+_cluster_only((ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,), Op.DESCRIBE, _scram_describe_refusal)
+_cluster_only((ApiKey.CREATE_ACLS,), Op.ALTER, _per_item("results", "creations"))
+_cluster_only((ApiKey.DELETE_ACLS,), Op.ALTER, _per_item("filter_results", "filters", matching_acls=lambda _f: ()))
+_cluster_only((ApiKey.ALTER_USER_SCRAM_CREDENTIALS,), Op.ALTER,
+              _per_item("results", "upsertions", user=lambda u: u.name))
+_cluster_only((ApiKey.ALTER_REPLICA_LOG_DIRS,), Op.ALTER, _log_dirs_refusal)
+_cluster_only((ApiKey.ELECT_LEADERS,), Op.ALTER, _elect_refusal)
+_cluster_only((ApiKey.ALTER_PARTITION_REASSIGNMENTS,), Op.ALTER)
+_cluster_only((ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.LIST_CONFIG_RESOURCES), Op.DESCRIBE_CONFIGS)
 
 
 def _quotas_refusal(request):
@@ -117,7 +118,7 @@ def _quotas_refusal(request):
         for e in request.body.entries))
 
 
-_cluster_only((49,), Op.ALTER_CONFIGS, _quotas_refusal)
+_cluster_only((ApiKey.ALTER_CLIENT_QUOTAS,), Op.ALTER_CONFIGS, _quotas_refusal)
 
 
 # ===================================================================== configs
@@ -135,7 +136,7 @@ def _config_resource_check(check, resource, operation: Op) -> ErrorCode:
     return ErrorCode.none  # an unknown type: the handler refuses it
 
 
-def _config_policy(api_keys, operation: Op, results_field: str, **extra):
+def _config_policy(api_keys: tuple[ApiKey, ...], operation: Op, results_field: str, **extra):
     async def config_policy(check, broker, request, call):
         body, cls = request.body, request.response_type
         result_cls = nested(cls, results_field)
@@ -149,5 +150,5 @@ def _config_policy(api_keys, operation: Op, results_field: str, **extra):
     return policy(*api_keys)(config_policy)
 
 
-_config_policy((32,), Op.DESCRIBE_CONFIGS, "results", configs=())
-_config_policy((33, 44), Op.ALTER_CONFIGS, "responses")
+_config_policy((ApiKey.DESCRIBE_CONFIGS,), Op.DESCRIBE_CONFIGS, "results", configs=())
+_config_policy((ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS), Op.ALTER_CONFIGS, "responses")

@@ -8,45 +8,19 @@ may not describe."""
 
 from __future__ import annotations
 
-import uuid
-
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace, serve_allowed
-
-TOPIC_DENIED = ErrorCode.topic_authorization_failed
-NO_TOPIC_ID = uuid.UUID(int=0)  # in answers about topics the principal may not describe
-
-
-def topic_name(broker, item, name_field: str = "name", id_field: str = "topic_id") -> str | None:
-    """A request topic's name: its name field, or the name of its id (None: unknown id)."""
-    name = getattr(item, name_field, None)
-    if name is None and getattr(item, id_field, None) is not None:
-        meta = broker.partitions.topic_by_id(getattr(item, id_field))
-        return None if meta is None else meta.name
-    return name
-
-
-def split(broker, items, allowed, name_field: str = "name", id_field: str = "topic_id"):
-    """(kept items, refused items): unknown ids are kept (the handler answers UNKNOWN_TOPIC_ID)."""
-    kept, refused = [], []
-    for item in items:
-        name = topic_name(broker, item, name_field, id_field)
-        (kept if name is None or allowed(name) else refused).append(item)
-    return tuple(kept), tuple(refused)
-
-
-def topic_key(item, name_field: str = "name") -> dict:
-    return {name_field: getattr(item, name_field, None), "topic_id": getattr(item, "topic_id", None)}
-
+from .policies import NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace, serve_allowed, split, topic_key, topic_name
 
 # ========================================================================= Produce
-@policy(0)
+@policy(ApiKey.PRODUCE)
 async def produce(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -71,7 +45,7 @@ def _is_follower(body) -> bool:
     return replica is not None and replica >= 0
 
 
-@policy(1)
+@policy(ApiKey.FETCH)
 async def fetch(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
@@ -87,7 +61,7 @@ async def fetch(check, broker, request, call):
 
 
 # ===================================================================== ListOffsets
-@policy(2)
+@policy(ApiKey.LIST_OFFSETS)
 async def list_offsets(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -99,7 +73,7 @@ async def list_offsets(check, broker, request, call):
 
 
 # ======================================================================== Metadata
-@policy(3)
+@policy(ApiKey.METADATA)
 async def metadata(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -124,7 +98,7 @@ async def metadata(check, broker, request, call):
             else:
                 denied.append(blank(topic_cls, TOPIC_DENIED, name=requested_name,
                                     topic_id=getattr(t, "topic_id", None) or NO_TOPIC_ID, partitions=(),
-                                    is_internal=False, topic_authorized_operations=OMITTED))
+                                    is_internal=False, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         body = replace(body, topics=tuple(kept))
     response = await call(body)
     with_ops = getattr(body, "include_topic_authorized_operations", False)
@@ -145,7 +119,7 @@ async def metadata(check, broker, request, call):
 
 
 # ========================================================= DescribeTopicPartitions
-@policy(75)
+@policy(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 async def describe_topic_partitions(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -155,17 +129,17 @@ async def describe_topic_partitions(check, broker, request, call):
                                                or check.topic(Op.DESCRIBE, t.name)))
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
     denied = tuple(blank(topic_cls, TOPIC_DENIED, name=t.name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=(),
-                         topic_authorized_operations=OMITTED) for t in refused)
+                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for t in refused)
     return await serve_allowed(call, body, kept, "topics", cls, denied, "topics", next_cursor=None)
 
 
 # =================================================== DeleteRecords, DescribeProducers
-@policy(21)
+@policy(ApiKey.DELETE_RECORDS)
 async def delete_records(check, broker, request, call):
     return await _per_topic_partitions(check, broker, request, call, Op.DELETE, "partitions", "partition_index")
 
 
-@policy(61)
+@policy(ApiKey.DESCRIBE_PRODUCERS)
 async def describe_producers(check, broker, request, call):
     return await _per_topic_partitions(check, broker, request, call, Op.READ, "partition_indexes", None)
 
@@ -182,7 +156,7 @@ async def _per_topic_partitions(check, broker, request, call, op: Op, parts_fiel
 
 
 # ==================================================== CreateTopics, CreatePartitions
-@policy(19)
+@policy(ApiKey.CREATE_TOPICS)
 async def create_topics(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
@@ -202,7 +176,7 @@ async def create_topics(check, broker, request, call):
     return replace(response, topics=tuple(results) + denied)
 
 
-@policy(37)
+@policy(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -213,7 +187,7 @@ async def create_partitions(check, broker, request, call):
 
 
 # ==================================================================== DeleteTopics
-@policy(20)
+@policy(ApiKey.DELETE_TOPICS)
 async def delete_topics(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "responses")

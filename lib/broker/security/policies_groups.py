@@ -21,30 +21,28 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
 from ..wire import has_field, make, nested
-from .gate import OMITTED, blank, policy, replace, serve_allowed
-from .policies_data import TOPIC_DENIED, split, topic_key
+from .policies import (CLUSTER_DENIED, GROUP_DENIED, NO_INTERVAL, TOPIC_DENIED, TXN_DENIED, blank, policy, replace,
+                       serve_allowed, split, topic_key)
 
-NO_INTERVAL = datetime.timedelta(0)  # a refused heartbeat names no interval
-GROUP_DENIED = ErrorCode.group_authorization_failed
-TXN_DENIED = ErrorCode.transactional_id_authorization_failed
-CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)  # Kafka's -1 ms
 
 
 # ============================================================ classic membership
-@policy(11, 12, 13, 14)
+@policy(ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP)
 async def membership(check, broker, request, call):
     body, cls = request.body, request.response_type
     if check.group(Op.READ, body.group_id):
         return await call(body)
     values = {"member_id": body.member_id} if has_field(cls, "member_id") and hasattr(body, "member_id") else {}
-    if has_field(cls, "protocol_name") and request.api_key == 11 and request.api_version < 7:
+    if has_field(cls, "protocol_name") and request.api_key == ApiKey.JOIN_GROUP and request.api_version < 7:
         values["protocol_name"] = ""
     return blank(cls, GROUP_DENIED, **values)
 
 
-@policy(68)
+@policy(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 async def consumer_group_heartbeat(check, broker, request, call):
     body, cls = request.body, request.response_type
     if not check.group(Op.READ, body.group_id):
@@ -58,15 +56,15 @@ async def consumer_group_heartbeat(check, broker, request, call):
 
 
 # ==================================================================== describing
-@policy(15, 69)
+@policy(ApiKey.DESCRIBE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE)
 async def describe_groups(check, broker, request, call):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
-    ids_field = "groups" if request.api_key == 15 else "group_ids"
+    ids_field = "groups" if request.api_key == ApiKey.DESCRIBE_GROUPS else "group_ids"
     ids = getattr(body, ids_field)
     kept = tuple(g for g in ids if check.group(Op.DESCRIBE, g))
     denied = tuple(blank(group_cls, GROUP_DENIED, group_id=g, error_message="Authorization failed.",
-                         authorized_operations=OMITTED) for g in ids if g not in kept)
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in ids if g not in kept)
     if not kept:
         return blank(cls, groups=denied)
     response = await call(replace(body, **{ids_field: kept}))
@@ -77,7 +75,7 @@ async def describe_groups(check, broker, request, call):
     return replace(response, groups=groups + denied)
 
 
-@policy(16)
+@policy(ApiKey.LIST_GROUPS)
 async def list_groups(check, broker, request, call):
     response = await call(request.body)
     if check.cluster(Op.DESCRIBE):
@@ -85,17 +83,17 @@ async def list_groups(check, broker, request, call):
     return replace(response, groups=tuple(g for g in response.groups if check.group(Op.DESCRIBE, g.group_id)))
 
 
-@policy(10)
+@policy(ApiKey.FIND_COORDINATOR)
 async def find_coordinator(check, broker, request, call):
     body, cls = request.body, request.response_type
-    key_type = getattr(body, "key_type", 0)
+    key_type = getattr(body, "key_type", CoordinatorType.GROUP)
 
     def allowed(key: str) -> bool:
-        if key_type == 1:
+        if key_type == CoordinatorType.TRANSACTION:
             return check.txn(Op.DESCRIBE, key)
-        return check.group(Op.DESCRIBE, key)  # groups (0) and share groups (2)
+        return check.group(Op.DESCRIBE, key)  # groups and share groups
 
-    code = TXN_DENIED if key_type == 1 else GROUP_DENIED
+    code = TXN_DENIED if key_type == CoordinatorType.TRANSACTION else GROUP_DENIED
     if not has_field(type(body), "coordinator_keys"):
         if allowed(body.key):
             return await call(body)
@@ -107,7 +105,7 @@ async def find_coordinator(check, broker, request, call):
     return await serve_allowed(call, body, kept, "coordinator_keys", cls, denied, "coordinators")
 
 
-@policy(42)
+@policy(ApiKey.DELETE_GROUPS)
 async def delete_groups(check, broker, request, call):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
@@ -123,13 +121,13 @@ def _partition_errors(topic_cls, part_cls, topics, code, parts_of=lambda t: t.pa
         blank(part_cls, code, partition_index=index_of(p), metadata="") for p in parts_of(t))) for t in topics)
 
 
-@policy(8)
+@policy(ApiKey.OFFSET_COMMIT)
 async def offset_commit(check, broker, request, call):
     return await _commit_by_topic(check, broker, request, call,
                                   ((lambda: check.group(Op.READ, request.body.group_id), GROUP_DENIED),))
 
 
-@policy(28)
+@policy(ApiKey.TXN_OFFSET_COMMIT)
 async def txn_offset_commit(check, broker, request, call):
     body = request.body
     return await _commit_by_topic(check, broker, request, call,
@@ -154,7 +152,7 @@ async def _commit_by_topic(check, broker, request, call, checks):
     return replace(response, topics=response.topics + denied) if denied else response
 
 
-@policy(47)
+@policy(ApiKey.OFFSET_DELETE)
 async def offset_delete(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
@@ -185,7 +183,7 @@ async def _fetch_group(check, broker, group, topic_cls, part_cls, call_group, in
     return code, topics + denied
 
 
-@policy(9)
+@policy(ApiKey.OFFSET_FETCH)
 async def offset_fetch(check, broker, request, call):
     body, cls = request.body, request.response_type
     if has_field(type(body), "groups"):  # v8+: one request, several groups
@@ -217,7 +215,7 @@ async def offset_fetch(check, broker, request, call):
 
 
 # ================================================================== transactions
-@policy(22)
+@policy(ApiKey.INIT_PRODUCER_ID)
 async def init_producer_id(check, broker, request, call):
     body, cls = request.body, request.response_type
     if body.transactional_id is not None:
@@ -228,7 +226,7 @@ async def init_producer_id(check, broker, request, call):
     return await call(body)
 
 
-@policy(24)
+@policy(ApiKey.ADD_PARTITIONS_TO_TXN)
 async def add_partitions_to_txn(check, broker, request, call):
     body, cls = request.body, request.response_type
     if has_field(type(body), "transactions"):  # v4+: the brokers' verification batch
@@ -250,7 +248,7 @@ async def add_partitions_to_txn(check, broker, request, call):
     return await call(body)
 
 
-@policy(25)
+@policy(ApiKey.ADD_OFFSETS_TO_TXN)
 async def add_offsets_to_txn(check, broker, request, call):
     body, cls = request.body, request.response_type
     if not check.txn(Op.WRITE, body.transactional_id):
@@ -260,13 +258,13 @@ async def add_offsets_to_txn(check, broker, request, call):
     return await call(body)
 
 
-@policy(26)
+@policy(ApiKey.END_TXN)
 async def end_txn(check, broker, request, call):
     body, cls = request.body, request.response_type
     return await call(body) if check.txn(Op.WRITE, body.transactional_id) else blank(cls, TXN_DENIED)
 
 
-@policy(65)
+@policy(ApiKey.DESCRIBE_TRANSACTIONS)
 async def describe_transactions(check, broker, request, call):
     body = request.body
     refused = {t for t in body.transactional_ids if not check.txn(Op.DESCRIBE, t)}
@@ -277,7 +275,7 @@ async def describe_transactions(check, broker, request, call):
         if s.transactional_id in refused else s for s in response.transaction_states))
 
 
-@policy(66)
+@policy(ApiKey.LIST_TRANSACTIONS)
 async def list_transactions(check, broker, request, call):
     response = await call(request.body)
     return replace(response, transaction_states=tuple(

@@ -17,17 +17,17 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
+from ..api_keys import ApiKey
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..wire import make, nested
-from .gate import OMITTED, blank, policy, replace
-from .policies_data import NO_TOPIC_ID, TOPIC_DENIED
-from .policies_groups import NO_INTERVAL, GROUP_DENIED
+from .policies import GROUP_DENIED, NO_INTERVAL, NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace
 
 
 def _denied(cls, code: ErrorCode, what: str, **values):
     return blank(cls, code, error_message=f"not authorized to {what}", **values)
 
 
-@policy(76)
+@policy(ApiKey.SHARE_GROUP_HEARTBEAT)
 async def share_group_heartbeat(check, broker, request, call):
     body, cls = request.body, request.response_type
     if not check.group(Op.READ, body.group_id):
@@ -40,13 +40,13 @@ async def share_group_heartbeat(check, broker, request, call):
     return await call(body)
 
 
-@policy(77)
+@policy(ApiKey.SHARE_GROUP_DESCRIBE)
 async def share_group_describe(check, broker, request, call):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
     kept = tuple(g for g in body.group_ids if check.group(Op.DESCRIBE, g))
     denied = tuple(blank(group_cls, GROUP_DENIED, group_id=g, error_message="Authorization failed.",
-                         authorized_operations=OMITTED) for g in body.group_ids if g not in kept)
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in body.group_ids if g not in kept)
     if not kept:
         return blank(cls, groups=denied)
     response = await call(replace(body, group_ids=kept))
@@ -57,7 +57,7 @@ async def share_group_describe(check, broker, request, call):
     return replace(response, groups=groups + denied)
 
 
-@policy(78, 79)
+@policy(ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE)
 async def share_fetch_and_acknowledge(check, broker, request, call):
     """READ on each topic is the handler's: it asks for every partition of the share session."""
     body, cls = request.body, request.response_type
@@ -66,7 +66,7 @@ async def share_fetch_and_acknowledge(check, broker, request, call):
     return await call(body)
 
 
-@policy(90)
+@policy(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
 async def describe_share_group_offsets(check, broker, request, call):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
@@ -95,10 +95,10 @@ async def describe_share_group_offsets(check, broker, request, call):
     return blank(cls, groups=tuple(answers))
 
 
-@policy(91, 92)
+@policy(ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS)
 async def alter_or_delete_share_group_offsets(check, broker, request, call):
     body, cls = request.body, request.response_type
-    operation = Op.READ if request.api_key == 91 else Op.DELETE
+    operation = Op.READ if request.api_key == ApiKey.ALTER_SHARE_GROUP_OFFSETS else Op.DELETE
     if not check.group(operation, body.group_id):
         return _denied(cls, GROUP_DENIED, f"{operation.name.lower()} group {body.group_id}", responses=())
     if any(not check.topic(Op.READ, t.topic_name) for t in body.topics or ()):

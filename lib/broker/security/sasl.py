@@ -24,12 +24,12 @@ from kio.schema.errors import ErrorCode
 from topiclake.security import scram
 from topiclake.security.credentials import CredentialStore
 
-from .session import Session
+from ..api_keys import ApiKey
+from ..session import Session
 
 log = logging.getLogger(__name__)
 
-HANDSHAKE_KEY, AUTHENTICATE_KEY, API_VERSIONS_KEY = 17, 36, 18
-PRE_AUTH_KEYS = frozenset({HANDSHAKE_KEY, AUTHENTICATE_KEY, API_VERSIONS_KEY})
+PRE_AUTH_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS})
 PLAIN = "PLAIN"
 
 

@@ -9,11 +9,11 @@ import logging
 from topiclake.security.acls import AclStore
 from topiclake.security.credentials import CredentialStore
 
+from ..session import ANONYMOUS, Session
 from . import tls
 from .authorizer import AclAuthorizer
 from .config import Listener, SecurityConfig
 from .sasl import SaslService
-from .session import ANONYMOUS, Session
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from topiclake.segments.batch import iter_batches
 
 from ..partitions import topic_uuid
 from ..request_time import waiting
-from .config import ShareConfig
+from ..group.share_config import ShareConfig
 from .partition import AckRange, Acquired, BatchExtent, InvalidRecordState, InvalidRequest, SharePartition
 from .persisted import UNINITIALIZED, PersistedState
 from .sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_REQUEST, SessionError, ShareSessions

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 from ..group.coordinator import GroupCoordinator, ShareHooks
 from ..group.errors import GroupErrorCode as E
 from ..partitions import topic_uuid
-from .config import ShareConfig
+from ..group.share_config import ShareConfig
 from .fetcher import ShareFetcher
 from .state_records import ShareStateKey
 from .state_store import ShareCoordinatorError, ShareStateStore

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..errors import BrokerError
 from ..group.java import string_hash_code, utils_abs
-from .config import ShareConfig
+from ..group.share_config import ShareConfig
 from .persisted import PersistedState, apply_update, from_snapshot
 from .state_records import (NO_OFFSET, SNAPSHOT_TYPE, UPDATE_TYPE, ShareStateKey, ShareStateRecord, ShareUpdateValue,
                             StateBatch, decode_record)

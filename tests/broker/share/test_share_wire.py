@@ -15,7 +15,7 @@ from kio.schema.share_fetch.v1 import request as fetch_req
 from kio.schema.share_group_heartbeat.v1 import request as hb_req
 
 from topiclake.broker.group.config import GroupsConfig
-from topiclake.broker.share.config import ShareConfig
+from topiclake.broker.group.share_config import ShareConfig
 from topiclake.segments.batch import iter_batches
 
 from ..conftest import InProcessBroker

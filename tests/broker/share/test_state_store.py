@@ -6,7 +6,7 @@ import uuid
 from dataclasses import replace
 
 from topiclake.broker.partitions import PartitionManager
-from topiclake.broker.share.config import ShareConfig
+from topiclake.broker.group.share_config import ShareConfig
 from topiclake.broker.share.persisted import PersistedState
 from topiclake.broker.share.state_records import DeliveryState, ShareStateKey, StateBatch
 from topiclake.broker.share.state_store import STATE_TOPIC, ShareStateStore

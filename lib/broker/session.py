@@ -4,6 +4,10 @@ known, its principal (Kafka's KafkaPrincipal as "Type:name").
 A PLAINTEXT connection is User:ANONYMOUS from the start; an SSL one is its client certificate's
 subject (or ANONYMOUS without one); a SASL one is unauthenticated until SaslAuthenticate succeeds,
 and then the SASL user.
+
+It sits below the codec and the services (Kafka's RequestContext): `wire.Request` carries it to
+the handlers, and security (TLS, SASL, the authorizer) fills it in and reads it, so the codec never
+depends on security.
 """
 
 from __future__ import annotations

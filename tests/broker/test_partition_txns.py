@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topiclake.broker.txn.partition_state import PartitionTxns, scan_log
+from topiclake.broker.partition_txns import PartitionTxns, scan_log
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.control import build_end_txn_marker
 from topiclake.segments.log import Log
