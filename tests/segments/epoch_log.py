@@ -92,10 +92,13 @@ class Leader:
         self.segment_fd: int | None = None
         self.acked: list[int] = []
 
-    def take_over(self) -> int:
-        """Claim, seal, recover, record the start, roll: returns the first segment's base."""
+    def take_over(self, after_recovery=None) -> int:
+        """Claim, seal, recover, record the start, roll: returns the first segment's base.
+        `after_recovery(end)` runs between the recovery and recording the start."""
         history = self.fence.begin_takeover(self.epoch, broker_id=self.broker_id)
         end = recovered_end(self.directory, history)
+        if after_recovery is not None:
+            after_recovery(end)
         self.fence.record_start(self.epoch, end)
         return self.roll(end)
 
@@ -124,18 +127,25 @@ class Leader:
 
 
 def _leader_main(args) -> int:
-    """Take over (unless --resume-after-stop), then append --count records; report each ack as a
-    JSON line on stdout. --stop-before-check N: SIGSTOP itself after the fsync of record N,
-    before its fence check (the worst moment to be paused)."""
+    """Take over, then append --count records; report each ack as a JSON line on stdout.
+    --stop-before-start: SIGSTOP itself after recovering, before recording its start.
+    --stop-before-check N: SIGSTOP itself after the fsync of record N, before its fence check
+    (the worst moment to be paused)."""
     leader = Leader(Path(args.dir), args.epoch, broker_id=args.epoch)
+
+    def pause(end: int) -> None:
+        print(json.dumps({"recovered": end, "stopping": True}), flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
     try:
-        base = leader.take_over()
+        base = leader.take_over(pause if args.stop_before_start else None)
     except FencedLeaderError as exc:
         print(json.dumps({"fenced": str(exc), "at": "takeover"}), flush=True)
         return 3
     print(json.dumps({"leading": args.epoch, "base": base}), flush=True)
     for number in range(args.count):
-        offset = leader.write(f"e{args.epoch}-{number}".encode())
+        value = f"e{args.epoch}-{number}"
+        offset = leader.write(value.encode())
         if number == args.stop_before_check:
             print(json.dumps({"written": offset, "stopping": True}), flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -148,7 +158,7 @@ def _leader_main(args) -> int:
                 leader.write(b"late")
             print(json.dumps({"fenced": str(exc), "at": offset}), flush=True)
             return 3
-        print(json.dumps({"acked": offset}), flush=True)
+        print(json.dumps({"acked": offset, "value": value}), flush=True)
         if args.interval:
             time.sleep(args.interval)
     return 0
@@ -164,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     leader.add_argument("--interval", type=float, default=0.0)
     leader.add_argument("--stop-before-check", type=int, default=-1)
     leader.add_argument("--late", type=int, default=3)
+    leader.add_argument("--stop-before-start", action="store_true")
     args = parser.parse_args(argv)
     return _leader_main(args)
 
