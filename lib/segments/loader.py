@@ -24,14 +24,16 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import filenames
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .batch import HEADER_SIZE, read_header
+from .leader_epochs import EpochHistory
 from .producer_snapshot import delete_snapshots
-from .segment import LogSegment
+from .segment import BatchValidity, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -66,20 +68,34 @@ class LoadResult:
     recovered: tuple[int, ...]  # base offsets of segments recovered (indexes rebuilt)
     truncated_bytes: int
     deleted: tuple[int, ...]  # base offsets of segments removed after a truncation
+    created: int | None = None  # base offset of a segment created exclusively by this load (cluster mode)
 
 
-def load_log(directory: str | os.PathLike, config: LogConfig, *, topic: str, partition: int) -> LoadResult:
+SegmentCreator = Callable[[int], int]  # base offset wanted -> base offset of the file created exclusively
+
+
+def load_log(directory: str | os.PathLike, config: LogConfig, *, topic: str, partition: int,
+             epochs: EpochHistory | None = None, create_segment: SegmentCreator | None = None) -> LoadResult:
+    """`epochs`: the partition's leader-epoch history, in cluster mode (many brokers on the root):
+    batches a fenced leader wrote are not part of the log (`leader_epochs`), and a first segment
+    is created with `create_segment` (exclusively: never a file another leader made)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     with partition_lock(directory):
-        return _load_locked(directory, config, topic, partition)
+        return _load_locked(directory, config, topic, partition, epochs, create_segment)
 
 
-def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int) -> LoadResult:
-    had_clean_shutdown = (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
+def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
+                 epochs: EpochHistory | None, create_segment: SegmentCreator | None) -> LoadResult:
+    # In cluster mode a fenced leader may still write the marker (it cannot know it is fenced
+    # before it writes), so it proves nothing: the tail is always recovered.
+    had_clean_shutdown = epochs is None and (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
     complete_swaps(directory, config)
     recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
-    segments = _open_segments(directory, config, recovered)
+    segments = _open_segments(directory, config, recovered, epochs)
+    valid = epochs.is_valid if epochs is not None else None
+    if epochs is not None:
+        _cut_fenced_tails(segments, valid, recovered)
     checkpoint_start = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0
     recovery_checkpoint = read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, topic, partition) or 0
 
@@ -91,9 +107,9 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int)
         for i in range(first, len(segments)):
             segment = segments[i]
             if segment.base_offset not in recovered:
-                recovered[segment.base_offset] = segment.recover()
+                recovered[segment.base_offset] = segment.recover(valid)
             truncated = recovered[segment.base_offset]
-            if truncated:
+            if truncated and epochs is None:  # cluster mode: a cut tail was a fenced leader's, not damage
                 for later in segments[i + 1:]:
                     log.warning("deleting segment %s after a truncated segment", later.log_path)
                     deleted.append(later.base_offset)
@@ -111,17 +127,50 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int)
             segment.delete()
         segments = []
         log_end = checkpoint_start
+    created: int | None = None
     if not segments:
-        segments = [LogSegment(directory, checkpoint_start, config)]
-        log_end = checkpoint_start
+        base = create_segment(checkpoint_start) if create_segment is not None else checkpoint_start
+        segments = [LogSegment(directory, base, config)]
+        log_end = base
+        created = base if create_segment is not None else None
     segments[-1].resize_indexes(config.segment_index_bytes)  # the active segment gets room again
     log_start = max(checkpoint_start, segments[0].base_offset)
     recovery_point = log_end if had_clean_shutdown else min(recovery_checkpoint, log_end)
     return LoadResult(segments, log_start, recovery_point, log_end, had_clean_shutdown,
-                      tuple(recovered), sum(recovered.values()), tuple(deleted))
+                      tuple(recovered), sum(recovered.values()), tuple(deleted), created)
 
 
-def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]) -> list[LogSegment]:
+def _cut_fenced_tails(segments: list[LogSegment], valid: BatchValidity, recovered: dict[int, int]) -> None:
+    """A segment that was active when its leader was fenced may have grown since: that leader,
+    paused and woken, can still write to its own file. Such bytes hold offsets the next segment
+    starts at (or do not parse): recover the segment, which cuts it at the first batch that is not
+    valid. A segment whose end meets the next one's start needs nothing (the common case)."""
+    for segment, after in zip(segments, segments[1:]):
+        if segment.base_offset in recovered:
+            continue
+        try:
+            overlaps = segment.read_next_offset() > after.base_offset
+        except CorruptRecordError:
+            overlaps = True  # a torn late write
+        if overlaps:
+            recovered[segment.base_offset] = segment.recover(valid)
+
+
+def first_batch(path: Path) -> tuple[int | None, int | None]:
+    """(base offset, partition leader epoch) of a segment file's first batch; (None, None) if empty."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+    if len(head) < HEADER_SIZE:
+        return None, None
+    header = read_header(head)
+    return header.base_offset, header.partition_leader_epoch
+
+
+def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int],
+                   epochs: EpochHistory | None = None) -> list[LogSegment]:
+    """The segments of the log. In cluster mode a segment file whose first batch is not valid
+    (a fenced leader created it after the takeover; an empty one nobody wrote yet) is not part
+    of the log: it is left where it is, untouched, indexes and all."""
     logs: set[int] = set()
     indexes: list[Path] = []
     for path in directory.iterdir():
@@ -138,6 +187,8 @@ def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]
             path.unlink(missing_ok=True)
     segments = []
     for base in sorted(logs):
+        if epochs is not None and not epochs.counts_segment(*first_batch(filenames.log_file(directory, base))):
+            continue
         segment, truncated = open_segment(directory, base, config)
         if truncated is not None:
             recovered[base] = truncated

@@ -29,7 +29,8 @@ from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
                           write_partition_offset)
 from .config import LogConfig
 from .errors import CorruptRecordError, OffsetOutOfRangeError, RecordBatchTooLargeError, RecordTooLargeError
-from .loader import load_log, open_segment, partition_lock
+from .leader_epochs import EpochHistory
+from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
 from .time_index import NO_TIMESTAMP, TimestampOffset
 
@@ -92,13 +93,23 @@ class SegmentInfo:
 
 
 class Log:
-    def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int, *, now_ms: int | None = None):
+    def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int, *, now_ms: int | None = None,
+                 epochs: EpochHistory | None = None, create_segment: SegmentCreator | None = None):
         """Use Log.open."""
         self.directory = Path(directory)
         self.config = config
         self.topic = topic
         self.partition = partition
-        loaded = load_log(self.directory, config, topic=topic, partition=partition)
+        # Cluster mode (many brokers on the root): the leader-epoch history bounds what loads, every
+        # new segment file is created exclusively (`leader_fence.PartitionFence.create_segment`),
+        # and no clean-shutdown marker is written (a fenced leader could write one too).
+        self.shared = epochs is not None
+        self.epochs = epochs  # the leader keeps it current (it records its own epoch's start)
+        self._create_segment = create_segment
+        loaded = load_log(self.directory, config, topic=topic, partition=partition, epochs=epochs,
+                          create_segment=create_segment)
+        # The segments this Log created exclusively: nobody else writes them, so it may append.
+        self._own_segments: set[int] = {loaded.created} if loaded.created is not None else set()
         self.load_result = loaded
         self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
         last = self._segments[-1] if self._segments else None
@@ -121,15 +132,18 @@ class Log:
 
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, topic: str | None = None,
-             partition: int | None = None, now_ms: int | None = None) -> "Log":
+             partition: int | None = None, now_ms: int | None = None, epochs: EpochHistory | None = None,
+             create_segment: SegmentCreator | None = None) -> "Log":
         """Open (creating if needed) the partition directory, repairing it like Kafka's loader.
-        topic/partition default to what the directory name `<topic>-<partition>` says."""
+        topic/partition default to what the directory name `<topic>-<partition>` says. In cluster
+        mode pass the partition's leader-epoch history and the fence's exclusive segment creator."""
         directory = Path(directory)
         if topic is None or partition is None:
             parsed_topic, parsed_partition = filenames.parse_partition_dir(directory.name)
             topic = parsed_topic if topic is None else topic
             partition = parsed_partition if partition is None else partition
-        return cls(directory, config or LogConfig(), topic, partition, now_ms=now_ms)
+        return cls(directory, config or LogConfig(), topic, partition, now_ms=now_ms, epochs=epochs,
+                   create_segment=create_segment)
 
     # -- offsets
     @property
@@ -274,10 +288,22 @@ class Log:
             self._require_open()
             return self._roll(self._log_end_offset, _now_ms() if now_ms is None else now_ms)
 
-    def _roll(self, base_offset: int, now: int) -> LogSegment:
+    def take_over(self, now_ms: int | None = None) -> LogSegment:
+        """Cluster mode, a new leader: continue in a segment file this Log created exclusively, so
+        never in one a previous (maybe paused, not yet dead) leader may still write. The previous
+        leader's active segment is left exactly as it is (no final index entry, no trimming)."""
+        with self._write_lock:
+            self._require_open()
+            if self._segments[-1].base_offset in self._own_segments:
+                return self._segments[-1]
+            return self._roll(self._log_end_offset, _now_ms() if now_ms is None else now_ms, takeover=True)
+
+    def _roll(self, base_offset: int, now: int, *, takeover: bool = False) -> LogSegment:
         old = self._segments[-1]
-        if old.size == 0 and old.base_offset == base_offset:
+        if old.size == 0 and old.base_offset == base_offset and not takeover:
             return old
+        if self._create_segment is not None:
+            return self._roll_exclusive(old, base_offset, now, takeover)
         for suffix in filenames.SEGMENT_SUFFIXES:  # an empty leftover would only confuse the loader
             leftover = filenames.segment_file(self.directory, base_offset, suffix)
             if leftover.exists():
@@ -293,6 +319,27 @@ class Log:
         self._recovery_point = max(self._recovery_point, base_offset)
         self._write_checkpoints()
         log.info("rolled %s to a new segment at offset %d", self.directory, base_offset)
+        return new
+
+    def _roll_exclusive(self, old: LogSegment, base_offset: int, now: int, takeover: bool) -> LogSegment:
+        """Cluster mode's roll: the new .log is created exclusively; if its name is taken (a fenced
+        leader's file) the next free base offset is used and the log has a gap there."""
+        if not takeover:
+            old.on_become_inactive()
+        old.flush()
+        base = self._create_segment(base_offset)
+        if self.on_roll is not None:
+            self.on_roll(base)
+        new = LogSegment(self.directory, base, self.config, created_ms=now)
+        self._own_segments.add(base)
+        self._segments = self._segments + (new,)
+        if base != self._log_end_offset:
+            log.warning("%s: segment %d was taken (a fenced leader's): the log continues at %d", self.directory,
+                        base_offset, base)
+            self._tail = (base, new, 0)
+        self._recovery_point = max(self._recovery_point, base)
+        self._write_checkpoints()
+        log.info("rolled %s to a new segment at offset %d", self.directory, base)
         return new
 
     # -- durability
@@ -338,8 +385,9 @@ class Log:
                 segment.close()
             self._recovery_point = self._log_end_offset
             self._write_checkpoints()
-            atomic_write(self.directory / filenames.CLEAN_SHUTDOWN_FILE,
-                         json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode())
+            if not self.shared:
+                atomic_write(self.directory / filenames.CLEAN_SHUTDOWN_FILE,
+                             json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode())
             self._closed = True
 
     def close_handlers(self) -> None:
@@ -444,6 +492,9 @@ class Log:
                     segment.release()  # its file object closes when the last reader drops it
             on_disk.pop(active.base_offset, None)
             for base in sorted(b for b in on_disk if b < active.base_offset):
+                if self.epochs is not None and not self.epochs.counts_segment(
+                        *first_batch(filenames.log_file(self.directory, base))):
+                    continue  # a fenced leader's file, not a maintenance job's
                 segment, _truncated = open_segment(self.directory, base, self.config)
                 kept.append(segment)
             kept.sort(key=lambda s: s.base_offset)

@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from . import filenames
 from .batch import LOG_OVERHEAD, BatchHeader
@@ -31,6 +31,10 @@ from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 log = logging.getLogger(__name__)
+
+# (base offset, partition leader epoch, last offset) -> whether the batch belongs to the log
+# (`leader_epochs.EpochHistory.is_valid`: cluster mode's rule for a fenced leader's bytes).
+BatchValidity = Callable[[int, int, int], bool]
 
 _INT32_MAX = 0x7FFFFFFF
 _LENGTH_AT = 8
@@ -310,15 +314,17 @@ class LogSegment:
         return iter_file_headers(self._file.fileno(), start_position, self._size, source=str(self.log_path))
 
     # -- recovery
-    def recover(self) -> int:
+    def recover(self, valid: BatchValidity | None = None) -> int:
         """Rebuild both indexes from the .log, checking every batch (size, CRC, offsets), and cut
-        the file at the first bad or partial batch. Returns the number of bytes truncated."""
+        the file at the first bad or partial batch, or (`valid` given: the partition's leader
+        epochs, cluster mode) at the first batch a fenced leader wrote. Returns the number of
+        bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         self._first_batch_timestamp = None
         self._bytes_since_last_index_entry = 0
-        valid = 0
+        valid_bytes = 0
         next_offset = self.base_offset
         try:
             for batch in iter_file_batches(self._file.fileno(), 0, self._size, source=str(self.log_path)):
@@ -329,17 +335,23 @@ class LogSegment:
                         f"batch offsets {header.base_offset}..{header.last_offset} do not follow offset "
                         f"{next_offset - 1} in a segment based at {self.base_offset}",
                         source=str(self.log_path), position=batch.position)
-                self._index_batch(header, valid)
-                valid += header.size
+                if valid is not None and not valid(header.base_offset, header.partition_leader_epoch,
+                                                   header.last_offset):
+                    log.warning("%s: batch %d..%d of leader epoch %d was written by a fenced leader: the "
+                                "segment ends before it", self.log_path, header.base_offset, header.last_offset,
+                                header.partition_leader_epoch)
+                    break
+                self._index_batch(header, valid_bytes)
+                valid_bytes += header.size
                 next_offset = header.next_offset
         except CorruptRecordError as exc:
             log.warning("recovery stops at a bad batch: %s", exc)
-        truncated = self._size - valid
+        truncated = self._size - valid_bytes
         if truncated:
             log.warning("truncating %s from %d to %d bytes (%d invalid bytes)", self.log_path, self._size,
-                        valid, truncated)
-            os.ftruncate(self._file.fileno(), valid)
-            self._size = valid
+                        valid_bytes, truncated)
+            os.ftruncate(self._file.fileno(), valid_bytes)
+            self._size = valid_bytes
         self._next_offset = next_offset
         self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
