@@ -1,4 +1,4 @@
-"""The dependency rules of DESIGN.md, checked by import-linter on every test run."""
+"""The dependency rules of docs/DESIGN.md (pyproject.toml's import-linter contracts), checked on every test run."""
 
 from __future__ import annotations
 

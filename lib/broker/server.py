@@ -51,7 +51,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         # Own the storage root before touching anything in it: a second broker must not open,
-        # recover or mark a single log (DESIGN.md: one writer per root).
+        # recover or mark a single log (docs/DESIGN.md, "Who may write what": one writer per root).
         self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
                                             host=self.config.public_host)
         try:
@@ -176,7 +176,7 @@ class BrokerServer:
         host = self.config.public_host if host in ("", "0.0.0.0", "::") else host
         return f"http://{host}:{self.registry.port}"
 
-    # -- registration (DESIGN.md: <root>/cluster/brokers/<id>.json)
+    # -- registration (docs/DESIGN.md, "The storage root": <root>/cluster/brokers/<id>.json)
     def _registration(self) -> dict:
         now_ms = int(time.time() * 1000)
         return {

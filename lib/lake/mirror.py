@@ -8,7 +8,7 @@ i.e. an OffsetCommit with no member and generation -1, what `kafka-consumer-grou
 
 Which broker (first match wins):
 1. an explicit bootstrap (`--bootstrap host:port[,host:port]`); `none` turns mirroring off;
-2. the live registrations under `<root>/cluster/brokers/*.json` (DESIGN.md): the brokers that
+2. the live registrations under `<root>/cluster/brokers/*.json` (docs/DESIGN.md): the brokers that
    serve this storage root, so the group lands in the same `__consumer_offsets` as the topics;
    a registration whose lease expired is a broker that crashed or is gone;
 3. no broker: nothing is mirrored (a batch-only lake is fine).
