@@ -42,7 +42,7 @@ from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
 
 from .clock import SYSTEM, Clock
-from .constants import LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from .constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from .markers import COORDINATOR_EPOCH, write_marker
 from .request_time import waiting
 
@@ -380,13 +380,12 @@ class CoordinatorRuntime(Generic[S]):
         transactional = producer_id != NO_PRODUCER_ID
         batch = build_batch([Record(i, now, r.key_bytes(), r.value_bytes()) for i, r in enumerate(records)],
                             base_offset=0, producer_id=producer_id, producer_epoch=producer_epoch,
-                            base_sequence=0 if transactional else -1, is_transactional=transactional,
-                            partition_leader_epoch=LEADER_EPOCH)
+                            base_sequence=0 if transactional else -1, is_transactional=transactional)
         try:
             part = shard.partition
             # The partition's producer and transaction state follow the append, as for Produce: a
             # transactional batch holds back this partition's LSO until its marker.
-            appended = await self.partitions.run_io(part.append_batch, batch, read_header(batch), LEADER_EPOCH)
+            appended = await self.partitions.run_io(part.append_batch, batch, read_header(batch))
             part.notify()
             if self.coordinator.replays_writes:
                 for i, record in enumerate(records):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments import errors as seg
+from topiclake.segments.leader_fence import FencedLeaderError
 
 
 class BrokerError(Exception):
@@ -49,7 +50,27 @@ class InvalidProducerEpoch(BrokerError):
     code = ErrorCode.invalid_producer_epoch
 
 
+class NotLeaderOrFollower(BrokerError):
+    """The partition is led by another broker (or its leadership is moving): the client
+    refreshes its metadata and retries there."""
+
+    code = ErrorCode.not_leader_or_follower
+
+
+class FencedLeaderEpoch(BrokerError):
+    """The request names a leader epoch older than this leader's (KIP-320)."""
+
+    code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpoch(BrokerError):
+    """The request names a leader epoch newer than this broker knows (its metadata is ahead)."""
+
+    code = ErrorCode.unknown_leader_epoch
+
+
 _BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (FencedLeaderError, ErrorCode.not_leader_or_follower),  # a newer leader took over the partition
     (seg.CorruptRecordError, ErrorCode.corrupt_message),
     (seg.RecordBatchTooLargeError, ErrorCode.record_list_too_large),  # before its base class
     (seg.RecordTooLargeError, ErrorCode.message_too_large),

@@ -8,7 +8,6 @@ from topiclake.segments import filenames
 from topiclake.segments.control import build_end_txn_marker
 from topiclake.segments.txn_index import append_txn_index
 
-from .constants import LEADER_EPOCH
 
 COORDINATOR_EPOCH = 0  # the __transaction_state partition's leader epoch: one broker, never re-elected
 
@@ -22,10 +21,11 @@ def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_
     `__consumer_offsets` ones included (through the coordinator runtime). Returns the marker's offset."""
     data = build_end_txn_marker(offset=0, timestamp=now_ms, producer_id=producer_id,
                                 producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch)
-    result = part.log.append(data, leader_epoch=LEADER_EPOCH)
+    result = part.log.append(data, leader_epoch=part.leader_epoch)
     part.producers.observe_marker(producer_id, producer_epoch, coordinator_epoch, result.max_timestamp)
     aborted = part.txns.on_marker(producer_id, result.first_offset, commit)
     if aborted is not None:
         append_txn_index(filenames.txn_index_file(part.log.directory, result.segment_base_offset),
                          part.txns.index_entry(aborted))
+    part.confirm()  # cluster mode: fsync and the fence check before the marker counts
     return result.first_offset

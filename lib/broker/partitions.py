@@ -29,6 +29,7 @@ from typing import Any, Callable
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import UnknownTopicError
+from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
@@ -36,6 +37,9 @@ from .clock import SYSTEM, Clock
 from .errors import UnknownTopicOrPartition
 from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
+from .constants import LEADER_EPOCH
+from .errors import NotLeaderOrFollower
+from .leadership import Leadership
 from .partition_txns import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,11 @@ class Partition:
         self.replay: Replay | None = None  # how load_state found the state
         log_.on_roll = self._on_roll  # Kafka snapshots producer state on every roll
         self._waiters: list[asyncio.Future] = []
+        # Cluster mode: the epoch this broker leads at and the fence it checks before anything it
+        # wrote counts (acknowledged, visible below the high watermark); see leader_fence.
+        self.leader_epoch = LEADER_EPOCH
+        self.fence: PartitionFence | None = None
+        self._confirmed_end = 0  # cluster mode's high watermark: the log end at the last passed fence check
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -76,29 +85,48 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        # One replica: everything appended is committed.
-        return self.log.log_end_offset
+        # One replica: everything appended is committed (in cluster mode: once the fence held).
+        return self.log.log_end_offset if self.fence is None else self._confirmed_end
+
+    def lead(self, epoch: int, fence: PartitionFence) -> None:
+        """Cluster mode: serve as the leader of `epoch` (its takeover is done: `fence` was claimed,
+        the log recovered and continued in a segment of this broker's own)."""
+        self.leader_epoch, self.fence = epoch, fence
+        self._confirmed_end = self.log.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
         # Kafka: min(first offset of an undecided transaction, high watermark).
         return self.txns.last_stable_offset(self.high_watermark)
 
-    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int) -> AppendResult:
+    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None) -> AppendResult:
         """Append one producer's batch (I/O thread) and apply it to the producer state and the
         open transactions (a transactional batch holds back the LSO). Every data append to a
         partition, Produce's or the group coordinator's, goes through here. A transaction's first
         batch holds the LSO before `log.append` moves the high watermark past it: a read_committed
-        fetch in between would otherwise return it undecided (and it may yet be aborted)."""
+        fetch in between would otherwise return it undecided (and it may yet be aborted).
+        In cluster mode the batch is fsynced and the fence checked before it counts
+        (FencedLeaderError: a newer leader took over; nothing written since counts).
+        `leader_epoch`: the epoch stamped on the batch, this partition's leader epoch by default."""
         opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
         try:
-            result = self.log.append(data, leader_epoch=leader_epoch)
+            result = self.log.append(data, leader_epoch=self.leader_epoch if leader_epoch is None else leader_epoch)
         except BaseException:
             if opened:
                 self.txns.cancel(header.producer_id)
             raise
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+        self.confirm()
         return result
+
+    def confirm(self) -> None:
+        """Cluster mode, after an append (I/O thread): fsync, then check the fence; only then is
+        what was written acknowledged and below the high watermark (leader_fence, step 5)."""
+        if self.fence is None:
+            return
+        self.log.flush()
+        self.fence.check(self.leader_epoch)
+        self._confirmed_end = self.log.log_end_offset
 
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -166,8 +194,12 @@ class Partition:
 class PartitionManager:
     def __init__(self, layout: StorageLayout, *, default_partitions: int = 1,
                  producer_id_expiration_ms: int = EXPIRATION_MS,
-                 clock: Clock = SYSTEM):
+                 clock: Clock = SYSTEM, leadership: Leadership | None = None):
+        """`leadership`: in cluster mode, which partitions this broker leads; a partition opens
+        only through `take_over` then, and `get` of any other is NOT_LEADER_OR_FOLLOWER. None:
+        one broker on the root, leading every partition (`get` opens it on first use)."""
         self.layout = layout
+        self.leadership = leadership if leadership is not None and leadership.clustered else None
         self.registry = TopicRegistry(layout)
         self.default_partitions = default_partitions
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -263,11 +295,17 @@ class PartitionManager:
 
     # -- partitions
     async def get(self, topic: str, index: int) -> Partition:
-        """The open partition (opening its log, with recovery, on first use)."""
+        """The open partition (opening its log, with recovery, on first use). In cluster mode only
+        a partition this broker leads (waiting for its takeover if one is in progress)."""
         key = (topic, index)
         part = self._partitions.get(key)
         if part is not None:
             return part
+        if self.leadership is not None:
+            taking_over = self._opening.get(key)
+            if taking_over is None:
+                raise NotLeaderOrFollower(f"this broker does not lead {topic}-{index}")
+            return await asyncio.shield(taking_over)
         meta = self.topic(topic)
         if not 0 <= index < meta.partitions:
             meta = self.topic(topic, fresh=True)  # partitions may have been added elsewhere
@@ -296,6 +334,56 @@ class PartitionManager:
         self._partitions[(meta.name, index)] = part
         log.info("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
         return part
+
+    # -- leadership (cluster mode)
+    async def take_over(self, topic: str, index: int, epoch: int) -> Partition:
+        """Become the leader of `epoch` (won in ZooKeeper): claim the epoch in storage (fencing
+        the previous leader), recover the log it left with the epoch history, record where this
+        epoch starts, continue in a segment of this broker's own (leader_fence's steps 1-4)."""
+        key = (topic, index)
+        await self.resign(topic, index)
+        meta = self.topic(topic, fresh=True)
+        directory = self.layout.log_dir(topic, index)
+
+        def take_over_log() -> Partition:
+            from topiclake.segments.log import Log
+
+            directory.mkdir(parents=True, exist_ok=True)
+            fence = PartitionFence(directory)
+            history = fence.begin_takeover(epoch)
+            log_ = Log.open(directory, meta.log_config, topic=topic, partition=index, epochs=history,
+                            create_segment=fence.create_segment)
+            try:
+                log_.epochs = fence.record_start(epoch, log_.log_end_offset)
+                log_.take_over()
+                part = Partition(topic, index, log_, meta.log_config)
+                part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
+                part.lead(epoch, fence)
+            except BaseException:
+                log_.close_handlers()
+                raise
+            return part
+
+        opening = self._opening[key] = asyncio.ensure_future(self.run_io(take_over_log))
+        try:
+            part = await asyncio.shield(opening)
+        finally:
+            if self._opening.get(key) is opening:
+                del self._opening[key]
+        self._partitions[key] = part
+        log.info("leading %s-%d at epoch %d: offsets [%d, %d)", topic, index, epoch, part.log_start_offset,
+                 part.log_end_offset)
+        return part
+
+    async def resign(self, topic: str, index: int) -> None:
+        """Stop leading: requests get NOT_LEADER_OR_FOLLOWER from now on, parked fetches answer,
+        and the log's files are let go without writing anything (the next leader owns them)."""
+        part = self._partitions.pop((topic, index), None)
+        if part is None:
+            return
+        part.notify()
+        await self.run_io(part.log.close_handlers)
+        log.info("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
 
     def open_partitions(self) -> list[Partition]:
         return list(self._partitions.values())

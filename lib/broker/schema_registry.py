@@ -21,7 +21,6 @@ from topiclake.registry.service import SchemaRegistry
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
 
-from .constants import LEADER_EPOCH
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class BrokerSchemaStore:
 
     async def append(self, records: list[tuple[bytes, bytes | None]], *, expected_end: int) -> int:
         batch = build_batch([Record(i, self.partitions.clock(), k, v) for i, (k, v) in enumerate(records)],
-                            base_offset=0, partition_leader_epoch=LEADER_EPOCH)
+                            base_offset=0)
         first = await self.partitions.run_io(_append, self.part, batch, expected_end)
         self.part.notify()
         return first
@@ -80,7 +79,7 @@ def _append(part, batch: bytes, expected_end: int) -> int:
     """I/O thread: append only if nothing was appended since the registry's replay."""
     if part.log.log_end_offset != expected_end:
         raise StoreConflict(f"{part.topic} ends at {part.log.log_end_offset}, not {expected_end}")
-    return part.append_batch(batch, read_header(batch), LEADER_EPOCH).first_offset
+    return part.append_batch(batch, read_header(batch)).first_offset
 
 
 class BrokerRegistry:

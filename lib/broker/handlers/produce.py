@@ -19,7 +19,6 @@ from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 
 from ..api_keys import ApiKey
 from ..append_policy import check_append
-from ..constants import LEADER_EPOCH
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
 from ..throttle import PRODUCE
@@ -68,7 +67,7 @@ def _append(part, data: bytes, header: BatchHeader):
     duplicate = part.producers.check(header)
     if duplicate is not None:
         return duplicate
-    return part.append_batch(data, header, LEADER_EPOCH)
+    return part.append_batch(data, header)
 
 
 def _datetime(ms: int | None):

@@ -1,0 +1,89 @@
+"""Who leads each partition, as the request paths ask it (Kafka's MetadataCache plus the leader
+check of ReplicaManager).
+
+A broker alone on its storage root leads every partition at epoch 0, is the controller, and is
+the only broker (`SingleBroker`: today's behaviour, unchanged). In cluster mode the answers come
+from ZooKeeper's partition states and live-broker registrations (`cluster.ClusterLeadership`);
+`leads` is True only once this broker finished taking a partition over (fenced the old leader
+in storage and recovered the log).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from .constants import LEADER_EPOCH
+
+NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    """A live broker as Metadata describes it, on one listener."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeader:
+    leader: int  # NO_LEADER while the partition has none
+    epoch: int
+
+
+class Leadership(Protocol):
+    broker_id: int
+    clustered: bool
+
+    def leader(self, topic: str, partition: int) -> PartitionLeader | None:
+        """The partition's leader and epoch; None when its state is not known (yet)."""
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this broker serves the partition now."""
+
+    def brokers(self, listener: str) -> list[BrokerNode]:
+        """Every live broker, with its endpoint on `listener` (the one the client came in on)."""
+
+    def controller_id(self) -> int: ...
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        """A topic was created in the registry: give its partitions leaders."""
+
+    def partitions_added(self, topic: str, old_count: int, new_count: int) -> None: ...
+
+    def topic_deleted(self, topic: str) -> None: ...
+
+
+class SingleBroker:
+    """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
+
+    clustered = False
+
+    def __init__(self, broker_id: int, endpoint_for: Callable[[str], tuple[str, int]]):
+        self.broker_id = broker_id
+        self._endpoint_for = endpoint_for  # listener name -> advertised (host, port)
+
+    def leader(self, topic: str, partition: int) -> PartitionLeader:
+        return PartitionLeader(self.broker_id, LEADER_EPOCH)
+
+    def leads(self, topic: str, partition: int) -> bool:
+        return True
+
+    def brokers(self, listener: str) -> list[BrokerNode]:
+        host, port = self._endpoint_for(listener)
+        return [BrokerNode(self.broker_id, host, port)]
+
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        pass
+
+    def partitions_added(self, topic: str, old_count: int, new_count: int) -> None:
+        pass
+
+    def topic_deleted(self, topic: str) -> None:
+        pass
