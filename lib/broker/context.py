@@ -8,12 +8,13 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from topiclake.segments.atomic import atomic_write
+from topiclake.segments.atomic import atomic_write, create_exclusive
 from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
 from .group.coordinator import GroupCoordinator
 from .client_quotas import ClientQuotas
+from .leadership import Leadership, SingleBroker
 from .partitions import PartitionManager
 from .security.service import SecurityService
 from .share.service import ShareService
@@ -26,24 +27,43 @@ PRODUCER_ID_BLOCK = 1000
 class ProducerIdAllocator:
     """Producer ids that are never reused across restarts: blocks of ids are reserved in
     <root>/cluster/producer_ids.json before any id of the block is handed out (Kafka's
-    controller hands out blocks the same way)."""
+    controller hands out blocks the same way).
 
-    def __init__(self, layout: StorageLayout):
+    `shared` (cluster mode: many brokers on the root): a block is reserved by creating
+    <root>/cluster/producer-id-blocks/<first id> exclusively, so two brokers never get the same
+    block (Kafka's /latest_producer_id_block, with the file system's exclusive create as the
+    compare-and-set)."""
+
+    def __init__(self, layout: StorageLayout, *, shared: bool = False):
         self.path = layout.cluster_dir / "producer_ids.json"
+        self.blocks_dir = layout.cluster_dir / "producer-id-blocks"
+        self.shared = shared
         self._next = 0
         self._end = 0
 
     def next_id(self) -> int:
         if self._next >= self._end:
-            start = 0
-            if self.path.exists():
-                start = int(json.loads(self.path.read_text())["next_block_start"])
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
+            start = self._reserve_shared() if self.shared else self._reserve()
             self._next, self._end = start, start + PRODUCER_ID_BLOCK
         pid = self._next
         self._next += 1
         return pid
+
+    def _reserve(self) -> int:
+        start = 0
+        if self.path.exists():
+            start = int(json.loads(self.path.read_text())["next_block_start"])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
+        return start
+
+    def _reserve_shared(self) -> int:
+        self.blocks_dir.mkdir(parents=True, exist_ok=True)
+        taken = [int(name) for name in os.listdir(self.blocks_dir) if name.isdigit()]
+        start = max(taken) + PRODUCER_ID_BLOCK if taken else 0
+        while not create_exclusive(self.blocks_dir / f"{start:020d}", b""):
+            start += PRODUCER_ID_BLOCK  # another broker took it first
+        return start
 
 
 @dataclass
@@ -59,6 +79,7 @@ class BrokerContext:
     security: SecurityService  # listeners' TLS, SASL, the authorizer ([security])
     share: ShareService  # share groups: their share-partitions and __share_group_state (started by the server)
     shutting_down: asyncio.Event = field(default_factory=asyncio.Event)
+    leadership: Leadership | None = None  # who leads each partition (set by create)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
 
@@ -79,12 +100,15 @@ class BrokerContext:
                                      offsets_partition_for=groups.partition_for,
                                      offsets_marker=groups.complete_transaction)
         shutting_down = asyncio.Event()
-        return cls(config=config, layout=layout, partitions=partitions,
-                   cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
-                   throttle=Throttler(ClientQuotas(layout)),
-                   security=SecurityService(config.security, config.root, config.bound_listeners),
-                   share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
-                   shutting_down=shutting_down)
+        context = cls(config=config, layout=layout, partitions=partitions,
+                      cluster_id=layout.cluster_id(), producer_ids=producer_ids, groups=groups, txn=txn,
+                      throttle=Throttler(ClientQuotas(layout)),
+                      security=SecurityService(config.security, config.root, config.bound_listeners),
+                      share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
+                      shutting_down=shutting_down)
+        # The server may rebind the config (ephemeral ports): endpoints are read through the context.
+        context.leadership = SingleBroker(config.broker_id, lambda listener: context.config.endpoint_for(listener))
+        return context
 
     @property
     def broker_id(self) -> int:

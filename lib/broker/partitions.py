@@ -29,7 +29,7 @@ from typing import Any, Callable
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import UnknownTopicError
-from topiclake.segments.leader_fence import PartitionFence
+from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
@@ -37,8 +37,8 @@ from .clock import SYSTEM, Clock
 from .errors import UnknownTopicOrPartition
 from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
-from .constants import LEADER_EPOCH
-from .errors import NotLeaderOrFollower
+from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
+from .errors import FencedLeaderEpoch, NotLeaderOrFollower, UnknownLeaderEpoch
 from .leadership import Leadership
 from .partition_txns import PartitionTxns, scan_log
 
@@ -70,6 +70,7 @@ class Partition:
         # wrote counts (acknowledged, visible below the high watermark); see leader_fence.
         self.leader_epoch = LEADER_EPOCH
         self.fence: PartitionFence | None = None
+        self.on_fenced: Callable[[], None] = lambda: None  # told (on the I/O thread) when the fence moved
         self._confirmed_end = 0  # cluster mode's high watermark: the log end at the last passed fence check
 
     def __repr__(self) -> str:
@@ -87,6 +88,16 @@ class Partition:
     def high_watermark(self) -> int:
         # One replica: everything appended is committed (in cluster mode: once the fence held).
         return self.log.log_end_offset if self.fence is None else self._confirmed_end
+
+    def check_leader_epoch(self, requested: int) -> None:
+        """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this
+        leader's: older is FENCED_LEADER_EPOCH (the client's leader moved on), newer
+        UNKNOWN_LEADER_EPOCH (this broker has not caught up yet)."""
+        if requested == NO_LEADER_EPOCH or requested == self.leader_epoch:
+            return
+        if requested < self.leader_epoch:
+            raise FencedLeaderEpoch(f"{self}: epoch {requested} is older than the leader's {self.leader_epoch}")
+        raise UnknownLeaderEpoch(f"{self}: epoch {requested} is newer than the leader's {self.leader_epoch}")
 
     def lead(self, epoch: int, fence: PartitionFence) -> None:
         """Cluster mode: serve as the leader of `epoch` (its takeover is done: `fence` was claimed,
@@ -125,7 +136,11 @@ class Partition:
         if self.fence is None:
             return
         self.log.flush()
-        self.fence.check(self.leader_epoch)
+        try:
+            self.fence.check(self.leader_epoch)
+        except FencedLeaderError:
+            self.on_fenced()
+            raise
         self._confirmed_end = self.log.log_end_offset
 
     def changed(self) -> asyncio.Future:
@@ -262,6 +277,17 @@ class PartitionManager:
     def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> TopicMeta:
         meta = self.registry.create(name, partitions, config)
         self._topics[name] = (time.monotonic(), meta)
+        if self.leadership is not None:
+            self.leadership.topic_created(name, meta.partitions)
+        return meta
+
+    def add_partitions(self, name: str, count: int) -> TopicMeta:
+        """CreatePartitions: grow the topic to `count` partitions (the registry checks it grows)."""
+        old = self.topic(name, fresh=True).partitions
+        meta = self.registry.add_partitions(name, count)
+        self.forget_topic(name)
+        if self.leadership is not None:
+            self.leadership.partitions_added(name, old, meta.partitions)
         return meta
 
     async def delete_topic(self, name: str) -> TopicMeta:
@@ -272,6 +298,8 @@ class PartitionManager:
             await self.run_io(part.log.close)
         meta = await self.run_io(self.registry.delete, name)
         self.forget_topic(name)
+        if self.leadership is not None:
+            self.leadership.topic_deleted(name)
         return meta
 
     async def apply_config(self, meta: TopicMeta) -> None:

@@ -16,7 +16,8 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import TopiclakeError
 
 from ..config_resources import ConfigEntry, topic_entries
-from ..constants import LEADER_EPOCH
+from ..constants import NO_LEADER_EPOCH
+from ..leadership import NO_LEADER, Leadership
 from ..partitions import topic_uuid
 from ..wire import has_field, make, nested
 
@@ -53,12 +54,22 @@ def topic_id_of(broker, name: str) -> uuid.UUID:
         return ZERO_UUID
 
 
-def partition_entries(partition_cls: type, broker_id: int, indexes) -> tuple:
-    """Metadata/DescribeTopicPartitions entries: this broker is each partition's leader and only replica."""
-    return tuple(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=broker_id,
-                      leader_epoch=LEADER_EPOCH, replica_nodes=(broker_id,), isr_nodes=(broker_id,),
-                      eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
-                 for i in indexes)
+def partition_entries(partition_cls: type, leadership: Leadership, topic: str, indexes) -> tuple:
+    """Metadata/DescribeTopicPartitions entries: each partition's leader is its only replica
+    (storage is shared: there is nothing to replicate); LEADER_NOT_AVAILABLE while it has none."""
+    out = []
+    for i in indexes:
+        current = leadership.leader(topic, i)
+        if current is None or current.leader == NO_LEADER:
+            epoch = current.epoch if current is not None else NO_LEADER_EPOCH
+            out.append(make(partition_cls, error_code=ErrorCode.leader_not_available, partition_index=i,
+                            leader_id=NO_LEADER, leader_epoch=epoch, replica_nodes=(), isr_nodes=(),
+                            eligible_leader_replicas=(), last_known_elr=(), offline_replicas=()))
+            continue
+        out.append(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=current.leader,
+                        leader_epoch=current.epoch, replica_nodes=(current.leader,), isr_nodes=(current.leader,),
+                        eligible_leader_replicas=(), last_known_elr=(), offline_replicas=()))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------------- configs

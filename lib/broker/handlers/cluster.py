@@ -1,4 +1,4 @@
-"""DescribeCluster (60): one broker, which is also the controller (and never fenced)."""
+"""DescribeCluster (60): the live brokers and the controller (`leadership`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from .registry import REGISTRY
 @REGISTRY.route(ApiKey.DESCRIBE_CLUSTER, (0, 2))
 async def describe_cluster(broker, request):
     cls = request.response_type
-    host, port = broker.config.endpoint_for(request.session.listener)
-    me = make(nested(cls, "brokers"), broker_id=broker.broker_id, host=host, port=port, rack=None, is_fenced=False)
+    leadership = broker.leadership
+    brokers = tuple(make(nested(cls, "brokers"), broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack,
+                         is_fenced=False) for b in leadership.brokers(request.session.listener))
     return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
-                cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=(me,),
+                cluster_id=broker.cluster_id, controller_id=leadership.controller_id(), brokers=brokers,
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

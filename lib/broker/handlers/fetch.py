@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
 from ..api_keys import ApiKey
+from ..constants import NO_LEADER_EPOCH
 from ..errors import BrokerError, error_code
 from ..request_time import waiting
 from ..throttle import FETCH
@@ -121,8 +122,9 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
             if topic_error == ErrorCode.none:
                 try:
                     slot.part = await broker.partitions.get(name, p.partition)
+                    slot.part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
                 except (UnknownTopicError, BrokerError) as exc:
-                    slot.error = error_code(exc)
+                    slot.part, slot.error = None, error_code(exc)
             slots.append(slot)
     return slots
 

@@ -24,31 +24,57 @@ _COORDINATOR_TYPES = frozenset(CoordinatorType)
 # ================================================================== FindCoordinator
 @REGISTRY.route(ApiKey.FIND_COORDINATOR, (0, 6))
 async def find_coordinator(broker, request):
-    """One broker coordinates every group, transactional id and share-partition state (v4+: batched keys)."""
+    """The leader of the key's internal-topic partition coordinates it: `__consumer_offsets` for
+    a group, `__transaction_state` for a transactional id, `__share_group_state` for a
+    share-partition's state (v4+: batched keys). One broker alone answers itself."""
     body, cls = request.body, request.response_type
     key_type = getattr(body, "key_type", CoordinatorType.GROUP)
     keys = body.coordinator_keys if has_field(type(body), "coordinator_keys") else (body.key,)
-    (host, port), me = broker.config.endpoint_for(request.session.listener), broker.broker_id
+    nodes = {b.broker_id: b for b in broker.leadership.brokers(request.session.listener)}
     if key_type == CoordinatorType.GROUP:
         broker.groups.ensure_loading()  # creates __consumer_offsets on first use, as Kafka does
+    elif key_type in _COORDINATOR_TYPES and broker.leadership.clustered:
+        _runtime(broker, key_type).ensure_topic()  # the key's partition needs a leader to be found
     results = []
     for key in keys:
-        error, message = ErrorCode.none, None
+        node, error, message = None, ErrorCode.none, None
         if key_type not in _COORDINATOR_TYPES:
             error, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
         elif key_type == CoordinatorType.GROUP and not key:
             error, message = ErrorCode.invalid_request, "group id must not be empty"
-        results.append((key, error, message))
+        else:
+            topic, index = _coordinator_partition(broker, key_type, key)
+            current = broker.leadership.leader(topic, index)
+            node = nodes.get(current.leader) if current is not None else None
+            if node is None:
+                error, message = ErrorCode.coordinator_not_available, f"{topic}-{index} has no leader yet"
+        results.append((key, node, error, message))
     if has_field(cls, "coordinators"):
         entry = nested(cls, "coordinators")
         return make(cls, throttle_time=NO_THROTTLE, coordinators=tuple(
-            make(entry, key=key, node_id=me if err == ErrorCode.none else -1, host=host if err == ErrorCode.none else "",
-                 port=port if err == ErrorCode.none else -1, error_code=err, error_message=msg)
-            for key, err, msg in results))
-    _key, err, msg = results[0]
-    ok = err == ErrorCode.none
-    return make(cls, throttle_time=NO_THROTTLE, error_code=err, error_message=msg, node_id=me if ok else -1,
-                host=host if ok else "", port=port if ok else -1)
+            make(entry, key=key, node_id=node.broker_id if node else -1, host=node.host if node else "",
+                 port=node.port if node else -1, error_code=err, error_message=msg)
+            for key, node, err, msg in results))
+    _key, node, err, msg = results[0]
+    return make(cls, throttle_time=NO_THROTTLE, error_code=err, error_message=msg,
+                node_id=node.broker_id if node else -1, host=node.host if node else "", port=node.port if node else -1)
+
+
+def _runtime(broker, key_type: int):
+    if key_type == CoordinatorType.GROUP:
+        return broker.groups.runtime
+    if key_type == CoordinatorType.TRANSACTION:
+        return broker.txn.runtime
+    return broker.share.store.runtime
+
+
+def _coordinator_partition(broker, key_type: int, key: str) -> tuple[str, int]:
+    """(internal topic, partition) whose leader coordinates `key`."""
+    if key_type == CoordinatorType.GROUP:
+        return broker.groups.topic.name, broker.groups.partition_for(key)
+    if key_type == CoordinatorType.TRANSACTION:
+        return broker.txn.topic.name, broker.txn.partition_for(key)
+    return broker.share.store.topic.name, broker.share.store.partition_for_coordinator_key(key)
 
 
 # ========================================================================= JoinGroup

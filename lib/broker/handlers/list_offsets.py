@@ -8,7 +8,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
-from ..constants import LEADER_EPOCH, NO_LEADER_EPOCH
+from ..constants import NO_LEADER_EPOCH
 from ..errors import error_code, error_message
 from ..wire import make, nested
 from ._common import NO_THROTTLE
@@ -53,15 +53,16 @@ async def list_offsets(broker, request):
         for p in topic.partitions:
             try:
                 part = await broker.partitions.get(topic.name, p.partition_index)
+                part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
                 ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
-                code = ErrorCode.none
+                code, epoch = ErrorCode.none, part.leader_epoch
             except Exception as exc:
-                ts, offset, code = -1, -1, error_code(exc)
+                ts, offset, code, epoch = -1, -1, error_code(exc), NO_LEADER_EPOCH
                 if code == ErrorCode.unknown_server_error:
                     log.exception("ListOffsets %s-%d at %d failed", topic.name, p.partition_index, p.timestamp)
                 else:
                     log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, error_message(exc))
             results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else NO_LEADER_EPOCH))
+                                offset=offset, leader_epoch=epoch if offset >= 0 else NO_LEADER_EPOCH))
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
     return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

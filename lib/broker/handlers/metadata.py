@@ -1,4 +1,4 @@
-"""Metadata (key 3): this broker leads every partition; optional auto topic creation."""
+"""Metadata (key 3): the live brokers and each partition's leader (`leadership`); optional auto topic creation."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ async def metadata(broker, request):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     partition_cls = nested(topic_cls, "partitions")
-    me = broker.broker_id
+    leadership = broker.leadership
 
     def topic_entry(name, meta: TopicMeta | None, code=ErrorCode.none, topic_id=ZERO_UUID):
         partitions = ()
         if meta is not None:
-            partitions = partition_entries(partition_cls, me, range(meta.partitions))
+            partitions = partition_entries(partition_cls, leadership, meta.name, range(meta.partitions))
             topic_id = topic_uuid(meta)
         return make(topic_cls, error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS,
                     partitions=partitions)
@@ -42,10 +42,10 @@ async def metadata(broker, request):
         topics = tuple(_describe(broker, t, auto_create, topic_entry) for t in body.topics)
 
     broker_cls = nested(cls, "brokers")
-    host, port = broker.config.endpoint_for(request.session.listener)  # the listener the client came in on
-    me_entry = make(broker_cls, node_id=me, host=host, port=port, rack=None)
+    brokers = tuple(make(broker_cls, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                    for b in leadership.brokers(request.session.listener))  # the listener the client came in on
     return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, cluster_id=broker.cluster_id,
-                controller_id=me, brokers=(me_entry,), topics=topics,
+                controller_id=leadership.controller_id(), brokers=brokers, topics=topics,
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 

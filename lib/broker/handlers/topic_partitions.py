@@ -54,7 +54,7 @@ async def describe_topic_partitions(broker, request):
         budget -= last - first
         topics.append(make(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic_uuid(meta),
                            is_internal=name in INTERNAL_TOPICS,
-                           partitions=partition_entries(part_cls, broker.broker_id, range(first, last)),
+                           partitions=partition_entries(part_cls, broker.leadership, meta.name, range(first, last)),
                            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         if last < meta.partitions:
             next_cursor = make(cursor_cls, topic_name=name, partition_index=last)

@@ -143,8 +143,7 @@ async def create_partitions(broker, request):
                                   f"{topic.count} would not increase the count", ErrorCode.invalid_partitions)
             if not body.validate_only:
                 mutations.take(topic.count - meta.partitions)
-                meta = broker.partitions.registry.add_partitions(topic.name, topic.count)
-                broker.partitions.forget_topic(topic.name)
+                meta = broker.partitions.add_partitions(topic.name, topic.count)
                 log.info("topic %s now has %d partitions", topic.name, meta.partitions)
             results.append(make(result_cls, name=topic.name, error_code=ErrorCode.none, error_message=None))
         except Exception as exc:

@@ -122,7 +122,11 @@ class ShareStateStore:
                 if group is None or k.group == group]
 
     def partition_for(self, key: ShareStateKey) -> int:
-        return utils_abs(string_hash_code(key.coordinator_key())) % self.runtime.partition_count
+        return self.partition_for_coordinator_key(key.coordinator_key())
+
+    def partition_for_coordinator_key(self, key: str) -> int:
+        """The partition of "group:topicId:partition" (FindCoordinator's SHARE key)."""
+        return utils_abs(string_hash_code(key)) % self.runtime.partition_count
 
     def _shard(self, key: ShareStateKey) -> ShareStateShard | None:
         """The loaded shard holding `key`; None before the topic exists (ShareCoordinatorError
