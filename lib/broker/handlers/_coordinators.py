@@ -14,22 +14,23 @@ from typing import Any, Callable
 from kio.schema.errors import ErrorCode
 
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..context import BrokerContext
 from ..group.api import CommitOffset
 from ..txn.state import TxnError
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE, code, topic_id_of
 
 log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- heartbeats (KIP-848, KIP-932)
-def refused_heartbeat(cls, error_code, message: str):
+def refused_heartbeat(cls: type, error_code: ErrorCode, message: str):
     """A heartbeat answer (ConsumerGroupHeartbeat, ShareGroupHeartbeat) carrying only an error."""
     return make(cls, throttle_time=NO_THROTTLE, error_code=error_code, error_message=message, member_id=None,
                 member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
 
 
-def heartbeat_answer(broker, cls, resp):
+def heartbeat_answer(broker: BrokerContext, cls: type, resp):
     """The coordinator's heartbeat response on the wire: its assignment's topics as ids."""
     assignment = None
     if resp.assignment is not None:
@@ -43,7 +44,8 @@ def heartbeat_answer(broker, cls, resp):
                 heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms), assignment=assignment)
 
 
-def describe_answer(broker, cls, found, *, assignor: str, missing_message: Callable[[str, Any], str | None],
+def describe_answer(broker: BrokerContext, cls: type, found, *, assignor: str,
+                    missing_message: Callable[[str, Any], str | None],
                     member_fields: Callable[..., dict] = lambda group, member, assignment: {}):
     """A ConsumerGroupDescribe or ShareGroupDescribe answer from the coordinator's
     `(group id, group or None, error)` triples. Members carry the fields both group types have;
@@ -89,7 +91,7 @@ def commit_offsets_of(body, keys=None) -> tuple[CommitOffset, ...]:
 
 
 # ------------------------------------------------------------------------------- transactions
-def txn_error(exc: Exception, request, fenced_since: int) -> ErrorCode:
+def txn_error(exc: Exception, request: Request[Any], fenced_since: int) -> ErrorCode:
     """The code for a coordinator failure; PRODUCER_FENCED only from version `fenced_since`."""
     if not isinstance(exc, TxnError):
         log.exception("%s from %s failed", type(request.body).__name__, request.client_id)

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import re2
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation, ResourceType
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..security.gate import authorize
+from ..wire import Request
 from ._common import code, ms, partition_count
 from ._coordinators import describe_answer, heartbeat_answer, refused_heartbeat
 from .registry import REGISTRY
@@ -30,7 +34,7 @@ def _regex(body) -> str | None:
 
 
 @REGISTRY.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1))
-async def consumer_group_heartbeat(broker, request):
+async def consumer_group_heartbeat(broker: BrokerContext, request: Request[ConsumerGroupHeartbeatRequest]):
     body, cls = request.body, request.response_type
     owned = None
     if body.topic_partitions is not None:
@@ -56,7 +60,7 @@ async def consumer_group_heartbeat(broker, request):
 
 
 @REGISTRY.route(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1))
-async def consumer_group_describe(broker, request):
+async def consumer_group_describe(broker: BrokerContext, request: Request[ConsumerGroupDescribeRequest]):
     def member_fields(group, m, assignment) -> dict:
         return dict(instance_id=m.instance_id, subscribed_topic_regex=m.subscribed_regex,
                     target_assignment=assignment(group.target.get(m.member_id, {})),

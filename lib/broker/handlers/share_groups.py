@@ -4,16 +4,21 @@ the topic registry."""
 
 from __future__ import annotations
 
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..group.errors import GroupCoordinatorError
 from ..share.groups import ASSIGNOR, ShareHeartbeatRequest
+from ..wire import Request
 from ._common import code, partition_count
 from ._coordinators import describe_answer, heartbeat_answer, refused_heartbeat
 from .registry import REGISTRY
 
 
 @REGISTRY.route(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1))
-async def share_group_heartbeat(broker, request):
+async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGroupHeartbeatRequest]):
     body, cls = request.body, request.response_type
     req = ShareHeartbeatRequest(
         group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch, rack_id=body.rack_id,
@@ -27,6 +32,6 @@ async def share_group_heartbeat(broker, request):
 
 
 @REGISTRY.route(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1))
-async def share_group_describe(broker, request):
+async def share_group_describe(broker: BrokerContext, request: Request[ShareGroupDescribeRequest]):
     return describe_answer(broker, request.response_type, broker.groups.share_groups(request.body.group_ids),
                            assignor=ASSIGNOR, missing_message=lambda gid, _error: f"Group {gid} not found.")
