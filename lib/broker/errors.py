@@ -72,6 +72,9 @@ class UnknownLeaderEpoch(BrokerError):
 _BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (FencedLeaderError, ErrorCode.not_leader_or_follower),  # a newer leader took over the partition
     (seg.CorruptRecordError, ErrorCode.corrupt_message),
+    # A partition deleted (or the broker stopping) under a request: the answer it always had,
+    # from when a closed log raised CorruptRecordError.
+    (seg.LogClosedError, ErrorCode.corrupt_message),
     (seg.RecordBatchTooLargeError, ErrorCode.record_list_too_large),  # before its base class
     (seg.RecordTooLargeError, ErrorCode.message_too_large),
     (seg.InvalidTopicError, ErrorCode.invalid_topic_exception),

@@ -19,7 +19,7 @@ import io
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -48,13 +48,20 @@ class UnsupportedVersion(Exception):
         self.correlation_id = correlation_id
 
 
+Body = TypeVar("Body")
+
+
 @dataclass(frozen=True, slots=True)
-class Request:
+class Request(Generic[Body]):
+    """A decoded request. `Request[JoinGroupRequest]` names the kio class of the newest version a
+    handler serves; the body is the class of the version the client sent (kio has one per
+    version), so fields that only some versions have are read with getattr/has_field."""
+
     api_key: ApiKey
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: Any  # the kio request dataclass
+    body: Body  # the kio request dataclass
     client_host: str = ""  # the client's address as Kafka shows it ("/127.0.0.1"), for group members
     session: Session = DEFAULT_SESSION  # the connection's listener and principal (session.py)
 

@@ -1,8 +1,10 @@
-"""The one error family of the on-disk format and the log.
+"""The one error family of the on-disk format and the log: one type per kind of failure.
 
 Every problem with bytes (from a file or a socket) surfaces as CorruptRecordError, which names
 where the bytes came from, the byte position and why they are bad, so that a reader of a log
-message can go straight to the broken batch.
+message can go straight to the broken batch. Failures that are not about bad bytes have their
+own types: a closed log is LogClosedError, a refused maintenance step maintenance.MaintenanceError
+(which names its place as CorruptRecordError does: both are LocatedErrors).
 """
 
 from __future__ import annotations
@@ -12,12 +14,9 @@ class TopiclakeError(Exception):
     """Base class of every error topiclake raises on purpose."""
 
 
-class CorruptRecordError(TopiclakeError):
-    """Bytes that are not a valid Kafka record batch / message set.
-
-    `source` is a file path or a description such as "produce request"; `position` is the byte
-    offset inside that source where the bad batch starts (None when unknown).
-    """
+class LocatedError(TopiclakeError):
+    """A failure at a known place: `source` is a file path or a description such as "produce
+    request"; `position` is the byte offset inside that source (None when unknown)."""
 
     def __init__(self, reason: str, *, source: str | None = None, position: int | None = None):
         self.reason = reason
@@ -33,13 +32,22 @@ class CorruptRecordError(TopiclakeError):
             where.append(f"position {self.position}")
         return f"{': '.join([', '.join(where), self.reason]) if where else self.reason}"
 
-    def at(self, *, source: str | None = None, position: int | None = None) -> "CorruptRecordError":
+    def at(self, *, source: str | None = None, position: int | None = None):
         """The same error with the location filled in (for errors raised deep in a decoder)."""
-        return CorruptRecordError(
+        return type(self)(
             self.reason,
             source=self.source if self.source is not None else source,
             position=self.position if self.position is not None else position,
         )
+
+
+class CorruptRecordError(LocatedError):
+    """Bytes that are not a valid Kafka record batch / message set (`position`: where the bad
+    batch starts)."""
+
+
+class LogClosedError(TopiclakeError):
+    """An operation on a log after `close` (its partition was deleted, or the broker is stopping)."""
 
 
 class InvalidTopicError(TopiclakeError):

@@ -28,7 +28,8 @@ from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_O
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
-from .errors import CorruptRecordError, OffsetOutOfRangeError, RecordBatchTooLargeError, RecordTooLargeError
+from .errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError,
+                     RecordTooLargeError)
 from .leader_epochs import EpochHistory
 from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
@@ -401,7 +402,7 @@ class Log:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise CorruptRecordError(f"log {self.directory} is closed")
+            raise LogClosedError(f"log {self.directory} is closed")
 
     # -- reading
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,

@@ -44,7 +44,7 @@ from .batch import NO_TIMESTAMP, BatchHeader, build_batch
 from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, LocatedError
 from .file_records import iter_file_headers
 from .loader import partition_lock
 from .producer_snapshot import delete_snapshots
@@ -56,8 +56,9 @@ CRASH_ENV = "TOPICLAKE_CRASH_AT"
 log = logging.getLogger(__name__)
 
 
-class MaintenanceError(CorruptRecordError):
-    """A maintenance request that would break the log (touch the active segment, overlap...)."""
+class MaintenanceError(LocatedError):
+    """A maintenance request that would break the log (touch the active segment, overlap...), or a
+    job's output that is not whole. Not a CorruptRecordError: the log's own bytes are fine."""
 
 
 def crash_point(step: str) -> None:

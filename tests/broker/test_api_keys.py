@@ -1,7 +1,10 @@
-"""API keys by name (`ApiKey`, Kafka's ApiKeys): the enum names Kafka's keys exactly, and what the
-broker advertises in ApiVersions is the same table it was when the keys were bare numbers."""
+"""API keys by name (`ApiKey`, Kafka's ApiKeys): the enum names Kafka's keys exactly, what the
+broker advertises in ApiVersions is the same table it was when the keys were bare numbers, and each
+handler's parameters are typed with the kio request of the API it serves."""
 
 from __future__ import annotations
+
+import typing
 
 import pytest
 from kio.schema.api_versions.v3 import request as av_req
@@ -9,7 +12,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from topiclake.broker.api_keys import ApiKey
+from topiclake.broker.context import BrokerContext
 from topiclake.broker.handlers import REGISTRY
+from topiclake.broker.wire import Request
 
 # ApiVersions v3 as the broker answered it before the keys had names: Kafka's API name ->
 # (min version, max version). Named through kio's own key table, so this holds the enum to account.
@@ -58,3 +63,12 @@ def test_api_versions_answer_is_unchanged(broker):
     advertised = {api_key_map[k.api_key]: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised == ADVERTISED
     assert [k.api_key for k in response.api_keys] == sorted(k.api_key for k in response.api_keys)
+
+
+@pytest.mark.parametrize("route", REGISTRY.routes(), ids=lambda r: r.name)
+def test_every_handler_is_typed_with_the_newest_request_it_serves(route):
+    hints = typing.get_type_hints(route.handler)
+    assert hints["broker"] is BrokerContext
+    assert typing.get_origin(hints["request"]) is Request
+    [body] = typing.get_args(hints["request"])
+    assert (body.__api_key__, body.__version__) == (route.api_key, route.max_version)

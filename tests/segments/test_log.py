@@ -5,7 +5,8 @@ import pytest
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, TimestampType, build_batch, iter_batches, read_header
 from topiclake.segments.config import LogConfig
-from topiclake.segments.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+from topiclake.segments.errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError,
+                                       TopiclakeError)
 from topiclake.segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from topiclake.segments.time_index import TimestampOffset
 
@@ -240,3 +241,14 @@ def test_a_read_never_returns_bytes_appended_after_it_took_the_log_end(open_log,
     result = log.read(0, 1 << 20, max_offset=3)  # e.g. read_committed: up to the LSO, 3
     assert (result.first_offset, result.next_offset) == (0, 3)
     assert log.read(0, 1 << 20).next_offset == 5
+
+
+def test_a_closed_log_refuses_writes_with_its_own_error(open_log):
+    """A closed log is not bad bytes: LogClosedError, never CorruptRecordError."""
+    log = open_log()
+    log.append(make_batch(1))
+    log.close()
+    for write in (lambda: log.append(make_batch(1)), log.roll, log.flush, log.refresh):
+        with pytest.raises(LogClosedError, match="is closed") as raised:
+            write()
+        assert not isinstance(raised.value, CorruptRecordError) and isinstance(raised.value, TopiclakeError)

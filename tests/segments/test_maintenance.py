@@ -6,7 +6,7 @@ from topiclake.segments import filenames as fn
 from topiclake.segments import maintenance
 from topiclake.segments.batch import iter_batches, read_header
 from topiclake.segments.config import LogConfig
-from topiclake.segments.errors import OffsetOutOfRangeError
+from topiclake.segments.errors import CorruptRecordError, OffsetOutOfRangeError, TopiclakeError
 from topiclake.segments.log import Log
 from topiclake.segments.maintenance import MaintenanceError, delete_segments, replace_segments
 
@@ -270,4 +270,27 @@ def test_replace_with_several_groups_pads_each(tmp_path):
     assert replace_segments(directory, bases[:4], [first, second], CONFIG) == [bases[0], bases[2]]
     assert log.refresh()
     assert record_offsets(log) == kept1 + kept2 + [o for o in before if o >= bases[4]]
+    log.close()
+
+
+def test_a_refused_step_is_a_maintenance_error_not_corrupt_log_bytes(tmp_path):
+    """MaintenanceError has its own place under TopiclakeError: whoever catches CorruptRecordError
+    (bad bytes of the log) does not catch a refused job step, which names the job's file."""
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    cleaned, _ = write_cleaned(directory, bases[:3])
+    blob = bytearray(cleaned.read_bytes())
+    blob[-3] ^= 1
+    cleaned.write_bytes(bytes(blob))
+    with pytest.raises(MaintenanceError, match="not valid batches") as raised:
+        replace_segments(directory, bases[:3], [cleaned], CONFIG)
+    refusal = raised.value
+    assert isinstance(refusal, TopiclakeError) and not isinstance(refusal, CorruptRecordError)
+    assert refusal.source == str(cleaned) and 0 < refusal.position < len(blob)
+    assert str(refusal) == f"{cleaned}, position {refusal.position}: {refusal.reason}"
+    with pytest.raises(MaintenanceError, match="active segment") as raised:
+        delete_segments(directory, [bases[-1]], bases[-1])
+    assert not isinstance(raised.value, CorruptRecordError)
+    assert offsets(log) == list(range(0, 60, 2))
     log.close()

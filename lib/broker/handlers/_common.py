@@ -17,6 +17,7 @@ from topiclake.segments.errors import TopiclakeError
 
 from ..config_resources import ConfigEntry, topic_entries
 from ..constants import NO_LEADER_EPOCH
+from ..context import BrokerContext
 from ..leadership import NO_LEADER, Leadership
 from ..partitions import topic_uuid
 from ..wire import has_field, make, nested
@@ -39,14 +40,14 @@ def ms(value) -> int:
 
 
 # ---------------------------------------------------------------------------------- topics
-def partition_count(broker, topic: str) -> int | None:
+def partition_count(broker: BrokerContext, topic: str) -> int | None:
     try:
         return broker.partitions.topic(topic).partitions
     except TopiclakeError:
         return None
 
 
-def topic_id_of(broker, name: str) -> uuid.UUID:
+def topic_id_of(broker: BrokerContext, name: str) -> uuid.UUID:
     """The topic's id, or the zero id for a topic that is gone."""
     try:
         return topic_uuid(broker.partitions.topic(name))

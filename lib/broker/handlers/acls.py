@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from kio.schema.create_acls.v3.request import CreateAclsRequest
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import (
@@ -21,7 +24,8 @@ from topiclake.security.acls import (
 )
 
 from ..api_keys import ApiKey
-from ..wire import make, nested
+from ..context import BrokerContext
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -41,7 +45,7 @@ def _binding_fields(b: AclBinding) -> dict:
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_ACLS, (1, 3))
-async def describe_acls(broker, request):
+async def describe_acls(broker: BrokerContext, request: Request[DescribeAclsRequest]):
     cls = request.response_type
     if broker.security.authorizer is None:
         return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.security_disabled, error_message=_DISABLED,
@@ -64,7 +68,7 @@ async def describe_acls(broker, request):
 
 
 @REGISTRY.route(ApiKey.CREATE_ACLS, (1, 3))
-async def create_acls(broker, request):
+async def create_acls(broker: BrokerContext, request: Request[CreateAclsRequest]):
     cls = request.response_type
     result_cls = nested(cls, "results")
     results = []
@@ -87,7 +91,7 @@ async def create_acls(broker, request):
 
 
 @REGISTRY.route(ApiKey.DELETE_ACLS, (1, 3))
-async def delete_acls(broker, request):
+async def delete_acls(broker: BrokerContext, request: Request[DeleteAclsRequest]):
     cls = request.response_type
     result_cls = nested(cls, "filter_results")
     matching_cls = nested(result_cls, "matching_acls")

@@ -5,11 +5,13 @@ the finalized levels."""
 from __future__ import annotations
 
 from kio.schema.api_versions.v0 import response as v0
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..features import FEATURES, FINALIZED_EPOCH
-from ..wire import has_field, make, nested
+from ..wire import Request, has_field, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -25,7 +27,7 @@ def unsupported_version_response() -> v0.ApiVersionsResponse:
 
 
 @REGISTRY.route(ApiKey.API_VERSIONS, (0, 4))
-async def api_versions(broker, request):
+async def api_versions(broker: BrokerContext, request: Request[ApiVersionsRequest]):
     cls = request.response_type
     features = {}
     if has_field(cls, "supported_features"):

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
-from ..wire import make, nested
+from ..context import BrokerContext
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_CLUSTER, (0, 2))
-async def describe_cluster(broker, request):
+async def describe_cluster(broker: BrokerContext, request: Request[DescribeClusterRequest]):
     cls = request.response_type
     leadership = broker.leadership
     brokers = tuple(make(nested(cls, "brokers"), broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack,

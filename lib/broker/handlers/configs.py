@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest
 
 from .. import config_resources as resources
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..errors import BrokerError, error_code, error_message
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE, config_entries
 from .registry import REGISTRY
 
@@ -23,7 +28,7 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_CONFIGS, (1, 4))
-async def describe_configs(broker, request):
+async def describe_configs(broker: BrokerContext, request: Request[DescribeConfigsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     entry_cls = nested(result_cls, "configs")
@@ -62,14 +67,14 @@ async def _alter(broker, body, cls, updates_of) -> Any:
 
 
 @REGISTRY.route(ApiKey.ALTER_CONFIGS, (0, 2))
-async def alter_configs(broker, request):
+async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequest]):
     # The legacy API replaces the whole set of a resource's dynamic values.
     return await _alter(broker, request.body, request.response_type,
                         lambda res: ({c.name: c.value for c in res.configs}, True))
 
 
 @REGISTRY.route(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1))
-async def incremental_alter_configs(broker, request):
+async def incremental_alter_configs(broker: BrokerContext, request: Request[IncrementalAlterConfigsRequest]):
     def updates_of(res):
         current = resources.current(broker, res.resource_type, res.resource_name)
         updates: dict[str, str | None] = {}
@@ -101,7 +106,7 @@ async def incremental_alter_configs(broker, request):
 
 
 @REGISTRY.route(ApiKey.LIST_CONFIG_RESOURCES, (0, 1))
-async def list_config_resources(broker, request):
+async def list_config_resources(broker: BrokerContext, request: Request[ListConfigResourcesRequest]):
     """v0 (ListClientMetricsResources) lists client-metrics resources only: there are none here."""
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "config_resources")

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import re2
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.security.acls import Operation, ResourceType
 
 from ..api_keys import ApiKey
-from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..context import BrokerContext
 from ..group.consumer import ConsumerHeartbeatRequest, compiled_regex
 from ..group.errors import GroupCoordinatorError, GroupErrorCode as E
 from ..security.gate import authorize
-from ..wire import make, nested
-from ._common import NO_THROTTLE, code, ms, partition_count, topic_id_of
-from ._coordinators import heartbeat_answer, refused_heartbeat
+from ..wire import Request
+from ._common import code, ms, partition_count
+from ._coordinators import describe_answer, heartbeat_answer, refused_heartbeat
 from .registry import REGISTRY
 
 _CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1 MemberType
@@ -32,7 +34,7 @@ def _regex(body) -> str | None:
 
 
 @REGISTRY.route(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1))
-async def consumer_group_heartbeat(broker, request):
+async def consumer_group_heartbeat(broker: BrokerContext, request: Request[ConsumerGroupHeartbeatRequest]):
     body, cls = request.body, request.response_type
     owned = None
     if body.topic_partitions is not None:
@@ -58,35 +60,14 @@ async def consumer_group_heartbeat(broker, request):
 
 
 @REGISTRY.route(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1))
-async def consumer_group_describe(broker, request):
-    body, cls = request.body, request.response_type
-    group_cls = nested(cls, "groups")
-    member_cls = nested(group_cls, "members")
-    assignment_cls = nested(member_cls, "assignment")
-    tp_cls = nested(assignment_cls, "topic_partitions")
+async def consumer_group_describe(broker: BrokerContext, request: Request[ConsumerGroupDescribeRequest]):
+    def member_fields(group, m, assignment) -> dict:
+        return dict(instance_id=m.instance_id, subscribed_topic_regex=m.subscribed_regex,
+                    target_assignment=assignment(group.target.get(m.member_id, {})),
+                    member_type=_CLASSIC_MEMBER if m.uses_classic_protocol else _CONSUMER_MEMBER)
 
-    def assignment(parts):
-        return make(assignment_cls, topic_partitions=tuple(
-            make(tp_cls, topic_id=topic_id_of(broker, name), topic_name=name, partitions=tuple(sorted(ps)))
-            for name, ps in sorted(parts.items())))
+    def missing_message(gid, error) -> str | None:
+        return f"group {gid} is not a consumer group" if error is E.GROUP_ID_NOT_FOUND else None
 
-    groups = []
-    for gid, group, error in broker.groups.consumer_groups(body.group_ids):
-        if group is None:
-            message = f"group {gid} is not a consumer group" if error is E.GROUP_ID_NOT_FOUND else None
-            groups.append(make(group_cls, error_code=code(error), error_message=message,
-                               group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
-                               assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-            continue
-        members = tuple(make(
-            member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=m.subscribed_regex,
-            assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})),
-            member_type=_CLASSIC_MEMBER if m.uses_classic_protocol else _CONSUMER_MEMBER)
-            for m in group.members.values())
-        groups.append(make(group_cls, error_code=ErrorCode.none, error_message=None, group_id=gid,
-                           group_state=group.state, group_epoch=group.group_epoch,
-                           assignment_epoch=group.assignment_epoch, assignor_name="range", members=members,
-                           authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    return describe_answer(broker, request.response_type, broker.groups.consumer_groups(request.body.group_ids),
+                           assignor="range", missing_message=missing_message, member_fields=member_fields)

@@ -19,15 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v18.request import FetchRequest
 
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
+from ..context import BrokerContext
 from ..errors import BrokerError, error_code
 from ..request_time import waiting
 from ..throttle import FETCH
-from ..wire import SENDFILE_MIN_BYTES, FileRegion, make, nested
+from ..wire import FileRegion, Request, SENDFILE_MIN_BYTES, make, nested
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -130,7 +132,7 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
 
 
 @REGISTRY.route(ApiKey.FETCH, (4, 18))
-async def fetch(broker, request):
+async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     body, cls = request.body, request.response_type
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
     loop = asyncio.get_running_loop()

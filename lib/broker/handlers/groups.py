@@ -8,13 +8,22 @@ service (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) become the res
 
 from __future__ import annotations
 
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest as KioHeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.sync_group.v5.request import SyncGroupRequest
 
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
+from ..context import BrokerContext
 from ..group.api import HeartbeatRequest, JoinRequest, MemberIdentity, Protocol, SyncRequest
 from ..group.errors import GroupCoordinatorError
-from ..wire import has_field, make, nested
+from ..wire import Request, has_field, make, nested
 from ._common import NO_THROTTLE, code, ms
 from .registry import REGISTRY
 
@@ -23,7 +32,7 @@ _COORDINATOR_TYPES = frozenset(CoordinatorType)
 
 # ================================================================== FindCoordinator
 @REGISTRY.route(ApiKey.FIND_COORDINATOR, (0, 6))
-async def find_coordinator(broker, request):
+async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest]):
     """The leader of the key's internal-topic partition coordinates it: `__consumer_offsets` for
     a group, `__transaction_state` for a transactional id, `__share_group_state` for a
     share-partition's state (v4+: batched keys). One broker alone answers itself."""
@@ -60,7 +69,7 @@ async def find_coordinator(broker, request):
                 node_id=node.broker_id if node else -1, host=node.host if node else "", port=node.port if node else -1)
 
 
-def _runtime(broker, key_type: int):
+def _runtime(broker: BrokerContext, key_type: int):
     if key_type == CoordinatorType.GROUP:
         return broker.groups.runtime
     if key_type == CoordinatorType.TRANSACTION:
@@ -68,7 +77,7 @@ def _runtime(broker, key_type: int):
     return broker.share.store.runtime
 
 
-def _coordinator_partition(broker, key_type: int, key: str) -> tuple[str, int]:
+def _coordinator_partition(broker: BrokerContext, key_type: int, key: str) -> tuple[str, int]:
     """(internal topic, partition) whose leader coordinates `key`."""
     if key_type == CoordinatorType.GROUP:
         return broker.groups.topic.name, broker.groups.partition_for(key)
@@ -79,7 +88,7 @@ def _coordinator_partition(broker, key_type: int, key: str) -> tuple[str, int]:
 
 # ========================================================================= JoinGroup
 @REGISTRY.route(ApiKey.JOIN_GROUP, (0, 9))
-async def join_group(broker, request):
+async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest]):
     body, cls = request.body, request.response_type
     req = JoinRequest(
         group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
@@ -105,7 +114,7 @@ async def join_group(broker, request):
 
 # ========================================================================= SyncGroup
 @REGISTRY.route(ApiKey.SYNC_GROUP, (0, 5))
-async def sync_group(broker, request):
+async def sync_group(broker: BrokerContext, request: Request[SyncGroupRequest]):
     body, cls = request.body, request.response_type
     req = SyncRequest(body.group_id, body.generation_id, body.member_id,
                       tuple((a.member_id, a.assignment) for a in body.assignments),
@@ -122,7 +131,7 @@ async def sync_group(broker, request):
 
 # ========================================================================= Heartbeat
 @REGISTRY.route(ApiKey.HEARTBEAT, (0, 4))
-async def heartbeat(broker, request):
+async def heartbeat(broker: BrokerContext, request: Request[KioHeartbeatRequest]):
     body, cls = request.body, request.response_type
     req = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
     try:
@@ -134,7 +143,7 @@ async def heartbeat(broker, request):
 
 # ======================================================================== LeaveGroup
 @REGISTRY.route(ApiKey.LEAVE_GROUP, (0, 5))
-async def leave_group(broker, request):
+async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest]):
     body, cls = request.body, request.response_type
     batched = has_field(type(body), "members")
     members = (tuple(MemberIdentity(m.member_id, m.group_instance_id) for m in body.members) if batched
@@ -154,7 +163,7 @@ async def leave_group(broker, request):
 
 # ==================================================================== DescribeGroups
 @REGISTRY.route(ApiKey.DESCRIBE_GROUPS, (0, 6))
-async def describe_groups(broker, request):
+async def describe_groups(broker: BrokerContext, request: Request[DescribeGroupsRequest]):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
     member_cls = nested(group_cls, "members")
@@ -174,7 +183,7 @@ async def describe_groups(broker, request):
 
 # ======================================================================== ListGroups
 @REGISTRY.route(ApiKey.LIST_GROUPS, (0, 5))
-async def list_groups(broker, request):
+async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
     listed = broker.groups.list_groups(getattr(body, "states_filter", ()), getattr(body, "types_filter", ()))
@@ -185,7 +194,7 @@ async def list_groups(broker, request):
 
 # ====================================================================== DeleteGroups
 @REGISTRY.route(ApiKey.DELETE_GROUPS, (0, 2))
-async def delete_groups(broker, request):
+async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     results = await broker.groups.delete_groups(body.groups_names)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v11.request import ListOffsetsRequest
 
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
+from ..context import BrokerContext
 from ..errors import error_code, error_message
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -42,7 +44,7 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
 
 
 @REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
-async def list_offsets(broker, request):
+async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments import filenames
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..errors import error_code
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -49,7 +52,7 @@ def _describe(layout, wanted: dict[str, set[int] | None]) -> tuple[dict[str, dic
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_LOG_DIRS, (1, 4))
-async def describe_log_dirs(broker, request):
+async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogDirsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     topic_cls = nested(result_cls, "topics")
@@ -72,7 +75,7 @@ async def describe_log_dirs(broker, request):
 
 
 @REGISTRY.route(ApiKey.ALTER_REPLICA_LOG_DIRS, (1, 2))
-async def alter_replica_log_dirs(broker, request):
+async def alter_replica_log_dirs(broker: BrokerContext, request: Request[AlterReplicaLogDirsRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "results")
     part_cls = nested(topic_cls, "partitions")

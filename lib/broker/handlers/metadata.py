@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v13.request import MetadataRequest
 
 from topiclake.segments.errors import InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError
 from topiclake.segments.storage import TopicMeta, validate_topic_name
 
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..context import BrokerContext
 from ..errors import error_code
 from ..partitions import INTERNAL_TOPICS, topic_uuid
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE, ZERO_UUID, partition_entries
 from .registry import REGISTRY
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 @REGISTRY.route(ApiKey.METADATA, (0, 13))
-async def metadata(broker, request):
+async def metadata(broker: BrokerContext, request: Request[MetadataRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     partition_cls = nested(topic_cls, "partitions")

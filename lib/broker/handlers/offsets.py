@@ -11,12 +11,16 @@ from __future__ import annotations
 import uuid
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v10.request import OffsetCommitRequest as KioOffsetCommitRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v10.request import OffsetFetchRequest
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..group.api import OffsetCommitRequest
 from ..group.errors import GroupCoordinatorError
 from ..partitions import topic_uuid
-from ..wire import has_field, make, nested
+from ..wire import Request, has_field, make, nested
 from ._common import NO_THROTTLE, ZERO_UUID, code, ms
 from ._coordinators import commit_offsets_of
 from .registry import REGISTRY
@@ -67,7 +71,7 @@ def _topic_keys(broker, topics) -> tuple[list, "_TopicIds | None"]:
 
 # ====================================================================== OffsetCommit
 @REGISTRY.route(ApiKey.OFFSET_COMMIT, (2, 10))
-async def offset_commit(broker, request):
+async def offset_commit(broker: BrokerContext, request: Request[KioOffsetCommitRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
@@ -96,7 +100,7 @@ class _Failed:
 
 # ======================================================================= OffsetFetch
 @REGISTRY.route(ApiKey.OFFSET_FETCH, (1, 10))
-async def offset_fetch(broker, request):
+async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchRequest]):
     body, cls = request.body, request.response_type
     require_stable = getattr(body, "require_stable", False)
     if has_field(type(body), "groups"):  # v8+: several groups in one request
@@ -150,7 +154,7 @@ async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, 
 
 # ====================================================================== OffsetDelete
 @REGISTRY.route(ApiKey.OFFSET_DELETE, (0, 0))
-async def offset_delete(broker, request):
+async def offset_delete(broker: BrokerContext, request: Request[OffsetDeleteRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

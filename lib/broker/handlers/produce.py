@@ -13,16 +13,18 @@ import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
+from kio.schema.produce.v13.request import ProduceRequest
 
 from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
 from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 
 from ..api_keys import ApiKey
 from ..append_policy import check_append
+from ..context import BrokerContext
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..producer_state import Duplicate
 from ..throttle import PRODUCE
-from ..wire import has_field, make, nested
+from ..wire import Request, has_field, make, nested
 from .registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transacti
 
 
 @REGISTRY.route(ApiKey.PRODUCE, (3, 13))
-async def produce(broker, request):
+async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partition_responses")

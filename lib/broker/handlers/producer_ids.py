@@ -7,10 +7,12 @@ import datetime
 import logging
 
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 
 from ..api_keys import ApiKey
 from ..constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from ..wire import make
+from ..context import BrokerContext
+from ..wire import Request, make
 from ._common import NO_THROTTLE
 from ._coordinators import txn_error
 from .registry import REGISTRY
@@ -25,7 +27,7 @@ def _ms(value) -> int:
 
 
 @REGISTRY.route(ApiKey.INIT_PRODUCER_ID, (0, 5))
-async def init_producer_id(broker, request):
+async def init_producer_id(broker: BrokerContext, request: Request[InitProducerIdRequest]):
     body, cls = request.body, request.response_type
     if body.transactional_id is None:
         # A fresh id each time: an idempotent producer that restarts (or bumps its epoch after an

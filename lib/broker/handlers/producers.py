@@ -7,11 +7,13 @@ first offset of its open transaction, read on the I/O thread that mutates them.
 
 from __future__ import annotations
 
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..errors import error_code, error_message
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -21,7 +23,7 @@ def _active_producers(part):
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_PRODUCERS, (0, 0))
-async def describe_producers(broker, request):
+async def describe_producers(broker: BrokerContext, request: Request[DescribeProducersRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import uuid
 
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
-from ..wire import make, nested
+from ..context import BrokerContext
+from ..wire import Request, make, nested
 from .registry import REGISTRY
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -26,7 +28,7 @@ _NO_DIRECTORY_ID = uuid.UUID(int=0)
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_QUORUM, (0, 2))
-async def describe_quorum(broker, request):
+async def describe_quorum(broker: BrokerContext, request: Request[DescribeQuorumRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

@@ -3,18 +3,21 @@ are enforced by throttle.py)."""
 
 from __future__ import annotations
 
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
 from ..client_quotas import ClientQuotas, FilterComponent
+from ..context import BrokerContext
 from ..errors import error_code, error_message
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1))
-async def describe_client_quotas(broker, request):
+async def describe_client_quotas(broker: BrokerContext, request: Request[DescribeClientQuotasRequest]):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
     entity_cls = nested(entry_cls, "entity")
@@ -33,7 +36,7 @@ async def describe_client_quotas(broker, request):
 
 
 @REGISTRY.route(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1))
-async def alter_client_quotas(broker, request):
+async def alter_client_quotas(broker: BrokerContext, request: Request[AlterClientQuotasRequest]):
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
     entity_cls = nested(entry_cls, "entity")

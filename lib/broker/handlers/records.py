@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.errors import OffsetOutOfRangeError
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..errors import BrokerError, error_code, error_message
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -38,7 +40,7 @@ def _delete_before(part, offset: int) -> int:
 
 
 @REGISTRY.route(ApiKey.DELETE_RECORDS, (0, 2))
-async def delete_records(broker, request):
+async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

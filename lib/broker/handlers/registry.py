@@ -1,10 +1,11 @@
 """The handler registry: api key -> (version range, handler). It is also ApiVersions' answer, so
 what the broker advertises is exactly what it serves.
 
-A handler is `async def handle(broker, request) -> response | None` where `request` is a
-`wire.Request` (kio body + header fields) and the response is an instance of the kio response
-class for the request's version (`request.response_type`); None sends nothing (acks=0).
-Later API families (groups, transactions) register the same way from their own modules.
+A handler is `async def handle(broker: BrokerContext, request: Request[JoinGroupRequest]) ->
+response | None` where `request` is a `wire.Request` (kio body + header fields; typed with the kio
+class of the newest version served) and the response is an instance of the kio response class
+for the request's version (`request.response_type`); None sends nothing (acks=0). Each API family
+registers the same way from its own module.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from ..api_keys import ApiKey
-from ..wire import request_schema
+from ..context import BrokerContext
+from ..wire import Request, request_schema
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+Handler = Callable[[BrokerContext, Request[Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,14 @@ broker is registered), so none is ever in progress.
 
 from __future__ import annotations
 
+from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
 from ..api_keys import ApiKey
-from ..wire import make, nested
+from ..context import BrokerContext
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -32,7 +36,7 @@ def _partition_error(broker, topic: str, index: int) -> tuple[ErrorCode, str | N
 
 # ====================================================================== ElectLeaders
 @REGISTRY.route(ApiKey.ELECT_LEADERS, (0, 2))
-async def elect_leaders(broker, request):
+async def elect_leaders(broker: BrokerContext, request: Request[ElectLeadersRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "replica_election_results")
     part_cls = nested(topic_cls, "partition_result")
@@ -72,7 +76,7 @@ def _reassignment_error(broker, topic: str, index: int, replicas) -> tuple[Error
 
 
 @REGISTRY.route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, (0, 1))
-async def alter_partition_reassignments(broker, request):
+async def alter_partition_reassignments(broker: BrokerContext, request: Request[AlterPartitionReassignmentsRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
@@ -90,7 +94,7 @@ async def alter_partition_reassignments(broker, request):
 
 # ======================================================== ListPartitionReassignments
 @REGISTRY.route(ApiKey.LIST_PARTITION_REASSIGNMENTS, (0, 0))
-async def list_partition_reassignments(broker, request):
+async def list_partition_reassignments(broker: BrokerContext, request: Request[ListPartitionReassignmentsRequest]):
     # Only ongoing reassignments are listed, and there never is one.
     return make(request.response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                 topics=())

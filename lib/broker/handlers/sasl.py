@@ -6,16 +6,19 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from ..api_keys import ApiKey
-from ..wire import make
+from ..context import BrokerContext
+from ..wire import Request, make
 from .registry import REGISTRY
 
 _NO_SESSION_LIFETIME = datetime.timedelta(0)  # no re-authentication (KIP-368) is asked for
 
 
 @REGISTRY.route(ApiKey.SASL_HANDSHAKE, (0, 1))
-async def sasl_handshake(broker, request):
+async def sasl_handshake(broker: BrokerContext, request: Request[SaslHandshakeRequest]):
     session, sasl = request.session, broker.security.sasl
     if session.listener not in ("SASL_PLAINTEXT", "SASL_SSL"):
         code = ErrorCode.illegal_sasl_state  # SASL is not enabled on this listener
@@ -25,7 +28,7 @@ async def sasl_handshake(broker, request):
 
 
 @REGISTRY.route(ApiKey.SASL_AUTHENTICATE, (0, 2))
-async def sasl_authenticate(broker, request):
+async def sasl_authenticate(broker: BrokerContext, request: Request[SaslAuthenticateRequest]):
     code, message, answer = await broker.security.sasl.authenticate(request.session, request.body.auth_bytes)
     return make(request.response_type, error_code=code, error_message=message, auth_bytes=answer,
                 session_lifetime=_NO_SESSION_LIFETIME)

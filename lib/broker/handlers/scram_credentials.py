@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import logging
 
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.security import scram
 from topiclake.security.credentials import CredentialError, check_iterations, check_user_name
 
 from ..api_keys import ApiKey
-from ..wire import make, nested
+from ..context import BrokerContext
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -20,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0))
-async def describe_user_scram_credentials(broker, request):
+async def describe_user_scram_credentials(broker: BrokerContext, request: Request[DescribeUserScramCredentialsRequest]):
     cls = request.response_type
     result_cls = nested(cls, "results")
     info_cls = nested(result_cls, "credential_infos")
@@ -55,7 +58,7 @@ class _Refused(Exception):
 
 
 @REGISTRY.route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0))
-async def alter_user_scram_credentials(broker, request):
+async def alter_user_scram_credentials(broker: BrokerContext, request: Request[AlterUserScramCredentialsRequest]):
     cls = request.response_type
     result_cls = nested(cls, "results")
     store = broker.security.credentials

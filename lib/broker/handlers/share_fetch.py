@@ -12,15 +12,18 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
+from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from topiclake.security.acls import Operation, ResourceType
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..security.gate import authorize
 from ..share.fetcher import PartitionRequest, ShareResult
 from ..share.partition import AckRange
 from ..throttle import FETCH
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from .registry import REGISTRY
 
 RECORD_LIMIT_MODE = 1
@@ -47,7 +50,7 @@ def _code(value: int | None) -> ErrorCode:
 
 
 @REGISTRY.route(ApiKey.SHARE_FETCH, (1, 2))
-async def share_fetch(broker, request):
+async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]):
     body, cls = request.body, request.response_type
     forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
     max_records = 0 if getattr(body, "is_renew_ack", False) else body.max_records  # v2: renewing, not fetching
@@ -74,7 +77,7 @@ async def share_fetch(broker, request):
 
 
 @REGISTRY.route(ApiKey.SHARE_ACKNOWLEDGE, (1, 2))
-async def share_acknowledge(broker, request):
+async def share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowledgeRequest]):
     body, cls = request.body, request.response_type
     result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",
                                                     body.share_session_epoch, _requests(body.topics),

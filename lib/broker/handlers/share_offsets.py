@@ -7,16 +7,21 @@ record below it is delivered and done. Altering or deleting it needs a group wit
 
 from __future__ import annotations
 
+from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest
+from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest
+from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGroupOffsetsRequest
+
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..group.errors import GroupCoordinatorError
 from ..share.service import TopicOffsets
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE, code
 from .registry import REGISTRY
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1))
-async def describe_share_group_offsets(broker, request):
+async def describe_share_group_offsets(broker: BrokerContext, request: Request[DescribeShareGroupOffsetsRequest]):
     body, cls = request.body, request.response_type
     group_cls = nested(cls, "groups")
     topic_cls = nested(group_cls, "topics")
@@ -37,7 +42,7 @@ async def describe_share_group_offsets(broker, request):
 
 
 @REGISTRY.route(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0))
-async def alter_share_group_offsets(broker, request):
+async def alter_share_group_offsets(broker: BrokerContext, request: Request[AlterShareGroupOffsetsRequest]):
     body, cls = request.body, request.response_type
     wanted = {t.topic_name: {p.partition_index: p.start_offset for p in t.partitions} for t in body.topics}
     try:
@@ -53,7 +58,7 @@ async def alter_share_group_offsets(broker, request):
 
 
 @REGISTRY.route(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0))
-async def delete_share_group_offsets(broker, request):
+async def delete_share_group_offsets(broker: BrokerContext, request: Request[DeleteShareGroupOffsetsRequest]):
     body, cls = request.body, request.response_type
     try:
         error, message, topics = await broker.share.delete_offsets(body.group_id, [t.topic_name for t in body.topics])

@@ -8,12 +8,14 @@ broker leads each and is its only replica (no eligible leader replicas besides i
 
 from __future__ import annotations
 
+from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
 from kio.schema.errors import ErrorCode
 
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..context import BrokerContext
 from ..partitions import INTERNAL_TOPICS, topic_uuid
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE, ZERO_UUID, partition_entries
 from .registry import REGISTRY
 
@@ -21,7 +23,7 @@ MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
 
 @REGISTRY.route(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0, 0))
-async def describe_topic_partitions(broker, request):
+async def describe_topic_partitions(broker: BrokerContext, request: Request[DescribeTopicPartitionsRequest]):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")

@@ -9,15 +9,19 @@ from __future__ import annotations
 import datetime
 import logging
 
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import validate_topic_name
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..errors import BrokerError, error_code, error_message
 from ..partitions import topic_uuid
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import ZERO_UUID, topic_config_entries
 from .registry import REGISTRY
 
@@ -66,7 +70,7 @@ def _partition_count(broker, topic) -> int:
 
 
 @REGISTRY.route(ApiKey.CREATE_TOPICS, (2, 7))
-async def create_topics(broker, request):
+async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "topics")
     config_cls = nested(result_cls, "configs") if "configs" in result_cls.__dataclass_fields__ else None
@@ -102,7 +106,7 @@ async def create_topics(broker, request):
 
 
 @REGISTRY.route(ApiKey.DELETE_TOPICS, (1, 6))
-async def delete_topics(broker, request):
+async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "responses")
     # v0-5 send names; v6 sends (name or topic id) states.
@@ -130,7 +134,7 @@ async def delete_topics(broker, request):
 
 
 @REGISTRY.route(ApiKey.CREATE_PARTITIONS, (0, 3))
-async def create_partitions(broker, request):
+async def create_partitions(broker: BrokerContext, request: Request[CreatePartitionsRequest]):
     body, cls = request.body, request.response_type
     result_cls = nested(cls, "results")
     mutations = _Mutations(broker, request, strict_since=3)

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import logging
 
+from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..group.errors import GroupCoordinatorError
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnError
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from ._coordinators import commit_offsets_of, txn_error
 from .registry import REGISTRY
@@ -69,7 +74,7 @@ def _topic_results(topic_cls, codes: dict[tuple[str, int], ErrorCode]):
 
 
 @REGISTRY.route(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 5))
-async def add_partitions_to_txn(broker, request):
+async def add_partitions_to_txn(broker: BrokerContext, request: Request[AddPartitionsToTxnRequest]):
     body, cls = request.body, request.response_type
     if request.api_version <= 3:
         codes = await _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
@@ -91,7 +96,7 @@ async def add_partitions_to_txn(broker, request):
 
 # ==================================================================== AddOffsetsToTxn
 @REGISTRY.route(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4))
-async def add_offsets_to_txn(broker, request):
+async def add_offsets_to_txn(broker: BrokerContext, request: Request[AddOffsetsToTxnRequest]):
     body, cls = request.body, request.response_type
     try:
         await broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
@@ -103,7 +108,7 @@ async def add_offsets_to_txn(broker, request):
 
 # ============================================================================= EndTxn
 @REGISTRY.route(ApiKey.END_TXN, (0, 5))
-async def end_txn(broker, request):
+async def end_txn(broker: BrokerContext, request: Request[EndTxnRequest]):
     body, cls = request.body, request.response_type
     producer_id, producer_epoch = -1, -1
     try:
@@ -119,7 +124,7 @@ async def end_txn(broker, request):
 
 # ==================================================================== TxnOffsetCommit
 @REGISTRY.route(ApiKey.TXN_OFFSET_COMMIT, (0, 5))
-async def txn_offset_commit(broker, request):
+async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest]):
     """The offsets go to the group coordinator as a transactional batch of the producer; they
     become visible when EndTxn's COMMIT marker reaches the group's `__consumer_offsets` partition.
     First the transaction must hold that partition (AddOffsetsToTxn), which KIP-890 checks too;

@@ -9,11 +9,14 @@ from __future__ import annotations
 import datetime
 import re
 
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
 from ..api_keys import ApiKey
+from ..context import BrokerContext
 from ..txn.state import NO_TIMESTAMP, TxnError, TxnMetadata, TxnState
-from ..wire import make, nested
+from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
 
@@ -27,7 +30,7 @@ def _datetime(ms: int) -> datetime.datetime:
 
 # ============================================================== DescribeTransactions
 @REGISTRY.route(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0))
-async def describe_transactions(broker, request):
+async def describe_transactions(broker: BrokerContext, request: Request[DescribeTransactionsRequest]):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")
     topic_cls = nested(state_cls, "topics")
@@ -67,7 +70,7 @@ def _listed(m: TxnMetadata, states: set[TxnState], producer_ids: set[int], min_d
 
 
 @REGISTRY.route(ApiKey.LIST_TRANSACTIONS, (0, 2))
-async def list_transactions(broker, request):
+async def list_transactions(broker: BrokerContext, request: Request[ListTransactionsRequest]):
     body, cls = request.body, request.response_type
     state_cls = nested(cls, "transaction_states")
     unknown = tuple(name for name in body.state_filters if name not in _STATES)

@@ -139,28 +139,27 @@ async def _commit_by_topic(check, broker, request, call, checks):
     """OffsetCommit's shape: the first of `checks` ((allowed(), code), ...) that fails refuses every
     partition with its code; then each topic needs READ, and only the allowed ones are committed."""
     body, cls = request.body, request.response_type
-    topic_cls = nested(cls, "topics")
-    part_cls = nested(topic_cls, "partitions")
     for allowed, code in checks:
         if not allowed():
-            return blank(cls, topics=_partition_errors(topic_cls, part_cls, body.topics, code))
-    kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n))
-    denied = _partition_errors(topic_cls, part_cls, refused, TOPIC_DENIED)
-    if not kept and refused:
-        return blank(cls, topics=denied)
-    response = await call(replace(body, topics=kept))
-    return replace(response, topics=response.topics + denied) if denied else response
+            topic_cls = nested(cls, "topics")
+            return blank(cls, topics=_partition_errors(topic_cls, nested(topic_cls, "partitions"), body.topics, code))
+    return await _readable_topics(check, broker, request, call)
 
 
 @policy(ApiKey.OFFSET_DELETE)
 async def offset_delete(check, broker, request, call):
+    if not check.group(Op.DELETE, request.body.group_id):
+        return blank(request.response_type, GROUP_DENIED, topics=())
+    return await _readable_topics(check, broker, request, call)
+
+
+async def _readable_topics(check, broker, request, call):
+    """Each topic needs READ: the handler gets the readable ones, the others' partitions answer
+    TOPIC_AUTHORIZATION_FAILED."""
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
-    part_cls = nested(topic_cls, "partitions")
-    if not check.group(Op.DELETE, body.group_id):
-        return blank(cls, GROUP_DENIED, topics=())
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n))
-    denied = _partition_errors(topic_cls, part_cls, refused, TOPIC_DENIED)
+    denied = _partition_errors(topic_cls, nested(topic_cls, "partitions"), refused, TOPIC_DENIED)
     if not kept and refused:
         return blank(cls, topics=denied)
     response = await call(replace(body, topics=kept))
