@@ -1,10 +1,18 @@
-"""Produce throughput into the broker vs plain file appends, and p99 latency at 1,000 records/s.
+"""Produce into topiclake against the same into Apache Kafka: throughput with 1 and 4 producers,
+and delivery latency at 1,000 records/s with acks=all.
 
-One confluent-kafka producer (lz4, linger 5 ms, 1 MB batches, 100-byte values, acks=all) sends
---records records to one partition of a real broker process; the baseline appends the same
-value bytes to a file in 1 MB writes in the same run. Then a second producer sends 1,000
-records/s with acks=all (linger 0) for --latency-seconds and reports delivery latency.
-The last line is one JSON object; "ratio" = broker MB/s / file-append MB/s.
+The same confluent-kafka producer and settings go to each broker in turn, on this machine: one
+Apache Kafka node (KRaft, broker and controller in one JVM, from the jars bin/fetch-peers
+fetches; bench/_kafka.py) and one `topiclake broker start` process. Both keep their log in the
+page cache (Kafka's default flush policy, topiclake's too: no fsync per append).
+- throughput (after a warm-up of a fifth as many records, unmeasured: Kafka's JIT compiles, both
+  brokers' caches fill): --records records of 100 bytes (lz4, linger 5 ms, 1 MB batches,
+  acks=all) from one producer to one partition, then the same number split over 4 producer
+  processes, each to its own partition of a 4-partition topic;
+- latency: one idempotent producer, linger 0, acks=all, 1,000 records/s for --latency-seconds:
+  p50, p99 and max from produce() to the delivery report.
+The last line is one JSON object: every figure, and the ratios topiclake / Kafka ("ratio_1" and
+"ratio_4": throughput, target >= 1.0; "p99_ratio": topiclake p99 / Kafka p99, target <= 1.0).
 
     python bench/produce.py [--records 2000000] [--latency-seconds 5]
 """
@@ -13,26 +21,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import cpu_seconds, create_topic, mock_cluster, running_broker  # noqa: E402
+from _kafka import apache_kafka, fetch_peers  # noqa: E402
 
 VALUE_SIZE = 100
+PRODUCERS = 4
+THROUGHPUT_CONFIG = {"compression.type": "lz4", "linger.ms": 5, "batch.size": 1_000_000, "message.max.bytes": 2_000_000,
+                     "acks": "all", "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
 
 
-def produce_throughput(bootstrap: str, records: int, *, create: bool = True) -> float:
+def produce_throughput(bootstrap: str, topic: str, records: int, partition: int = 0) -> float:
+    """Seconds one producer takes to have `records` records acknowledged."""
     from confluent_kafka import Producer
 
-    if create:
-        create_topic(bootstrap, "bench-produce")
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 5,
-                         "batch.size": 1_000_000, "message.max.bytes": 2_000_000, "acks": "all",
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    producer = Producer({"bootstrap.servers": bootstrap, **THROUGHPUT_CONFIG})
     value = os.urandom(VALUE_SIZE // 2).hex().encode()  # 100 bytes, compressible like text
     errors = []
 
@@ -44,7 +53,7 @@ def produce_throughput(bootstrap: str, records: int, *, create: bool = True) -> 
     for i in range(records):
         while True:
             try:
-                producer.produce("bench-produce", value=value, key=None, partition=0,
+                producer.produce(topic, value=value, key=None, partition=partition,
                                  on_delivery=on_delivery if i % 1000 == 0 else None)
                 break
             except BufferError:
@@ -56,25 +65,38 @@ def produce_throughput(bootstrap: str, records: int, *, create: bool = True) -> 
     return elapsed
 
 
-def file_append(records: int) -> float:
-    chunk = os.urandom(VALUE_SIZE // 2).hex().encode() * (1_000_000 // VALUE_SIZE)
-    total = records * VALUE_SIZE
-    with tempfile.NamedTemporaryFile(prefix="topiclake-bench-append-") as f:
-        start = time.perf_counter()
-        written = 0
-        while written < total:
-            n = min(len(chunk), total - written)
-            f.write(chunk[:n])
-            written += n
-        f.flush()
-        os.fsync(f.fileno())  # the broker's data reaches the page cache; include one flush for fairness
-        return time.perf_counter() - start
-
-
-def latency(bootstrap: str, seconds: float, rate: int = 1000) -> dict:
+def _one_of_many(bootstrap: str, topic: str, records: int, partition: int, start, results) -> None:
     from confluent_kafka import Producer
 
-    create_topic(bootstrap, "bench-latency")
+    Producer({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)  # connected before the clock starts
+    start.wait()
+    results.put(produce_throughput(bootstrap, topic, records, partition))
+
+
+def produce_parallel(bootstrap: str, topic: str, records: int, producers: int) -> float:
+    """Seconds from the start until all `producers` processes (records / producers each, one
+    partition each) have their records acknowledged."""
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(producers + 1), context.Queue()
+    workers = [context.Process(target=_one_of_many, args=(bootstrap, topic, records // producers, p, start, results))
+               for p in range(producers)]
+    for w in workers:
+        w.start()
+    start.wait()
+    began = time.perf_counter()
+    for _ in workers:
+        results.get(timeout=300)
+    elapsed = time.perf_counter() - began
+    for w in workers:
+        w.join(30)
+        if w.exitcode != 0:
+            raise SystemExit(f"a producer process failed (exit {w.exitcode})")
+    return elapsed
+
+
+def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> dict:
+    from confluent_kafka import Producer
+
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True,
                          "socket.nagle.disable": True})  # one record per request: no Nagle delay
     latencies = []
@@ -84,8 +106,7 @@ def latency(bootstrap: str, seconds: float, rate: int = 1000) -> dict:
             latencies.append(time.perf_counter() - float(msg.value()[:20]))
 
     value_pad = b"x" * (VALUE_SIZE - 20)
-    producer.produce("bench-latency", value=f"{time.perf_counter():<20.6f}".encode() + value_pad,
-                     on_delivery=on_delivery)
+    producer.produce(topic, value=f"{time.perf_counter():<20.6f}".encode() + value_pad, on_delivery=on_delivery)
     producer.flush(10)  # warm-up: connection, metadata, producer id
     latencies.clear()
     start = time.perf_counter()
@@ -94,8 +115,7 @@ def latency(bootstrap: str, seconds: float, rate: int = 1000) -> dict:
         target = start + i / rate
         while (now := time.perf_counter()) < target:
             producer.poll(max(0.0, min(target - now, 0.0005)))
-        producer.produce("bench-latency", value=f"{time.perf_counter():<20.6f}".encode() + value_pad,
-                         on_delivery=on_delivery)
+        producer.produce(topic, value=f"{time.perf_counter():<20.6f}".encode() + value_pad, on_delivery=on_delivery)
         producer.poll(0)
     producer.flush(30)
     latencies.sort()
@@ -104,37 +124,56 @@ def latency(bootstrap: str, seconds: float, rate: int = 1000) -> dict:
             "max_ms": round(latencies[-1] * 1000, 3)}
 
 
+def measure(bootstrap: str, pid: int, args) -> dict:
+    """Every figure against one broker (its process id for its CPU time)."""
+    create_topic(bootstrap, "bench-produce")
+    create_topic(bootstrap, "bench-produce-4", partitions=PRODUCERS)
+    create_topic(bootstrap, "bench-latency")
+    create_topic(bootstrap, "bench-warm-up")
+    # A fifth of the records first, unmeasured: the JVM's JIT (and both brokers' caches) warm up,
+    # so Kafka is measured in its steady state, not its first seconds.
+    produce_throughput(bootstrap, "bench-warm-up", max(args.records // 5, 1000))
+    cpu_before = cpu_seconds(pid)
+    one = produce_throughput(bootstrap, "bench-produce", args.records)
+    broker_cpu = cpu_seconds(pid) - cpu_before
+    four = produce_parallel(bootstrap, "bench-produce-4", args.records, PRODUCERS)
+    # The throughput runs leave hundreds of MB of dirty pages: written back first, so the latency
+    # run measures 1k/s on its own, not the kernel's writeback of the bursts before.
+    os.sync()
+    lat = latency(bootstrap, "bench-latency", args.latency_seconds) if args.latency_seconds > 0 else {}
+    return {"records_per_s_1": round(args.records / one), "records_per_s_4": round(args.records / four),
+            "mb_per_s_1": round(args.records * VALUE_SIZE / one / 1e6, 1), "broker_cpu_s_1": round(broker_cpu, 2),
+            **lat}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     args = parser.parse_args()
 
-    with running_broker() as (bootstrap, _data, pid):
-        cpu_before = cpu_seconds(pid)
-        elapsed = produce_throughput(bootstrap, args.records)
-        broker_cpu = cpu_seconds(pid) - cpu_before
-        # The throughput phase leaves hundreds of MB of dirty pages: written back first, so the
-        # latency phase measures 1k/s on its own, not the kernel's writeback of the burst before.
-        os.sync()
-        lat = latency(bootstrap, args.latency_seconds) if args.latency_seconds > 0 else {}
+    kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
+    results = {}
+    for name, start in (("kafka", apache_kafka), ("topiclake", running_broker)):
+        with start() as (bootstrap, _data, pid):
+            results[name] = measure(bootstrap, pid, args)
+        print(f"{name}: {json.dumps(results[name])}", flush=True)
     with mock_cluster() as mock:  # the same client loop against a no-op broker: the client's own limit
-        client_limit = produce_throughput(mock, args.records, create=False)
-    baseline = file_append(args.records)
-    mb = args.records * VALUE_SIZE / 1e6
+        client_limit = produce_throughput(mock, "bench-produce", args.records)
+    ours, kafka = results["topiclake"], results["kafka"]
     result = {
-        "bench": "produce", "records": args.records, "value_bytes": VALUE_SIZE,
-        "records_per_s": round(args.records / elapsed), "mb_per_s": round(mb / elapsed, 1),
-        "file_append_mb_per_s": round(mb / baseline, 1), "ratio": round(baseline / elapsed, 4),
-        # The broker's own cost: on 2 shared cores the Python client's produce() loop is the limit,
-        # so also report how many records/s one core of broker CPU absorbs.
-        "broker_cpu_s": round(broker_cpu, 2),
-        "broker_records_per_cpu_s": round(args.records / broker_cpu) if broker_cpu else None,
+        "bench": "produce", "records": args.records, "value_bytes": VALUE_SIZE, "kafka_version": kafka_version,
+        **{f"topiclake_{k}": v for k, v in ours.items()}, **{f"kafka_{k}": v for k, v in kafka.items()},
         "client_limit_records_per_s": round(args.records / client_limit),  # vs librdkafka's mock broker
-        "target_records_per_s": 300_000, "target_p99_ms": 10, **lat,
+        "ratio_1": round(ours["records_per_s_1"] / kafka["records_per_s_1"], 3),
+        "ratio_4": round(ours["records_per_s_4"] / kafka["records_per_s_4"], 3),
+        "p99_ratio": round(ours["p99_ms"] / kafka["p99_ms"], 3) if ours.get("p99_ms") and kafka.get("p99_ms") else None,
+        "target_ratio": 1.0, "target_p99_ratio": 1.0,
     }
-    print(f"broker: {result['records_per_s']:,} records/s, {result['mb_per_s']} MB/s of values; "
-          f"file append: {result['file_append_mb_per_s']} MB/s; p99 at 1k/s acks=all: {lat.get('p99_ms')} ms; "
+    print(f"1 producer: topiclake {ours['records_per_s_1']:,} records/s, Apache Kafka {kafka_version} "
+          f"{kafka['records_per_s_1']:,} (ratio {result['ratio_1']}); 4 producers: {ours['records_per_s_4']:,} vs "
+          f"{kafka['records_per_s_4']:,} (ratio {result['ratio_4']}); at 1k/s acks=all p50/p99: topiclake "
+          f"{ours.get('p50_ms')}/{ours.get('p99_ms')} ms, Kafka {kafka.get('p50_ms')}/{kafka.get('p99_ms')} ms; "
           f"the same client against a no-op (mock) broker: {result['client_limit_records_per_s']:,} records/s")
     print(json.dumps(result))
 

@@ -1,6 +1,6 @@
 """The asyncio listener and the broker's lifecycle.
 
-Start: open shared storage (cluster id created once), listen, write the registration file
+Start: bind the listeners, own and open shared storage (cluster id created once), serve, write the registration file
 <root>/cluster/brokers/<id>.json (renewed every lease interval; a file whose lease expired
 belongs to a dead broker). Stop (SIGTERM/SIGINT): stop accepting, let in-flight requests finish,
 wake parked fetches, flush and close every log (Log.close writes the clean-shutdown marker),
@@ -50,27 +50,32 @@ class BrokerServer:
         self._root_lock: ownership.RootLock | None = None
 
     async def start(self) -> None:
-        # Own the storage root before touching anything in it: a second broker must not open,
+        # Bind every listener first (not yet serving): a start that cannot listen leaves the
+        # storage root untouched (a new root stays unformatted: no cluster id, no lock file).
+        # Then own the root before touching anything in it: a second broker must not open,
         # recover or mark a single log (docs/DESIGN.md, "Who may write what": one writer per root).
-        self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
-                                            host=self.config.public_host)
         try:
-            self.context = BrokerContext.create(self.config)
             for listener in self.config.bound_listeners:
                 try:
                     server = await asyncio.start_server(
                         functools.partial(self._on_connection, listener), listener.host or None, listener.port,
-                        reuse_address=True, limit=1024 * 1024)
+                        reuse_address=True, limit=1024 * 1024, start_serving=False)
                 except OSError as exc:  # in use, not an address of this host, a name that does not resolve
                     which = "" if self.config.listeners is None else f" ({listener.name})"
                     raise ListenError(f"cannot listen on {listener.host}:{listener.port}{which}: "
                                       f"{_reason(exc)}") from exc
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
+            self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
+                                                host=self.config.public_host)
+            try:
+                self.context = BrokerContext.create(self.config)
+            except BaseException:
+                self._root_lock.release()
+                raise
         except BaseException:
             for server in self._servers:
                 server.close()
-            self._root_lock.release()
             raise
         self.port = next(iter(self.ports.values()))
         bound = tuple(dataclasses.replace(lsn, port=self.ports[lsn.name]) for lsn in self.config.bound_listeners)
@@ -79,6 +84,8 @@ class BrokerServer:
                                                                                   "port": self.port}
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
         self._root_lock.update_owner(port=self.config.public_port)
+        for server in self._servers:
+            await server.start_serving()
         if self.config.registry.listen is not None:
             # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
             sasl_on = any(listener.sasl for listener in self.config.bound_listeners)

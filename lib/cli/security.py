@@ -52,7 +52,7 @@ def users_set(name: str,
         fail(f"unknown mechanism {', '.join(unknown)}: one of {', '.join(MECHANISMS)}", code=2)
     with reported_errors(debug):
         if data is not None:
-            store = CredentialStore(_existing_root(data))
+            store = CredentialStore(_root_to_bootstrap(data))
             for m in mechanisms:
                 store.set_password(name, m, password, iterations)
             typer.echo(f"user {name} set for {', '.join(mechanisms)} in {store.path}")
@@ -160,6 +160,17 @@ def _fail_code(code, message, what: str) -> None:
 def _existing_root(data: Path) -> Path:
     if not data.is_dir():
         fail(f"storage root {data} does not exist", code=2)
+    return data
+
+
+def _root_to_bootstrap(data: Path) -> Path:
+    """A root for the first users and ACLs: made when it does not exist yet, as `kafka-storage
+    format --add-scram` makes a new cluster's log directory (the broker formats the rest)."""
+    if data.exists() and not data.is_dir():
+        fail(f"storage root {data} is not a directory", code=2)
+    if not data.exists():
+        data.mkdir(parents=True)
+        typer.echo(f"created storage root {data}")
     return data
 
 
@@ -276,7 +287,7 @@ def acls_add(allow_principal: list[str] = typer.Option([], "--allow-principal", 
                             rtype, name, pattern, group)
     with reported_errors(debug):
         if data is not None:
-            AclStore(_existing_root(data)).add(bindings)
+            AclStore(_root_to_bootstrap(data)).add(bindings)
         else:
             from kio.schema.create_acls.v3 import request as req
 

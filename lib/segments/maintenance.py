@@ -22,8 +22,11 @@ old segment (or of the whole group), the swap would end below that segment's bas
 between steps 2 and 3 would leave some old segments behind (stale or superseded records coming
 back). Kafka only keeps the cleaning round's last batch (RETAIN_EMPTY); here every group gets
 the same treatment: when its data ends below its last old segment, an empty batch (no records,
-no producer: it changes no producer or transaction state) taking the place of the old segments'
-last batch is appended, so the swap spans exactly what it replaces.
+no producer, no timestamp: it changes no producer or transaction state, and no time index entry
+points at it, which Kafka's DumpLogSegments would report as a mismatch) taking the place of the
+old segments' last batch is appended, so the swap spans exactly what it replaces. A segment left
+with nothing but that batch is, for retention, as old as the file (its mtime stays the replaced
+segment's), as Kafka's emptied cleaned segment is.
 
 `TOPICLAKE_CRASH_AT=<step>` (tests only) SIGKILLs the process at that step: `swap-begin`,
 `swap-partial`, `swapped`, `delete-partial`, `deleted`, `rename-partial`, `renamed`.
@@ -176,15 +179,17 @@ def _span_group(directory: Path, base: int, old_group: Sequence[int], config: Lo
         if old_last is not None:
             break
     if old_last is not None and old_last.next_offset > last_old:
-        pad_base, delta, max_ts = old_last.base_offset, old_last.last_offset_delta, old_last.max_timestamp
+        pad_base, delta = old_last.base_offset, old_last.last_offset_delta
     else:
         # the last old segment holds no batch: claim its base offset (a gap) with the empty batch
-        pad_base, delta, max_ts = last_old, 0, NO_TIMESTAMP
+        pad_base, delta = last_old, 0
     if pad_base < next_offset:
         raise MaintenanceError(f"cleaned segment {base} reaches offset {next_offset - 1}, past the old segments' "
                                f"last batch at {pad_base}", source=str(cleaned))
+    written = os.stat(cleaned)
     with open(cleaned, "ab") as f:
-        f.write(build_batch((), base_offset=pad_base, last_offset_delta=delta, max_timestamp=max_ts))
+        f.write(build_batch((), base_offset=pad_base, last_offset_delta=delta, max_timestamp=NO_TIMESTAMP))
+    os.utime(cleaned, ns=(written.st_atime_ns, written.st_mtime_ns))  # the age the cleaner gave it
     log.info("%s: cleaned segment %d ends at %d, below old segment %d: appended an empty batch at %d", directory,
              base, next_offset, last_old, pad_base)
     return True

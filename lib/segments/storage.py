@@ -219,7 +219,8 @@ class TopicRegistry:
         meta = TopicMeta(name, int(partitions), _normalize_config(config), new_base64_uuid(), self.defaults())
         meta.log_config  # the overrides over the cluster defaults must make a valid config
         if not create_exclusive(path, meta.to_json()):
-            raise TopicAlreadyExistsError(f"topic {name!r} already exists ({path})")
+            # Kafka's words (its clients show them); no server path goes over the wire
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         return meta
 
     def get(self, name: str) -> TopicMeta:

@@ -182,6 +182,8 @@ def test_metadata_quorum_of_one(broker, admin):
     quorum = admin.describe_metadata_quorum()
     [partition] = quorum["topics"][0]["partitions"]
     assert (partition["leader_id"], partition["leader_epoch"]) == (0, 0)
+    # A real offset, not -1 ("unknown"): an empty metadata log's (kafka-metadata-quorum prints it)
+    assert partition["high_watermark"] == 0 and partition["current_voters"][0]["log_end_offset"] == 0
     assert [v["replica_id"] for v in partition["current_voters"]] == [0] and partition["observers"] == []
     assert [(n["node_id"], n["listeners"][0]["port"]) for n in quorum["nodes"]] == [(0, broker.server.port)]
 

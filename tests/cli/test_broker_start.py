@@ -32,6 +32,8 @@ def test_port_in_use(tmp_path):
         port = taken.getsockname()[1]
         result = start_broker("--data", str(tmp_path / "data"), "--port", str(port), cwd=tmp_path)
     assert_one_line(result, f"error: cannot listen on 127.0.0.1:{port}: Address already in use")
+    # A new root stays empty: no cluster id (cluster/meta.json), no lock, no topics.
+    assert list((tmp_path / "data").rglob("*")) == []
 
 
 def test_port_out_of_range(tmp_path):

@@ -36,6 +36,23 @@ def test_users_errors_are_one_line(tmp_path):
     assert plain.exit_code == 2 and "PLAIN user is set offline" in plain.output
     nowhere = run("users", "list", "--data", str(tmp_path / "missing"))
     assert nowhere.exit_code == 2 and "does not exist" in nowhere.output
+    (tmp_path / "a-file").write_text("")
+    not_a_root = run("users", "set", "u", "--password", "p", "--data", str(tmp_path / "a-file"))
+    assert not_a_root.exit_code == 2 and "is not a directory" in not_a_root.output
+
+
+def test_the_first_admin_of_a_new_root(tmp_path):
+    """`users set --data` and `acls add --data` on a root that does not exist yet make it, as
+    `kafka-storage format --add-scram` does: how an operator bootstraps a new secure cluster."""
+    root = tmp_path / "new" / "root"
+    created = run("users", "set", "admin", "--password", "pw-admin", "--data", str(root))
+    assert created.exit_code == 0, created.output
+    assert created.output.splitlines()[0] == f"created storage root {root}"
+    assert CredentialStore(root).verify_password("admin", "pw-admin")
+    other = tmp_path / "acl-root"
+    added = run("acls", "add", "--allow-principal", "User:admin", "--operation", "All", "--cluster", "--data",
+                str(other))
+    assert added.exit_code == 0 and [b.principal for b in AclStore(other).bindings()] == ["User:admin"]
 
 
 def test_acls_offline_like_kafka_acls(tmp_path):

@@ -65,3 +65,31 @@ def test_kafka_credential_format_round_trips_and_checks_passwords():
     assert scram.ScramCredential.from_string(text) == credential
     assert scram.password_matches(scram.SCRAM_SHA_256, credential, "pencil")
     assert not scram.password_matches(scram.SCRAM_SHA_256, credential, "pencil2")
+
+
+def client_final_with_nonce(mechanism, password: str, server_first: bytes, nonce: str) -> bytes:
+    """A client-final message carrying `nonce`, signed the way a client signs what it sends."""
+    attrs = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    salted = mechanism.salted_password(password, base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = mechanism.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"n=alice,r={CLIENT_NONCE},{server_first.decode()},{without_proof}".encode()
+    signature = mechanism.hmac(mechanism.hash(client_key), auth_message)
+    return f"{without_proof},p={base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()}".encode()
+
+
+@pytest.mark.parametrize("mechanism", [scram.SCRAM_SHA_256, scram.SCRAM_SHA_512])
+def test_a_final_nonce_ending_with_the_servers_is_accepted_as_kafka_does(mechanism):
+    """librdkafka before 2.6.1 (kcat 1.7.1 in Debian) puts the client nonce before the full nonce
+    in its final message; Kafka 3.8.1+ accepts any nonce ending with the server's (endsWith), so a
+    correctly signed one logs in. A nonce that does not end with the server's still fails."""
+    lookup = {"alice": scram.credential_from_password(mechanism, "right")}.get
+    server = scram.ScramServer(mechanism, lookup)
+    server_first = server.client_first(f"n,,n=alice,r={CLIENT_NONCE}".encode())
+    full_nonce = server_first.decode().split(",")[0][2:]
+    server.client_final(client_final_with_nonce(mechanism, "right", server_first, CLIENT_NONCE + full_nonce))
+    assert server.complete
+    server = scram.ScramServer(mechanism, lookup)
+    server_first = server.client_first(f"n,,n=alice,r={CLIENT_NONCE}".encode())
+    with pytest.raises(scram.ScramError, match="nonce mismatch"):
+        server.client_final(client_final_with_nonce(mechanism, "right", server_first, CLIENT_NONCE))

@@ -4,7 +4,7 @@ import pytest
 
 from topiclake.segments import filenames as fn
 from topiclake.segments import maintenance
-from topiclake.segments.batch import iter_batches, read_header
+from topiclake.segments.batch import NO_TIMESTAMP, iter_batches, read_header
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError, OffsetOutOfRangeError, TopiclakeError
 from topiclake.segments.log import Log
@@ -218,6 +218,9 @@ def test_replace_pads_a_group_whose_end_was_dropped(tmp_path, scenario):
     last = list(iter_batches(new_segment))[-1]
     assert last.header.records_count == 0 and last.next_offset == bases[len(old)]
     assert last.header.producer_id == -1 and not last.is_control and last.is_valid()
+    # no timestamp either: the time index never points at it (Kafka's DumpLogSegments checks an
+    # entry's timestamp against its batch's records)
+    assert last.header.max_timestamp == NO_TIMESTAMP
     log.close()
     reopened = Log.open(directory, CONFIG)
     assert record_offsets(reopened) == kept + rest and reopened.load_result.recovered == ()

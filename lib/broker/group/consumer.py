@@ -412,14 +412,17 @@ class ConsumerGroups(RecordedGroups):
         return min(deadlines, default=None)
 
     # ============================================================== offsets and admin
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> E | None:
-        """None when `group_id` is not a KIP-848 group (the classic core decides), else the answer."""
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *,
+                               transactional: bool = False) -> E | None:
+        """None when `group_id` is not a KIP-848 group (the classic core decides), else the answer
+        (Kafka's ConsumerGroup.validateOffsetCommit)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         if member_epoch < 0 and not member_id:
-            # An admin/standalone commit: only while nobody consumes.
-            return E.NONE if not group.members else E.UNKNOWN_MEMBER_ID
+            # An admin/standalone commit: only while nobody consumes. A transactional one names no
+            # member in TxnOffsetCommit v0-v2: the producer epoch fences it instead, as in Kafka.
+            return E.NONE if not group.members or transactional else E.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID

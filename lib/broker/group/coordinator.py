@@ -314,7 +314,7 @@ class GroupCoordinator:
         OffsetFetch (UNSTABLE_OFFSET_COMMIT with require_stable) until `complete_transaction`."""
         shard = self.shard(group_id)
         offsets = tuple(offsets)
-        verdict = shard.state.consumer.validate_offset_commit(group_id, member_id, generation_id)
+        verdict = shard.state.consumer.validate_offset_commit(group_id, member_id, generation_id, transactional=True)
         if verdict is not None:
             if verdict is not E.NONE:
                 return tuple(PartitionResult(o.topic, o.partition, verdict) for o in offsets)

@@ -108,7 +108,10 @@ class OffsetsMixin:
             results.append(PartitionResult(o.topic, o.partition, E.NONE))
         return op.result(tuple(results))
 
-    def _validate_commit(self, req: OffsetCommitRequest, now_ms: int) -> ClassicGroup:
+    def _validate_commit(self, req: OffsetCommitRequest, now_ms: int, *, transactional: bool = False) -> ClassicGroup:
+        """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit)
+        checks the member only when it names one: v0-v2 carry no member id or generation, and
+        the transaction's producer epoch fences a zombie instead (KIP-447)."""
         if not req.group_id:
             raise GroupCoordinatorError(E.INVALID_GROUP_ID)
         group = self.groups.get(req.group_id)
@@ -133,10 +136,12 @@ class OffsetsMixin:
                 raise GroupCoordinatorError(E.UNKNOWN_MEMBER_ID)
             if req.generation_id != group.generation:
                 raise GroupCoordinatorError(E.ILLEGAL_GENERATION)
-            if group.state is S.COMPLETING_REBALANCE:
+            if group.state is S.COMPLETING_REBALANCE and not transactional:
                 # Valid member and generation, assignment not yet received: let it retry.
                 raise GroupCoordinatorError(E.REBALANCE_IN_PROGRESS)
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
+            return group
+        if transactional:
             return group
         raise GroupCoordinatorError(E.UNKNOWN_MEMBER_ID)  # no identity, group not Empty
 
@@ -219,7 +224,7 @@ class OffsetsMixin:
         plain = OffsetCommitRequest(req.group_id, req.offsets, req.generation_id, req.member_id,
                                     req.group_instance_id)
         try:
-            group = self._validate_commit(plain, now_ms)
+            group = self._validate_commit(plain, now_ms, transactional=True)
         except GroupCoordinatorError as exc:
             return op.result(tuple(PartitionResult(o.topic, o.partition, exc.code) for o in req.offsets))
         results = []

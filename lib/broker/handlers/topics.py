@@ -84,7 +84,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
             if body.validate_only:
                 LogConfig.from_properties({**broker.partitions.registry.defaults(), **overrides})
                 if broker.partitions.registry.exists(topic.name):
-                    raise BrokerError(f"topic {topic.name!r} already exists", ErrorCode.topic_already_exists)
+                    raise BrokerError(f"Topic '{topic.name}' already exists.", ErrorCode.topic_already_exists)
                 if count < 1:
                     raise BrokerError(f"topic {topic.name!r}: {count} partitions", ErrorCode.invalid_partitions)
                 meta = None

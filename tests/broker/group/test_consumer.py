@@ -139,6 +139,11 @@ def test_leave_and_offset_commit_validation():
     assert d.groups.validate_offset_commit(G, "x", 1) is E.UNKNOWN_MEMBER_ID
     assert d.groups.validate_offset_commit("classic", "x", 1) is None
     assert d.groups.validate_offset_commit(G, "", -1) is E.UNKNOWN_MEMBER_ID  # admin commit while active
+    # TxnOffsetCommit v0-v2 names no member (aiokafka 0.14 sends v0): accepted, as in Kafka; one
+    # that names a member is checked like any commit.
+    assert d.groups.validate_offset_commit(G, "", -1, transactional=True) is E.NONE
+    assert d.groups.validate_offset_commit(G, "x", 1, transactional=True) is E.UNKNOWN_MEMBER_ID
+    assert d.groups.validate_offset_commit(G, a, d.epoch[a] - 1, transactional=True) is E.STALE_MEMBER_EPOCH
     r = d.groups.heartbeat(HB(G, a, -1), metadata, d.now)
     assert r.error is E.NONE and r.member_epoch == -1
     del d.owned[a]

@@ -66,3 +66,27 @@ def test_group_with_pending_offsets_is_not_expired():
     txn(coord, 10)
     assert coord.expire_offsets(10**12).records == ()
     assert G in coord.groups
+
+
+def test_a_transactional_commit_without_member_is_accepted_by_a_stable_group():
+    """TxnOffsetCommit v0-v2 carry no member id or generation (aiokafka 0.14 sends v0): Kafka's
+    ClassicGroup.validateOffsetCommit checks the member only when the request names one, and
+    accepts it while the group rebalances too. A plain commit without identity still fails."""
+    from tests.broker.group.test_classic import G as CLASSIC_GROUP, Cluster
+
+    c = Cluster()
+    responses = c.full_join(["a"])
+    c.rebalance_and_sync(responses)
+    member = responses[0].member_id
+    assert c.commit([(0, 1)]) == {0: E.UNKNOWN_MEMBER_ID}
+
+    def txn_commit(generation=-1, member_id=""):
+        req = TxnOffsetCommitRequest(CLASSIC_GROUP, PID, 0, (CommitOffset("t", 0, 7),), generation, member_id)
+        return [r.error for r in c._take(c.coord.commit_transactional_offsets(req, c.now)).response]
+
+    assert txn_commit() == [E.NONE]
+    assert txn_commit(1, member) == [E.NONE]
+    assert txn_commit(1, "stranger") == [E.UNKNOWN_MEMBER_ID]
+    assert txn_commit(2, member) == [E.ILLEGAL_GENERATION]
+    c.join(client="b")  # a rebalance starts: the group is no longer Stable
+    assert txn_commit() == [E.NONE]
