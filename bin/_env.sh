@@ -22,6 +22,14 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; 
     fi
 fi
 
+# --- cluster mode (docs/CLUSTER.md): ZooKeeper from Debian's `zookeeper` package, for the tests and
+# bin/zookeeper. Only root can install it; without it the cluster tests fail with the apt command.
+if [ ! -f /usr/share/java/zookeeper.jar ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing ZooKeeper (cluster mode tests)..." >&2
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+fi
+# --- end cluster mode
+
 if [ ! -x .venv/bin/python ]; then
     echo "Creating .venv..." >&2
     "$PYTHON" -m venv .venv

@@ -66,6 +66,7 @@ class PartitionFence:
     def __init__(self, partition_dir: str | os.PathLike):
         self.partition_dir = Path(partition_dir)
         self._fenced_below: int | None = None  # every epoch below this is known to be fenced
+        self._next_claim: tuple[int, str] | None = None  # (epoch, path of its successor's claim)
 
     # ---- the fast path ----------------------------------------------------------------------
 
@@ -73,7 +74,9 @@ class PartitionFence:
         """Whether an epoch above `epoch` has been claimed (one stat)."""
         if self._fenced_below is not None and epoch < self._fenced_below:
             return True
-        if os.path.lexists(claim_path(self.partition_dir, epoch + 1)):
+        if self._next_claim is None or self._next_claim[0] != epoch:
+            self._next_claim = (epoch, str(claim_path(self.partition_dir, epoch + 1)))  # built once, not per check
+        if os.path.lexists(self._next_claim[1]):
             self._fenced_below = max(self._fenced_below or 0, epoch + 1)
             return True
         return False
