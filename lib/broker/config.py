@@ -14,6 +14,7 @@ from topiclake.segments.settings import check_types, section, storage_root
 from . import producer_state
 from .group.config import GroupsConfig
 from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
+from .cluster.config import ClusterConfig
 from .group.share_config import ShareConfig
 from .txn.config import TransactionsConfig
 
@@ -38,6 +39,7 @@ class BrokerConfig:
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
     share: ShareConfig = ShareConfig()  # [share]: share groups (KIP-932)
+    cluster: ClusterConfig = ClusterConfig()  # [cluster]: many brokers on one root (ZooKeeper); unset: one broker
     registry: RegistryConfig = RegistryConfig()  # [registry]: the schema registry this process serves
     # Kafka's listeners / advertised.listeners ("SASL_SSL://0.0.0.0:9094,..."); unset: one PLAINTEXT
     # listener on host:port, advertised as advertised_host:advertised_port.
@@ -101,7 +103,7 @@ class BrokerConfig:
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
         values = section(settings, "broker")
         names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security",
-                                                             "share"}
+                                                             "share", "cluster"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
@@ -122,6 +124,7 @@ class BrokerConfig:
         return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),
                    share=ShareConfig.from_section(section(settings, "share")),
+                   cluster=ClusterConfig.from_section(section(settings, "cluster")),
                    registry=RegistryConfig.from_settings(settings, listen=registry_listen),
                    security=SecurityConfig.from_section(section(settings, "security")), **values)
 

@@ -88,13 +88,14 @@ class BrokerContext:
         layout = StorageLayout(config.root)
         for directory in (layout.cluster_dir, layout.topics_dir, layout.logs_dir):
             os.makedirs(directory, exist_ok=True)
+        clustered = config.cluster.enabled
         partitions = PartitionManager(layout, default_partitions=config.num_partitions,
                                       producer_id_expiration_ms=config.producer_id_expiration_ms)
         # Kafka 4.1+ controllers record the cluster-wide min.insync.replicas when a cluster is first
         # activated (KIP-966), so every topic describes it as DYNAMIC_DEFAULT_BROKER_CONFIG; so does the
         # first broker of a storage root (a no-op once the cluster's broker configs exist).
         partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
-        producer_ids = ProducerIdAllocator(layout)
+        producer_ids = ProducerIdAllocator(layout, shared=clustered)
         groups = GroupCoordinator(partitions, config.groups, config.share)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
                                      offsets_partition_for=groups.partition_for,
@@ -106,10 +107,38 @@ class BrokerContext:
                       security=SecurityService(config.security, config.root, config.bound_listeners),
                       share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
                       shutting_down=shutting_down)
-        # The server may rebind the config (ephemeral ports): endpoints are read through the context.
-        context.leadership = SingleBroker(config.broker_id, lambda listener: context.config.endpoint_for(listener))
+        if clustered:
+            context.leadership = _cluster_node(context)
+        else:
+            # The server may rebind the config (ephemeral ports): endpoints are read through the context.
+            context.leadership = SingleBroker(config.broker_id, lambda listener: context.config.endpoint_for(listener))
         return context
 
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
+
+
+def _cluster_node(context: BrokerContext) -> Leadership:
+    """Cluster mode: this broker's membership (ZooKeeper), which partitions open (only those it
+    leads) and which internal-topic partitions the coordinators serve (those it leads too)."""
+    from .cluster.coordination import BrokerInfo
+    from .cluster.zookeeper import ZooKeeperCoordination
+    from .cluster_node import ClusterNode
+
+    config = context.config
+    runtimes = {r.topic.name: r for r in (context.groups.runtime, context.txn.runtime, context.share.store.runtime)}
+    for runtime in runtimes.values():
+        runtime.owns_every_partition = False  # leadership loads and unloads them
+
+    def registration() -> BrokerInfo:  # asked once the listeners are bound (their ports known)
+        current = context.config
+        endpoints = tuple(f"{lsn.name}://{':'.join(map(str, current.endpoint_for(lsn.name)))}"
+                          for lsn in current.bound_listeners)
+        return BrokerInfo(current.broker_id, current.public_host, current.public_port, endpoints,
+                          current.cluster.rack)
+
+    node = ClusterNode(config.cluster, ZooKeeperCoordination(config.cluster, config.broker_id), context.partitions,
+                       broker_id=config.broker_id, registration=registration, runtimes=runtimes)
+    context.partitions.leadership = node
+    return node

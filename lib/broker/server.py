@@ -66,12 +66,19 @@ class BrokerServer:
                                       f"{_reason(exc)}") from exc
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
-            self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
-                                                host=self.config.public_host)
+            cluster = self.config.cluster
+            if cluster.enabled:  # many brokers on the root: leadership per partition replaces its lock
+                ownership.claim_mode(self.config.root, "cluster", zookeeper=f"{cluster.zookeeper}{cluster.chroot}")
+            else:
+                self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
+                                                    host=self.config.public_host)
             try:
+                if not cluster.enabled:
+                    ownership.claim_mode(self.config.root, "single")
                 self.context = BrokerContext.create(self.config)
             except BaseException:
-                self._root_lock.release()
+                if self._root_lock is not None:
+                    self._root_lock.release()
                 raise
         except BaseException:
             for server in self._servers:
@@ -83,7 +90,8 @@ class BrokerServer:
             changes = {"port": self.port} if self.config.listeners is None else {"listeners": format_listeners(bound),
                                                                                   "port": self.port}
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
-        self._root_lock.update_owner(port=self.config.public_port)
+        if self._root_lock is not None:
+            self._root_lock.update_owner(port=self.config.public_port)
         for server in self._servers:
             await server.start_serving()
         if self.config.registry.listen is not None:
@@ -96,6 +104,8 @@ class BrokerServer:
         await self.context.groups.start()
         await self.context.txn.start()
         await self.context.share.start()
+        if self.context.leadership.clustered:
+            await self.context.leadership.start()  # joins: partitions it leads open, coordinators follow
         partitions = self.context.partitions
         self._background = [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
@@ -167,12 +177,15 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         if self.registry is not None:
             await self.registry.stop()
+        if ctx.leadership.clustered:
+            await ctx.leadership.stop()  # lets go of every partition it leads, then leaves the cluster
         await ctx.groups.stop()
         await ctx.txn.stop()
         await ctx.share.stop()
         await ctx.partitions.close()
         self._unregister()
-        self._root_lock.release()  # last: every log is closed
+        if self._root_lock is not None:
+            self._root_lock.release()  # last: every log is closed
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     @property

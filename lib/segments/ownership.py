@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .atomic import create_exclusive
 from .errors import TopiclakeError
 
 LOCK_NAME = ".lock"  # Kafka's LogManager.LockFileName, in the log dir
@@ -184,3 +185,53 @@ def _write_owner(fd: int, owner: dict[str, Any]) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     os.fsync(fd)
+
+
+# ----------------------------------------------------------------- single broker or cluster
+MODE_FILE = "mode.json"  # <root>/cluster/mode.json: which kind of broker a root belongs to, once
+
+
+class StorageRootModeError(TopiclakeError):
+    """The root belongs to the other kind of broker (one alone, or a cluster of them)."""
+
+
+def claim_mode(root: str | os.PathLike, mode: str, **details: Any) -> dict[str, Any]:
+    """Record (once) that `root` is used by a single broker ("single") or by a cluster of
+    brokers coordinated through ZooKeeper ("cluster"), or refuse if it is already the other's.
+    A root a broker used before this was recorded (it has a cluster id) is a single broker's.
+    Returns what the root records."""
+    cluster_dir = Path(root) / "cluster"
+    path = cluster_dir / MODE_FILE
+    wanted = {"version": 0, "mode": mode, **details}
+    recorded = _read_mode(path)
+    if recorded is None:
+        if (cluster_dir / "meta.json").exists():
+            recorded = {"version": 0, "mode": "single"}  # a root from before modes were recorded
+        if recorded is None or recorded["mode"] == mode:
+            if not create_exclusive(path, json.dumps(wanted).encode()):
+                recorded = _read_mode(path)  # another broker recorded it first
+            elif recorded is None:
+                recorded = wanted
+    if recorded is None:
+        recorded = wanted
+    if recorded.get("mode") != mode:
+        if recorded.get("mode") == "cluster":
+            where = recorded.get("zookeeper", "ZooKeeper")
+            raise StorageRootModeError(f"storage root {root} is used by a cluster of brokers ({where}): set "
+                                       "[cluster] zookeeper to join it, or use another --data")
+        raise StorageRootModeError(f"storage root {root} belongs to a single broker (no [cluster] setting); "
+                                   "a cluster needs a storage root of its own: use another --data")
+    return recorded
+
+
+def _read_mode(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        raise StorageRootModeError(f"{path} is not valid JSON: remove it only if you know which brokers use "
+                                   "this root") from None
+    if not isinstance(value, dict) or value.get("mode") not in ("single", "cluster"):
+        raise StorageRootModeError(f"{path} names no mode (single or cluster)")
+    return value

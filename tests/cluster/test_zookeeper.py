@@ -185,9 +185,11 @@ def test_a_zookeeper_outage_suspends_the_session_and_its_return_resumes_it(tmp_p
     from topiclake.broker.cluster.ensemble import Ensemble
     from topiclake.broker.cluster.zookeeper import ZooKeeperCoordination
 
-    with Ensemble(tmp_path / "zk", 1) as ensemble:
+    # A slower tick lets the session outlive a ZooKeeper restart on a busy machine (the server
+    # caps a session at 20 ticks: 4 s at the fixtures' 200 ms tick, 20 s here).
+    with Ensemble(tmp_path / "zk", 1, tick_ms=1000) as ensemble:
         client = ZooKeeperCoordination(ClusterConfig(zookeeper=ensemble.connect_string, chroot=chroot,
-                                                     session_timeout_ms=4000), 1)
+                                                     session_timeout_ms=15000), 1)
         client.start()
         try:
             states = Recorder()

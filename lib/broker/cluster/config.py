@@ -7,6 +7,7 @@ broker runs alone on its root exactly as before.
     session_timeout_ms = 2000                  # failover takes about this long (Kafka: 18000)
     connection_timeout_ms = 10000              # giving up on the first connect
     rack = "rack-a"                            # broker.rack, in the registration
+    preferred_leader_delay_ms = 5000           # a broker back this long gets its preferred partitions back
 
 A chroot in the connect string itself ("host:port/path", Kafka's way) is accepted too, once.
 ZooKeeper bounds the session timeout to 2-20 of its tickTime (the server's choice wins).
@@ -31,6 +32,9 @@ class ClusterConfig:
     zookeeper: str | None = None
     chroot: str = DEFAULT_CHROOT
     session_timeout_ms: int = 2000
+    # How long a broker that came back must be live before its preferred partitions move home
+    # (Kafka's auto.leader.rebalance, which checks every leader.imbalance.check.interval.seconds).
+    preferred_leader_delay_ms: int = 5000
     connection_timeout_ms: int = 10_000
     rack: str | None = None
 

@@ -235,6 +235,14 @@ class Coordination(abc.ABC):
         """Create a topic's partition states at once (NodeExistsError if the topic exists)."""
 
     @abc.abstractmethod
+    def add_partitions(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
+        """Create the states of a topic's new partitions (NodeExistsError if one exists)."""
+
+    @abc.abstractmethod
+    def delete_topic(self, topic: str) -> None:
+        """Remove a topic and its partition states (no-op if it does not exist)."""
+
+    @abc.abstractmethod
     def topics(self) -> list[str]: ...
 
     @abc.abstractmethod

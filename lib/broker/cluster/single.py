@@ -94,6 +94,19 @@ class SingleBroker(Coordination):
             self._topics[topic] = {p: Versioned(s, 0) for p, s in partitions.items()}
             self._notify("topics", self.topics())
 
+    def add_partitions(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
+        with self._lock:
+            existing = self._topics.setdefault(topic, {})
+            if set(partitions) & set(existing):
+                raise NodeExistsError(f"a partition of topic {topic} exists already")
+            existing.update({p: Versioned(s, 0) for p, s in partitions.items()})
+            self._notify("topics", self.topics())
+
+    def delete_topic(self, topic: str) -> None:
+        with self._lock:
+            if self._topics.pop(topic, None) is not None:
+                self._notify("topics", self.topics())
+
     def topics(self) -> list[str]:
         return sorted(self._topics)
 

@@ -305,6 +305,19 @@ class ZooKeeperCoordination(Coordination):
             raise CoordinationError(f"{what} does not exist")
         raise CoordinationError(f"{what}: {type(first).__name__}")
 
+    def add_partitions(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
+        transaction = self._client.transaction()
+        for partition, state in sorted(partitions.items()):
+            transaction.create(self._path("brokers", "topics", topic, "partitions", partition), b"")
+            transaction.create(self._state_path(topic, partition), state.to_json())
+        self._commit(transaction, None, f"new partitions of topic {topic}")
+
+    def delete_topic(self, topic: str) -> None:
+        try:  # kazoo's recursive delete: the children first
+            self._client.delete(self._path("brokers", "topics", topic), recursive=True)
+        except NoNodeError:
+            pass
+
     def topics(self) -> list[str]:
         return sorted(self._call(self._client.get_children_async, self._path("brokers", "topics")))
 

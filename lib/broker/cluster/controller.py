@@ -1,0 +1,80 @@
+"""The controller's decisions (Kafka's KafkaController / PartitionStateMachine, for storage that
+every broker shares): which broker leads each partition. Pure functions over the cluster's
+state; `node.ClusterNode` applies what they return, each change by compare-and-set on the
+partition state's version, fenced by the controller epoch.
+
+With shared storage any live broker can lead any partition: a "replica" list here is only the
+order of preference (Kafka's preferred replica first). A partition whose leader is not live gets
+the first live broker of that order, with the leader epoch raised; a partition led by another
+broker while its preferred one is live again (for `preferred_delay_ms`) moves back, as Kafka's
+auto.leader.rebalance does.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .coordination import NO_LEADER, PartitionState, Versioned
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    topic: str
+    partition: int
+    state: PartitionState  # the new state
+    expected_version: int  # the version it replaces (compare-and-set)
+    reason: str
+
+
+def preferred_order(topic: str, partition: int, brokers: Iterable[int]) -> tuple[int, ...]:
+    """The brokers, rotated so that the partitions of a topic spread over them (Kafka's
+    assignReplicasToBrokers: a start index per topic, then one step per partition)."""
+    ids = sorted(brokers)
+    if not ids:
+        return ()
+    start = (zlib.crc32(topic.encode()) + partition) % len(ids)
+    return tuple(ids[start:] + ids[:start])
+
+
+def initial_states(topic: str, partitions: Iterable[int], brokers: Iterable[int],
+                   controller_epoch: int = 0) -> dict[int, PartitionState]:
+    """A new topic's partition states: each led by its preferred broker, at epoch 0."""
+    live = sorted(brokers)
+    out = {}
+    for p in partitions:
+        order = preferred_order(topic, p, live)
+        out[p] = PartitionState(order[0] if order else NO_LEADER, 0, order, controller_epoch)
+    return out
+
+
+def elect(topic: str, partition: int, current: Versioned[PartitionState], live: Mapping[int, int], now_ms: int,
+          *, preferred_delay_ms: int, controller_epoch: int) -> LeaderChange | None:
+    """The change one partition needs, if any. `live`: broker id -> when it registered (ms)."""
+    state = current.value
+    order = state.replicas or tuple(sorted(live))
+    if state.leader not in live:
+        candidates = [b for b in order if b in live] or sorted(live)
+        if not candidates:
+            return None  # no broker at all: nothing can lead (the controller itself is one, so never)
+        new = candidates[0]
+        return LeaderChange(topic, partition, PartitionState(new, state.leader_epoch + 1, order, controller_epoch),
+                            current.version, f"leader {state.leader} is not live")
+    preferred = order[0] if order else state.leader
+    if preferred != state.leader and preferred in live and now_ms - live[preferred] >= preferred_delay_ms:
+        return LeaderChange(topic, partition,
+                            PartitionState(preferred, state.leader_epoch + 1, order, controller_epoch),
+                            current.version, f"preferred leader {preferred} is back")
+    return None
+
+
+def elect_preferred(topic: str, partition: int, current: Versioned[PartitionState], live: Iterable[int],
+                    controller_epoch: int) -> LeaderChange | None:
+    """ElectLeaders (PREFERRED): the preferred broker leads now, if it is live and does not yet."""
+    state = current.value
+    if not state.replicas or state.replicas[0] == state.leader or state.replicas[0] not in set(live):
+        return None
+    return LeaderChange(topic, partition,
+                        PartitionState(state.replicas[0], state.leader_epoch + 1, state.replicas, controller_epoch),
+                        current.version, "preferred leader election")

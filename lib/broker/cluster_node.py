@@ -1,0 +1,381 @@
+"""This broker as a member of a cluster on one shared storage root (issue 18, docs/CLUSTER.md).
+
+It registers in the coordination service (ZooKeeper), watches the live brokers, the controller
+and every partition's state, and answers the request paths' leadership questions from what it
+saw (`leadership.Leadership`). It makes the partitions it is told to lead its own and lets go of
+the others:
+
+- the state names this broker leader of epoch E: `PartitionManager.take_over(E)` (claim E in
+  storage, recover the log, continue in an own segment), then, for an internal topic, the
+  coordinator runtime loads that partition (groups, transactions, share state follow leadership);
+- the state names another broker, or an append found the fence moved (a newer leader claimed
+  the partition): the runtime unloads it, `PartitionManager.resign` lets the log go.
+
+Transitions of one partition run one after another (a chain of tasks per partition), so a
+takeover and a resignation never interleave. Every callback of the coordination client arrives on
+its own thread and is handed to the event loop; its blocking calls run on a small thread pool.
+
+While it is the elected controller it also keeps every partition led (`controller.elect`): a
+partition whose leader is gone gets the first live broker of its preferred order with the epoch
+raised, and one whose preferred broker is back moves home after `preferred_delay_ms`. Each such
+change is a compare-and-set on the state's version, fenced by the controller epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Awaitable, Callable, Mapping
+
+from topiclake.segments.leader_fence import FencedLeaderError
+
+from .cluster.config import ClusterConfig
+from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states
+from .cluster.coordination import (BrokerInfo, Coordination, CoordinationError, ControllerToken, NodeExistsError,
+                                   NotControllerError, PartitionState, SessionState, StaleVersionError, Versioned)
+from .leadership import NO_LEADER, BrokerNode, PartitionLeader
+from .security.config import parse_listeners
+
+log = logging.getLogger(__name__)
+
+RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to move home
+Key = tuple[str, int]
+
+
+class ClusterNode:
+    clustered = True
+
+    def __init__(self, config: ClusterConfig, coordination: Coordination, partitions: Any, *,
+                 broker_id: int, registration: Callable[[], BrokerInfo],
+                 runtimes: Mapping[str, Any] | None = None):
+        """`registration()`: this broker's BrokerInfo, asked once its listeners are bound;
+        `runtimes`: the coordinator runtime of each internal topic (they follow leadership)."""
+        self.config = config
+        self.coordination = coordination
+        self.partitions = partitions
+        self.broker_id = broker_id
+        self._registration = registration
+        self.runtimes = dict(runtimes or {})
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-zk")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._joined_ms: dict[int, int] = {}  # broker id -> when this node first saw it live
+        self._controller: tuple[int, int] | None = None
+        self._token: ControllerToken | None = None
+        self._states: dict[Key, Versioned[PartitionState]] = {}
+        self._watched: set[Key] = set()
+        self._topics: set[str] = set()
+        self._led: dict[Key, int] = {}  # partitions this broker serves, at their epoch
+        self._chains: dict[Key, asyncio.Future] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = False
+
+    # ======================================================================= life cycle
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._blocking(self.coordination.start)
+        self.coordination.add_session_listener(lambda state: self._soon(self._on_session, state))
+        await self._blocking(self.coordination.register_broker, self._registration())
+        self.coordination.watch_brokers(lambda brokers: self._soon(self._on_brokers, brokers))
+        self.coordination.watch_controller(lambda current: self._soon(self._on_controller, current))
+        self.coordination.watch_topics(lambda topics: self._soon(self._on_topics, topics))
+        self.coordination.campaign(lambda token: self._soon(self._on_elected, token),
+                                   lambda: self._soon(self._on_resigned))
+        self._tasks.append(asyncio.create_task(self._reconcile_every(RECONCILE_INTERVAL_S)))
+        log.info("broker %d joined the cluster at %s%s", self.broker_id, self.config.zookeeper, self.config.chroot)
+
+    async def stop(self) -> None:
+        """Leave: stop serving every partition (nothing is written: the next leader recovers),
+        then close the session, so the controller moves the partitions at once."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for key in list(self._led):
+            await self._chain(key, lambda key=key: self._resign(key))
+        await asyncio.gather(*self._chains.values(), return_exceptions=True)
+        await self._blocking(self.coordination.close)
+        self._pool.shutdown(wait=False)
+
+    # ========================================================= leadership (request paths)
+    def leader(self, topic: str, partition: int) -> PartitionLeader | None:
+        current = self._states.get((topic, partition))
+        if current is None:
+            return None
+        state = current.value
+        leader = state.leader if state.leader in self._brokers else NO_LEADER
+        return PartitionLeader(leader, state.leader_epoch)
+
+    def leads(self, topic: str, partition: int) -> bool:
+        key = (topic, partition)
+        current = self._states.get(key)
+        return current is not None and current.value.leader == self.broker_id and \
+            self._led.get(key) == current.value.leader_epoch
+
+    def brokers(self, listener: str) -> list[BrokerNode]:
+        out = []
+        for broker_id, info in sorted(self._brokers.items()):
+            endpoint = _endpoint(info, listener)
+            if endpoint is not None:
+                out.append(BrokerNode(broker_id, endpoint[0], endpoint[1], info.rack))
+        return out
+
+    def controller_id(self) -> int:
+        return self._controller[0] if self._controller is not None else NO_LEADER
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        self._spawn(self._create_states(topic, range(partitions)), f"creating the partition states of {topic}")
+
+    def partitions_added(self, topic: str, old_count: int, new_count: int) -> None:
+        self._spawn(self._create_states(topic, range(old_count, new_count)),
+                    f"creating the states of {topic}'s new partitions")
+
+    def topic_deleted(self, topic: str) -> None:
+        self._spawn(self._delete_states(topic), f"deleting the partition states of {topic}")
+
+    async def elect_preferred(self, topic: str, partition: int) -> str | None:
+        """ElectLeaders (PREFERRED) for one partition: None if the preferred broker leads now (or
+        was made to), else why not (ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE)."""
+        current = self._states.get((topic, partition))
+        if current is None:
+            return "unknown"
+        state = current.value
+        if not state.replicas or state.replicas[0] == state.leader:
+            return "not needed"
+        change = elect_preferred(topic, partition, current, self._brokers, self._token.epoch if self._token else 0)
+        if change is None:
+            return "not available"
+        await self._apply(change, self._token)
+        return None
+
+    # ======================================================== events (on the event loop)
+    def _on_session(self, state: SessionState) -> None:
+        log.info("broker %d: coordination session %s", self.broker_id, state.value)
+        if state is SessionState.LOST:
+            # Every ephemeral node of ours is gone and the controller may have moved our
+            # partitions: read the cluster again; the fence keeps what we write meanwhile safe.
+            self._spawn(self._reload(), "reloading the cluster after a lost session")
+
+    def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        now = _now_ms()
+        gone = set(self._brokers) - set(brokers)
+        self._brokers = dict(brokers)
+        for broker_id in brokers:
+            self._joined_ms.setdefault(broker_id, now)
+        for broker_id in gone:
+            self._joined_ms.pop(broker_id, None)
+        if self._token is not None:
+            self._spawn(self._reconcile(), "electing leaders after a broker change")
+
+    def _on_controller(self, current: tuple[int, int] | None) -> None:
+        self._controller = current
+
+    def _on_elected(self, token: ControllerToken) -> None:
+        log.info("broker %d is the controller (controller epoch %d)", self.broker_id, token.epoch)
+        self._token = token
+        self._spawn(self._reload(), "the new controller reading the cluster")
+
+    def _on_resigned(self) -> None:
+        if self._token is not None:
+            log.info("broker %d is no longer the controller", self.broker_id)
+        self._token = None
+
+    def _on_topics(self, topics: list[str]) -> None:
+        new = set(topics) - self._topics
+        self._topics = set(topics)
+        for topic in sorted(new):
+            self._spawn(self._watch_topic(topic), f"watching the partitions of {topic}")
+        for key in [k for k in self._states if k[0] not in self._topics]:
+            self._states.pop(key, None)
+            self._watched.discard(key)
+            self._converge(key)
+
+    def _on_state(self, key: Key, current: Versioned[PartitionState] | None) -> None:
+        if current is None:
+            self._states.pop(key, None)
+        else:
+            known = self._states.get(key)
+            if known is not None and known.version > current.version:
+                return  # an older notification arriving late
+            self._states[key] = current
+        self._converge(key)
+        if self._token is not None and current is not None:
+            change = elect(key[0], key[1], current, self._joined_ms, _now_ms(),
+                           preferred_delay_ms=self.config.preferred_leader_delay_ms,
+                           controller_epoch=self._token.epoch)
+            if change is not None:
+                self._spawn(self._apply(change, self._token), f"moving the leader of {key[0]}-{key[1]}")
+
+    def fenced(self, topic: str, partition: int) -> None:
+        """An append to the partition found a newer leader's claim: stop serving it now."""
+        key = (topic, partition)
+        self._soon(lambda: self._chain(key, lambda: self._resign(key)) if key in self._led else None)
+
+    # ============================================================ per-partition changes
+    def _converge(self, key: Key) -> None:
+        """Bring what this broker serves in line with the partition's state."""
+        if self._stopping:
+            return
+        current = self._states.get(key)
+        wanted = current.value.leader_epoch if current is not None and current.value.leader == self.broker_id \
+            else None
+        if wanted is not None and self._led.get(key) != wanted:
+            self._chain(key, lambda: self._take_over(key))
+        elif wanted is None and key in self._led:
+            self._chain(key, lambda: self._resign(key))
+
+    def _chain(self, key: Key, step: Callable[[], Awaitable[None]]) -> asyncio.Future:
+        """Run `step` after every earlier step of this partition (one transition at a time)."""
+        previous = self._chains.get(key)
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                await step()
+            except Exception:
+                log.exception("changing the leadership of %s-%d failed", *key)
+
+        task = self._chains[key] = asyncio.ensure_future(run())
+        task.add_done_callback(lambda t: self._chains.pop(key, None) if self._chains.get(key) is t else None)
+        return task
+
+    async def _take_over(self, key: Key) -> None:
+        current = self._states.get(key)
+        if self._stopping or current is None or current.value.leader != self.broker_id:
+            return
+        epoch = current.value.leader_epoch
+        if self._led.get(key) == epoch:
+            return
+        topic, partition = key
+        runtime = self.runtimes.get(topic)
+        if runtime is not None and key in self._led:
+            await runtime.unload(partition)
+        self._led.pop(key, None)
+        try:
+            part = await self.partitions.take_over(topic, partition, epoch)
+        except FencedLeaderError as exc:  # a newer epoch was claimed: its state will reach us
+            log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
+            return
+        part.on_fenced = lambda: self.fenced(topic, partition)
+        self._led[key] = epoch
+        if runtime is not None:
+            await runtime.load(partition)
+
+    async def _resign(self, key: Key) -> None:
+        if key not in self._led:
+            return
+        topic, partition = key
+        runtime = self.runtimes.get(topic)
+        if runtime is not None:
+            await runtime.unload(partition)
+        del self._led[key]
+        await self.partitions.resign(topic, partition)
+
+    # ======================================================================= controller
+    async def _reconcile_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            if self._token is not None:
+                try:
+                    await self._reconcile()
+                except Exception:
+                    log.exception("the controller's leader check failed")
+
+    async def _reconcile(self) -> None:
+        token = self._token
+        if token is None:
+            return
+        now = _now_ms()
+        for (topic, partition), current in list(self._states.items()):
+            change = elect(topic, partition, current, self._joined_ms, now,
+                           preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
+            if change is not None:
+                await self._apply(change, token)
+
+    async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> None:
+        try:
+            written = await self._blocking(self.coordination.set_partition_state, change.topic, change.partition,
+                                           change.state, change.expected_version, token)
+        except (StaleVersionError, NotControllerError) as exc:
+            log.debug("%s-%d: leader change not applied: %s", change.topic, change.partition, exc)
+            return
+        log.info("%s-%d: leader %d at epoch %d (%s)", change.topic, change.partition, change.state.leader,
+                 change.state.leader_epoch, change.reason)
+        self._on_state((change.topic, change.partition), written)
+
+    # ============================================================ topics and their states
+    async def _create_states(self, topic: str, partitions: range) -> None:
+        states = initial_states(topic, partitions, self._brokers or [self.broker_id],
+                                self._token.epoch if self._token else 0)
+        create = self.coordination.create_topic if partitions.start == 0 else self.coordination.add_partitions
+        try:
+            await self._blocking(create, topic, states)
+        except NodeExistsError:
+            pass  # created concurrently (another broker handled the same request)
+        await self._watch_topic(topic)
+
+    async def _delete_states(self, topic: str) -> None:
+        await self._blocking(self.coordination.delete_topic, topic)
+
+    async def _watch_topic(self, topic: str) -> None:
+        states = await self._blocking(self.coordination.partition_states, topic)
+        for partition in sorted(states):
+            key = (topic, partition)
+            if key in self._watched:
+                continue
+            self._watched.add(key)
+            self.coordination.watch_partition_state(
+                topic, partition, lambda current, key=key: self._soon(self._on_state, key, current))
+
+    async def _reload(self) -> None:
+        """Read the whole cluster again (after a lost session, or as a new controller)."""
+        self._on_brokers(await self._blocking(self.coordination.live_brokers))
+        for topic in await self._blocking(self.coordination.topics):
+            states = await self._blocking(self.coordination.partition_states, topic)
+            for partition, current in states.items():
+                self._on_state((topic, partition), current)
+            await self._watch_topic(topic)
+
+    # ========================================================================= plumbing
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """From any thread: run `fn(*args)` on the event loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _spawn(self, coro: Awaitable[None], what: str) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except CoordinationError as exc:
+                log.warning("%s failed: %s", what, exc)
+            except Exception:
+                log.exception("%s failed", what)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+
+def _endpoint(info: BrokerInfo, listener: str) -> tuple[str, int] | None:
+    """The broker's advertised (host, port) on `listener` (its registration's endpoints)."""
+    for endpoint in info.endpoints:
+        try:
+            [parsed] = parse_listeners(endpoint, "endpoint")
+        except Exception:
+            continue
+        if parsed.name == listener:
+            return parsed.host, parsed.port
+    if not info.endpoints and listener == "PLAINTEXT":
+        return info.host, info.port
+    return None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
