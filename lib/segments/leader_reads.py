@@ -66,6 +66,15 @@ class LeadershipChangedError(TopiclakeError):
                          "write the new leader did not adopt; nothing was committed from it, run again")
 
 
+class TakeoverInProgressError(TopiclakeError):
+    """A job that must read offsets a takeover in progress has not decided yet (rule 4)."""
+
+    def __init__(self, directory: str | os.PathLike, epoch: int | None, bound: int, wanted: int):
+        super().__init__(f"{directory}: a leader takeover is in progress (epoch {epoch} claimed, its start not "
+                         f"recorded after {SETTLE_WAIT_S:g} s): offsets from {bound} are not decided yet, and offsets "
+                         f"up to {wanted} are needed; try again once the new leader serves")
+
+
 @dataclass(frozen=True)
 class ReadEpochs:
     """A partition's epoch history as one read pass uses it. `bound`: offsets >= bound are
@@ -87,6 +96,11 @@ class ReadEpochs:
         return None if entries is None else EpochHistory({epoch: start for epoch, start in entries})
 
     # ---- batches ---------------------------------------------------------------------------------
+
+    def require_decided(self, directory: str | os.PathLike, end: int) -> None:
+        """TakeoverInProgressError unless every offset below `end` is decided."""
+        if self.bound is not None and self.bound < end:
+            raise TakeoverInProgressError(directory, self.history.claimed, self.bound, end)
 
     def limit(self, next_base: int | None) -> int | None:
         """Where the read of a counted segment stops: the next counted segment's base, or the

@@ -1,6 +1,7 @@
 """Spark ingest of a partition a cluster wrote (leader epochs in storage): the Delta table holds
 exactly the records of the valid log, never a byte a fenced leader wrote late; a takeover in
-progress bounds the run; a takeover during the run that undid what it read commits nothing."""
+progress bounds the run; a takeover during the run that undid what it read commits nothing.
+Backfill and coverage read the same log."""
 
 from __future__ import annotations
 
@@ -8,28 +9,20 @@ import pyarrow.compute as pc
 import pytest
 
 from topiclake.lake import plan as plan_module
+from topiclake.lake.backfill import BackfillOptions, backfill
+from topiclake.lake.coverage import OffsetRange, coverage
 from topiclake.lake.delta import app_id
 from topiclake.lake.ingest import IngestOptions, format_summary, ingest
 from topiclake.segments import leader_reads
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.leader_fence import PartitionFence
-from topiclake.segments.leader_reads import LeadershipChangedError
-from topiclake.segments.storage import StorageLayout, TopicRegistry
-from tests.segments import fenced_partition
+from topiclake.segments.leader_reads import LeadershipChangedError, TakeoverInProgressError
 from tests.segments.fenced_partition import BASE_TS, lead
 
 from .conftest import read_table
+from .fenced import fenced  # noqa: F401 - the fixture
 
 GROUP = "topiclake-ingest-t"
-
-
-@pytest.fixture
-def fenced(root):
-    layout = StorageLayout(root)
-    TopicRegistry(layout).create("t", 1)
-    partition = fenced_partition.build(layout.log_dir("t", 0))
-    yield partition
-    partition.close()
 
 
 def run(spark, root, **kwargs):
@@ -129,3 +122,24 @@ def test_a_partition_without_epochs_beside_one_with_them(spark, root, fenced, to
     assert sorted(data.filter(pc.equal(data["topic"], "t"))["offset"].to_pylist()) == [o for o, _k, _v in fenced.valid]
     plans = {p.plan.topic: p.plan for p in result.tables[0].partitions}
     assert plans["plain"].epochs is None and all(t.epochs is None for t in plans["plain"].tasks)
+
+
+def test_backfill_and_coverage_read_the_same_valid_log(spark, root, fenced, monkeypatch):
+    run(spark, root)
+    report = coverage(spark, root, "t", "t", [0], group=GROUP)[0]
+    assert report.held == (OffsetRange(0, 11), OffsetRange(12, 15))
+    assert report.gaps == (OffsetRange(11, 12, "fenced"),) and report.missing == ()  # A's squatter holds 11
+
+    result = backfill(spark, BackfillOptions(root=root, table="t", topic="t", partition=0, from_offset=5,
+                                             to_offset=15))
+    assert result.records == 9  # 5-10 and 12-14: nothing a fenced leader wrote
+    assert rows(root) == list(fenced.valid) and committed(root) == 15
+    assert coverage(spark, root, "t", "t", [0], group=GROUP)[0] == report
+
+    monkeypatch.setattr(leader_reads, "SETTLE_WAIT_S", 0.1)
+    PartitionFence(fenced.directory).begin_takeover(3)  # B's offsets (from 10) are undecided now
+    with pytest.raises(TakeoverInProgressError, match="offsets from 10 are not decided yet"):
+        backfill(spark, BackfillOptions(root=root, table="t", topic="t", partition=0, from_offset=5, to_offset=15))
+    report = coverage(spark, root, "t", "t", [0], group=GROUP)[0]
+    assert report.gaps == (OffsetRange(11, 12, "undecided"),)
+    assert rows(root) == list(fenced.valid)
