@@ -229,6 +229,14 @@ def first_entry(path: str | os.PathLike) -> tuple[int | None, int | None]:
     return header.base_offset, header.partition_leader_epoch
 
 
+def valid_only(batches: Iterable[RecordBatch], history: EpochHistory | None) -> Iterable[RecordBatch]:
+    """`batches` without those a fenced leader wrote (executors: the history a task carries, its
+    byte ranges already cut to the log by the planner); `batches` itself without a history."""
+    if history is None:
+        return batches
+    return (b for b in batches if history.is_valid(b.base_offset, b.header.partition_leader_epoch, b.last_offset))
+
+
 def log_batches(buf, epochs: ReadEpochs | None, *, start: int = 0, end: int | None = None,
                 source: str | None = None, last: bool = True, limit: int | None = None, validate: bool = False,
                 on_skip: SkipCallback | None = None) -> Iterator[RecordBatch]:

@@ -20,7 +20,7 @@ from topiclake.segments.leader_reads import LeadershipChangedError, TakeoverInPr
 from tests.segments.fenced_partition import BASE_TS, lead
 
 from .conftest import read_table
-from .fenced import fenced  # noqa: F401 - the fixture
+from .fenced import fenced, fenced_topic  # noqa: F401 - the fixtures
 
 GROUP = "topiclake-ingest-t"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topiclake.segments import filenames
-from topiclake.segments.batch import Record, build_batch
+from topiclake.segments.batch import Record, build_batch, iter_batches
 from topiclake.segments.config import LogConfig
 from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.log import Log
@@ -42,6 +42,19 @@ def lead(directory: Path, epoch: int, config: LogConfig = CONFIG) -> Log:
     log.epochs = fence.record_start(epoch, log.log_end_offset)
     log.take_over()
     return log
+
+
+def log_records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record the broker's Log serves, from its log start offset."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        result = log.read(offset, 1 << 20)
+        if result.size == 0:
+            break
+        out += [(r.offset, r.key, r.value) for b in iter_batches(result.to_bytes()) for r in b.records()]
+        offset = result.next_offset
+    return out
 
 
 @dataclass(frozen=True)
