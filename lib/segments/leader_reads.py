@@ -110,16 +110,16 @@ class ReadEpochs:
         return self.bound if next_base is None else min(next_base, self.bound)
 
     def skip_reason(self, header: BatchHeader, limit: int | None = None) -> str | None:
-        """Why the batch is not part of the log (None: it is)."""
+        """Why the batch is not part of the log when read up to `limit` (None: it is)."""
         base, epoch = header.base_offset, header.partition_leader_epoch
+        if self.bound is not None and base >= self.bound:
+            return (f"undecided: a takeover is in progress (epoch {self.history.claimed} claimed) and offsets "
+                    f"from {self.bound} are not settled yet")
+        if not self.history.is_valid(base, epoch, header.last_offset):
+            return "written by a fenced leader: " + self._owner_text(base, epoch)
         if limit is not None and base >= limit:
-            if self.bound is not None and base >= self.bound:
-                return (f"undecided: a takeover is in progress (epoch {self.history.claimed} claimed) and offsets "
-                        f"from {self.bound} are not settled yet")
             return f"a stale tail: offsets from {limit} are in the next segment of the log"
-        if self.history.is_valid(base, epoch, header.last_offset):
-            return None
-        return "written by a fenced leader: " + self._owner_text(base, epoch)
+        return None
 
     def _owner_text(self, base: int, epoch: int | None) -> str:
         owner = self.history.owner(base)

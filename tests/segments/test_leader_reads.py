@@ -69,11 +69,11 @@ def test_only_the_valid_log_is_read_and_each_skip_has_its_reason(fenced):
     data = filenames.log_file(fenced.directory, 0).read_bytes()
     kept_batches = list(epochs.batches(data, limit=10, on_skip=lambda b, why: reasons.append((b.base_offset, why))))
     assert [b.base_offset for b in kept_batches] == [0, 5]
-    assert reasons == [(10, "a stale tail: offsets from 10 are in the next segment of the log")]
-    # Without the limit the same late batch is still refused: epoch 2 owns its offset.
+    assert reasons == [(10, "written by a fenced leader: leader epoch 1 wrote it, but epoch 2 owns offset 10 (from 10)")]
+    # A limit stops the walk at the first batch past it, whatever follows.
     reasons.clear()
-    list(epochs.batches(data, on_skip=lambda b, why: reasons.append(why)))
-    assert reasons == ["written by a fenced leader: leader epoch 1 wrote it, but epoch 2 owns offset 10 (from 10)"]
+    assert [b.base_offset for b in epochs.batches(data, limit=5, on_skip=lambda b, why: reasons.append(why))] == [0]
+    assert reasons == ["a stale tail: offsets from 5 are in the next segment of the log"]
 
 
 def test_a_reader_ignoring_the_epochs_would_have_read_the_late_bytes(fenced):
