@@ -143,3 +143,10 @@ def test_backfill_and_coverage_read_the_same_valid_log(spark, root, fenced, monk
     report = coverage(spark, root, "t", "t", [0], group=GROUP)[0]
     assert report.gaps == (OffsetRange(11, 12, "undecided"),)
     assert rows(root) == list(fenced.valid)
+
+
+def test_a_new_group_starting_at_a_time_never_starts_at_a_fenced_leaders_batch(spark, root, fenced):
+    """A's late batch (offset 10, a minute later than everything) would be the first record at or
+    after 00:00:11 in file order; the valid log's first one is B's offset 12."""
+    run(spark, root, starting_offsets="2024-05-01T00:00:11Z")
+    assert [r[0] for r in rows(root)] == [12, 13, 14]
