@@ -22,7 +22,7 @@ the consumer-offsets reader. The rule (Kafka's LeaderEpochFileCache, applied to 
    the latest recorded start on are undecided. A reader waits up to SETTLE_WAIT_S for the start
    (a takeover takes milliseconds); if the takeover is still pending (its leader died in the
    middle; the next one seals it), the reader reads only below the latest recorded start
-   (`ReadEpochs.bound`) and leaves the rest to a later pass. Only Kafka's offsets below that
+   (`ReadEpochs.bound`) and leaves the rest to a later pass. Only the offsets below that
    start are final; a job reading less is behind, never wrong.
 5. After reading and before acting on it (a Delta commit, a segment swap): `confirm(directory,
    end)`. `still_current` (one stat) says no takeover began since the history was read: then
