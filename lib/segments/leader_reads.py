@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from . import filenames
-from .batch import HEADER_SIZE, MAGIC_OFFSET, CURRENT_MAGIC, BatchHeader, RecordBatch, iter_batches, read_header
+from .batch import HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch, iter_batches, read_header
 from .errors import TopiclakeError
-from .leader_epochs import EpochHistory, epochs_dir
+from .leader_epochs import EpochHistory
 
 #: How long a reader waits for a takeover in progress to record its start (a takeover's claim,
 #: recovery and start take milliseconds; a new leader that died mid-way is replaced after its
@@ -189,8 +189,7 @@ class ReadEpochs:
         if after != before:  # only a new epoch starting below `end` changes the owners there
             culprit = next((e for e in after if e not in before), after[-1] if after else before[-1])
             raise LeadershipChangedError(directory, end, culprit.epoch, culprit.start_offset)
-        if now.bound is not None and now.bound < end:
-            raise LeadershipChangedError(directory, end, now.history.claimed, now.bound)
+        now.require_decided(directory, end)  # a takeover still pending after the wait: nothing to confirm yet
         return now
 
 
@@ -224,8 +223,6 @@ def first_entry(path: str | os.PathLike) -> tuple[int | None, int | None]:
     if len(head) < HEADER_SIZE:
         return None, None
     header = read_header(head)  # CorruptRecordError for a magic that is neither: the file is damaged
-    if header.magic != CURRENT_MAGIC:  # pragma: no cover - read_header checks it
-        return None, None
     return header.base_offset, header.partition_leader_epoch
 
 
