@@ -19,11 +19,11 @@ the consumer-offsets reader. The rule (Kafka's LeaderEpochFileCache, applied to 
    leader may be writing it right now).
 4. A takeover in progress (`history.pending`: an epoch claimed, its start not recorded): where
    the previous leader's log ends is decided by the new leader's recovery, so the offsets from
-   the latest recorded start on are undecided. A reader waits up to SETTLE_WAIT_S for the start
-   (a takeover takes milliseconds); if the takeover is still pending (its leader died in the
-   middle; the next one seals it), the reader reads only below the latest recorded start
-   (`ReadEpochs.bound`) and leaves the rest to a later pass. Only the offsets below that
-   start are final; a job reading less is behind, never wrong.
+   the latest recorded start on are undecided. A reader waits for the start until SETTLE_WAIT_S
+   after the claim (a takeover takes milliseconds); if the takeover is still pending then (its
+   leader died in the middle; the next one seals it), the reader reads only below the latest
+   recorded start (`ReadEpochs.bound`) and leaves the rest to a later pass. Only the offsets
+   below that start are final; a job reading less is behind, never wrong.
 5. After reading and before acting on it (a Delta commit, a segment swap): `confirm(directory,
    end)`. `still_current` (one stat) says no takeover began since the history was read: then
    every batch read was written before any newer claim, so the newer leader's recovery adopts
@@ -44,7 +44,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from . import filenames
 from .batch import HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch, iter_batches, read_header
 from .errors import TopiclakeError
-from .leader_epochs import EpochHistory
+from .leader_epochs import EpochHistory, claim_path
 
 #: How long a reader waits for a takeover in progress to record its start (a takeover's claim,
 #: recovery and start take milliseconds; a new leader that died mid-way is replaced after its
@@ -71,8 +71,8 @@ class TakeoverInProgressError(TopiclakeError):
 
     def __init__(self, directory: str | os.PathLike, epoch: int | None, bound: int, wanted: int):
         super().__init__(f"{directory}: a leader takeover is in progress (epoch {epoch} claimed, its start not "
-                         f"recorded after {SETTLE_WAIT_S:g} s): offsets from {bound} are not decided yet, and offsets "
-                         f"up to {wanted} are needed; try again once the new leader serves")
+                         f"recorded): offsets from {bound} are not decided yet, and offsets up to {wanted} are "
+                         "needed; try again once the new leader serves")
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def read_epochs(directory: str | os.PathLike, *, wait_s: float | None = None,
     history = EpochHistory.load(directory, previous)
     if history.claimed is None:
         return None
-    deadline = time.monotonic() + (SETTLE_WAIT_S if wait_s is None else wait_s)
+    deadline = time.monotonic() + _left_to_wait(directory, history, SETTLE_WAIT_S if wait_s is None else wait_s)
     while history.pending and time.monotonic() < deadline:
         time.sleep(_SETTLE_POLL_S)
         history = EpochHistory.load(directory, history)
@@ -210,6 +210,19 @@ def read_epochs(directory: str | os.PathLike, *, wait_s: float | None = None,
     # Only offsets below the latest recorded start are decided; with none recorded, no cluster
     # leader ever appended (a leader appends after recording its start): nothing is undecided.
     return ReadEpochs(history, history.entries[-1].start_offset if history.entries else None)
+
+
+def _left_to_wait(directory: str | os.PathLike, history: EpochHistory, wait_s: float) -> float:
+    """How long to wait for a pending takeover: `wait_s` from its claim, not from now, so a
+    takeover stuck for longer (its new leader died) costs no reader, nor each of a job's many
+    partitions, any wait at all."""
+    if not history.pending or wait_s <= 0:
+        return 0.0
+    try:
+        claimed_at = os.stat(claim_path(directory, history.claimed)).st_mtime
+    except FileNotFoundError:
+        return wait_s
+    return min(wait_s, max(0.0, claimed_at + wait_s - time.time()))
 
 
 def first_entry(path: str | os.PathLike) -> tuple[int | None, int | None]:

@@ -4,6 +4,7 @@ after reading, and the decode twins dropping a fenced leader's batches."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -96,13 +97,23 @@ def test_a_partial_batch_at_the_end_of_any_segment_is_tolerated(fenced):
 def test_while_a_takeover_is_pending_reads_stop_at_the_last_recorded_start(fenced):
     fence = PartitionFence(fenced.directory)
     fence.begin_takeover(3)  # C claimed 3; its start is not recorded yet
-    started = time.monotonic()
     epochs = read_epochs(fenced.directory, wait_s=0.2)
-    assert time.monotonic() - started >= 0.2  # it waited for the takeover first
+    claimed_at = (fenced.directory / "leader-epochs" / "0000000003.claim").stat().st_mtime
+    assert time.time() >= claimed_at + 0.2  # it waited for the takeover first, 0.2 s from the claim
     assert epochs.bound == 10  # epoch 2's start: B's offsets are not decided
     kept, skipped = epochs.counted(fenced.directory, bases(fenced.directory))
     assert kept == [0] and all("undecided" in why for b, why in skipped if b in (10, 12, 14))
     assert read_all(fenced.directory, epochs) == [(o, v) for o, _k, v in fenced.valid if o < 10]
+
+
+def test_a_takeover_stuck_for_longer_than_the_wait_costs_no_reader_any_wait(fenced):
+    fence = PartitionFence(fenced.directory)
+    fence.begin_takeover(3)
+    claim = fenced.directory / "leader-epochs" / "0000000003.claim"
+    os.utime(claim, (time.time() - 60, time.time() - 60))  # claimed a minute ago, never started
+    started = time.monotonic()
+    epochs = read_epochs(fenced.directory, wait_s=5)
+    assert time.monotonic() - started < 1 and epochs.bound == 10
 
 
 def test_a_reader_waits_for_a_takeover_that_completes(fenced):
