@@ -256,8 +256,19 @@ class ClusterNode:
         self._led.pop(key, None)
         try:
             part = await self.partitions.take_over(topic, partition, epoch)
-        except FencedLeaderError as exc:  # a newer epoch was claimed: its state will reach us
-            log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
+        except FencedLeaderError as exc:
+            # The epoch was claimed in storage already: by a newer leader (its state will reach
+            # us), or by this broker before it restarted, faster than any controller noticed. Then
+            # it needs an epoch of its own: raise the state's past the claim (compare-and-set).
+            latest = self._states.get(key)
+            if latest is current and exc.current is not None and exc.current >= epoch:
+                log.info("%s-%d: epoch %d is claimed in storage already (up to %d): raising the leader epoch",
+                         topic, partition, epoch, exc.current)
+                await self._apply(LeaderChange(topic, partition, PartitionState(
+                    self.broker_id, exc.current + 1, current.value.replicas, current.value.controller_epoch),
+                    current.version, "a new epoch for a leader that restarted"), None)
+            else:
+                log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
             return
         part.on_fenced = lambda: self.fenced(topic, partition)
         self._led[key] = epoch

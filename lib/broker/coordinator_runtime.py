@@ -161,10 +161,17 @@ class CoordinatorRuntime(Generic[S]):
     # ===================================================================== the topic
     @property
     def partition_count(self) -> int:
-        return self._partition_count or self.topic.partitions
+        return self._partition_count if self.topic_exists else self.topic.partitions
 
     @property
     def topic_exists(self) -> bool:
+        """Whether the topic exists (in a cluster another broker may have created it meanwhile:
+        the registry is asked, through its short cache, until it does)."""
+        if self._partition_count is None and not self.owns_every_partition:
+            try:
+                self._partition_count = self.partitions.topic(self.topic.name).partitions
+            except UnknownTopicError:
+                return False
         return self._partition_count is not None
 
     def open_existing_topic(self) -> bool:
@@ -234,6 +241,7 @@ class CoordinatorRuntime(Generic[S]):
 
     async def load(self, index: int) -> None:
         """Own partition `index` and (re)build its shard from its log; returns once it serves."""
+        _ = self.topic_exists  # learns the partition count of a topic another broker created
         shard = self._shards.get(index)
         if shard is None:
             shard = self._shards[index] = CoordinatorShard(index)

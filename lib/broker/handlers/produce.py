@@ -110,7 +110,12 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
                 check_append(part.config, header, pdata.records, acks, broker.partitions.clock(), where)
-                if header.is_transactional:  # only into a partition of the producer's ongoing transaction
+                # Only into a partition of the producer's ongoing transaction. In a cluster, once this
+                # partition holds the producer's open transaction the coordinator (maybe another
+                # broker) was asked already: Kafka's verification guard, asked for a transaction's
+                # first batch of a partition only.
+                if header.is_transactional and not (broker.leadership.clustered
+                                                    and part.txns.is_ongoing(header.producer_id)):
                     if request.api_version >= TXN_V2_PRODUCE_VERSION and body.transactional_id is not None:
                         # A transactions-v2 client adds no partitions itself: Kafka's leader asks
                         # the coordinator (AddPartitionsToTxn v5), here it is one call.
