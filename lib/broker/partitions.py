@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
-from topiclake.segments.errors import UnknownTopicError
+from topiclake.segments.errors import LogClosedError, UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
@@ -421,6 +421,8 @@ class PartitionManager:
         for part in list(self._partitions.values()):
             try:
                 await self.run_io(part.refresh)
+            except LogClosedError:
+                pass  # deleted (or let go) while this walk went over the partitions: nothing to refresh
             except Exception:
                 log.exception("refreshing %s-%d failed", part.topic, part.index)
 
