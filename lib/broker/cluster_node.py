@@ -29,18 +29,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Mapping
 
+from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError
 
 from .cluster.config import ClusterConfig
 from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states
-from .cluster.coordination import (BrokerInfo, Coordination, CoordinationError, ControllerToken, NodeExistsError,
-                                   NotControllerError, PartitionState, SessionState, StaleVersionError, Versioned)
+from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
+                                   NodeExistsError, NotControllerError, PartitionState, SessionState,
+                                   StaleVersionError, Versioned)
 from .leadership import NO_LEADER, BrokerNode, PartitionLeader
 from .security.config import parse_listeners
 
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to move home
+CONFIGS_AREA = "configs"  # change notifications: a topic's configs or the cluster-wide defaults
 Key = tuple[str, int]
 
 
@@ -83,6 +86,8 @@ class ClusterNode:
         self.coordination.watch_topics(lambda topics: self._soon(self._on_topics, topics))
         self.coordination.campaign(lambda token: self._soon(self._on_elected, token),
                                    lambda: self._soon(self._on_resigned))
+        await self._blocking(self.coordination.watch_changes, CONFIGS_AREA,
+                             lambda change: self._soon(self._on_config_change, change))
         self._tasks.append(asyncio.create_task(self._reconcile_every(RECONCILE_INTERVAL_S)))
         log.info("broker %d joined the cluster at %s%s", self.broker_id, self.config.zookeeper, self.config.chroot)
 
@@ -134,6 +139,26 @@ class ClusterNode:
 
     def topic_deleted(self, topic: str) -> None:
         self._spawn(self._delete_states(topic), f"deleting the partition states of {topic}")
+
+    def configs_changed(self, topic: str | None) -> None:
+        payload = {"topic": topic} if topic is not None else {"defaults": True}
+        self._spawn(self._blocking(self.coordination.publish_change, CONFIGS_AREA, payload),
+                    "announcing a config change")
+
+    def _on_config_change(self, change: Change) -> None:
+        """Another broker changed a topic's configs or the defaults: the logs open here follow."""
+        topic = change.payload.get("topic")
+
+        async def apply() -> None:
+            if topic is None:
+                await self.partitions.apply_defaults()
+            else:
+                try:
+                    await self.partitions.apply_config(self.partitions.topic(topic, fresh=True))
+                except UnknownTopicError:
+                    pass  # deleted since
+
+        self._spawn(apply(), f"applying a config change of {topic or 'the defaults'}")
 
     async def elect_preferred(self, topic: str, partition: int) -> str | None:
         """ElectLeaders (PREFERRED) for one partition: None if the preferred broker leads now (or

@@ -56,6 +56,10 @@ class Leadership(Protocol):
 
     def topic_deleted(self, topic: str) -> None: ...
 
+    def configs_changed(self, topic: str | None) -> None:
+        """A topic's configs (`topic`) or the cluster-wide defaults (None) changed here: every
+        other broker re-reads them for the logs it has open."""
+
 
 class SingleBroker:
     """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
@@ -86,4 +90,7 @@ class SingleBroker:
         pass
 
     def topic_deleted(self, topic: str) -> None:
+        pass
+
+    def configs_changed(self, topic: str | None) -> None:
         pass
