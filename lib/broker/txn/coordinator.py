@@ -79,6 +79,7 @@ class TransactionCoordinator:
         # Cluster mode: who leads which partition, and the connections to the other brokers.
         self.leadership: Leadership | None = None
         self.peers: InterBrokerClient | None = None
+        self._finishing: asyncio.Future | None = None  # completing what a partition's previous leader left
 
     # ================================================== the state machine (coordinator runtime)
     def new_shard(self, index: int) -> TxnShard:
@@ -97,6 +98,9 @@ class TransactionCoordinator:
         pass  # __transaction_state holds no transactional batches
 
     def loaded(self, index: int, shard: TxnShard, count: int) -> None:
+        if any(m.is_preparing for m in shard.values()):
+            # Taken over mid-commit (cluster mode): finish now, not at the next periodic check.
+            self._finishing = asyncio.ensure_future(self.complete_interrupted())
         if shard:
             counts: dict[str, int] = {}
             for m in shard.values():
