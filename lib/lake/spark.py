@@ -3,7 +3,8 @@
 Settings that are correctness, not tuning: the session time zone is UTC (record dates and
 timestamps must not depend on the machine that runs the job), Parquet timestamps are written as
 microseconds (Delta has no nanosecond or INT96 timestamps), and Arrow transfer is on (toArrow
-moves column batches, never per-record Python objects).
+moves column batches, never per-record Python objects). Every session has Delta: its SQL
+extension and catalog, its jars on the driver's class path (topiclake.lake.spark_jars).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 from pathlib import Path
 
 from . import python_workers
+from .errors import LakeError
+from .spark_jars import DELTA_CONF, with_delta_classpath
 
 DEFAULT_MASTER = "local[*]"
 
@@ -42,7 +45,9 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         for key, value in REQUIRED_CONF.items():  # all of them are runtime SQL settings
             active.conf.set(key, value)
         return active
-    options = {"spark.app.name": app_name}
+    options = {"spark.app.name": app_name, **DELTA_CONF}
+    if _submitted():
+        _check_delta_loadable()
     if master or not _submitted():
         master = master or os.environ.get("MASTER", DEFAULT_MASTER)
         options["spark.master"] = master
@@ -88,12 +93,17 @@ def _launch_local_jvm(options: dict[str, str]) -> None:
     read_end, write_end = os.pipe()
     reader = threading.Thread(target=_pass_on_jvm_stderr, args=(read_end,), name="spark-jvm-stderr", daemon=True)
     reader.start()
+    environ_before = dict(os.environ)
+    os.environ.update(with_delta_classpath(environ_before))  # launch_gateway hands os.environ to the JVM
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
     except BaseException:
         os.close(write_end)
         reader.join(2)  # the JVM's last words before our error
         raise
+    finally:
+        os.environ.clear()
+        os.environ.update(environ_before)
     os.close(write_end)  # the JVM (and the Python workers it starts) hold the pipe now
     SparkContext._ensure_initialized(gateway=gateway)
 
@@ -119,6 +129,19 @@ def _write_stderr(data: bytes) -> None:
             view = view[os.write(2, view):]
         except OSError:  # stderr closed or a broken pipe: the JVM's output goes nowhere, as it would
             return
+
+
+def _check_delta_loadable() -> None:
+    """Under a spark-submit that is not the venv's (which puts Delta's jars on the driver's class
+    path), Delta must come with --jars: without it the session would fail at its first SQL."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    if not SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_CONF["spark.sql.extensions"]):
+        error = LakeError("Delta's jars are not on this spark-submit's class path")
+        error.hint = ("run the venv's spark-submit (.venv/bin/spark-submit), or pass "
+                      '--jars "$(python -m topiclake.lake.spark_jars --jars)"')
+        raise error
 
 
 def _submitted_master() -> str | None:
