@@ -123,8 +123,10 @@ def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
     """`spark-submit jobs/ingest.py` as a new process: (seconds, records it says it ingested)."""
     seconds, out = timed([spark_submit(), "--master", master, "jobs/ingest.py", "--topic", TOPIC, "--data", str(root),
                           "--table", table, "--bootstrap", "none"])
-    first = out.splitlines()[0]  # "ingest run <id>: <n> records, ..."
-    return seconds, int(first.split(": ", 1)[1].split(" records", 1)[0])
+    # "ingest run <id>: <n> records, ..." (spark-submit's Python prints its stderr, the progress
+    # lines of a run longer than 10 s, on stdout too)
+    summary = next(line for line in out.splitlines() if line.startswith("ingest run "))
+    return seconds, int(summary.split(": ", 1)[1].split(" records", 1)[0])
 
 
 def bare_session_process(master: str, script: Path) -> float:

@@ -65,6 +65,15 @@ def committed_offsets(table: DeltaTable | None, group: str,
     return {(t, p): table.transaction_version(app_id(group, t, p)) for t, p in partitions}
 
 
+def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The commitInfo fields of a topiclake commit: `topiclake` (what it did: operation, run,
+    group, the offset ranges per topic-partition) also as Delta's `userMetadata`, the field that
+    DESCRIBE HISTORY shows."""
+    if "topiclake" not in metadata:
+        return metadata
+    return {**metadata, "userMetadata": json.dumps(metadata["topiclake"], sort_keys=True, separators=(",", ":"))}
+
+
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
            schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
            precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS,
@@ -99,7 +108,8 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
             table.create_write_transaction(
                 list(actions), mode=mode, schema=commit_schema, partition_by=list(partition_by),
                 partition_filters=filters,
-                commit_properties=CommitProperties(custom_metadata=metadata, app_transactions=txns + [guard]))
+                commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
+                                                   app_transactions=txns + [guard]))
         except CommitFailedError as exc:
             log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
             continue
@@ -128,7 +138,7 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
     try:
         create_table_with_add_actions(
             uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=list(partition_by) or None,
-            commit_properties=CommitProperties(custom_metadata=metadata,
+            commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
                                                app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]))
     except DeltaError as exc:
         if "already exists" in str(exc):

@@ -55,7 +55,13 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         options["spark.driver.extraJavaOptions"] = _local_driver_java_options(long_queries)
-    if python_workers.can_start_daemon(master or _submitted_master()):
+    master = master or _submitted_master()
+    if master and master.startswith("local"):
+        # Delta rebuilds a table's state in spark.databricks.delta.snapshotPartitions tasks (50 by
+        # default, for clusters): on one machine, a task per core (a small table's first query
+        # took 10-20 s with 50, about 2 s with 2 on 2 cores).
+        options["spark.databricks.delta.snapshotPartitions"] = str(_local_cores(master))
+    if python_workers.can_start_daemon(master):
         # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
         # the installed package's bytecode, preloaded before the workers fork).
         options["spark.python.daemon.module"] = python_workers.DAEMON_MODULE
@@ -65,7 +71,7 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
     options["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] = os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     options.update({**REQUIRED_CONF, **(conf or {})})
     if not _submitted():
-        _launch_local_jvm(options)
+        _launch_local_jvm(options, loopback=master.startswith("local"))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -77,11 +83,26 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
 _JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 
 
-def _launch_local_jvm(options: dict[str, str]) -> None:
+def _local_cores(master: str) -> int:
+    """The cores of a local master: local[N] / local[N,F] -> N, local-cluster[E,C,M] -> E*C, else all."""
+    import re
+
+    if match := re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master):
+        return max(1, int(match.group(1)))
+    if match := re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master):
+        return max(1, int(match.group(1)) * int(match.group(2)))
+    return os.cpu_count() or 1
+
+
+def _launch_local_jvm(options: dict[str, str], *, loopback: bool) -> None:
     """Start the driver JVM as pyspark would (spark-submit with these settings), with its stderr
     passed on to ours as it comes, minus the JVM's incubator-module warning. The reader runs
     before the JVM starts, so a JVM that fails to start is heard and one that writes a lot never
-    blocks on a full pipe."""
+    blocks on a full pipe.
+
+    `loopback` (a local master): unless SPARK_LOCAL_IP says otherwise, the driver, and so its web
+    UI, listen on 127.0.0.1 only (Spark would listen on every interface, and warn when the host's
+    name resolves to a loopback address)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -95,6 +116,8 @@ def _launch_local_jvm(options: dict[str, str]) -> None:
     reader.start()
     environ_before = dict(os.environ)
     os.environ.update(with_delta_classpath(environ_before))  # launch_gateway hands os.environ to the JVM
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
     except BaseException:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow.compute as pc
 import pytest
 
@@ -40,7 +42,11 @@ def test_backfill_replaces_exactly_the_range(spark, root, topic_writer):
     assert sorted(fresh["offset"].to_pylist()) == [3, 4, 5]
     assert [p for p in table.file_uris() if "part-orders-1-" in p] == p1_file  # other partition untouched
     assert table.transaction_version(app_id(GROUP, "orders", 0)) == 9
-    assert table.history(1)[0]["topiclake"]["range"] == [3, 6]
+    commit = table.history(1)[0]  # named as delta-spark names a replaceWhere: it removed files
+    assert (commit["operation"], commit["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
+    assert commit["operationParameters"]["predicate"] == \
+        "topic = 'orders' AND `partition` = 0 AND `offset` >= 3 AND `offset` < 6"
+    assert json.loads(commit["userMetadata"])["range"] == [3, 6]
 
     second = backfill(spark, options)
     table, again = read_table(uri)
