@@ -108,7 +108,7 @@ def check_range(options: BackfillOptions) -> BackfillRange:
         raise UsageError(f"backfill range [{lo}, {hi}) is {'inverted' if lo > hi else 'empty'}: "
                          "--from (inclusive) must be below --to (exclusive)")
     group = options.group or GROUP_PREFIX + table_name(uri)
-    committed = table.transaction_version(delta.app_id(group, topic, partition))
+    committed = delta.group_offset(table, group, topic, partition)
     if committed is None:
         raise UsageError(f"backfill of {what}: group {group!r} has ingested nothing of {topic}-{partition} "
                          f"into {table_name(uri)}; only ingested offsets can be backfilled",

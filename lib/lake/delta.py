@@ -62,7 +62,91 @@ def committed_offsets(table: DeltaTable | None, group: str,
     """The group's next offset per partition, None where it never committed."""
     if table is None:
         return {tp: None for tp in partitions}
-    return {(t, p): table.transaction_version(app_id(group, t, p)) for t, p in partitions}
+    history = History(table)
+    return {(t, p): group_offset(table, group, t, p, history) for t, p in partitions}
+
+
+_HISTORY_PAGES = (8, 64, 512, None)  # commits read back, newest first, until the decisive one is found
+_MAX_RESTORES = 16
+
+
+def group_offset(table: DeltaTable, group: str, topic: str, partition: int,
+                 history: History | None = None) -> int | None:
+    """The group's next offset for one partition: the txn version, unless a RESTORE took the table
+    back to a version older than the commit that set it. delta-spark's RESTORE brings back the
+    files of the old version but keeps the newest txn actions, so the offsets would stay ahead of
+    the data and the records the RESTORE took out would never come back; the offsets follow the
+    data instead: the group's offset as of the restored version, and the next ingest reads the
+    records again (exactly once against what the table holds). The history is read newest first
+    until a commit of this group for the partition (its txn stands) or a RESTORE (go on from its
+    target version) is found; other writers' commits (OPTIMIZE, DELETE, ...) are passed over.
+    (delta-rs's history of a time-travelled table mislabels versions: only the latest is read.)"""
+    key = f"{topic}:{partition}"
+    version = table.version()
+    restores = 0
+    for commit in history or History(table):
+        if commit["version"] > version:
+            continue
+        if commit.get("operation") == "RESTORE" and restores < _MAX_RESTORES:
+            target = _restored_version(table, commit.get("operationParameters") or {})
+            if target is not None and target < version:
+                version, restores = target, restores + 1
+                continue
+        info = _topiclake_info(commit)
+        if info.get("group") == group and key in (info.get("offsets") or {}):
+            break
+    at = table if version == table.version() else DeltaTable(table.table_uri, version=version)
+    return at.transaction_version(app_id(group, topic, partition))
+
+
+class History:
+    """A table's commits newest first, read in growing pages as far as a caller walks (kept, so
+    the partitions of one group share the reads)."""
+
+    def __init__(self, table: DeltaTable):
+        self.table = table
+        self._read: list[dict] = []
+        self._complete = False
+
+    def __iter__(self):
+        pages = iter(_HISTORY_PAGES)
+        position = 0
+        while True:
+            while position < len(self._read):
+                yield self._read[position]
+                position += 1
+            if self._complete:
+                return
+            limit = next(pages)
+            if limit is not None and limit <= len(self._read):
+                continue
+            self._read = self.table.history(limit)
+            self._complete = limit is None or len(self._read) < limit
+
+
+def _restored_version(table: DeltaTable, parameters: dict) -> int | None:
+    if parameters.get("version") is not None:
+        return int(parameters["version"])
+    if parameters.get("timestamp"):
+        import datetime as dt
+
+        restored = DeltaTable(table.table_uri)
+        restored.load_as_version(dt.datetime.fromisoformat(str(parameters["timestamp"]).replace(" ", "T")))
+        return restored.version()
+    return None
+
+
+def _topiclake_info(commit: dict) -> dict:
+    """What a topiclake commit says of itself: its `topiclake` field (delta-rs commits), else its
+    userMetadata (delta-spark commits)."""
+    info = commit.get("topiclake")
+    if isinstance(info, dict):
+        return info
+    try:
+        parsed = json.loads(commit.get("userMetadata") or "{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -148,9 +232,9 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
 
 
 def _check_unchanged(table: DeltaTable, uri: str, group: str, offsets: Sequence[OffsetUpdate]) -> None:
-    moved = []
+    moved, history = [], History(table)
     for u in offsets:
-        now = table.transaction_version(app_id(group, u.topic, u.partition))
+        now = group_offset(table, group, u.topic, u.partition, history)
         if now != u.expected:
             moved.append(f"{u.topic}/{u.partition}: planned from {u.expected}, now {now}")
     if moved:

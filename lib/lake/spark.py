@@ -60,7 +60,11 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # Delta rebuilds a table's state in spark.databricks.delta.snapshotPartitions tasks (50 by
         # default, for clusters): on one machine, a task per core (a small table's first query
         # took 10-20 s with 50, about 2 s with 2 on 2 cores).
-        options["spark.databricks.delta.snapshotPartitions"] = str(_local_cores(master))
+        # Likewise VACUUM lists a table in spark.sql.sources.parallelPartitionDiscovery.parallelism
+        # tasks (10,000 by default: a minute for a small table on 2 cores).
+        cores = str(_local_cores(master))
+        options["spark.databricks.delta.snapshotPartitions"] = cores
+        options["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = cores
     if python_workers.can_start_daemon(master):
         # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
         # the installed package's bytecode, preloaded before the workers fork).

@@ -27,6 +27,7 @@ def spark(tmp_path_factory):
 
     session = get_session("topiclake-tests", master="local[2]", conf={
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "1g",
         # a table some test creates without a root never lands in the checkout
