@@ -79,16 +79,19 @@ fi
 # and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv, and
 # that starts the driver JVM with topiclake.lake.jvm's options (a caller's SPARK_SUBMIT_OPTS win).
 wrapper=".venv/bin/spark-submit"
-if ! grep -q "topiclake: bin/_env.sh v3" "$wrapper" 2>/dev/null; then
+if ! grep -q "topiclake: bin/_env.sh v4" "$wrapper" 2>/dev/null; then
     spark_home="$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
     jvm_options="$(.venv/bin/python -m topiclake.lake.jvm options)"
+    jvm_options="$jvm_options -Dlog4j2.configurationFile=$(.venv/bin/python -c 'from topiclake.lake.spark import LOG4J_CONFIG; print(LOG4J_CONFIG.as_uri())')"
     delta_classpath="$(.venv/bin/python -m topiclake.lake.spark_jars --classpath)"
     cat > "$wrapper" <<WRAPPER
 #!/usr/bin/env bash
-# topiclake: bin/_env.sh v3 wrote this. spark-submit of this venv's pyspark, with this venv's Python
+# topiclake: bin/_env.sh v4 wrote this. spark-submit of this venv's pyspark, with this venv's Python
 # for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise,
-# the driver JVM start-up options of topiclake.lake.jvm before the caller's SPARK_SUBMIT_OPTS, and
-# Delta's jars on the driver's class path after Spark's (topiclake.lake.spark_jars).
+# the driver JVM start-up options of topiclake.lake.jvm and topiclake's quiet log4j2 configuration
+# (--verbose brings Spark's back) before the caller's SPARK_SUBMIT_OPTS, Delta's jars on the
+# driver's class path after Spark's (topiclake.lake.spark_jars), and the JVM's stderr without the
+# incubator-module warning that Spark's launcher makes it print.
 venv_bin="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
 export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-\$venv_bin/python}"
@@ -98,7 +101,7 @@ case ":\${SPARK_DIST_CLASSPATH:-}:" in
     *":$delta_classpath:"*) ;;
     *) export SPARK_DIST_CLASSPATH="\${SPARK_DIST_CLASSPATH:+\$SPARK_DIST_CLASSPATH:}$delta_classpath" ;;
 esac
-exec "$spark_home/bin/spark-submit" "\$@"
+exec "$spark_home/bin/spark-submit" "\$@" 2> >(exec sed -u '/^WARNING: Using incubator modules: jdk.incubator.vector\$/d' >&2)
 WRAPPER
     chmod +x "$wrapper"
 fi

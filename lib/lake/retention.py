@@ -206,7 +206,9 @@ def retain(options: RetentionOptions, *, spark_conf: dict[str, str] | None = Non
 
         result.tables = maintain_tables(
             layout, options.tables, now_ms=now_ms, dry_run=options.dry_run,
-            spark=lambda: get_session("topiclake-table-maintenance", master=options.master, conf=spark_conf))
+            # long_queries: on a local master the rewriting runs in the driver JVM, which then keeps C2
+            spark=lambda: get_session("topiclake-table-maintenance", master=options.master, conf=spark_conf,
+                                      long_queries=True))
     result.duration_s = time.monotonic() - started
     return result
 

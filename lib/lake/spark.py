@@ -200,6 +200,14 @@ def set_spark_log(*, verbose: bool) -> None:
     global _spark_log_verbose
     _spark_log_verbose = verbose
     if verbose:
+        if _submitted():  # the venv's spark-submit starts the JVM with our quiet configuration
+            from pyspark import SparkContext
+
+            SparkContext._ensure_initialized()
+            jvm = SparkContext._jvm
+            defaults = jvm.org.apache.spark.util.Utils.getSparkClassLoader().getResource(
+                "org/apache/spark/log4j2-defaults.properties")
+            jvm.org.apache.logging.log4j.LogManager.getContext(False).setConfigLocation(defaults.toURI())
         return
     from pyspark.logger import PySparkLogger
 
