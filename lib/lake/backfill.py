@@ -46,6 +46,7 @@ from .spark import collect
 from .source import list_partition
 from .typed import hooks as typed_hooks
 from .values import typed_columns_of
+from .widening import widen_table, widened_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,10 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
                                         ranges={(topic, partition): (start, end)}, root=options.root,
                                         operation="backfill", run_id=run_id, data_docs=options.data_docs)
 
+    grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
+    if grown is not None and widened_columns(table, grown):  # the files to replace are the rewritten ones
+        widen_table(spark, uri, grown, partition_by, reason=f"backfill run {run_id}")
+        table = DeltaTable(uri)
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}
     outcomes = _rewrite(spark, uri, straddling, topic, partition, start, end, run_id)
@@ -178,7 +183,6 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
             raise ConcurrentWriterError(f"table {uri}: another writer changed the files of {topic!r} partition "
                                         f"{partition} offsets [{start}, {end}) during the backfill; run it again")
 
-    grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
     result.version = delta_spark.commit_replace(
         spark, uri, actions=actions, partition_by=partition_by, precheck=still_planned,
         predicate=range_predicate(topic, partition, start, end), new_schema_json=_grown_schema(table, grown),

@@ -211,6 +211,12 @@ def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequen
     want = DeltaSchema.from_arrow(schema)
     if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
         return "append", table.schema(), None
+    from .widening import widened_columns
+
+    changed = widened_columns(table, schema)
+    if changed:  # only widening.widen_table changes a type (it rewrites the files); never a commit
+        raise ConcurrentWriterError(f"table {table.table_uri}: columns {changed} have other types than this run "
+                                    "planned with (another writer changed them); nothing was committed, run again")
     column = partition_by[0] if partition_by else table.schema().fields[0].name
     return "overwrite", want, [(column, "in", [])]
 
