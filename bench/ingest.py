@@ -11,6 +11,8 @@ in one run. Three measures (all by default):
              the rest already), against a new spark-submit process that only starts a
              SparkSession with the same master and settings and stops it.
              "increment_vs_bare_start" = ingest seconds / bare seconds. Target <= 1.6.
+             Also the bare start with Delta's SQL extension and catalog, as every topiclake
+             session has them ("delta_session_vs_bare_start": what Delta adds to a start).
 --warm       Inside one running application (the session started, a first ingest done): a second
              ingest of the records into a new table against the hand-written path in this process
              ("ratio_warm", target >= 10), and against the Parquet-write limit: pyarrow.parquet
@@ -69,6 +71,13 @@ BARE_SESSION = """
 from pyspark.sql import SparkSession
 SparkSession.builder.appName("bare").getOrCreate().stop()
 """
+# What every topiclake session adds (topiclake.lake.spark_jars.DELTA_CONF); the venv's spark-submit
+# has Delta's jars on the class path for both.
+BARE_DELTA_SESSION = """
+from pyspark.sql import SparkSession
+SparkSession.builder.appName("bare-delta").config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension") \\
+    .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog").getOrCreate().stop()
+"""
 
 
 # ------------------------------------------------------------------------------------- the data
@@ -123,8 +132,10 @@ def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
     """`spark-submit jobs/ingest.py` as a new process: (seconds, records it says it ingested)."""
     seconds, out = timed([spark_submit(), "--master", master, "jobs/ingest.py", "--topic", TOPIC, "--data", str(root),
                           "--table", table, "--bootstrap", "none"])
-    first = out.splitlines()[0]  # "ingest run <id>: <n> records, ..."
-    return seconds, int(first.split(": ", 1)[1].split(" records", 1)[0])
+    # "ingest run <id>: <n> records, ..." (spark-submit's Python prints its stderr, the progress
+    # lines of a run longer than 10 s, on stdout too)
+    summary = next(line for line in out.splitlines() if line.startswith("ingest run "))
+    return seconds, int(summary.split(": ", 1)[1].split(" records", 1)[0])
 
 
 def bare_session_process(master: str, script: Path) -> float:
@@ -313,19 +324,25 @@ def increment(root: Path, tmp: Path, args) -> dict:
     ingest_process(root, table, args.master)  # the table holds everything so far
     script = tmp / "bare_session.py"
     script.write_text(BARE_SESSION)
-    ours, bare = [], []
+    delta_script = tmp / "bare_delta_session.py"
+    delta_script.write_text(BARE_DELTA_SESSION)
+    ours, bare, with_delta = [], [], []
     for i in range(args.repeat):
         write_topic(root, INCREMENT, args.partitions, args.codec, seed=1000 + i)
         seconds, ingested = ingest_process(root, table, args.master)
         assert ingested == INCREMENT, (ingested, INCREMENT)
         ours.append(seconds)
         bare.append(bare_session_process(args.master, script))
-    ours_s, bare_s = statistics.median(ours), statistics.median(bare)
+        with_delta.append(bare_session_process(args.master, delta_script))
+    ours_s, bare_s, delta_s = statistics.median(ours), statistics.median(bare), statistics.median(with_delta)
     print(f"increment of {INCREMENT} records, new processes: ingest {ours_s:.2f} s (runs "
           f"{', '.join(f'{s:.2f}' for s in ours)}); a bare SparkSession start and stop {bare_s:.2f} s (runs "
-          f"{', '.join(f'{s:.2f}' for s in bare)}): {ours_s / bare_s:.2f}x", flush=True)
+          f"{', '.join(f'{s:.2f}' for s in bare)}): {ours_s / bare_s:.2f}x; the same with Delta's SQL extension "
+          f"and catalog {delta_s:.2f} s (runs {', '.join(f'{s:.2f}' for s in with_delta)}): "
+          f"{delta_s / bare_s:.2f}x a bare start", flush=True)
     return {"increment_seconds": round(ours_s, 2), "bare_session_seconds": round(bare_s, 2),
-            "increment_vs_bare_start": round(ours_s / bare_s, 2)}
+            "increment_vs_bare_start": round(ours_s / bare_s, 2), "delta_session_seconds": round(delta_s, 2),
+            "delta_session_vs_bare_start": round(delta_s / bare_s, 2)}
 
 
 def warm(root: Path, tmp: Path, args, total: int) -> dict:
