@@ -30,6 +30,14 @@ if [ ! -f /usr/share/java/zookeeper.jar ] && [ "$(id -u)" = 0 ] && command -v ap
 fi
 # --- end cluster mode
 
+# --- test peers (issue 20): kcat from Debian (tests/peers run it against the broker). Apache Kafka's
+# jars come from Maven Central through bin/fetch-peers, which the peer tests run themselves (once).
+if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing kcat (test peer)..." >&2
+    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+fi
+# --- end test peers
+
 if [ ! -x .venv/bin/python ]; then
     echo "Creating .venv..." >&2
     "$PYTHON" -m venv .venv
