@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to move home
 CONFIGS_AREA = "configs"  # change notifications: a topic's configs or the cluster-wide defaults
+COORDINATION_THREADS = 16
 Key = tuple[str, int]
 
 
@@ -61,7 +62,9 @@ class ClusterNode:
         self.broker_id = broker_id
         self._registration = registration
         self.runtimes = dict(runtimes or {})
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-zk")
+        # Coordination calls block on a round trip; a failover's leader changes (one compare-and-set
+        # per partition) go out together, so enough threads to keep them all in flight.
+        self._pool = ThreadPoolExecutor(max_workers=COORDINATION_THREADS, thread_name_prefix="topiclake-zk")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._brokers: dict[int, BrokerInfo] = {}
         self._joined_ms: dict[int, int] = {}  # broker id -> when this node first saw it live
@@ -325,11 +328,17 @@ class ClusterNode:
         if token is None:
             return
         now = _now_ms()
-        for (topic, partition), current in list(self._states.items()):
-            change = elect(topic, partition, current, self._joined_ms, now,
-                           preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
-            if change is not None:
-                await self._apply(change, token)
+        changes = [elect(topic, partition, current, self._joined_ms, now,
+                         preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
+                   for (topic, partition), current in list(self._states.items())]
+        # All at once: a dead broker's hundreds of partitions move in a few round trips, not one
+        # after another (each change is its own compare-and-set, so they are independent).
+        outcomes = await asyncio.gather(*(self._apply(c, token) for c in changes if c is not None),
+                                        return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            log.warning("%d of %d leader changes failed, retried at the next check: %s", len(failed),
+                        len(outcomes), failed[0])
 
     async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> None:
         try:

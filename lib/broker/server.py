@@ -166,6 +166,11 @@ class BrokerServer:
         for server in self._servers:
             server.close()  # stop accepting
         ctx.shutting_down.set()
+        if ctx.leadership.clustered:
+            # Kafka's controlled shutdown: let go of every partition and leave the cluster first, so
+            # the controller moves them at once and never hands this broker new ones while it drains
+            # (requests in flight finish; later ones get NOT_LEADER_OR_FOLLOWER and go elsewhere).
+            await ctx.leadership.stop()
         for part in ctx.partitions.open_partitions():
             part.notify()  # parked fetches answer now with what they have
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
@@ -178,8 +183,6 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         if self.registry is not None:
             await self.registry.stop()
-        if ctx.leadership.clustered:
-            await ctx.leadership.stop()  # lets go of every partition it leads, then leaves the cluster
         await ctx.groups.stop()
         await ctx.txn.stop()
         await ctx.share.stop()

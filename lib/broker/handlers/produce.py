@@ -68,6 +68,7 @@ def _append(part, data: bytes, header: BatchHeader):
     """On the I/O thread: the idempotence check and the append are one step per partition."""
     duplicate = part.producers.check(header)
     if duplicate is not None:
+        part.confirm_through(duplicate.last_offset)  # cluster mode: only what passed the fence counts
         return duplicate
     return part.append_batch(data, header)
 
