@@ -92,8 +92,9 @@ class BrokerServer:
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
         if self._root_lock is not None:
             self._root_lock.update_owner(port=self.config.public_port)
-        for server in self._servers:
-            await server.start_serving()
+        clustered = self.context.leadership.clustered
+        if not clustered:
+            await self._start_serving()
         if self.config.registry.listen is not None:
             # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
             sasl_on = any(listener.sasl for listener in self.config.bound_listeners)
@@ -104,8 +105,11 @@ class BrokerServer:
         await self.context.groups.start()
         await self.context.txn.start()
         await self.context.share.start()
-        if self.context.leadership.clustered:
-            await self.context.leadership.start()  # joins: partitions it leads open, coordinators follow
+        if clustered:
+            # Join first, serve after: a client must never be told of no brokers or no leaders
+            # (librdkafka waited seconds on such a Metadata answer before asking again).
+            await self.context.leadership.start()  # partitions it leads open, coordinators follow
+            await self._start_serving()
         partitions = self.context.partitions
         self._background = [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
@@ -113,6 +117,10 @@ class BrokerServer:
                                                        partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
+
+    async def _start_serving(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
 
     async def _on_connection(self, listener: Listener, reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:
