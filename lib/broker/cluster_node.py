@@ -37,7 +37,7 @@ from .cluster.controller import LeaderChange, elect, elect_preferred, initial_st
 from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
                                    NodeExistsError, NotControllerError, PartitionState, SessionState,
                                    StaleVersionError, Versioned)
-from .leadership import NO_LEADER, BrokerNode, PartitionLeader
+from .leadership import NO_LEADER, BrokerNode, Election, PartitionLeader
 from .security.config import parse_listeners
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class ClusterNode:
         self._chains: dict[Key, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
+        self._session_lost = False
 
     # ======================================================================= life cycle
     async def start(self) -> None:
@@ -91,6 +92,12 @@ class ClusterNode:
                                    lambda: self._soon(self._on_resigned))
         await self._blocking(self.coordination.watch_changes, CONFIGS_AREA,
                              lambda change: self._soon(self._on_config_change, change))
+        # The cluster as it is now, before the server answers anyone: the watches above deliver
+        # the same again (and every change after).
+        current = await self._blocking(self.coordination.controller)
+        if self._controller is None:  # the watch may have delivered a newer one meanwhile
+            self._on_controller(current)
+        await self._reload()
         self._tasks.append(asyncio.create_task(self._reconcile_every(RECONCILE_INTERVAL_S)))
         log.info("broker %d joined the cluster at %s%s", self.broker_id, self.config.zookeeper, self.config.chroot)
 
@@ -131,7 +138,13 @@ class ClusterNode:
         return out
 
     def controller_id(self) -> int:
-        return self._controller[0] if self._controller is not None else NO_LEADER
+        """The elected controller while it is live; else this broker. Every broker here handles the
+        requests clients send "to the controller" (CreateTopics, ElectLeaders...) itself, and a
+        client told -1 waits for a controller (librdkafka's admin requests hung until they timed
+        out); KRaft's brokers answer with a live broker for the same reason."""
+        if self._controller is not None and self._controller[0] in self._brokers:
+            return self._controller[0]
+        return self.broker_id
 
     def topic_created(self, topic: str, partitions: int) -> None:
         self._spawn(self._create_states(topic, range(partitions)), f"creating the partition states of {topic}")
@@ -163,27 +176,37 @@ class ClusterNode:
 
         self._spawn(apply(), f"applying a config change of {topic or 'the defaults'}")
 
-    async def elect_preferred(self, topic: str, partition: int) -> str | None:
-        """ElectLeaders (PREFERRED) for one partition: None if the preferred broker leads now (or
-        was made to), else why not (ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE)."""
+    async def elect_preferred(self, topic: str, partition: int) -> Election:
+        """ElectLeaders (PREFERRED) for one partition: make its preferred broker the leader, if it
+        is live and does not lead yet. Any broker may ask: the change is a compare-and-set on the
+        state's version (fenced by the controller epoch when this broker is the controller), so
+        it never overwrites a change it did not see."""
         current = self._states.get((topic, partition))
         if current is None:
             return "unknown"
         state = current.value
-        if not state.replicas or state.replicas[0] == state.leader:
+        if not state.replicas or state.replicas[0] == state.leader and state.leader in self._brokers:
             return "not needed"
         change = elect_preferred(topic, partition, current, self._brokers, self._token.epoch if self._token else 0)
-        if change is None:
+        if change is None or not await self._apply(change, self._token):
             return "not available"
-        await self._apply(change, self._token)
-        return None
+        return "elected"
+
+    def not_preferred(self) -> list[Key]:
+        """The partitions whose preferred broker does not lead them (ElectLeaders for all)."""
+        return sorted(key for key, current in self._states.items()
+                      if current.value.replicas and current.value.replicas[0] != current.value.leader)
 
     # ======================================================== events (on the event loop)
     def _on_session(self, state: SessionState) -> None:
         log.info("broker %d: coordination session %s", self.broker_id, state.value)
         if state is SessionState.LOST:
-            # Every ephemeral node of ours is gone and the controller may have moved our
-            # partitions: read the cluster again; the fence keeps what we write meanwhile safe.
+            self._session_lost = True
+        elif state is SessionState.CONNECTED and self._session_lost:
+            # A new session after an expired one: every ephemeral node of ours was gone and the
+            # controller may have moved our partitions: read the cluster again (reading it at LOST
+            # failed: there is no session to read with). The fence keeps what we wrote meanwhile safe.
+            self._session_lost = False
             self._spawn(self._reload(), "reloading the cluster after a lost session")
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
@@ -340,16 +363,18 @@ class ClusterNode:
             log.warning("%d of %d leader changes failed, retried at the next check: %s", len(failed),
                         len(outcomes), failed[0])
 
-    async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> None:
+    async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> bool:
+        """Write one leader change; False if the state moved meanwhile (or the token is stale)."""
         try:
             written = await self._blocking(self.coordination.set_partition_state, change.topic, change.partition,
                                            change.state, change.expected_version, token)
         except (StaleVersionError, NotControllerError) as exc:
             log.debug("%s-%d: leader change not applied: %s", change.topic, change.partition, exc)
-            return
+            return False
         log.info("%s-%d: leader %d at epoch %d (%s)", change.topic, change.partition, change.state.leader,
                  change.state.leader_epoch, change.reason)
         self._on_state((change.topic, change.partition), written)
+        return True
 
     # ============================================================ topics and their states
     async def _create_states(self, topic: str, partitions: range) -> None:

@@ -40,6 +40,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterable, P
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
 from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+from topiclake.segments.leader_fence import FencedLeaderError
 
 from .clock import SYSTEM, Clock
 from .constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -398,6 +399,8 @@ class CoordinatorRuntime(Generic[S]):
             if self.coordinator.replays_writes:
                 for i, record in enumerate(records):
                     self.coordinator.replay(shard.state, record, appended.first_offset + i, producer_id, now)
+        except FencedLeaderError:
+            raise self._moved(shard) from None
         except Exception:
             await self._recover(shard, f"appending {len(records)} records")
             raise self.error(CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -411,6 +414,8 @@ class CoordinatorRuntime(Generic[S]):
                 part = shard.partition
                 await self.partitions.run_io(functools.partial(write_marker, part, producer_id, producer_epoch, commit,
                                                                self.clock(), coordinator_epoch=coordinator_epoch))
+            except FencedLeaderError:
+                raise self._moved(shard) from None
             except Exception:
                 await self._recover(shard, f"writing the {'COMMIT' if commit else 'ABORT'} marker of producer "
                                            f"{producer_id}")
@@ -424,6 +429,13 @@ class CoordinatorRuntime(Generic[S]):
         start offset), so no write of this coordinator interleaves."""
         async with self._holding(index) as shard:
             return await self.partitions.run_io(work, shard.partition)
+
+    def _moved(self, shard: CoordinatorShard[S]) -> Exception:
+        """Cluster mode: another broker leads the partition now (its append found the fence moved;
+        leadership unloads it here next): the client finds the new coordinator. Nothing to reload."""
+        log.info("%s-%d: a newer leader took the partition over: not the coordinator any more",
+                 self.topic.name, shard.index)
+        return self.error(CoordinatorErrorCode.NOT_COORDINATOR, f"{self.topic.name}-{shard.index} moved to another broker")
 
     async def _recover(self, shard: CoordinatorShard[S], what: str) -> None:
         """The one reload-on-failure path: the state is rebuilt from what the log holds."""

@@ -92,17 +92,19 @@ class BrokerServer:
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
         if self._root_lock is not None:
             self._root_lock.update_owner(port=self.config.public_port)
-        for server in self._servers:
-            await server.start_serving()
         clustered = self.context.leadership.clustered
         if not clustered:
+            await self._start_serving()
             await self._start_registry()
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
         await self.context.share.start()
         if clustered:
-            await self.context.leadership.start()  # joins: partitions it leads open, coordinators follow
+            # Join first, serve after: a client must never be told of no brokers or no leaders
+            # (librdkafka waited seconds on such a Metadata answer before asking again).
+            await self.context.leadership.start()  # partitions it leads open, coordinators follow
+            await self._start_serving()
             if self.config.registry.listen is not None:
                 # _schemas is reached through the cluster, once its partition has a leader: the
                 # registry starts when it can, retrying, and never holds the broker back.
@@ -114,6 +116,10 @@ class BrokerServer:
                                                        partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
+
+    async def _start_serving(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
 
     async def _on_connection(self, listener: Listener, reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:

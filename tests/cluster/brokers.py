@@ -64,6 +64,7 @@ class ClusterBrokers:
         self.work = Path(work)
         self.work.mkdir(parents=True, exist_ok=True)
         self.root = root or self.work / "data"
+        self.settings = settings
         self.config = write_toml(self.work / "cluster.toml", settings)
         self.brokers: dict[int, BrokerProcess] = {
             broker_id: BrokerProcess(self.root, free_port(), log_path=self.work / f"broker-{broker_id}.log",
