@@ -65,6 +65,7 @@ def apache_kafka(work: Path | None = None, **overrides: str):
     with contextlib.ExitStack() as stack:
         if work is None:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="topiclake-bench-kafka-")))
+        work.mkdir(parents=True, exist_ok=True)
         port, controller_port = _free_port(), _free_port()
         log_dir = work / "kafka-logs"
         config = work / "server.properties"
