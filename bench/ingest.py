@@ -48,6 +48,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -147,8 +148,9 @@ def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
     """`spark-submit jobs/ingest.py` as a new process: (seconds, records it says it ingested)."""
     seconds, out = timed([spark_submit(), "--master", master, "jobs/ingest.py", "--topic", TOPIC, "--data", str(root),
                           "--table", table, "--bootstrap", "none"])
-    first = out.splitlines()[0]  # "ingest run <id>: <n> records, ..."
-    return seconds, int(first.split(": ", 1)[1].split(" records", 1)[0])
+    # the summary "ingest run <id>: <n> records, ..." (progress lines "... tasks done" may come first)
+    summary = next(m for m in map(re.compile(r"^ingest run \S+: (\d+) records").match, out.splitlines()) if m)
+    return seconds, int(summary.group(1))
 
 
 def spark_kafka_process(bootstrap: str, table: Path, master: str, script: Path, jars: str) -> float:
@@ -395,7 +397,8 @@ def fill_kafka(bootstrap: str, records: int, partitions: int, codec: str) -> int
 
     from topiclake.segments.batch import iter_batches
 
-    create_topic(bootstrap, TOPIC, partitions=partitions)
+    # Kept whatever their age: the records are stamped May 2024, past Kafka's default 7-day retention.
+    create_topic(bootstrap, TOPIC, partitions=partitions, **{"retention.ms": "-1"})
     templates = [list(next(iter_batches(template_batch(i, codec, base_timestamp=1_714_521_600_000,
                                                                spread_ms=3_600_000))).records())
                  for i in range(TEMPLATES)]
