@@ -1,5 +1,13 @@
 """`topiclake dump-log`: what kafka-dump-log.sh shows, for .log, .index, .timeindex, .txnindex and
-producer .snapshot files."""
+producer .snapshot files.
+
+Cluster mode (the segment's directory has `leader-epochs/`): the dump shows the log as every reader
+sees it (segments.leader_reads). A batch that is not part of the log (a fenced leader's late
+write, a stale tail past the next segment, offsets a takeover in progress has not decided) is not
+dumped: one `skipped` line names its offsets, epoch and place, and why; a whole segment file that
+is not part of the log says so first. The last line counts what was skipped. A fenced leader may
+be writing the file right now, so a partial batch at its end is not an error there.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +24,8 @@ from topiclake.segments import legacy
 from topiclake.segments.batch import Record, RecordBatch, TimestampType
 from topiclake.segments.control import parse_control_record
 from topiclake.segments.errors import CorruptRecordError, TopiclakeError
+from topiclake.segments.filenames import LOG_SUFFIX, parse_name
+from topiclake.segments.leader_reads import ReadEpochs, read_epochs
 from topiclake.segments.records_file import iter_entries
 
 from .output import DEBUG_OPTION, describe_exception, print_error, reported_errors
@@ -71,8 +81,13 @@ def _dump_segment(path: Path, print_data: bool, as_json: bool) -> None:
     base = int(path.name.split(".", 1)[0]) if path.name.split(".", 1)[0].isdigit() else 0
     if not as_json:
         typer.echo(f"Log starting offset: {base}")
-    for entry in iter_entries(data, source=str(path), validate=False):
+    view = _LogView.of(path, base)
+    if view is not None:
+        view.announce(as_json)
+    for entry in iter_entries(data, source=str(path), validate=False, allow_partial_tail=view is not None):
         if isinstance(entry, RecordBatch):
+            if view is not None and view.skip(entry, as_json):
+                continue
             valid = entry.is_valid()
             # A batch whose CRC fails is listed (isValid false) but its records are not trusted.
             records = entry.records() if valid and (print_data or as_json) else []
@@ -83,6 +98,58 @@ def _dump_segment(path: Path, print_data: bool, as_json: bool) -> None:
         else:
             _emit(_legacy_fields(entry), None, list(entry.records()) if (print_data or as_json) else [],
                   print_data, as_json)
+    if view is not None:
+        view.summary(as_json)
+
+
+class _LogView:
+    """What of one segment file is part of its partition's log, by the leader epochs."""
+
+    def __init__(self, path: Path, epochs: ReadEpochs, outside: str | None, limit: int | None):
+        self.path, self.epochs, self.outside, self.limit = path, epochs, outside, limit
+        self.batches = self.skipped = 0
+
+    @classmethod
+    def of(cls, path: Path, base: int) -> "_LogView | None":
+        epochs = read_epochs(path.parent, wait_s=0)  # a dump never waits: it says what is undecided
+        if epochs is None:
+            return None
+        bases = sorted(p.base_offset for n in path.parent.iterdir()
+                       if (p := parse_name(n.name)) is not None and p.kind == LOG_SUFFIX and not p.transient)
+        counted, skipped = epochs.counted(path.parent, bases)
+        following = [b for b in counted if b > base]
+        return cls(path, epochs, dict(skipped).get(base), epochs.limit(following[0] if following else None))
+
+    def announce(self, as_json: bool) -> None:
+        if as_json:
+            return
+        if self.epochs.bound is not None:
+            typer.echo(f"Leader takeover in progress (epoch {self.epochs.history.claimed} claimed, its start not "
+                       f"recorded): offsets from {self.epochs.bound} are not decided yet")
+        if self.outside is not None:
+            typer.echo(f"Segment not part of the log: {self.outside}")
+
+    def skip(self, batch: RecordBatch, as_json: bool) -> bool:
+        """Whether the batch is not part of the log (then its `skipped` line is printed)."""
+        self.batches += 1
+        reason = "in a segment file that is not part of the log" if self.outside else \
+            self.epochs.skip_reason(batch.header, self.limit)
+        if reason is None:
+            return False
+        self.skipped += 1
+        h = batch.header
+        fields = {"baseOffset": h.base_offset, "lastOffset": h.last_offset, "partitionLeaderEpoch":
+                  h.partition_leader_epoch, "position": batch.position, "size": h.size}
+        if as_json:
+            sys.stdout.write(json.dumps({**fields, "skipped": reason}) + "\n")
+        else:
+            typer.echo("skipped " + " ".join(f"{k}: {v}" for k, v in fields.items()) + f" reason: {reason}")
+        return True
+
+    def summary(self, as_json: bool) -> None:
+        if not as_json:
+            typer.echo(f"Skipped {self.skipped} of {self.batches} batches: not part of the log by the leader epochs "
+                       f"in {self.path.parent / 'leader-epochs'}")
 
 
 def _batch_fields(batch: RecordBatch, valid: bool) -> dict:

@@ -10,6 +10,9 @@ replace exactly those rows of the table in ONE commit.
 - Running the same backfill twice leaves the same rows: the second run replaces the first's.
 - The table's quality suite (quality.py) runs on the new files before the commit; a failure
   commits nothing.
+- Cluster mode: the range is read with the partition's leader epochs like an ingest (a fenced
+  leader's bytes are never backfilled); while a takeover leaves offsets of the range undecided the
+  backfill refuses to start, and a takeover during it that undid what was read commits nothing.
 
 The commit goes through delta-spark (delta_spark.py), so Delta's history names it as delta-spark
 names a replaceWhere: WRITE, mode Overwrite, the range as its predicate (delta-rs would call a
@@ -125,6 +128,8 @@ def check_range(options: BackfillOptions) -> BackfillRange:
     files = list_partition(layout, topic, partition)
     if start < files.log_start_offset:
         raise DataLossError(topic, partition, start, min(end, files.log_start_offset))
+    if files.epochs is not None:  # the range is replaced whole: every offset of it must be decided
+        files.epochs.require_decided(files.directory, end)
     return BackfillRange(uri, table, group, start, end, (first, committed), files)
 
 
@@ -155,6 +160,8 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
                         typed_specs={uri: registry_spec} if registry_spec is not None else None)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
+    if files.epochs is not None:  # no takeover undid what the tasks read (segments.leader_reads)
+        files.epochs.confirm(files.directory, end)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
     result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),

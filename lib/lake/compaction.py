@@ -28,6 +28,13 @@ in topiclake.segments:
 
 Only the driver touches the log's segment list, and one compaction job at a time per partition
 (a non-blocking flock on `.topiclake.cleaner.lock`; a busy partition is skipped and reported).
+
+Cluster mode (the partition has `leader-epochs/`; segments.leader_reads): the plan covers the valid
+log only (a fenced leader's files are not in it, the active segment is the last segment of the
+log, each segment is read up to its valid end), the map and rewrite tasks carry the epoch entries
+and drop any batch a fenced leader wrote, the swap (maintenance.replace_segments) never renames a
+file that is not part of the log, and before it the driver checks that no takeover moved the log
+below what was read (`confirm`): if one did, the partition is not swapped and reports why.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from topiclake.segments.cleanable import LogToClean, log_to_clean
 from topiclake.segments.cleaner import rewrite_log
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import TopiclakeError
+from topiclake.segments.leader_reads import ReadEpochs, valid_only
 from topiclake.segments.log_summary import SegmentData
 from topiclake.segments.maintenance import (crash_point, read_cleaner_offset, replace_segments,
                                             write_cleaner_offset)
@@ -88,6 +96,7 @@ class SegmentRef:
     path: str
     inode: int
     size: int  # bytes the rewrite reads (the active segment: up to the planned high watermark)
+    file_size: int  # the file's size when planned: with the inode, what the swap checks it against
     index_bytes: int
     time_index_bytes: int
     mtime_ms: int
@@ -105,6 +114,7 @@ class RewriteSpec:
     config: dict[str, str]
     now_ms: int
     aborted: tuple[AbortedTxn, ...]
+    epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
 
 
 class SkipReason(Enum):
@@ -135,6 +145,8 @@ class PartitionCompaction:
     segments_after: int = 0
     checkpoint: int | None = None
     map_entries: int = 0
+    epochs: ReadEpochs | None = None  # cluster mode: the history the plan read the log with
+    read_end: int = 0  # the planned high watermark: the tasks read nothing at or past it
 
     @property
     def name(self) -> str:
@@ -225,13 +237,16 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
     if not (ltc.eligible or force):
         return out.skip(SkipReason.BELOW_DIRTY_RATIO, f"dirty ratio {ltc.cleanable_ratio:.2f} <= "
                                                       f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
+    epochs = state.files.epochs
     refs = tuple(SegmentRef(s.file.base_offset, s.file.path, s.file.inode,
-                            s.end if s is state.segments[-1] else s.file.size, s.index_bytes, s.time_index_bytes,
-                            s.mtime_ms) for s in state.segments)
+                            s.valid_size(s is state.segments[-1], epochs is not None), s.file.size, s.index_bytes,
+                            s.time_index_bytes, s.mtime_ms) for s in state.segments)
+    entries = tuple(map(tuple, epochs.entries)) if epochs is not None else None
+    out.epochs, out.read_end = epochs, state.high_watermark
     out.spec = RewriteSpec(topic, partition, str(directory), refs, ltc.first_uncleanable_offset,
-                           config.to_properties(), now_ms, state.aborted)
+                           config.to_properties(), now_ms, state.aborted, entries)
     out.map_tasks = [MapTask(topic, partition, path, inode, start, end, ltc.first_dirty_offset,
-                             ltc.first_uncleanable_offset, tuple(state.aborted))
+                             ltc.first_uncleanable_offset, tuple(state.aborted), entries)
                      for path, inode, start, end in _cut(state, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
                                                          target_task_bytes)]
     return out
@@ -252,6 +267,7 @@ class MapTask:
     dirty_start: int  # the partition's dirty range [start, end) in offsets
     dirty_end: int
     aborted: tuple[AbortedTxn, ...]
+    epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
 
 
 def map_task(task: MapTask) -> tuple[tuple[str, int], np.ndarray, np.ndarray]:
@@ -262,8 +278,8 @@ def map_task(task: MapTask) -> tuple[tuple[str, int], np.ndarray, np.ndarray]:
     with open_segment(task.path, task.inode) as f:
         data = os.pread(f.fileno(), task.end - task.start, task.start)
     source = f"{task.topic}-{task.partition} {task.path} (bytes {task.start}..{task.end})"
-    share = task_offset_map(iter_batches(data, source=source), start=task.dirty_start, end=task.dirty_end,
-                            aborted=task.aborted)
+    batches = valid_only(iter_batches(data, source=source), ReadEpochs.history_of(task.epochs))
+    share = task_offset_map(batches, start=task.dirty_start, end=task.dirty_end, aborted=task.aborted)
     return (task.topic, task.partition), share.words, share.offsets
 
 
@@ -310,7 +326,8 @@ class RewritePartition:
                                             ref.mtime_ms))
             result = rewrite_log(segments, offset_map, first_uncleanable_offset=spec.first_uncleanable_offset,
                                  config=LogConfig.from_properties(spec.config), now_ms=spec.now_ms,
-                                 aborted_txns=spec.aborted, topic=spec.topic, partition=spec.partition)
+                                 aborted_txns=spec.aborted, topic=spec.topic, partition=spec.partition,
+                                 epochs=ReadEpochs.history_of(spec.epochs))
             rows = []
             for group in result.groups:
                 path = filenames.segment_file(Path(spec.directory), group.base_offset,
@@ -446,9 +463,11 @@ def _swap(part: PartitionCompaction, rows: pa.Table, config: LogConfig) -> None:
     part.checkpoint = mine[0]["checkpoint"]
     part.map_entries = mine[0]["map_entries"]
     try:
+        if part.epochs is not None:  # no takeover moved the log below what the tasks read
+            part.epochs.confirm(directory, part.read_end)
         if groups:
             replace_segments(directory, old, [r["path"] for r in groups], config,
-                             expected={b: (refs[b].inode, refs[b].size) for b in old})
+                             expected={b: (refs[b].inode, refs[b].file_size) for b in old})
         crash_point("swapped-all")
         write_cleaner_offset(directory, part.checkpoint)
     except TopiclakeError as exc:

@@ -9,9 +9,15 @@ Gaps in a topic table are normal and each has a reason found in the log itself:
                 --allow-data-loss records such ranges in its commit)
 - `missing`     an offset the log still has as a data record that the table lacks: a real
                 problem (fix it with a backfill)
+- `fenced`      cluster mode: an offset the log does not hold where only a fenced leader wrote
+                (a late batch, or a segment file it created after the takeover: the new leader
+                continued past it, so the log has a gap there)
+- `undecided`   cluster mode: a takeover is in progress and the log's end is not decided yet
 
 The held ranges come from the table (a Spark gaps-and-islands query over the snapshot, so only
-ranges reach the driver); the gaps are explained by decoding just the log bytes inside them.
+ranges reach the driver); the gaps are explained by decoding just the log bytes inside them, with
+the leader-epoch rules every reader applies (segments.leader_reads): a fenced leader's bytes are
+never "missing".
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import mmap
 from dataclasses import dataclass
 
 from topiclake.segments.arrow import decode_to_arrow
+from topiclake.segments.batch import iter_batches
+from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.filenames import log_file
 from topiclake.segments.storage import StorageLayout
 
 from . import delta
 from .scan import scan_partition
-from .source import list_partition, open_segment
+from .source import PartitionFiles, list_partition, open_segment
 from .sql import snapshot_frame
 
 CONTROL, ABORTED, COMPACTION, RETENTION, MISSING = "control", "aborted", "compaction", "retention", "missing"
+FENCED, UNDECIDED = "fenced", "undecided"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +126,7 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
     if first >= end:
         return out
     scan = scan_partition(files, first)
+    history = files.epochs.history if files.epochs is not None else None
     present = []  # (offset, reason) of the records the log still has in the gap
     b = scan.batches
     for i in range(len(b)):
@@ -125,7 +136,7 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
         with open_segment(seg.path, seg.inode) as f:
             buf = mmap.mmap(f.fileno(), b.position[i] + b.size[i], access=mmap.ACCESS_READ)
         records = decode_to_arrow(buf, start=b.position[i], end=b.position[i] + b.size[i], source=seg.path,
-                                  min_offset=first, max_offset=end - 1)
+                                  min_offset=first, max_offset=end - 1, epochs=history)
         for offset, control, txn, pid in zip(records["offset"].to_pylist(), records["is_control"].to_pylist(),
                                              records["is_transactional"].to_pylist(),
                                              records["producer_id"].to_pylist()):
@@ -137,15 +148,56 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
             else:
                 reason = MISSING
             present.append((offset, reason))
+    absent = _absent_reasons(files, scan.fenced) if files.epochs is not None else lambda lo, hi: [(lo, hi, COMPACTION)]
     cursor = first
-    for offset, reason in present:
+    for offset, reason in present + [(end, None)]:
         if offset > cursor:
-            _push(out, OffsetRange(cursor, offset, COMPACTION))
-        _push(out, OffsetRange(offset, offset + 1, reason))
+            for lo, hi, why in absent(cursor, offset):
+                _push(out, OffsetRange(lo, hi, why))
+        if reason is not None:
+            _push(out, OffsetRange(offset, offset + 1, reason))
         cursor = offset + 1
-    if cursor < end:
-        _push(out, OffsetRange(cursor, end, COMPACTION))
     return out
+
+
+def _absent_reasons(files: PartitionFiles, fenced: list[tuple[int, int]]):
+    """Cluster mode: why offsets the log does not hold are absent. Where a fenced leader wrote
+    (skipped batches, and the batches of the files that are not part of the log): `fenced`; from
+    the bound of a takeover in progress: `undecided`; elsewhere the cleaner removed them."""
+    spans = sorted(fenced + _skipped_file_spans(files))
+    bound = files.epochs.bound
+
+    def reasons(lo: int, hi: int) -> list[tuple[int, int, str]]:
+        out, cursor = [], lo
+        decided = hi if bound is None else max(lo, min(hi, bound))
+        for first, last in spans:
+            a, b = max(first, cursor), min(last + 1, decided)
+            if a >= b:
+                continue
+            if a > cursor:
+                out.append((cursor, a, COMPACTION))
+            out.append((a, b, FENCED))
+            cursor = b
+        if cursor < decided:
+            out.append((cursor, decided, COMPACTION))
+        if decided < hi:
+            out.append((decided, hi, UNDECIDED))
+        return out
+
+    return reasons
+
+
+def _skipped_file_spans(files: PartitionFiles) -> list[tuple[int, int]]:
+    """[first, last] offsets of every batch in the segment files that are not part of the log."""
+    spans = []
+    for base, _why in files.skipped:
+        try:
+            data = log_file(files.directory, base).read_bytes()
+            for batch in iter_batches(data, allow_partial_tail=True, validate=False):
+                spans.append((batch.base_offset, batch.last_offset))
+        except (FileNotFoundError, CorruptRecordError):
+            continue  # gone, or damaged where a fenced leader stopped: what was read is enough
+    return spans
 
 
 def _push(out: list[OffsetRange], r: OffsetRange) -> None:

@@ -8,6 +8,9 @@ table columns, split by partition value and write one Parquet file per value. Th
 unique per task attempt (a retried or speculative attempt never overwrites a file another
 attempt may still be writing); files of failed attempts are never committed, and
 `vacuum(full=True)` removes them.
+
+Cluster mode: a task carries its partition's leader-epoch entries (`epochs`), and the decode drops
+every batch a fenced leader wrote in its byte range (segments.arrow: per batch, before the kernel).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from topiclake.segments.arrow import decode_to_arrow
+from topiclake.segments.leader_reads import ReadEpochs
 
 from .quality import validate_rows
 from .schema import DATA_SCHEMA, RECORD_DATE, TIMESTAMP_TYPE
@@ -152,8 +156,9 @@ def write_parquet(table: pa.Table, where, *, filesystem=None, compression: str =
 class PlannedTasks:
     """The function of an RDD job over the task numbers `0..len(tasks)-1`, one number per Spark
     partition: the planned tasks travel with the function. A task is a dict: table_uri, topic,
-    partition, path, inode, start, end (byte range), min_offset, max_offset and aborted (a list of
-    {producer_id, first_offset, last_offset})."""
+    partition, path, inode, start, end (byte range), min_offset, max_offset, aborted (a list of
+    {producer_id, first_offset, last_offset}) and, in cluster mode, epochs ([epoch, start offset]
+    entries)."""
 
     def __init__(self, writer: TaskWriter, tasks: list[dict]):
         self.writer = writer
@@ -171,7 +176,8 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
         buf = mmap.mmap(f.fileno(), task["end"], access=mmap.ACCESS_READ)
     try:
         records = decode_to_arrow(buf, start=task["start"], end=task["end"], source=task["path"], validate=True,
-                         min_offset=task["min_offset"], max_offset=task["max_offset"])
+                                  min_offset=task["min_offset"], max_offset=task["max_offset"],
+                                  epochs=ReadEpochs.history_of(task.get("epochs")))
     finally:
         del buf  # views of the map may live in `records` until they are copied out by Arrow
     read = records.num_rows

@@ -7,7 +7,8 @@ STRING, partition INT32; other versions are other record types), value = int16 v
 offset INT64 first in every version; a null value is a tombstone (the offset was deleted).
 The last record per key wins, as when the coordinator loads the topic. Offsets committed inside
 a transaction count only once their COMMIT marker is written (aborted ones never; open ones
-not yet): what read_committed would see.
+not yet): what read_committed would see. In cluster mode only the valid log counts (a fenced
+coordinator's late commits are not offsets: segments.leader_reads).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import mmap
 import struct
 from typing import Iterable
 
-from topiclake.segments.batch import iter_batches
+from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 from topiclake.segments.txn_metadata import AbortedIndex, collect_aborted_txns
@@ -60,8 +61,8 @@ def broker_committed_offsets(layout: StorageLayout, groups: Iterable[str]) -> di
             with open(seg.path, "rb") as f:
                 buf = mmap.mmap(f.fileno(), seg.size, access=mmap.ACCESS_READ)
             maps.append(buf)
-            batches += list(iter_batches(buf, source=seg.path, validate=False,
-                                         allow_partial_tail=i == len(files.segments) - 1))
+            batches += list(log_batches(buf, files.epochs, source=seg.path, last=i == len(files.segments) - 1,
+                                        limit=files.limit(i)))
         aborted = AbortedIndex(collect_aborted_txns(batches))
         settled = _settled(batches)
         for batch in batches:

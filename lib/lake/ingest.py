@@ -29,7 +29,7 @@ from . import delta, mirror, quality
 from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
-from .plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, plan_partition
+from .plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, confirm_reads, plan_partition
 from .progress import ProgressCallback, spark_job_group
 from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from .spark import collect
@@ -205,6 +205,7 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                                               typed_specs=typed.specs_of(result.tables),
                                               task_suites=task_suites_of(suites)),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
+    confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
     # Every table's suite runs before the first commit: a failure commits nothing at all.
     for outcome in result.tables:
         uri = outcome.pipeline.table_uri
@@ -236,7 +237,7 @@ def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: 
     ordered = sorted(tasks, key=lambda t: -t.bytes)  # big tasks first: the stragglers start early
     planned = [{"table_uri": t.table_uri, "topic": t.topic, "partition": t.partition, "path": t.path,
                 "inode": t.inode, "start": t.start, "end": t.end, "min_offset": t.min_offset,
-                "max_offset": t.max_offset,
+                "max_offset": t.max_offset, "epochs": t.epochs,
                 "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
                              "last_offset": a.last_offset} for a in t.aborted]} for t in ordered]
     sc = spark.sparkContext
@@ -375,6 +376,10 @@ def format_summary(result: IngestResult) -> str:
                 line += f", open transaction from {plan.last_stable_offset} (log end {plan.log_end_offset})"
             if plan.lost is not None:
                 line += f", LOST [{plan.lost[0]}, {plan.lost[1]}) to retention"
+            if plan.fenced_batches:
+                line += f", skipped {plan.fenced_batches} batches a fenced leader wrote"
+            if plan.undecided_from is not None:
+                line += f", a leader takeover is in progress: read only below offset {plan.undecided_from}"
             lines.append(line)
     return "\n".join(lines)
 

@@ -12,6 +12,13 @@ by, as a `segments.log_summary.LogSummary`:
 - the last stable offset: the first offset of the earliest transaction still open;
 - the aborted transactions (for the offset map: aborted data never enters it);
 - batch positions per segment (arrays), to cut byte-range tasks along batch boundaries.
+
+Cluster mode (`files.epochs`, segments.leader_reads): only the segment files of the log are
+listed, each is walked up to its limit with a fenced leader's batches skipped, and a segment's
+size is its valid bytes (`end`), so the active segment is the last one of the log (never a file a
+fenced leader created later), every fact above describes the valid log, and a rewrite reads
+nothing else. Segments of the log are judged by their own bytes; the fingerprint a swap checks
+stays the file's (`file.size`).
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topiclake.segments.batch import NO_TIMESTAMP, iter_batches
+from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.log_summary import LogSummary, SegmentSummary
 from topiclake.segments.txn_metadata import AbortedTxn, collect_aborted_txns
 
@@ -41,6 +49,11 @@ class SegmentScan:
     mtime_ms: int = 0
     index_bytes: int = 0
     time_index_bytes: int = 0
+
+    def valid_size(self, active: bool, epochs: bool) -> int:
+        """The bytes a job reads of this segment: its whole batches (the active segment's and,
+        in cluster mode, every segment's, a fenced leader's tail excluded), else the file."""
+        return self.end if active or epochs else self.file.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +111,7 @@ def scan_state(files: PartitionFiles) -> PartitionState | None:
                 buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
             maps.append(buf)
             last = i == len(scans) - 1  # only the active segment may end mid-append
-            for batch in iter_batches(buf, source=path, validate=False, allow_partial_tail=last):
+            for batch in log_batches(buf, files.epochs, source=path, last=last, limit=files.limit(i)):
                 h = batch.header
                 scan.positions.append(batch.position)
                 scan.next_offsets.append(h.next_offset)
@@ -132,7 +145,7 @@ def scan_state(files: PartitionFiles) -> PartitionState | None:
              active.file.base_offset)
     lso = min(open_txns.values(), default=hw)
     summaries = tuple(SegmentSummary(
-        base_offset=s.file.base_offset, size=s.end if s is active else s.file.size,
+        base_offset=s.file.base_offset, size=s.valid_size(s is active, files.epochs is not None),
         largest_timestamp=s.max_timestamp if s.max_timestamp >= 0 else s.mtime_ms,
         first_batch_timestamp=s.first_batch_timestamp, offset_index_bytes=s.index_bytes,
         time_index_bytes=s.time_index_bytes, last_modified_ms=s.mtime_ms) for s in scans)

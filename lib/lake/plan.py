@@ -6,6 +6,12 @@ stable offset and --ending-offsets. Tasks are cut along batch boundaries (from t
 at about `target_task_bytes`, never across a segment file, so each task is one contiguous byte
 range of one file, and a batch that straddles `start` or `end` is read whole and trimmed by
 offset in the executor.
+
+Cluster mode (segments.leader_reads, docs/CLUSTER.md "Readers"): the scan counts only the batches
+that are part of the log, so `end` never passes where the valid log ends, nor the start of a
+takeover in progress (`undecided_from`); each task carries the epoch entries its executor drops
+a fenced leader's batches with. After the tasks ran and before anything is committed,
+`confirm_reads` checks that no takeover moved the log's end below what was read.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from topiclake.segments.errors import OffsetOutOfRangeError
+from topiclake.segments.leader_reads import ReadEpochs
 
 from .errors import DataLossError
 from .offsets import OffsetSpec
@@ -37,6 +44,7 @@ class Task:
     min_offset: int  # first offset to keep
     max_offset: int  # last offset to keep (inclusive)
     aborted: tuple[AbortedRange, ...]
+    epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
 
     @property
     def bytes(self) -> int:
@@ -56,6 +64,10 @@ class PartitionPlan:
     tasks: tuple[Task, ...]
     aborted: tuple[AbortedRange, ...]  # aborted ranges inside [start, end)
     lost: tuple[int, int] | None = None  # [first, end) deleted before ingestion (--allow-data-loss)
+    directory: str = ""
+    epochs: ReadEpochs | None = None  # cluster mode: the history this plan was read with
+    fenced_batches: int = 0  # batches a fenced leader wrote, skipped from `start_offset` on
+    undecided_from: int | None = None  # a takeover in progress: nothing from here on was planned
 
     @property
     def app_id_suffix(self) -> str:
@@ -87,7 +99,7 @@ def plan_partition(files: PartitionFiles, *, table_uri: str, committed: int | No
         lost = (start, files.log_start_offset)
         start = files.log_start_offset
     scan = scan_partition(files, start)
-    if start > scan.log_end_offset:
+    if start > scan.log_end_offset and scan.undecided_from is None:  # undecided: the end is not known yet
         raise OffsetOutOfRangeError(
             f"topic {topic!r} partition {partition}: offset {start} to read next is beyond the log end "
             f"{scan.log_end_offset} (was the topic deleted and re-created?)")
@@ -99,7 +111,16 @@ def plan_partition(files: PartitionFiles, *, table_uri: str, committed: int | No
     tasks = tuple(cut_tasks(scan, start, end, table_uri=table_uri, target_bytes=target_task_bytes))
     aborted = tuple(a for a in scan.aborted if a.last_offset >= start and a.first_offset < end)
     return PartitionPlan(topic, partition, committed, start, end, files.log_start_offset, scan.log_end_offset,
-                         scan.last_stable_offset, tasks, aborted, lost)
+                         scan.last_stable_offset, tasks, aborted, lost, files.directory, files.epochs,
+                         sum(1 for _first, last in scan.fenced if last >= start), scan.undecided_from)
+
+
+def confirm_reads(plans) -> None:
+    """After the tasks of `plans` ran, before any commit: LeadershipChangedError if a takeover
+    moved a partition's log end below the offsets its plan read (leader_reads rule 5)."""
+    for plan in plans:
+        if plan.epochs is not None and plan.moves:
+            plan.epochs.confirm(plan.directory, plan.end_offset)
 
 
 def _resolve_start(files: PartitionFiles, starting: OffsetSpec) -> tuple[int, bool]:
@@ -131,6 +152,7 @@ def cut_tasks(scan: PartitionScan, start: int, end: int, *, table_uri: str, targ
     lo = bisect_right(b.next_offset, start)  # first batch with next_offset > start
     hi = bisect_left(b.base_offset, end)  # batches with base_offset < end
     segments = scan.files.segments
+    epochs = tuple(map(tuple, scan.files.epochs.entries)) if scan.files.epochs is not None else None
     i = lo
     while i < hi:
         first = i
@@ -146,4 +168,5 @@ def cut_tasks(scan: PartitionScan, start: int, end: int, *, table_uri: str, targ
         segment = segments[seg]
         yield Task(table_uri, scan.files.topic, scan.files.partition, segment.path, segment.inode,
                    b.position[first], b.position[last] + b.size[last], min_offset, max_offset,
-                   tuple(a for a in scan.aborted if a.last_offset >= min_offset and a.first_offset <= max_offset))
+                   tuple(a for a in scan.aborted if a.last_offset >= min_offset and a.first_offset <= max_offset),
+                   epochs)

@@ -28,6 +28,12 @@ A group with offsets for some partition of a topic and none for another partitio
 partition entirely (it would read it from the start). What Kafka would have deleted but a group
 holds back is reported with the group and its lag.
 
+Cluster mode (the partition has `leader-epochs/`; segments.leader_reads): the plan is made over
+the valid log, so the active segment is the last segment of the log (the current leader's, never
+a file a fenced leader created later and named higher), the high watermark is where the valid log
+ends (and stays below a takeover in progress), and `maintenance.delete_segments` retires only
+segments of the log: a fenced leader's files stay where they are, untouched.
+
 Table side (table_maintenance.py), for the `--table`s, through delta-spark on the job's Spark
 master (--master, or spark-submit's): rows older than --table-retention-days (by the record_date
 partition, one DELETE that removes whole files), small-file compaction (--optimize: OPTIMIZE) and

@@ -13,6 +13,12 @@ read_committed needs, which may sit far after the data they settle:
 The scan starts at the segment holding the first offset to read and runs to the log end. A
 transaction open at the start offset cannot exist (every run stops at or before the LSO), so no
 earlier data is needed to settle anything after it.
+
+Cluster mode (`files.epochs`, segments.leader_reads): only the batches that are part of the log
+count. Each segment is read up to `files.limit(i)` (the next segment's base, or the bound of a
+takeover in progress), a batch a fenced leader wrote is skipped (its offsets are kept in
+`fenced`, to explain gaps) and never opens or closes a transaction, and the log end is where the
+valid log ends, so a plan never reaches past it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, iter_batches
+from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET
 from topiclake.segments.control import ControlRecordType, parse_control_key
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.filenames import INDEX_SUFFIX, LOG_SUFFIX
+from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.offset_index import OffsetIndex
 
 from .source import PartitionFiles, SegmentFile
@@ -62,6 +69,12 @@ class PartitionScan:
     log_end_offset: int  # offset after the last complete batch
     last_stable_offset: int
     control_batches: int = 0
+    fenced: list[tuple[int, int]] = field(default_factory=list)  # [first, last] of skipped batches
+
+    @property
+    def undecided_from(self) -> int | None:
+        """Offsets from here on are not decided yet (a takeover in progress): not planned."""
+        return self.files.epochs.bound if self.files.epochs is not None else None
 
 
 def _map(segment: SegmentFile):
@@ -85,6 +98,11 @@ def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
     open_txn: dict[int, int] = {}  # producer id -> first offset of its open transaction
     log_end = segments[-1].base_offset if segments else files.log_start_offset
     controls = 0
+    fenced: list[tuple[int, int]] = []
+
+    def skipped(batch, _reason: str) -> None:
+        fenced.append((batch.base_offset, batch.last_offset))
+
     for index in range(first, len(segments)):
         seg = segments[index]
         buf = _map(seg)
@@ -92,7 +110,8 @@ def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
             continue
         last = index == len(segments) - 1  # only the active segment may end mid-append
         begin = _index_position(seg, start_offset, buf) if index == first else 0
-        for batch in iter_batches(buf, start=begin, source=seg.path, validate=False, allow_partial_tail=last):
+        for batch in log_batches(buf, files.epochs, start=begin, source=seg.path, last=last, limit=files.limit(index),
+                                 on_skip=skipped):
             h = batch.header
             log_end = h.next_offset
             if h.next_offset <= start_offset:
@@ -114,7 +133,7 @@ def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
             out.base_offset.append(h.base_offset)
             out.next_offset.append(h.next_offset)
     lso = min(open_txn.values(), default=log_end)
-    return PartitionScan(files, start_offset, out, aborted, log_end, lso, controls)
+    return PartitionScan(files, start_offset, out, aborted, log_end, lso, controls, fenced)
 
 
 def _index_position(seg: SegmentFile, target: int, buf) -> int:
@@ -162,7 +181,8 @@ def offset_for_timestamp(files: PartitionFiles, timestamp_ms: int) -> int | None
         if buf is None:
             continue
         last = index == len(files.segments) - 1
-        for batch in iter_batches(buf, source=seg.path, validate=True, allow_partial_tail=last):
+        for batch in log_batches(buf, files.epochs, source=seg.path, last=last, limit=files.limit(index),
+                                 validate=True):
             if batch.is_control or batch.header.max_timestamp < timestamp_ms:
                 continue
             if batch.header.next_offset <= files.log_start_offset:

@@ -3,7 +3,9 @@
 batches, and replay the committed records through RegistryState.replay.
 
 Read-only: no Log is opened (its recovery writes). A torn tail (the broker mid-append) is not
-read; a segment swapped or deleted by a maintenance job while we read makes us list again.
+read; a segment swapped or deleted by a maintenance job while we read makes us list again. In
+cluster mode only the valid log is replayed (segments.leader_reads): a fenced registry writer's
+late records are no schemas.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from topiclake.segments.batch import iter_batches
+from topiclake.segments.leader_reads import log_batches, read_epochs
 from topiclake.segments.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_partition_offset
 from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.filenames import LOG_SUFFIX, parse_name
@@ -46,13 +48,18 @@ def _load(directory: Path, topic: str) -> RegistryState:
     segments = sorted((parsed.base_offset, entry.path) for entry in _entries(directory)
                       if (parsed := parse_name(entry.name)) is not None and parsed.kind == LOG_SUFFIX
                       and not parsed.transient)
+    epochs = read_epochs(directory) if segments else None
+    if epochs is not None:
+        counted = set(epochs.counted(directory, [base for base, _path in segments])[0])
+        segments = [(base, path) for base, path in segments if base in counted]
     start = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, 0) or 0
     batches = []
     end = start
-    for _base, path in segments:
+    for i, (_base, path) in enumerate(segments):
         with open(path, "rb") as f:
             data = f.read()
-        for batch in iter_batches(data, source=path, allow_partial_tail=True):
+        limit = epochs.limit(segments[i + 1][0] if i + 1 < len(segments) else None) if epochs is not None else None
+        for batch in log_batches(data, epochs, source=path, last=True, limit=limit, validate=True):
             if batch.header.last_offset >= start:
                 batches.append(batch)
                 end = batch.header.next_offset

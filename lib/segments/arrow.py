@@ -11,6 +11,12 @@ One public name, two implementations (aiokafka's pattern for its record kernel):
 `decode_to_arrow` is the native one unless the extension is missing or TOPICLAKE_NO_EXTENSIONS is
 set. Legacy v0/v1 message sets (old data) always take the reference path; a file may switch
 formats between batches, so the format is chosen per batch by its magic byte.
+
+Cluster mode (`epochs`: the partition's leader-epoch history, as a task carries it): both twins
+drop every batch that is not valid (`EpochHistory.is_valid` on its base offset, partition leader
+epoch and last offset: a fenced leader's late write) while Python walks the headers, before its
+CRC check, decompression or the kernel see it; the kernel only ever decodes valid batches, so the
+per-record path stays columnar and untouched. Without `epochs` nothing is checked (today's path).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import pyarrow as pa
 from .batch import HEADER_SIZE, MAGIC_OFFSET, Record, RecordBatch, TimestampType, iter_batches
 from .compression import Compression
 from .errors import CorruptRecordError
+from .leader_epochs import EpochHistory
 from .legacy import LegacyEntry, iter_entries
 
 try:
@@ -66,28 +73,31 @@ Unit = RecordBatch | LegacyEntry
 
 def decode_to_arrow_reference(buf, *, start: int = 0, end: int | None = None, source: str | None = None,
                               validate: bool = True, allow_partial_tail: bool = False,
-                              min_offset: int | None = None, max_offset: int | None = None) -> pa.Table:
+                              min_offset: int | None = None, max_offset: int | None = None,
+                              epochs: EpochHistory | None = None) -> pa.Table:
     """The reference twin of `decode_to_arrow`: the same table, from `Record` objects."""
     rows = _Rows(min_offset, max_offset, source)
-    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate):
+    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate, epochs):
         rows.add(unit)
     return pa.Table.from_batches(rows.flush(), schema=RECORD_SCHEMA)
 
 
 def decode_to_arrow_native(buf, *, start: int = 0, end: int | None = None, source: str | None = None,
                            validate: bool = True, allow_partial_tail: bool = False,
-                           min_offset: int | None = None, max_offset: int | None = None) -> pa.Table:
+                           min_offset: int | None = None, max_offset: int | None = None,
+                           epochs: EpochHistory | None = None) -> pa.Table:
     """Decode every record of the batches in `buf[start:end]` with the C kernel.
 
     Records whose offset is outside [min_offset, max_offset] are dropped (a task may start or end
-    mid-batch). Bad bytes raise CorruptRecordError naming `source` and the batch's position.
+    mid-batch), and with `epochs` the batches that are not valid (module docstring). Bad bytes
+    raise CorruptRecordError naming `source` and the batch's position.
     """
     if _decode is None:
         raise RuntimeError("the native decoder is not available (not built, or TOPICLAKE_NO_EXTENSIONS set)")
     sections = _Sections(min_offset, max_offset, source)
     legacy = _Rows(min_offset, max_offset, source)
     out: list[pa.RecordBatch] = []
-    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate):
+    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate, epochs):
         if isinstance(unit, LegacyEntry):
             out += sections.flush()  # keep stream order across a format switch
             legacy.add(unit)
@@ -119,9 +129,10 @@ def decode_record_batches(batches: Sequence[RecordBatch], *, native: bool | None
 
 
 def _iter_units(buf, start: int, end: int | None, source: str | None, allow_partial_tail: bool,
-                validate: bool) -> Iterator[Unit]:
-    """Every v2 batch and legacy top-level message in order. batch.py and legacy.py each walk one
-    format; this hands over between their walkers wherever the magic byte changes."""
+                validate: bool, epochs: EpochHistory | None = None) -> Iterator[Unit]:
+    """Every v2 batch and legacy top-level message in order (with `epochs`, the valid ones only).
+    batch.py and legacy.py each walk one format; this hands over between their walkers wherever
+    the magic byte changes."""
     view = memoryview(buf).cast("B")
     end = len(view) if end is None else min(end, len(view))
     pos = start
@@ -129,16 +140,30 @@ def _iter_units(buf, start: int, end: int | None, source: str | None, allow_part
         legacy = _is_legacy(view, pos, end)
         if legacy:
             units = iter_entries(view, start=pos, end=end, source=source, allow_partial_tail=allow_partial_tail)
-        else:
+        else:  # with epochs, the CRC is checked below, once a batch is known to be valid
             units = iter_batches(view, start=pos, end=end, source=source, allow_partial_tail=allow_partial_tail,
-                                 validate=validate)
+                                 validate=validate and epochs is None)
         for unit in units:
-            yield unit
             pos = unit.position + unit.size
+            if epochs is None or _keep(unit, epochs, validate):
+                yield unit
             if pos < end and _is_legacy(view, pos, end) != legacy:
                 break
         else:
             return  # the walker reached `end` or stopped at a partial tail
+
+
+def _keep(unit: Unit, epochs: EpochHistory, validate: bool) -> bool:
+    """Whether a unit is part of the log (a legacy message has no epoch: valid only where no
+    epoch owns its offsets); a kept v2 batch's CRC is checked when asked."""
+    if isinstance(unit, LegacyEntry):
+        return epochs.is_valid(unit.base_offset, None, unit.last_offset)
+    h = unit.header
+    if not epochs.is_valid(h.base_offset, h.partition_leader_epoch, h.last_offset):
+        return False
+    if validate:
+        unit.ensure_valid()
+    return True
 
 
 def _is_legacy(view: memoryview, pos: int, end: int) -> bool:

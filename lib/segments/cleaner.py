@@ -20,6 +20,10 @@ change. The rules, batch by batch:
   horizon = now + delete.retention.ms (bit 6, in baseTimestamp): tombstones go in two passes.
   A retained batch with no record left becomes writeEmptyHeader (no codec, count 0,
   baseTimestamp -1, the original maxTimestamp).
+
+Cluster mode (`epochs`: the partition's leader-epoch history): a batch a fenced leader wrote is not
+part of the log (segments.leader_reads): it feeds neither the transactions nor the producers'
+state, and the rewrite drops it, whatever the offset map says.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from .batch import (BatchHeader, Record, RecordBatch, TimestampType, build_batch
                     encode_record, iter_batches)
 from .config import LogConfig
 from .errors import CorruptRecordError
+from .leader_epochs import EpochHistory
+from .leader_reads import valid_only
 from .log_summary import InvalidLogStateError, SegmentData, check_sorted
 from .offset_map import NO_OFFSET, OffsetMap, batch_windows, build_offset_map
 from .txn_metadata import (AbortedTxn, CleanedTransactionMetadata, LastRecord, collect_aborted_txns, control_type,
@@ -111,6 +117,7 @@ class _Round:
     now_ms: int
     delete_retention_ms: int
     upper_bound: int  # upperBoundOffsetOfCleaningRound
+    epochs: EpochHistory | None = None  # cluster mode: only valid batches are the log
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,16 +375,17 @@ def _source(topic: str, partition: int, segment: SegmentData) -> str:
     return f"{topic}-{partition} segment {segment.base_offset}"
 
 
-def _batches(segments: Sequence[SegmentData], topic: str, partition: int) -> Iterator[RecordBatch]:
+def _batches(segments: Sequence[SegmentData], topic: str, partition: int,
+             epochs: EpochHistory | None = None) -> Iterator[RecordBatch]:
     for segment in segments:
-        yield from iter_batches(segment.data, source=_source(topic, partition, segment))
+        yield from valid_only(iter_batches(segment.data, source=_source(topic, partition, segment)), epochs)
 
 
 def _segment_windows(segment: SegmentData, rnd: _Round, txn: CleanedTransactionMetadata,
                      source: str) -> Iterator[list[_Verdict]]:
     """The segment's batches judged in log order, in windows (offset_map.batch_windows); a DELETE
     batch is judged without looking at its records."""
-    for window in batch_windows(iter_batches(segment.data, source=source)):
+    for window in batch_windows(valid_only(iter_batches(segment.data, source=source), rnd.epochs)):
         yield [_judge(batch, rnd, txn) for batch in window]
 
 
@@ -424,7 +432,7 @@ def clean_group(group: Sequence[SegmentData], rnd: _Round, txn: CleanedTransacti
 def rewrite_log(segments: Sequence[SegmentData], offset_map: OffsetMap, *, first_uncleanable_offset: int,
                 config: LogConfig, now_ms: int, aborted_txns: Sequence[AbortedTxn] | None = None,
                 last_records: Mapping[int, LastRecord] | None = None, topic: str = "",
-                partition: int = -1) -> CleanResult:
+                partition: int = -1, epochs: EpochHistory | None = None) -> CleanResult:
     """One cleaning round's rewrite for one partition (the Spark rewrite task).
 
     `segments`: the partition's segments from the first one, oldest first. Segments with base
@@ -434,11 +442,11 @@ def rewrite_log(segments: Sequence[SegmentData], offset_map: OffsetMap, *, first
     """
     check_sorted(topic, partition, segments)
     if aborted_txns is None:
-        aborted_txns = collect_aborted_txns(_batches(segments, topic, partition))
+        aborted_txns = collect_aborted_txns(_batches(segments, topic, partition, epochs))
     if last_records is None:
-        last_records = producer_last_records(_batches(segments, topic, partition))
+        last_records = producer_last_records(_batches(segments, topic, partition, epochs))
     to_clean = [s for s in segments if s.base_offset < offset_map.end_offset]
-    rnd = _Round(offset_map, last_records, now_ms, config.delete_retention_ms, first_uncleanable_offset)
+    rnd = _Round(offset_map, last_records, now_ms, config.delete_retention_ms, first_uncleanable_offset, epochs)
     txn = CleanedTransactionMetadata(aborted_txns)
     groups = group_segments_by_size(to_clean, max_size=config.segment_bytes, max_index_size=config.segment_index_bytes,
                                     first_uncleanable_offset=first_uncleanable_offset)

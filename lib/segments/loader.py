@@ -90,7 +90,7 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     # In cluster mode a fenced leader may still write the marker (it cannot know it is fenced
     # before it writes), so it proves nothing: the tail is always recovered.
     had_clean_shutdown = epochs is None and (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
-    complete_swaps(directory, config)
+    complete_swaps(directory, config, epochs)
     recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
     segments = _open_segments(directory, config, recovered, epochs)
     valid = epochs.is_valid if epochs is not None else None
@@ -154,6 +154,17 @@ def _cut_fenced_tails(segments: list[LogSegment], valid: BatchValidity, recovere
             overlaps = True  # a torn late write
         if overlaps:
             recovered[segment.base_offset] = segment.recover(valid)
+
+
+def _not_in_log(directory: Path, epochs: EpochHistory, low: int, high: int) -> set[int]:
+    """Base offsets in [low, high) of the regular .log files that are not part of the log."""
+    out = set()
+    for path in directory.iterdir():
+        parsed = filenames.parse_name(path.name)
+        if (parsed is not None and not parsed.transient and parsed.kind == filenames.LOG_SUFFIX
+                and low <= parsed.base_offset < high and not epochs.counts_segment(*first_batch(path))):
+            out.add(parsed.base_offset)
+    return out
 
 
 def first_batch(path: Path) -> tuple[int | None, int | None]:
@@ -224,8 +235,10 @@ def _indexes_sane(segment: LogSegment) -> bool:
     return not index.entries or index.entry(index.entries - 1).position <= segment.size
 
 
-def complete_swaps(directory: Path, config: LogConfig) -> None:
-    """Step 1 of the load (Kafka's removeTempFilesAndCollectSwapFiles + the swap completion)."""
+def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None) -> None:
+    """Step 1 of the load (Kafka's removeTempFilesAndCollectSwapFiles + the swap completion).
+    In cluster mode a fenced leader's segment file may lie inside a swap's range (the cleaned
+    segment spans the log's segments around it): it is not part of the log, and it is left alone."""
     swaps: list[Path] = []
     cleaned_bases: list[int] = []
     for path in sorted(directory.iterdir()):
@@ -266,10 +279,11 @@ def complete_swaps(directory: Path, config: LogConfig) -> None:
             swapped.file.close()
     low = min(b for b, _ in swap_ranges)
     high = max(n for _, n in swap_ranges)
+    outside = set() if epochs is None else _not_in_log(directory, epochs, low, high)
     for path in directory.iterdir():
         parsed = filenames.parse_name(path.name)
         if (parsed is not None and not parsed.transient and parsed.kind in filenames.SEGMENT_SUFFIXES
-                and low <= parsed.base_offset < high):
+                and low <= parsed.base_offset < high and parsed.base_offset not in outside):
             log.warning("deleting %s: replaced by a swap segment", path)
             path.unlink(missing_ok=True)
     for path in live:

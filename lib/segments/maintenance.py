@@ -28,6 +28,13 @@ old segments' last batch is appended, so the swap spans exactly what it replaces
 with nothing but that batch is, for retention, as old as the file (its mtime stays the replaced
 segment's), as Kafka's emptied cleaned segment is.
 
+Cluster mode (the partition has `leader-epochs/`; leader_reads): "the segments" are the files that
+are part of the log, judged again under the lock with the history on disk. A fenced leader's file
+is never renamed, rewritten or deleted (an empty one may even be the current leader's next
+segment), the active segment is the last segment of the log (the current leader's), nothing at or
+past the bound of a takeover in progress is touched, and an old segment's last batch is its last
+valid one (a fenced leader's late tail is no part of it).
+
 `TOPICLAKE_CRASH_AT=<step>` (tests only) SIGKILLs the process at that step: `swap-begin`,
 `swap-partial`, `swapped`, `delete-partial`, `deleted`, `rename-partial`, `renamed`.
 """
@@ -49,6 +56,7 @@ from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from .config import LogConfig
 from .errors import CorruptRecordError, LocatedError
 from .file_records import iter_file_headers
+from .leader_reads import ReadEpochs, read_epochs
 from .loader import partition_lock
 from .producer_snapshot import delete_snapshots
 from .segment import LogSegment
@@ -99,16 +107,30 @@ def _next_offset(directory: Path, base: int, config: LogConfig, transient: str =
         segment.file.close()
 
 
-def _check_not_active(directory: Path, bases: Iterable[int]) -> list[int]:
-    existing = _regular_bases(directory)
+def _log_bases(directory: Path) -> tuple[list[int], ReadEpochs | None, dict[int, str]]:
+    """(base offsets of the log's segments, the epochs judged with, {base: why} of the regular
+    .log files that are not part of the log). Call under the partition lock."""
+    bases = _regular_bases(directory)
+    epochs = read_epochs(directory, wait_s=0)  # no waiting under the lock: an undecided segment is left alone
+    if epochs is None:
+        return bases, None, {}
+    counted, skipped = epochs.counted(directory, bases)
+    return counted, epochs, dict(skipped)
+
+
+def _check_not_active(directory: Path, bases: Iterable[int]) -> tuple[list[int], ReadEpochs | None]:
+    existing, epochs, outside = _log_bases(directory)
     if not existing:
         raise MaintenanceError(f"{directory} has no segments")
     for base in bases:
+        if base in outside:
+            raise MaintenanceError(f"segment {base} of {directory} is not part of the log ({outside[base]}): "
+                                   "jobs leave it alone")
         if base not in existing:
             raise MaintenanceError(f"segment {filenames.offset_to_name(base)} does not exist in {directory}")
         if base == existing[-1]:
             raise MaintenanceError(f"segment {base} is the active segment of {directory}: jobs never change it")
-    return existing
+    return existing, epochs
 
 
 def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
@@ -153,17 +175,23 @@ def carry_txn_index(directory: Path, base: int, old_bases: Sequence[int]) -> int
     return len(kept)
 
 
-def _last_header(path: Path) -> BatchHeader | None:
-    """The last whole batch header of a .log file (header scan; no index needed)."""
+def _last_header(path: Path, epochs: ReadEpochs | None = None, limit: int | None = None) -> BatchHeader | None:
+    """The last whole batch header of a .log file (header scan; no index needed); with epochs,
+    the last one that is part of the log (read up to `limit`, a fenced leader's batches skipped)."""
     last = None
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         for _pos, header in iter_file_headers(f.fileno(), 0, size, source=str(path)):
+            if epochs is not None and epochs.skip_reason(header, limit) is not None:
+                if limit is not None and header.base_offset >= limit:
+                    break  # a stale tail
+                continue
             last = header
     return last
 
 
-def _span_group(directory: Path, base: int, old_group: Sequence[int], config: LogConfig) -> bool:
+def _span_group(directory: Path, base: int, old_group: Sequence[int], config: LogConfig,
+                epochs: ReadEpochs | None = None, existing: Sequence[int] = ()) -> bool:
     """Step 0 for one cleaned segment: if its data ends at or below the base of the last old
     segment it replaces (that segment was emptied, or the whole group), append an empty batch
     where the old segments' last batch was. Returns True when it padded."""
@@ -175,7 +203,9 @@ def _span_group(directory: Path, base: int, old_group: Sequence[int], config: Lo
         return False
     old_last = None
     for old_base in reversed(old_group):  # an empty old segment has no batch: look further back
-        old_last = _last_header(filenames.log_file(directory, old_base))
+        following = [b for b in existing if b > old_base]
+        limit = epochs.limit(following[0] if following else None) if epochs is not None else None
+        old_last = _last_header(filenames.log_file(directory, old_base), epochs, limit)
         if old_last is not None:
             break
     if old_last is not None and old_last.next_offset > last_old:
@@ -223,7 +253,7 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
     if not old or not cleaned_bases:
         raise MaintenanceError(f"replace_segments in {directory} needs old segments and cleaned files")
     with partition_lock(directory):
-        existing = _check_not_active(directory, old)
+        existing, epochs = _check_not_active(directory, old)
         for base, fingerprint in (expected or {}).items():
             if segment_fingerprint(filenames.log_file(directory, base)) != tuple(fingerprint):
                 raise MaintenanceError(f"segment {base} changed since it was cleaned (retention or another "
@@ -243,7 +273,7 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
                                    source=str(directory))
         for i, base in enumerate(cleaned_bases):  # 0.
             end = cleaned_bases[i + 1] if i + 1 < len(cleaned_bases) else old[-1] + 1
-            _span_group(directory, base, [b for b in old if base <= b < end], config)
+            _span_group(directory, base, [b for b in old if base <= b < end], config, epochs, existing)
         ranges = [(base, build_cleaned_indexes(directory, base, config)) for base in cleaned_bases]
         for base in cleaned_bases:
             carry_txn_index(directory, base, old)
@@ -307,7 +337,7 @@ def delete_segments(directory: str | os.PathLike, base_offsets: Sequence[int], n
     bases = sorted(set(base_offsets))
     topic, partition = _partition_of(directory)
     with partition_lock(directory):
-        existing = _check_not_active(directory, bases)
+        existing, _epochs = _check_not_active(directory, bases)
         remaining = [b for b in existing if b not in bases]
         if remaining[0] < bases[-1]:
             raise MaintenanceError(f"segments {bases} are not a prefix of the log: {remaining[0]} would remain "
