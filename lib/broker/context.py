@@ -146,4 +146,8 @@ def _cluster_node(context: BrokerContext) -> Leadership:
     # id's coordinator, over the first listener (the inter-broker one).
     context.txn.leadership = node
     context.txn.peers = InterBrokerClient(node, config.bound_listeners[0].name, config.broker_id)
+    # Share-partition leaders reach each key's share coordinator (the leader of its
+    # __share_group_state partition), on connections of their own (state writes are frequent).
+    context.share.persister.use_cluster(node, InterBrokerClient(node, config.bound_listeners[0].name,
+                                                                config.broker_id))
     return node

@@ -38,6 +38,9 @@ ADVERTISED = {
     "describe_topic_partitions": (0, 0), "share_group_heartbeat": (1, 1), "share_group_describe": (1, 1),
     "share_fetch": (1, 2), "share_acknowledge": (1, 2), "describe_share_group_offsets": (0, 1),
     "alter_share_group_offsets": (0, 0), "delete_share_group_offsets": (0, 0),
+    # the share coordinator's APIs, between the brokers of a cluster (issue 18)
+    "initialize_share_group_state": (0, 0), "read_share_group_state": (0, 0), "write_share_group_state": (0, 1),
+    "delete_share_group_state": (0, 0), "read_share_group_state_summary": (0, 1),
 }
 
 
