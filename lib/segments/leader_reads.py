@@ -44,7 +44,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from . import filenames
 from .batch import HEADER_SIZE, MAGIC_OFFSET, CURRENT_MAGIC, BatchHeader, RecordBatch, iter_batches, read_header
 from .errors import TopiclakeError
-from .leader_epochs import EpochHistory, epochs_dir
+from .leader_epochs import EpochHistory
 
 #: How long a reader waits for a takeover in progress to record its start (a takeover's claim,
 #: recovery and start take milliseconds; a new leader that died mid-way is replaced after its
