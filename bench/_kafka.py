@@ -65,6 +65,7 @@ def apache_kafka(work: Path | None = None, **overrides: str):
     with contextlib.ExitStack() as stack:
         if work is None:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="topiclake-bench-kafka-")))
+        work.mkdir(parents=True, exist_ok=True)
         port, controller_port = _free_port(), _free_port()
         log_dir = work / "kafka-logs"
         config = work / "server.properties"
@@ -119,3 +120,33 @@ def _wait_until_serving(bootstrap: str, proc: subprocess.Popen, log_path: Path, 
         except Exception:  # noqa: BLE001 - not up yet
             time.sleep(0.2)
     raise RuntimeError(f"Apache Kafka did not serve within {timeout}s: {log_path.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def both_brokers():
+    """Apache Kafka and topiclake running side by side: {"kafka": (bootstrap, data, pid),
+    "topiclake": (...)}. A benchmark alternates between them round by round, so a change in the
+    machine's load (it is shared) hits both alike; the idle one costs next to nothing."""
+    from _broker import running_broker
+
+    with apache_kafka() as kafka, running_broker() as topiclake:
+        yield {"kafka": kafka, "topiclake": topiclake}
+
+
+def median_of(rounds: list[dict]) -> dict:
+    """Each figure's median over the rounds."""
+    import statistics
+
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+def runqueue_wait_seconds(pid: int) -> float:
+    """Seconds the process's threads so far spent runnable but waiting for a CPU (Linux
+    schedstat): what a busy machine costs a process beyond its own CPU time."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9

@@ -1,13 +1,13 @@
 """Fetch throughput: one confluent-kafka consumer reading --records records back from topiclake,
 against the same consumer reading them from Apache Kafka.
 
-Each broker in turn (one Apache Kafka node from the jars bin/fetch-peers fetches, bench/_kafka.py;
-one `topiclake broker start` process, on this machine) gets the same records (100-byte values, lz4,
-as bench/produce.py writes them); then one consumer (assign(), no group) reads them all, twice
-(the first read warms Kafka's JIT and both brokers' page caches; the second is measured). Beside
-it, the broker's side alone: the records fetched by a client that only walks the batch headers
-(topiclake's kio client, 8 MB per fetch), which shows when the consumer, not the broker, is the
-limit. "ratio" = topiclake consumer records/s / Kafka consumer records/s (target >= 1.0). The last
+Both brokers run side by side on this machine (one Apache Kafka node from the jars bin/fetch-peers
+fetches, bench/_kafka.py; one `topiclake broker start` process) and get the same records (100-byte
+values, lz4, as bench/produce.py writes them); one unmeasured read of each warms Kafka's JIT and
+both brokers' caches. Then, in rounds alternating between the brokers (--repeat; each figure is
+the median), one consumer (assign(), no group) reads them all. Beside it, the broker's side
+alone: the records fetched by a client that only walks the batch headers (topiclake's kio
+client, 8 MB per fetch), which shows when the consumer, not the broker, is the limit. "ratio" = topiclake consumer records/s / Kafka consumer records/s (target >= 1.0). The last
 line is one JSON object.
 
     python bench/fetch.py [--records 1000000]
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, running_broker  # noqa: E402
-from _kafka import apache_kafka, fetch_peers  # noqa: E402
+from _broker import cpu_seconds, create_topic  # noqa: E402
+from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds  # noqa: E402
 
 VALUE_SIZE = 100
 TOPIC = "bench-fetch"
@@ -106,38 +106,46 @@ def raw_fetch(bootstrap: str, records: int) -> float:
 
 
 def measure(bootstrap: str, pid: int, records: int) -> dict:
-    fill(bootstrap, records)
-    consume(bootstrap, records)  # warm-up: JIT, page cache, the broker's own caches
-    cpu_before = cpu_seconds(pid)
+    """One round against one broker: the consumer, then the broker's side alone."""
+    cpu_before, wait_before = cpu_seconds(pid), runqueue_wait_seconds(pid)
     elapsed, with_startup, nbytes = consume(bootstrap, records)
-    broker_cpu = cpu_seconds(pid) - cpu_before
+    cpu, wait = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
     raw = raw_fetch(bootstrap, records)
-    return {"records_per_s": round(records / elapsed), "mb_per_s": round(nbytes / elapsed / 1e6, 1),
-            "records_per_s_including_startup": round(records / with_startup), "broker_cpu_s": round(broker_cpu, 2),
+    return {"records_per_s": records / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
+            "records_per_s_including_startup": records / with_startup, "broker_cpu_s": cpu,
+            "broker_runqueue_wait_s": wait,
             # The broker's side alone, to a client that only walks batch headers: when this is far
             # above records_per_s, the consumer (librdkafka decode + the Python loop) is the limit.
-            "raw_fetch_records_per_s": round(records / raw)}
+            "raw_fetch_records_per_s": records / raw}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
     args = parser.parse_args()
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
-    results = {}
-    for name, start in (("kafka", apache_kafka), ("topiclake", running_broker)):
-        with start() as (bootstrap, _data, pid):
-            results[name] = measure(bootstrap, pid, args.records)
-        print(f"{name}: {json.dumps(results[name])}", flush=True)
-    ours, kafka = results["topiclake"], results["kafka"]
+    rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
+    with both_brokers() as brokers:
+        for bootstrap, _data, _pid in brokers.values():
+            fill(bootstrap, args.records)
+            consume(bootstrap, args.records)  # warm-up: JIT, page cache, the broker's own caches
+        for i in range(args.repeat):
+            for name, (bootstrap, _data, pid) in brokers.items():
+                rounds[name].append(measure(bootstrap, pid, args.records))
+                print(f"round {i + 1}, {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items()),
+                      flush=True)
+    ours, kafka = median_of(rounds["topiclake"]), median_of(rounds["kafka"])
     result = {"bench": "fetch", "records": args.records, "value_bytes": VALUE_SIZE, "kafka_version": kafka_version,
-              **{f"topiclake_{k}": v for k, v in ours.items()}, **{f"kafka_{k}": v for k, v in kafka.items()},
+              "rounds": args.repeat, **{f"topiclake_{k}": round(v, 3) for k, v in ours.items()},
+              **{f"kafka_{k}": round(v, 3) for k, v in kafka.items()},
               "ratio": round(ours["records_per_s"] / kafka["records_per_s"], 3),
               "raw_fetch_ratio": round(ours["raw_fetch_records_per_s"] / kafka["raw_fetch_records_per_s"], 3),
               "target_ratio": 1.0}
-    print(f"one consumer: topiclake {ours['records_per_s']:,} records/s, Apache Kafka {kafka_version} "
-          f"{kafka['records_per_s']:,} (ratio {result['ratio']}); the brokers alone, to a header-walking client: "
-          f"{ours['raw_fetch_records_per_s']:,} vs {kafka['raw_fetch_records_per_s']:,} records/s")
+    print(f"medians of {args.repeat} rounds: one consumer: topiclake {ours['records_per_s']:,.0f} records/s, Apache "
+          f"Kafka {kafka_version} {kafka['records_per_s']:,.0f} (ratio {result['ratio']}); the brokers alone, to a "
+          f"header-walking client: {ours['raw_fetch_records_per_s']:,.0f} vs {kafka['raw_fetch_records_per_s']:,.0f} "
+          f"records/s")
     print(json.dumps(result))
 
 

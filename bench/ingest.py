@@ -11,11 +11,22 @@ in one run. Three measures (all by default):
              the rest already), against a new spark-submit process that only starts a
              SparkSession with the same master and settings and stops it.
              "increment_vs_bare_start" = ingest seconds / bare seconds. Target <= 1.6.
+             Also the bare start with Delta's SQL extension and catalog, as every topiclake
+             session has them ("delta_session_vs_bare_start": what Delta adds to a start).
 --warm       Inside one running application (the session started, a first ingest done): a second
              ingest of the records into a new table against the hand-written path in this process
              ("ratio_warm", target >= 10), and against the Parquet-write limit: pyarrow.parquet
              writing the same rows, with the same settings, into the same files, in 2 processes
              ("of_parquet_limit", target >= 0.4).
+--spark-kafka  The ingest a Spark user would write instead: Spark's own Kafka source
+             (spark.read.format("kafka"), earliest to latest) appending to a Delta table with
+             delta-spark, partitioned by record date, as a new `spark-submit --jars` process (the
+             jars bin/fetch-peers fetched: spark-sql-kafka at the venv's Spark version, and
+             delta-spark's), timed reading the same records once from Apache Kafka (one KRaft
+             node from the fetched jars, filled with the same records by a confluent-kafka
+             producer) and once from the topiclake broker, against `spark-submit
+             jobs/ingest.py` in the same run. "ratio_spark_kafka_source_from_kafka" and
+             "..._from_topiclake" = their seconds / topiclake's. Target >= 3.
 --values avro  Typed tables: the same record count with 100-byte Avro values in Confluent's wire
              format, ingested into typed columns, against the raw-bytes ingest in the same
              application (target: >= 50% of the raw rate).
@@ -27,7 +38,7 @@ partitioned by record_date) and commit offsets nowhere else (--bootstrap none: t
 path has no exactly-once; that only flatters it). The machine may be shared: every ratio is of
 two measures taken back to back in this run.
 
-    python bench/ingest.py                          # all three, 3 million records
+    python bench/ingest.py                          # all four, 3 million records
     python bench/ingest.py --one-shot --records 1000000
 
 The last line is one JSON object with every figure measured.
@@ -39,6 +50,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -52,8 +64,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from _broker import running_broker  # noqa: E402
+from _broker import create_topic, running_broker  # noqa: E402
 from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
+from _kafka import apache_kafka, fetch_peers  # noqa: E402
 from topiclake.segments.config import LogConfig  # noqa: E402
 from topiclake.segments.log import Log  # noqa: E402
 from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
@@ -68,6 +81,27 @@ INCREMENT = 20_000
 BARE_SESSION = """
 from pyspark.sql import SparkSession
 SparkSession.builder.appName("bare").getOrCreate().stop()
+"""
+# What every topiclake session adds (topiclake.lake.spark_jars.DELTA_CONF); the venv's spark-submit
+# has Delta's jars on the class path for both.
+BARE_DELTA_SESSION = """
+from pyspark.sql import SparkSession
+SparkSession.builder.appName("bare-delta").config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension") \\
+    .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog").getOrCreate().stop()
+"""
+# What a Spark user writes to land a topic in Delta: Spark's Kafka source, delta-spark's writer.
+SPARK_KAFKA_INGEST = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+
+bootstrap, topic, table = sys.argv[1:4]
+spark = SparkSession.builder.appName("spark-kafka-source-ingest").getOrCreate()
+records = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+           .option("startingOffsets", "earliest").option("endingOffsets", "latest").option("includeHeaders", "true")
+           .load())
+(records.withColumn("record_date", F.to_date("timestamp"))
+ .write.format("delta").mode("append").partitionBy("record_date").save(table))
+spark.stop()
 """
 
 
@@ -123,8 +157,28 @@ def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
     """`spark-submit jobs/ingest.py` as a new process: (seconds, records it says it ingested)."""
     seconds, out = timed([spark_submit(), "--master", master, "jobs/ingest.py", "--topic", TOPIC, "--data", str(root),
                           "--table", table, "--bootstrap", "none"])
-    first = out.splitlines()[0]  # "ingest run <id>: <n> records, ..."
-    return seconds, int(first.split(": ", 1)[1].split(" records", 1)[0])
+    # the summary "ingest run <id>: <n> records, ..." (progress lines "... tasks done" may come first)
+    summary = next(m for m in map(re.compile(r"^ingest run \S+: (\d+) records").match, out.splitlines()) if m)
+    return seconds, int(summary.group(1))
+
+
+def spark_kafka_process(bootstrap: str, table: Path, master: str, script: Path, jars: str) -> float:
+    """SPARK_KAFKA_INGEST as a new spark-submit; the seconds it took (the rows are counted apart)."""
+    try:
+        from topiclake.lake.spark_jars import DELTA_CONF  # Delta's SQL extension and catalog (issue 19)
+    except ImportError:
+        raise SystemExit("--spark-kafka needs delta-spark in the venv (topiclake.lake.spark_jars)") from None
+
+    conf = [a for k, v in {**DELTA_CONF, "spark.ui.showConsoleProgress": "false"}.items() for a in ("--conf", f"{k}={v}")]
+    return timed([spark_submit(), "--master", master, "--jars", jars, *conf, str(script), bootstrap, TOPIC,
+                  str(table)])[0]
+
+
+def delta_rows(table: Path) -> int:
+    """The rows of a Delta table's current snapshot, from its commit statistics."""
+    from deltalake import DeltaTable
+
+    return sum(DeltaTable(str(table)).get_add_actions(flatten=True).column("num_records").to_pylist())
 
 
 def bare_session_process(master: str, script: Path) -> float:
@@ -259,6 +313,7 @@ def main() -> None:
     parser.add_argument("--one-shot", action="store_true")
     parser.add_argument("--increment", action="store_true")
     parser.add_argument("--warm", action="store_true")
+    parser.add_argument("--spark-kafka", action="store_true")
     parser.add_argument("--values", choices=("raw", "avro"), default="raw",
                         help="avro: typed-table ingest of Avro values against raw-bytes ingest (avro_mode below)")
     parser.add_argument("--hand-written-child", help=argparse.SUPPRESS)
@@ -269,8 +324,8 @@ def main() -> None:
         return
     if args.values == "avro":
         return avro_mode(args)
-    if not (args.one_shot or args.increment or args.warm):
-        args.one_shot = args.increment = args.warm = True
+    if not (args.one_shot or args.increment or args.warm or args.spark_kafka):
+        args.one_shot = args.increment = args.warm = args.spark_kafka = True
 
     figures: dict = {"bench": "ingest", "records": args.records, "codec": args.codec, "master": args.master}
     with tempfile.TemporaryDirectory(prefix="topiclake-bench-ingest-") as tmp:
@@ -281,6 +336,8 @@ def main() -> None:
         figures["records"] = total
         if args.one_shot:
             figures.update(one_shot(root, Path(tmp), args, total))
+        if args.spark_kafka:
+            figures.update(spark_kafka_source(root, Path(tmp), args, total))
         if args.warm:
             figures.update(warm(root, Path(tmp), args, total))
         if args.increment:
@@ -308,24 +365,93 @@ def one_shot(root: Path, tmp: Path, args, total: int) -> dict:
             "ratio_one_shot": round(theirs_s / ours_s, 2)}
 
 
+def spark_kafka_source(root: Path, tmp: Path, args, total: int) -> dict:
+    """Spark's Kafka source into delta-spark, reading from Apache Kafka and from the topiclake
+    broker, against spark-submit jobs/ingest.py; runs interleaved, medians compared."""
+    peers = fetch_peers()
+    jars = ",".join(str(j) for j in sorted(Path(peers["SPARK_KAFKA_JARS"]).glob("*.jar")))
+    script = tmp / "spark_kafka_ingest.py"
+    script.write_text(SPARK_KAFKA_INGEST)
+    ours, from_kafka, from_topiclake = [], [], []
+    with apache_kafka(tmp / "kafka") as (kafka, _log_dir, _pid), running_broker(root) as (broker, _data, _pid2):
+        t = time.perf_counter()
+        assert fill_kafka(kafka, total, args.partitions, args.codec) == total
+        print(f"filled Apache Kafka {peers['KAFKA_VERSION']} with the same {total} records in "
+              f"{time.perf_counter() - t:.1f} s", flush=True)
+        for i in range(args.repeat):  # interleaved: a change in the machine's load hits all three
+            seconds, ingested = ingest_process(root, f"spark-kafka-ours-{i}", args.master)
+            assert ingested == total, (ingested, total)
+            ours.append(seconds)
+            for source, bootstrap, runs in (("kafka", kafka, from_kafka), ("topiclake", broker, from_topiclake)):
+                table = tmp / f"spark-kafka-source-from-{source}-{i}"
+                runs.append(spark_kafka_process(bootstrap, table, args.master, script, jars))
+                assert delta_rows(table) == total, (source, delta_rows(table), total)
+    ours_s, kafka_s, topiclake_s = (statistics.median(runs) for runs in (ours, from_kafka, from_topiclake))
+    print(f"one-shot, new processes: spark-submit jobs/ingest.py {ours_s:.1f} s; Spark's Kafka source into delta-spark "
+          f"(Spark {peers['SPARK_VERSION']}) reading Apache Kafka {peers['KAFKA_VERSION']} {kafka_s:.1f} s (runs "
+          f"{', '.join(f'{s:.1f}' for s in from_kafka)}: ratio {kafka_s / ours_s:.2f}), reading the topiclake broker "
+          f"{topiclake_s:.1f} s (runs {', '.join(f'{s:.1f}' for s in from_topiclake)}: ratio "
+          f"{topiclake_s / ours_s:.2f})", flush=True)
+    return {"spark_kafka_ours_seconds": round(ours_s, 2), "kafka_version": peers["KAFKA_VERSION"],
+            "spark_kafka_source_from_kafka_seconds": round(kafka_s, 2),
+            "spark_kafka_source_from_topiclake_seconds": round(topiclake_s, 2),
+            "ratio_spark_kafka_source_from_kafka": round(kafka_s / ours_s, 2),
+            "ratio_spark_kafka_source_from_topiclake": round(topiclake_s / ours_s, 2)}
+
+
+def fill_kafka(bootstrap: str, records: int, partitions: int, codec: str) -> int:
+    """The records write_topic writes, produced into Apache Kafka: the same batches to the same
+    partitions (batch i to partition i mod partitions), keys, values and timestamps."""
+    from confluent_kafka import Producer
+
+    from topiclake.segments.batch import iter_batches
+
+    # Kept whatever their age: the records are stamped May 2024, past Kafka's default 7-day retention.
+    create_topic(bootstrap, TOPIC, partitions=partitions, **{"retention.ms": "-1"})
+    templates = [list(next(iter_batches(template_batch(i, codec, base_timestamp=1_714_521_600_000,
+                                                               spread_ms=3_600_000))).records())
+                 for i in range(TEMPLATES)]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+                         "compression.type": codec, "queue.buffering.max.messages": 1_000_000})
+    produced = 0
+    for i in range(records // RECORDS_PER_BATCH):
+        for r in templates[i % TEMPLATES]:
+            while True:
+                try:
+                    producer.produce(TOPIC, key=r.key, value=r.value, partition=i % partitions, timestamp=r.timestamp)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            produced += 1
+    if producer.flush(120):
+        raise SystemExit("could not fill Apache Kafka")
+    return produced
+
+
 def increment(root: Path, tmp: Path, args) -> dict:
     table = "increment"
     ingest_process(root, table, args.master)  # the table holds everything so far
     script = tmp / "bare_session.py"
     script.write_text(BARE_SESSION)
-    ours, bare = [], []
+    delta_script = tmp / "bare_delta_session.py"
+    delta_script.write_text(BARE_DELTA_SESSION)
+    ours, bare, with_delta = [], [], []
     for i in range(args.repeat):
         write_topic(root, INCREMENT, args.partitions, args.codec, seed=1000 + i)
         seconds, ingested = ingest_process(root, table, args.master)
         assert ingested == INCREMENT, (ingested, INCREMENT)
         ours.append(seconds)
         bare.append(bare_session_process(args.master, script))
-    ours_s, bare_s = statistics.median(ours), statistics.median(bare)
+        with_delta.append(bare_session_process(args.master, delta_script))
+    ours_s, bare_s, delta_s = statistics.median(ours), statistics.median(bare), statistics.median(with_delta)
     print(f"increment of {INCREMENT} records, new processes: ingest {ours_s:.2f} s (runs "
           f"{', '.join(f'{s:.2f}' for s in ours)}); a bare SparkSession start and stop {bare_s:.2f} s (runs "
-          f"{', '.join(f'{s:.2f}' for s in bare)}): {ours_s / bare_s:.2f}x", flush=True)
+          f"{', '.join(f'{s:.2f}' for s in bare)}): {ours_s / bare_s:.2f}x; the same with Delta's SQL extension "
+          f"and catalog {delta_s:.2f} s (runs {', '.join(f'{s:.2f}' for s in with_delta)}): "
+          f"{delta_s / bare_s:.2f}x a bare start", flush=True)
     return {"increment_seconds": round(ours_s, 2), "bare_session_seconds": round(bare_s, 2),
-            "increment_vs_bare_start": round(ours_s / bare_s, 2)}
+            "increment_vs_bare_start": round(ours_s / bare_s, 2), "delta_session_seconds": round(delta_s, 2),
+            "delta_session_vs_bare_start": round(delta_s / bare_s, 2)}
 
 
 def warm(root: Path, tmp: Path, args, total: int) -> dict:

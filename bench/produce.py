@@ -3,8 +3,11 @@ and delivery latency at 1,000 records/s with acks=all.
 
 The same confluent-kafka producer and settings go to each broker in turn, on this machine: one
 Apache Kafka node (KRaft, broker and controller in one JVM, from the jars bin/fetch-peers
-fetches; bench/_kafka.py) and one `topiclake broker start` process. Both keep their log in the
-page cache (Kafka's default flush policy, topiclake's too: no fsync per append).
+fetches; bench/_kafka.py) and one `topiclake broker start` process, both running, the rounds
+alternating between them (--repeat rounds; each figure is the median). Both keep their log in the
+page cache (Kafka's default flush policy, topiclake's too: no fsync per append). Each broker's
+CPU seconds and run-queue wait (runnable, no CPU free) during a run are reported: on a small
+shared machine they tell what bounds a figure.
 - throughput (after a warm-up of a fifth as many records, unmeasured: Kafka's JIT compiles, both
   brokers' caches fill): --records records of 100 bytes (lz4, linger 5 ms, 1 MB batches,
   acks=all) from one producer to one partition, then the same number split over 4 producer
@@ -23,13 +26,14 @@ import argparse
 import json
 import multiprocessing
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, mock_cluster, running_broker  # noqa: E402
-from _kafka import apache_kafka, fetch_peers  # noqa: E402
+from _broker import cpu_seconds, create_topic, mock_cluster  # noqa: E402
+from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds  # noqa: E402
 
 VALUE_SIZE = 100
 PRODUCERS = 4
@@ -124,57 +128,72 @@ def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> dic
             "max_ms": round(latencies[-1] * 1000, 3)}
 
 
+def prepare(bootstrap: str, records: int) -> None:
+    """The topics, and a fifth of the records unmeasured: the JVM's JIT (and both brokers' caches)
+    warm up, so Kafka is measured in its steady state, not its first seconds."""
+    for topic, partitions in (("bench-produce", 1), ("bench-produce-4", PRODUCERS), ("bench-latency", 1),
+                              ("bench-warm-up", 1)):
+        create_topic(bootstrap, topic, partitions=partitions)
+    produce_throughput(bootstrap, "bench-warm-up", max(records // 5, 1000))
+
+
 def measure(bootstrap: str, pid: int, args) -> dict:
-    """Every figure against one broker (its process id for its CPU time)."""
-    create_topic(bootstrap, "bench-produce")
-    create_topic(bootstrap, "bench-produce-4", partitions=PRODUCERS)
-    create_topic(bootstrap, "bench-latency")
-    create_topic(bootstrap, "bench-warm-up")
-    # A fifth of the records first, unmeasured: the JVM's JIT (and both brokers' caches) warm up,
-    # so Kafka is measured in its steady state, not its first seconds.
-    produce_throughput(bootstrap, "bench-warm-up", max(args.records // 5, 1000))
-    cpu_before = cpu_seconds(pid)
+    """One round of every figure against one broker (its process id: its CPU and run-queue time)."""
+    cpu_before, wait_before = cpu_seconds(pid), runqueue_wait_seconds(pid)
     one = produce_throughput(bootstrap, "bench-produce", args.records)
-    broker_cpu = cpu_seconds(pid) - cpu_before
+    cpu_one, wait_one = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
+    cpu_before, wait_before = cpu_seconds(pid), runqueue_wait_seconds(pid)
     four = produce_parallel(bootstrap, "bench-produce-4", args.records, PRODUCERS)
+    cpu_four, wait_four = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
     # The throughput runs leave hundreds of MB of dirty pages: written back first, so the latency
     # run measures 1k/s on its own, not the kernel's writeback of the bursts before.
     os.sync()
     lat = latency(bootstrap, "bench-latency", args.latency_seconds) if args.latency_seconds > 0 else {}
-    return {"records_per_s_1": round(args.records / one), "records_per_s_4": round(args.records / four),
-            "mb_per_s_1": round(args.records * VALUE_SIZE / one / 1e6, 1), "broker_cpu_s_1": round(broker_cpu, 2),
-            **lat}
+    return {"records_per_s_1": args.records / one, "records_per_s_4": args.records / four,
+            # the broker's CPU seconds, and its seconds runnable but waiting for a CPU, per run
+            "broker_cpu_s_1": cpu_one, "broker_runqueue_wait_s_1": wait_one,
+            "broker_cpu_s_4": cpu_four, "broker_runqueue_wait_s_4": wait_four,
+            **{k: v for k, v in lat.items() if k != "latency_records"}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
     args = parser.parse_args()
 
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
-    results = {}
-    for name, start in (("kafka", apache_kafka), ("topiclake", running_broker)):
-        with start() as (bootstrap, _data, pid):
-            results[name] = measure(bootstrap, pid, args)
-        print(f"{name}: {json.dumps(results[name])}", flush=True)
-    with mock_cluster() as mock:  # the same client loop against a no-op broker: the client's own limit
-        client_limit = produce_throughput(mock, "bench-produce", args.records)
-    ours, kafka = results["topiclake"], results["kafka"]
+    rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
+    client_limits = []  # the same client loop against a no-op broker, each round: the client's own limit
+    with both_brokers() as brokers, mock_cluster() as mock:
+        for bootstrap, _data, _pid in brokers.values():
+            prepare(bootstrap, args.records)
+        for i in range(args.repeat):
+            for name, (bootstrap, _data, pid) in brokers.items():
+                rounds[name].append(measure(bootstrap, pid, args))
+                print(f"round {i + 1}, {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items()),
+                      flush=True)
+            client_limits.append(args.records / produce_throughput(mock, "bench-produce", args.records))
+            print(f"round {i + 1}, the client against a no-op broker: {client_limits[-1]:,.0f} records/s", flush=True)
+    client_limit = statistics.median(client_limits)
+    ours, kafka = median_of(rounds["topiclake"]), median_of(rounds["kafka"])
     result = {
         "bench": "produce", "records": args.records, "value_bytes": VALUE_SIZE, "kafka_version": kafka_version,
-        **{f"topiclake_{k}": v for k, v in ours.items()}, **{f"kafka_{k}": v for k, v in kafka.items()},
-        "client_limit_records_per_s": round(args.records / client_limit),  # vs librdkafka's mock broker
+        "rounds": args.repeat, **{f"topiclake_{k}": round(v, 3) for k, v in ours.items()},
+        **{f"kafka_{k}": round(v, 3) for k, v in kafka.items()},
+        "client_limit_records_per_s": round(client_limit),  # vs librdkafka's mock broker
         "ratio_1": round(ours["records_per_s_1"] / kafka["records_per_s_1"], 3),
         "ratio_4": round(ours["records_per_s_4"] / kafka["records_per_s_4"], 3),
-        "p99_ratio": round(ours["p99_ms"] / kafka["p99_ms"], 3) if ours.get("p99_ms") and kafka.get("p99_ms") else None,
+        "p99_ratio": round(ours["p99_ms"] / kafka["p99_ms"], 3) if "p99_ms" in ours else None,
         "target_ratio": 1.0, "target_p99_ratio": 1.0,
     }
-    print(f"1 producer: topiclake {ours['records_per_s_1']:,} records/s, Apache Kafka {kafka_version} "
-          f"{kafka['records_per_s_1']:,} (ratio {result['ratio_1']}); 4 producers: {ours['records_per_s_4']:,} vs "
-          f"{kafka['records_per_s_4']:,} (ratio {result['ratio_4']}); at 1k/s acks=all p50/p99: topiclake "
-          f"{ours.get('p50_ms')}/{ours.get('p99_ms')} ms, Kafka {kafka.get('p50_ms')}/{kafka.get('p99_ms')} ms; "
-          f"the same client against a no-op (mock) broker: {result['client_limit_records_per_s']:,} records/s")
+    print(f"medians of {args.repeat} rounds: 1 producer: topiclake {ours['records_per_s_1']:,.0f} records/s, Apache "
+          f"Kafka {kafka_version} {kafka['records_per_s_1']:,.0f} (ratio {result['ratio_1']}); 4 producers: "
+          f"{ours['records_per_s_4']:,.0f} vs {kafka['records_per_s_4']:,.0f} (ratio {result['ratio_4']}); at 1k/s "
+          f"acks=all p50/p99: topiclake {ours.get('p50_ms')}/{ours.get('p99_ms')} ms, Kafka {kafka.get('p50_ms')}/"
+          f"{kafka.get('p99_ms')} ms; the same client against a no-op (mock) broker: "
+          f"{result['client_limit_records_per_s']:,} records/s")
     print(json.dumps(result))
 
 

@@ -30,6 +30,14 @@ if [ ! -f /usr/share/java/zookeeper.jar ] && [ "$(id -u)" = 0 ] && command -v ap
 fi
 # --- end cluster mode
 
+# --- test peers (issue 20): kcat from Debian (tests/peers run it against the broker). Apache Kafka's
+# jars come from Maven Central through bin/fetch-peers, which the peer tests run themselves (once).
+if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing kcat (test peer)..." >&2
+    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+fi
+# --- end test peers
+
 if [ ! -x .venv/bin/python ]; then
     echo "Creating .venv..." >&2
     "$PYTHON" -m venv .venv
@@ -46,13 +54,31 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # pyspark-client would silently replace pyspark's files), then check pyspark survived.
     .venv/bin/pip install -q -e ".[airflow]"
     .venv/bin/pip install -q --no-deps "apache-airflow-providers-apache-spark==6.3.4"
+    pyspark_pin="$(sed -n 's/.*"pyspark\[sql\]==\([0-9.]*\)".*/\1/p' pyproject.toml)"  # the lake extra's pin
     pyspark_version="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
-    if [ "$pyspark_version" != "4.3.0" ] || .venv/bin/pip show -q pyspark-client >/dev/null 2>&1; then
-        echo "pyspark is $pyspark_version (or pyspark-client got installed) after the Airflow install: want 4.3.0 alone" >&2
+    if [ "$pyspark_version" != "$pyspark_pin" ] || .venv/bin/pip show -q pyspark-client >/dev/null 2>&1; then
+        echo "pyspark is $pyspark_version (or pyspark-client got installed) after the Airflow install: want $pyspark_pin alone" >&2
         exit 1
     fi
     echo "$want" > "$stamp"
     # written again below for this install: the wrapper's JVM options, the archive of its jars
+    rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
+fi
+# Delta's JVM jars (topiclake.lake.spark_jars): Maven resolves lib/lake/jars/pom.xml into the venv
+# when the project installs (again when the pom changes), never when a job runs.
+if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark_jars import installed_for; sys.exit(not installed_for())'; then
+    if ! command -v mvn >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "Installing Maven (it fetches Delta's jars once)..." >&2
+            apt-get update -qq && apt-get install -y -qq maven >/dev/null
+        else
+            echo "Delta's jars are fetched with Maven: install it (e.g. apt-get install maven) and retry" >&2
+            exit 1
+        fi
+    fi
+    echo "Fetching Delta's jars from Maven Central into .venv (once per install)..." >&2
+    .venv/bin/python -m topiclake.lake.spark_jars install >/dev/null
+    # the class archive holds Delta's classes, the wrapper names the jars: both are made again
     rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
 fi
 # The driver JVM's class-data sharing archive (topiclake.lake.jvm): made once per install, it cuts
@@ -69,20 +95,29 @@ fi
 # and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv, and
 # that starts the driver JVM with topiclake.lake.jvm's options (a caller's SPARK_SUBMIT_OPTS win).
 wrapper=".venv/bin/spark-submit"
-if ! grep -q "topiclake: bin/_env.sh v2" "$wrapper" 2>/dev/null; then
+if ! grep -q "topiclake: bin/_env.sh v4" "$wrapper" 2>/dev/null; then
     spark_home="$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
     jvm_options="$(.venv/bin/python -m topiclake.lake.jvm options)"
+    jvm_options="$jvm_options -Dlog4j2.configurationFile=$(.venv/bin/python -c 'from topiclake.lake.spark import LOG4J_CONFIG; print(LOG4J_CONFIG.as_uri())')"
+    delta_classpath="$(.venv/bin/python -m topiclake.lake.spark_jars --classpath)"
     cat > "$wrapper" <<WRAPPER
 #!/usr/bin/env bash
-# topiclake: bin/_env.sh v2 wrote this. spark-submit of this venv's pyspark, with this venv's Python
-# for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise, and
-# the driver JVM start-up options of topiclake.lake.jvm before the caller's SPARK_SUBMIT_OPTS.
+# topiclake: bin/_env.sh v4 wrote this. spark-submit of this venv's pyspark, with this venv's Python
+# for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise,
+# the driver JVM start-up options of topiclake.lake.jvm and topiclake's quiet log4j2 configuration
+# (--verbose brings Spark's back) before the caller's SPARK_SUBMIT_OPTS, Delta's jars on the
+# driver's class path after Spark's (topiclake.lake.spark_jars), and the JVM's stderr without the
+# incubator-module warning that Spark's launcher makes it print.
 venv_bin="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
 export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-\$venv_bin/python}"
 export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-\$venv_bin/python}"
 export SPARK_SUBMIT_OPTS="$jvm_options\${SPARK_SUBMIT_OPTS:+ \$SPARK_SUBMIT_OPTS}"
-exec "$spark_home/bin/spark-submit" "\$@"
+case ":\${SPARK_DIST_CLASSPATH:-}:" in
+    *":$delta_classpath:"*) ;;
+    *) export SPARK_DIST_CLASSPATH="\${SPARK_DIST_CLASSPATH:+\$SPARK_DIST_CLASSPATH:}$delta_classpath" ;;
+esac
+exec "$spark_home/bin/spark-submit" "\$@" 2> >(exec sed -u '/^WARNING: Using incubator modules: jdk.incubator.vector\$/d' >&2)
 WRAPPER
     chmod +x "$wrapper"
 fi

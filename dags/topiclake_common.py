@@ -8,8 +8,9 @@ Settings (all optional):
 - $TOPICLAKE_HOME: the project checkout holding jobs/ and conf/ (default: this file's parent's parent).
 - $TOPICLAKE_CONFIG: the settings file (default: <home>/conf/topiclake.toml), with
   `[storage] root` (a relative root is relative to <home>: Airflow runs tasks in no fixed
-  directory), `[airflow]` (spark_conn_id, py_files, ingest_schedule, maintenance_schedule,
-  bootstrap, protect_groups, python) and `[[ingest]]` pipelines (topics, table, group).
+  directory), `[airflow]` (spark_conn_id, py_files, jars, spark_conf, ingest_schedule,
+  maintenance_schedule, bootstrap, protect_groups, python) and `[[ingest]]` pipelines (topics,
+  table, group).
 - $TOPICLAKE_ROOT wins over `[storage] root`, as for every topiclake command.
 """
 
@@ -55,6 +56,23 @@ def pipelines() -> list[dict]:
     return out
 
 
+# Delta in every job's session (as topiclake.lake.spark_jars sets it; the DAGs import no topiclake
+# code): its SQL extension and catalog, and its jars by --jars for a cluster's executors (the venv's
+# spark-submit already has them on the driver's class path). `[airflow] jars` names other jars;
+# unset: the ones bin/_env.sh installed into this Python's venv.
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def delta_jars() -> str | None:
+    if AIRFLOW.get("jars"):
+        return AIRFLOW["jars"]
+    jars = sorted((Path(sys.prefix) / "share" / "topiclake" / "jars").glob("*.jar"))
+    return ",".join(str(j) for j in jars) or None
+
+
 def common_args() -> list[str]:
     """Flags every job takes: the settings file (absolute: the task's directory is arbitrary)."""
     return ["--config", str(CONFIG)] if CONFIG.is_file() else []
@@ -69,8 +87,8 @@ def submit(task_id: str, job: str, args: list[str], **kwargs):
     return SparkSubmitOperator(
         task_id=task_id, application=str(HOME / "jobs" / f"{job}.py"), application_args=args + common_args(),
         conn_id=AIRFLOW.get("spark_conn_id", "spark_default"),
-        py_files=str(HOME / py_files) if py_files else None, name=f"topiclake-{task_id}",
-        conf={"spark.ui.showConsoleProgress": "false", **AIRFLOW.get("spark_conf", {})}, **kwargs)
+        py_files=str(HOME / py_files) if py_files else None, name=f"topiclake-{task_id}", jars=delta_jars(),
+        conf={"spark.ui.showConsoleProgress": "false", **DELTA_CONF, **AIRFLOW.get("spark_conf", {})}, **kwargs)
 
 
 def data_docs(task_id: str = "data_docs"):

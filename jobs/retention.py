@@ -1,5 +1,6 @@
 """spark-submit entry point: segment retention (retention.ms / retention.bytes, whole segments,
-oldest first, never past the high watermark) and the tables' maintenance (no Spark session).
+oldest first, never past the high watermark; no Spark session) and the tables' maintenance
+(delta-spark: DELETE of old dates, OPTIMIZE, VACUUM, as Spark jobs on the job's master).
 --protect-groups holds back segments those groups have not committed past; table maintenance runs
 only when one of --table-retention-days, --optimize, --vacuum-hours is given. Exits 1 when a
 partition or table failed.

@@ -29,18 +29,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Mapping
 
+from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError
 
 from .cluster.config import ClusterConfig
 from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states
-from .cluster.coordination import (BrokerInfo, Coordination, CoordinationError, ControllerToken, NodeExistsError,
-                                   NotControllerError, PartitionState, SessionState, StaleVersionError, Versioned)
-from .leadership import NO_LEADER, BrokerNode, PartitionLeader
+from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
+                                   NodeExistsError, NotControllerError, PartitionState, SessionState,
+                                   StaleVersionError, Versioned)
+from .leadership import NO_LEADER, BrokerNode, Election, PartitionLeader
 from .security.config import parse_listeners
 
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to move home
+CONFIGS_AREA = "configs"  # change notifications: a topic's configs or the cluster-wide defaults
+COORDINATION_THREADS = 16
 Key = tuple[str, int]
 
 
@@ -58,7 +62,9 @@ class ClusterNode:
         self.broker_id = broker_id
         self._registration = registration
         self.runtimes = dict(runtimes or {})
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-zk")
+        # Coordination calls block on a round trip; a failover's leader changes (one compare-and-set
+        # per partition) go out together, so enough threads to keep them all in flight.
+        self._pool = ThreadPoolExecutor(max_workers=COORDINATION_THREADS, thread_name_prefix="topiclake-zk")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._brokers: dict[int, BrokerInfo] = {}
         self._joined_ms: dict[int, int] = {}  # broker id -> when this node first saw it live
@@ -71,6 +77,7 @@ class ClusterNode:
         self._chains: dict[Key, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
+        self._session_lost = False
 
     # ======================================================================= life cycle
     async def start(self) -> None:
@@ -83,6 +90,14 @@ class ClusterNode:
         self.coordination.watch_topics(lambda topics: self._soon(self._on_topics, topics))
         self.coordination.campaign(lambda token: self._soon(self._on_elected, token),
                                    lambda: self._soon(self._on_resigned))
+        await self._blocking(self.coordination.watch_changes, CONFIGS_AREA,
+                             lambda change: self._soon(self._on_config_change, change))
+        # The cluster as it is now, before the server answers anyone: the watches above deliver
+        # the same again (and every change after).
+        current = await self._blocking(self.coordination.controller)
+        if self._controller is None:  # the watch may have delivered a newer one meanwhile
+            self._on_controller(current)
+        await self._reload()
         self._tasks.append(asyncio.create_task(self._reconcile_every(RECONCILE_INTERVAL_S)))
         log.info("broker %d joined the cluster at %s%s", self.broker_id, self.config.zookeeper, self.config.chroot)
 
@@ -123,7 +138,13 @@ class ClusterNode:
         return out
 
     def controller_id(self) -> int:
-        return self._controller[0] if self._controller is not None else NO_LEADER
+        """The elected controller while it is live; else this broker. Every broker here handles the
+        requests clients send "to the controller" (CreateTopics, ElectLeaders...) itself, and a
+        client told -1 waits for a controller (librdkafka's admin requests hung until they timed
+        out); KRaft's brokers answer with a live broker for the same reason."""
+        if self._controller is not None and self._controller[0] in self._brokers:
+            return self._controller[0]
+        return self.broker_id
 
     def topic_created(self, topic: str, partitions: int) -> None:
         self._spawn(self._create_states(topic, range(partitions)), f"creating the partition states of {topic}")
@@ -135,27 +156,57 @@ class ClusterNode:
     def topic_deleted(self, topic: str) -> None:
         self._spawn(self._delete_states(topic), f"deleting the partition states of {topic}")
 
-    async def elect_preferred(self, topic: str, partition: int) -> str | None:
-        """ElectLeaders (PREFERRED) for one partition: None if the preferred broker leads now (or
-        was made to), else why not (ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE)."""
+    def configs_changed(self, topic: str | None) -> None:
+        payload = {"topic": topic} if topic is not None else {"defaults": True}
+        self._spawn(self._blocking(self.coordination.publish_change, CONFIGS_AREA, payload),
+                    "announcing a config change")
+
+    def _on_config_change(self, change: Change) -> None:
+        """Another broker changed a topic's configs or the defaults: the logs open here follow."""
+        topic = change.payload.get("topic")
+
+        async def apply() -> None:
+            if topic is None:
+                await self.partitions.apply_defaults()
+            else:
+                try:
+                    await self.partitions.apply_config(self.partitions.topic(topic, fresh=True))
+                except UnknownTopicError:
+                    pass  # deleted since
+
+        self._spawn(apply(), f"applying a config change of {topic or 'the defaults'}")
+
+    async def elect_preferred(self, topic: str, partition: int) -> Election:
+        """ElectLeaders (PREFERRED) for one partition: make its preferred broker the leader, if it
+        is live and does not lead yet. Any broker may ask: the change is a compare-and-set on the
+        state's version (fenced by the controller epoch when this broker is the controller), so
+        it never overwrites a change it did not see."""
         current = self._states.get((topic, partition))
         if current is None:
             return "unknown"
         state = current.value
-        if not state.replicas or state.replicas[0] == state.leader:
+        if not state.replicas or state.replicas[0] == state.leader and state.leader in self._brokers:
             return "not needed"
         change = elect_preferred(topic, partition, current, self._brokers, self._token.epoch if self._token else 0)
-        if change is None:
+        if change is None or not await self._apply(change, self._token):
             return "not available"
-        await self._apply(change, self._token)
-        return None
+        return "elected"
+
+    def not_preferred(self) -> list[Key]:
+        """The partitions whose preferred broker does not lead them (ElectLeaders for all)."""
+        return sorted(key for key, current in self._states.items()
+                      if current.value.replicas and current.value.replicas[0] != current.value.leader)
 
     # ======================================================== events (on the event loop)
     def _on_session(self, state: SessionState) -> None:
         log.info("broker %d: coordination session %s", self.broker_id, state.value)
         if state is SessionState.LOST:
-            # Every ephemeral node of ours is gone and the controller may have moved our
-            # partitions: read the cluster again; the fence keeps what we write meanwhile safe.
+            self._session_lost = True
+        elif state is SessionState.CONNECTED and self._session_lost:
+            # A new session after an expired one: every ephemeral node of ours was gone and the
+            # controller may have moved our partitions: read the cluster again (reading it at LOST
+            # failed: there is no session to read with). The fence keeps what we wrote meanwhile safe.
+            self._session_lost = False
             self._spawn(self._reload(), "reloading the cluster after a lost session")
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
@@ -256,8 +307,19 @@ class ClusterNode:
         self._led.pop(key, None)
         try:
             part = await self.partitions.take_over(topic, partition, epoch)
-        except FencedLeaderError as exc:  # a newer epoch was claimed: its state will reach us
-            log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
+        except FencedLeaderError as exc:
+            # The epoch was claimed in storage already: by a newer leader (its state will reach
+            # us), or by this broker before it restarted, faster than any controller noticed. Then
+            # it needs an epoch of its own: raise the state's past the claim (compare-and-set).
+            latest = self._states.get(key)
+            if latest is current and exc.current is not None and exc.current >= epoch:
+                log.info("%s-%d: epoch %d is claimed in storage already (up to %d): raising the leader epoch",
+                         topic, partition, epoch, exc.current)
+                await self._apply(LeaderChange(topic, partition, PartitionState(
+                    self.broker_id, exc.current + 1, current.value.replicas, current.value.controller_epoch),
+                    current.version, "a new epoch for a leader that restarted"), None)
+            else:
+                log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
             return
         part.on_fenced = lambda: self.fenced(topic, partition)
         self._led[key] = epoch
@@ -289,22 +351,30 @@ class ClusterNode:
         if token is None:
             return
         now = _now_ms()
-        for (topic, partition), current in list(self._states.items()):
-            change = elect(topic, partition, current, self._joined_ms, now,
-                           preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
-            if change is not None:
-                await self._apply(change, token)
+        changes = [elect(topic, partition, current, self._joined_ms, now,
+                         preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
+                   for (topic, partition), current in list(self._states.items())]
+        # All at once: a dead broker's hundreds of partitions move in a few round trips, not one
+        # after another (each change is its own compare-and-set, so they are independent).
+        outcomes = await asyncio.gather(*(self._apply(c, token) for c in changes if c is not None),
+                                        return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            log.warning("%d of %d leader changes failed, retried at the next check: %s", len(failed),
+                        len(outcomes), failed[0])
 
-    async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> None:
+    async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> bool:
+        """Write one leader change; False if the state moved meanwhile (or the token is stale)."""
         try:
             written = await self._blocking(self.coordination.set_partition_state, change.topic, change.partition,
                                            change.state, change.expected_version, token)
         except (StaleVersionError, NotControllerError) as exc:
             log.debug("%s-%d: leader change not applied: %s", change.topic, change.partition, exc)
-            return
+            return False
         log.info("%s-%d: leader %d at epoch %d (%s)", change.topic, change.partition, change.state.leader,
                  change.state.leader_epoch, change.reason)
         self._on_state((change.topic, change.partition), written)
+        return True
 
     # ============================================================ topics and their states
     async def _create_states(self, topic: str, partitions: range) -> None:

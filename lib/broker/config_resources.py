@@ -258,6 +258,7 @@ async def alter_broker(broker, name: str, updates: dict[str, str | None], replac
         return
     store.update(CLUSTER_DEFAULT, updates, replace=replace, validate=validate_broker_defaults)
     await broker.partitions.apply_defaults()
+    broker.leadership.configs_changed(None)  # the other brokers of a cluster apply them too
 
 
 # ====================================================================== GROUP
@@ -324,6 +325,7 @@ async def alter(broker, resource_type: int, name: str, updates: dict[str, str | 
         if not validate_only:
             meta = broker.partitions.registry.alter_config(name, updates, replace=replace)
             await broker.partitions.apply_config(meta)
+            broker.leadership.configs_changed(name)  # the other brokers of a cluster apply it too
     elif resource_type == BROKER:
         await alter_broker(broker, name, updates, replace, validate_only)
     elif resource_type == GROUP:

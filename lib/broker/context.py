@@ -125,6 +125,7 @@ def _cluster_node(context: BrokerContext) -> Leadership:
     from .cluster.coordination import BrokerInfo
     from .cluster.zookeeper import ZooKeeperCoordination
     from .cluster_node import ClusterNode
+    from .interbroker import InterBrokerClient
 
     config = context.config
     runtimes = {r.topic.name: r for r in (context.groups.runtime, context.txn.runtime, context.share.store.runtime)}
@@ -141,4 +142,12 @@ def _cluster_node(context: BrokerContext) -> Leadership:
     node = ClusterNode(config.cluster, ZooKeeperCoordination(config.cluster, config.broker_id), context.partitions,
                        broker_id=config.broker_id, registration=registration, runtimes=runtimes)
     context.partitions.leadership = node
+    # Transactions span brokers: markers go to the partitions' leaders, verification to the
+    # id's coordinator, over the first listener (the inter-broker one).
+    context.txn.leadership = node
+    context.txn.peers = InterBrokerClient(node, config.bound_listeners[0].name, config.broker_id)
+    # Share-partition leaders reach each key's share coordinator (the leader of its
+    # __share_group_state partition), on connections of their own (state writes are frequent).
+    context.share.persister.use_cluster(node, InterBrokerClient(node, config.bound_listeners[0].name,
+                                                                config.broker_id))
     return node

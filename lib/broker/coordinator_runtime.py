@@ -40,6 +40,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterable, P
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
 from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
+from topiclake.segments.leader_fence import FencedLeaderError
 
 from .clock import SYSTEM, Clock
 from .constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -161,10 +162,17 @@ class CoordinatorRuntime(Generic[S]):
     # ===================================================================== the topic
     @property
     def partition_count(self) -> int:
-        return self._partition_count or self.topic.partitions
+        return self._partition_count if self.topic_exists else self.topic.partitions
 
     @property
     def topic_exists(self) -> bool:
+        """Whether the topic exists (in a cluster another broker may have created it meanwhile:
+        the registry is asked, through its short cache, until it does)."""
+        if self._partition_count is None and not self.owns_every_partition:
+            try:
+                self._partition_count = self.partitions.topic(self.topic.name).partitions
+            except UnknownTopicError:
+                return False
         return self._partition_count is not None
 
     def open_existing_topic(self) -> bool:
@@ -234,6 +242,7 @@ class CoordinatorRuntime(Generic[S]):
 
     async def load(self, index: int) -> None:
         """Own partition `index` and (re)build its shard from its log; returns once it serves."""
+        _ = self.topic_exists  # learns the partition count of a topic another broker created
         shard = self._shards.get(index)
         if shard is None:
             shard = self._shards[index] = CoordinatorShard(index)
@@ -390,6 +399,8 @@ class CoordinatorRuntime(Generic[S]):
             if self.coordinator.replays_writes:
                 for i, record in enumerate(records):
                     self.coordinator.replay(shard.state, record, appended.first_offset + i, producer_id, now)
+        except FencedLeaderError:
+            raise self._moved(shard) from None
         except Exception:
             await self._recover(shard, f"appending {len(records)} records")
             raise self.error(CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -403,6 +414,8 @@ class CoordinatorRuntime(Generic[S]):
                 part = shard.partition
                 await self.partitions.run_io(functools.partial(write_marker, part, producer_id, producer_epoch, commit,
                                                                self.clock(), coordinator_epoch=coordinator_epoch))
+            except FencedLeaderError:
+                raise self._moved(shard) from None
             except Exception:
                 await self._recover(shard, f"writing the {'COMMIT' if commit else 'ABORT'} marker of producer "
                                            f"{producer_id}")
@@ -416,6 +429,13 @@ class CoordinatorRuntime(Generic[S]):
         start offset), so no write of this coordinator interleaves."""
         async with self._holding(index) as shard:
             return await self.partitions.run_io(work, shard.partition)
+
+    def _moved(self, shard: CoordinatorShard[S]) -> Exception:
+        """Cluster mode: another broker leads the partition now (its append found the fence moved;
+        leadership unloads it here next): the client finds the new coordinator. Nothing to reload."""
+        log.info("%s-%d: a newer leader took the partition over: not the coordinator any more",
+                 self.topic.name, shard.index)
+        return self.error(CoordinatorErrorCode.NOT_COORDINATOR, f"{self.topic.name}-{shard.index} moved to another broker")
 
     async def _recover(self, shard: CoordinatorShard[S], what: str) -> None:
         """The one reload-on-failure path: the state is rebuilt from what the log holds."""

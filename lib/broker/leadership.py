@@ -11,11 +11,14 @@ in storage and recovered the log).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Literal, Protocol
 
 from .constants import LEADER_EPOCH
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+# A preferred-leader election's outcome (ElectLeaders): the preferred broker was made leader; it
+# leads already; it is not live (or the state moved meanwhile); the partition is not known.
+Election = Literal["elected", "not needed", "not available", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,16 @@ class Leadership(Protocol):
 
     def topic_deleted(self, topic: str) -> None: ...
 
+    def configs_changed(self, topic: str | None) -> None:
+        """A topic's configs (`topic`) or the cluster-wide defaults (None) changed here: every
+        other broker re-reads them for the logs it has open."""
+
+    async def elect_preferred(self, topic: str, partition: int) -> Election:
+        """ElectLeaders (PREFERRED) for one partition."""
+
+    def not_preferred(self) -> list[tuple[str, int]]:
+        """The partitions whose preferred broker does not lead them."""
+
 
 class SingleBroker:
     """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
@@ -87,3 +100,12 @@ class SingleBroker:
 
     def topic_deleted(self, topic: str) -> None:
         pass
+
+    def configs_changed(self, topic: str | None) -> None:
+        pass
+
+    async def elect_preferred(self, topic: str, partition: int) -> Election:
+        return "not needed"  # the one replica leads
+
+    def not_preferred(self) -> list[tuple[str, int]]:
+        return []

@@ -91,6 +91,9 @@ class PartitionTxns:
     def ongoing(self) -> dict[int, int]:
         return dict(self._ongoing)
 
+    def is_ongoing(self, producer_id: int) -> bool:
+        return producer_id in self._ongoing
+
     def aborted(self) -> tuple[AbortedTxn, ...]:
         return tuple(self._aborted)
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
-from topiclake.segments.errors import UnknownTopicError
+from topiclake.segments.errors import LogClosedError, UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
+TAKEOVER_THREADS = 8  # a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
 
 
 def topic_uuid(meta: TopicMeta) -> uuid.UUID:
@@ -143,6 +144,14 @@ class Partition:
             raise
         self._confirmed_end = self.log.log_end_offset
 
+    def confirm_through(self, last_offset: int) -> None:
+        """Cluster mode, before answering a retried batch with its original offsets (I/O thread):
+        they count only below the confirmed end. A batch whose own fence check failed is still in
+        this leader's producer state until it resigns; its retry must get NOT_LEADER_OR_FOLLOWER,
+        never an acknowledgement of bytes no reader will ever see."""
+        if self.fence is not None and last_offset >= self._confirmed_end:
+            self.confirm()
+
     def changed(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
         if len(self._waiters) >= 64:  # long polls of an idle partition cancel theirs: drop those
@@ -221,6 +230,11 @@ class PartitionManager:
         self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
+        # Cluster mode: takeovers (claim, recovery, a new segment: a dozen fsyncs each) run here,
+        # not on the writer thread: appends to the partitions already led never wait behind them,
+        # and the takeovers of a failed broker's partitions overlap their fsyncs. A Log being
+        # taken over is this thread's alone until take_over publishes it.
+        self.takeovers = ThreadPoolExecutor(max_workers=TAKEOVER_THREADS, thread_name_prefix="topiclake-takeover")
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
@@ -370,12 +384,12 @@ class PartitionManager:
         epoch starts, continue in a segment of this broker's own (leader_fence's steps 1-4)."""
         key = (topic, index)
         await self.resign(topic, index)
-        meta = self.topic(topic, fresh=True)
         directory = self.layout.log_dir(topic, index)
 
         def take_over_log() -> Partition:
             from topiclake.segments.log import Log
 
+            meta = self.topic(topic, fresh=True)
             directory.mkdir(parents=True, exist_ok=True)
             fence = PartitionFence(directory)
             history = fence.begin_takeover(epoch)
@@ -392,7 +406,8 @@ class PartitionManager:
                 raise
             return part
 
-        opening = self._opening[key] = asyncio.ensure_future(self.run_io(take_over_log))
+        opening = self._opening[key] = asyncio.ensure_future(
+            asyncio.get_running_loop().run_in_executor(self.takeovers, take_over_log))
         try:
             part = await asyncio.shield(opening)
         finally:
@@ -419,8 +434,12 @@ class PartitionManager:
     async def refresh_all(self) -> None:
         """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs."""
         for part in list(self._partitions.values()):
+            if self._partitions.get((part.topic, part.index)) is not part:
+                continue  # resigned meanwhile (cluster mode): its log is closed
             try:
                 await self.run_io(part.refresh)
+            except LogClosedError:
+                continue  # deleted or let go (resigned) while this walk went over the partitions
             except Exception:
                 log.exception("refreshing %s-%d failed", part.topic, part.index)
 
@@ -449,6 +468,7 @@ class PartitionManager:
             except Exception:
                 log.exception("closing %s-%d failed", part.topic, part.index)
         self._partitions.clear()
+        self.takeovers.shutdown(wait=True)
         self.readers.shutdown(wait=True)
         self.io.shutdown(wait=True)
 

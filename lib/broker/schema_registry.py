@@ -16,6 +16,7 @@ from topiclake.registry.basic_auth import basic_auth
 from topiclake.registry.config import RegistryConfig
 from topiclake.registry.errors import StoreConflict
 from topiclake.registry.http import serve
+from topiclake.registry.kafka_store import KafkaSchemaStore
 from topiclake.registry.log_records import StoredRecord, committed_records
 from topiclake.registry.service import SchemaRegistry
 from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
@@ -85,10 +86,13 @@ def _append(part, batch: bytes, expected_end: int) -> int:
 class BrokerRegistry:
     """The registry's lifecycle inside the broker: load `_schemas`, then serve the REST API."""
 
-    def __init__(self, partitions, config: RegistryConfig, verify_password=None):
+    def __init__(self, partitions, config: RegistryConfig, verify_password=None, *, bootstrap: str | None = None):
+        """`bootstrap`: reach `_schemas` over the Kafka protocol there (cluster mode: its leader
+        may be another broker) instead of through this broker's partitions."""
         self.config = config
         self.verify_password = verify_password  # HTTP basic auth against these users (None: open)
-        self.store = BrokerSchemaStore(partitions, config.topic)
+        self.store = (BrokerSchemaStore(partitions, config.topic) if bootstrap is None
+                      else KafkaSchemaStore(bootstrap, config.topic))
         self.registry = SchemaRegistry(self.store)
         self.runner = None
         self.port: int | None = None
@@ -105,3 +109,6 @@ class BrokerRegistry:
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            await close()

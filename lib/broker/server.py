@@ -92,27 +92,34 @@ class BrokerServer:
             self.context.config = self.config = dataclasses.replace(self.config, **changes)
         if self._root_lock is not None:
             self._root_lock.update_owner(port=self.config.public_port)
-        for server in self._servers:
-            await server.start_serving()
-        if self.config.registry.listen is not None:
-            # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
-            sasl_on = any(listener.sasl for listener in self.config.bound_listeners)
-            self.registry = BrokerRegistry(self.context.partitions, self.config.registry,
-                                           self.context.security.credentials.verify_password if sasl_on else None)
-            await self.registry.start()
+        clustered = self.context.leadership.clustered
+        if not clustered:
+            await self._start_serving()
+            await self._start_registry()
         self._register()
         await self.context.groups.start()
         await self.context.txn.start()
         await self.context.share.start()
-        if self.context.leadership.clustered:
-            await self.context.leadership.start()  # joins: partitions it leads open, coordinators follow
+        if clustered:
+            # Join first, serve after: a client must never be told of no brokers or no leaders
+            # (librdkafka waited seconds on such a Metadata answer before asking again).
+            await self.context.leadership.start()  # partitions it leads open, coordinators follow
+            await self._start_serving()
+            if self.config.registry.listen is not None:
+                # _schemas is reached through the cluster, once its partition has a leader: the
+                # registry starts when it can, retrying, and never holds the broker back.
+                self._background.append(asyncio.create_task(self._start_registry_when_ready()))
         partitions = self.context.partitions
-        self._background = [asyncio.create_task(self._renew_lease()),
+        self._background += [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
                             asyncio.create_task(_every(self.config.producer_id_expiration_check_interval_ms / 1000,
                                                        partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
+
+    async def _start_serving(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
 
     async def _on_connection(self, listener: Listener, reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:
@@ -165,6 +172,11 @@ class BrokerServer:
         for server in self._servers:
             server.close()  # stop accepting
         ctx.shutting_down.set()
+        if ctx.leadership.clustered:
+            # Kafka's controlled shutdown: let go of every partition and leave the cluster first, so
+            # the controller moves them at once and never hands this broker new ones while it drains
+            # (requests in flight finish; later ones get NOT_LEADER_OR_FOLLOWER and go elsewhere).
+            await ctx.leadership.stop()
         for part in ctx.partitions.open_partitions():
             part.notify()  # parked fetches answer now with what they have
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
@@ -177,8 +189,6 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         if self.registry is not None:
             await self.registry.stop()
-        if ctx.leadership.clustered:
-            await ctx.leadership.stop()  # lets go of every partition it leads, then leaves the cluster
         await ctx.groups.stop()
         await ctx.txn.stop()
         await ctx.share.stop()
@@ -187,6 +197,32 @@ class BrokerServer:
         if self._root_lock is not None:
             self._root_lock.release()  # last: every log is closed
         log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    async def _start_registry_when_ready(self, retry_s: float = 2.0) -> None:
+        while True:
+            try:
+                await self._start_registry()
+                self._register()  # the registration names the registry's URL now
+                return
+            except Exception as exc:  # noqa: BLE001  (the cluster is still settling: try again)
+                log.warning("the schema registry cannot start yet (%s); retrying in %.0f s", exc, retry_s)
+                if self.registry is not None:
+                    await self.registry.stop()
+                    self.registry = None
+                await asyncio.sleep(retry_s)
+
+    async def _start_registry(self) -> None:
+        if self.config.registry.listen is None:
+            return
+        # With SASL on, the registry takes HTTP basic auth with the same users (issue 14).
+        sasl_on = any(listener.sasl for listener in self.config.bound_listeners)
+        # In a cluster `_schemas` is led by one broker: every broker's registry reaches it over
+        # the Kafka protocol, on this broker's first listener (reads and writes go to its leader).
+        bootstrap = f"127.0.0.1:{self.port}" if self.context.leadership.clustered else None
+        self.registry = BrokerRegistry(self.context.partitions, self.config.registry,
+                                       self.context.security.credentials.verify_password if sasl_on else None,
+                                       bootstrap=bootstrap)
+        await self.registry.start()
 
     @property
     def registry_url(self) -> str | None:

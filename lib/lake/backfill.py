@@ -14,8 +14,11 @@ replace exactly those rows of the table in ONE commit.
   leader's bytes are never backfilled); while a takeover leaves offsets of the range undecided the
   backfill refuses to start, and a takeover during it that undid what was read commits nothing.
 
-The commit carries the writer guard; when it loses a race it retries only if the snapshot still
-has exactly the files this run planned to replace (an ingest that appended elsewhere is fine).
+The commit goes through delta-spark (delta_spark.py), so Delta's history names it as delta-spark
+names a replaceWhere: WRITE, mode Overwrite, the range as its predicate (delta-rs would call a
+commit that removes files an Append). It carries the writer guard; when it loses a race it
+retries only if the snapshot still has exactly the files this run planned to replace (an ingest
+that appended elsewhere is fine).
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake import DeltaTable, Schema as DeltaSchema
 
 from topiclake.segments.storage import StorageLayout
 
-from . import delta, quality
+from . import delta, delta_spark, quality
 from .decode import TaskWriter, file_stats
 from .coverage import group_starts
 from .errors import ConcurrentWriterError, DataLossError, UsageError
@@ -46,6 +49,7 @@ from .spark import collect
 from .source import list_partition
 from .typed import hooks as typed_hooks
 from .values import typed_columns_of
+from .widening import widen_table, widened_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,7 @@ def check_range(options: BackfillOptions) -> BackfillRange:
         raise UsageError(f"backfill range [{lo}, {hi}) is {'inverted' if lo > hi else 'empty'}: "
                          "--from (inclusive) must be below --to (exclusive)")
     group = options.group or GROUP_PREFIX + table_name(uri)
-    committed = table.transaction_version(delta.app_id(group, topic, partition))
+    committed = delta.group_offset(table, group, topic, partition)
     if committed is None:
         raise UsageError(f"backfill of {what}: group {group!r} has ingested nothing of {topic}-{partition} "
                          f"into {table_name(uri)}; only ingested offsets can be backfilled",
@@ -164,33 +168,77 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
                                         ranges={(topic, partition): (start, end)}, root=options.root,
                                         operation="backfill", run_id=run_id, data_docs=options.data_docs)
 
+    grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
+    if grown is not None and widened_columns(table, grown):  # the files to replace are the rewritten ones
+        widen_table(spark, uri, grown, partition_by, reason=f"backfill run {run_id}")
+        table = DeltaTable(uri)
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}
     outcomes = _rewrite(spark, uri, straddling, topic, partition, start, end, run_id)
     untouched = {o["source"] for o in outcomes if o["unchanged"]}
     rewrites = [o for o in outcomes if o["path"] is not None]
     now_ms = int(time.time() * 1000)
-    actions: list[AddAction | RemoveAction] = [
-        RemoveAction(f["path"], True, now_ms, f["size_bytes"], f["partition_values"])
-        for f in inside + straddling if f["path"] not in untouched]
-    actions += [delta.add_action(r) for r in new_files + rewrites]
+    actions = [delta_spark.remove_json(f["path"], f["size_bytes"], f["partition_values"], now_ms)
+               for f in inside + straddling if f["path"] not in untouched]
+    actions += [delta_spark.add_json(r["path"], r["size"], json.loads(r["partition_values"]), r["modification_time"],
+                                     r["stats"]) for r in new_files + rewrites]
 
-    def still_planned(snapshot) -> None:
-        now = _overlapping(delta.active_files(snapshot), topic, partition, start, end, partition_by)
+    def still_planned(version: int) -> None:
+        now = _overlapping(delta.active_files(DeltaTable(uri, version=version)), topic, partition, start, end,
+                           partition_by)
         if {f["path"] for f in now[0] + now[1]} != planned:
             raise ConcurrentWriterError(f"table {uri}: another writer changed the files of {topic!r} partition "
                                         f"{partition} offsets [{start}, {end}) during the backfill; run it again")
 
-    grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
-    result.version = delta.commit(uri, group=group, actions=actions, offsets=[], schema=grown, partition_by=partition_by,
-                                  evolve=grown is not None, precheck=still_planned, metadata={"topiclake": {
-                                      "operation": "backfill", "run_id": run_id, "topic": topic,
-                                      "partition": partition, "range": [start, end]}})
+    result.version = delta_spark.commit_replace(
+        spark, uri, actions=actions, partition_by=partition_by, precheck=still_planned,
+        predicate=range_predicate(topic, partition, start, end), new_schema_json=_grown_schema(table, grown),
+        metadata={"topiclake": {"operation": "backfill", "run_id": run_id, "topic": topic, "partition": partition,
+                                "range": [start, end]}})
     result.added = [r["path"] for r in new_files]
     result.removed = sorted(planned - untouched)
     result.rewritten = [r["path"] for r in rewrites]
     result.duration_s = time.monotonic() - started
     return result
+
+
+def range_predicate(topic: str, partition: int, start: int, end: int) -> str:
+    """The rows a backfill replaces, in Spark SQL (the predicate its Delta history shows)."""
+    return (f"topic = '{topic.replace(chr(39), chr(39) * 2)}' AND `partition` = {partition} "
+            f"AND `offset` >= {start} AND `offset` < {end}")
+
+
+def _grown_schema(table, grown: pa.Schema | None) -> str | None:
+    """The table's new schema JSON when the registry's columns grew it, else None."""
+    if grown is None:
+        return None
+    want = DeltaSchema.from_arrow(grown)
+    if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
+        return None
+    return want.to_json()
+
+
+def plain_layout(data: pa.Table) -> pa.Table:
+    """`data` with Arrow's view and large types as their plain twins (string_view -> string, ...).
+    Another Delta writer's files may hold them (deltalake 1.6's DELETE writes string_view); Arrow
+    compute and the lake's own files use the plain ones."""
+    schema = pa.schema([field.with_type(_plain(field.type)) for field in data.schema])
+    return data if schema.equals(data.schema) else data.cast(schema)
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(kind) or pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_binary_view(kind) or pa.types.is_large_binary(kind):
+        return pa.binary()
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), kind.item_field.with_type(_plain(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind) \
+            or pa.types.is_large_list_view(kind):
+        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_plain(field.type)) for field in kind])
+    return kind
 
 
 def _overlapping(files: pa.Table, topic: str, partition: int, start: int, end: int,
@@ -239,7 +287,7 @@ def rewrite_file(job: tuple) -> dict:
     `path` None: nothing is left, the file is only removed."""
     uri, path, partition_values, topic, partition, start, end, run_id = job
     fs, base = pafs.FileSystem.from_uri(uri)
-    data = pq.read_table(f"{base}/{path}", filesystem=fs)
+    data = plain_layout(pq.read_table(f"{base}/{path}", filesystem=fs))
     in_range = pc.and_(pc.and_(pc.equal(data["topic"], topic), pc.equal(data["partition"], partition)),
                        pc.and_(pc.greater_equal(data["offset"], start), pc.less(data["offset"], end)))
     kept = data.filter(pc.invert(pc.fill_null(in_range, False)))

@@ -147,12 +147,31 @@ def spark_error_line(exc: BaseException) -> str:
     tasks_error = _task_python_error(exc, text)
     if tasks_error:
         return tasks_error
-    message = exc.getMessage() if hasattr(exc, "getMessage") else text
-    line = _first_line(message or text)
+    line = _first_line(_spark_message(exc) or text)
     position = _POSITION.search(text)
     if position and "line " not in line:
         line += f" (line {position.group(1)}, pos {position.group(2)})"
     return line
+
+
+def _spark_message(exc: BaseException) -> str | None:
+    """The JVM's own words. Delta's error classes are not in Spark's message catalogue (asking
+    Spark for their message fails: the exception's text has it); a JVM exception that is not a
+    Spark error (py4j's "An error occurred while calling o41.sql.") is named by its class."""
+    from py4j.protocol import Py4JJavaError
+
+    if isinstance(exc, Py4JJavaError):
+        try:
+            java = exc.java_exception
+            return f"{java.getClass().getSimpleName()}: {java.getMessage()}"
+        except Exception:  # noqa: BLE001 - the JVM is gone: py4j's own text is all there is
+            return None
+    if hasattr(exc, "getMessage"):
+        try:
+            return exc.getMessage()
+        except Exception:  # noqa: BLE001 - e.g. [INTERNAL_ERROR] Cannot find main error class 'DELTA_...'
+            return None
+    return None
 
 
 def _task_python_error(exc: BaseException, text: str) -> str | None:

@@ -87,7 +87,7 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     starts = group_starts(snapshot, group)
     out = []
     for p in partitions:
-        committed = snapshot.transaction_version(delta.app_id(group, topic, p)) if snapshot else None
+        committed = delta.group_offset(snapshot, group, topic, p) if snapshot else None
         ranges = held.get((topic, p), [])
         lower = starts.get(f"{topic}:{p}", ranges[0].first if ranges else committed or 0)
         upper = committed if committed is not None else (ranges[-1].end if ranges else lower)

@@ -62,7 +62,100 @@ def committed_offsets(table: DeltaTable | None, group: str,
     """The group's next offset per partition, None where it never committed."""
     if table is None:
         return {tp: None for tp in partitions}
-    return {(t, p): table.transaction_version(app_id(group, t, p)) for t, p in partitions}
+    history = History(table)
+    return {(t, p): group_offset(table, group, t, p, history) for t, p in partitions}
+
+
+_HISTORY_PAGES = (8, 64, 512, None)  # commits read back, newest first, until the decisive one is found
+_MAX_RESTORES = 16
+
+
+def group_offset(table: DeltaTable, group: str, topic: str, partition: int,
+                 history: History | None = None) -> int | None:
+    """The group's next offset for one partition: the txn version, unless a RESTORE took the table
+    back to a version older than the commit that set it. delta-spark's RESTORE brings back the
+    files of the old version but keeps the newest txn actions, so the offsets would stay ahead of
+    the data and the records the RESTORE took out would never come back; the offsets follow the
+    data instead: the group's offset as of the restored version, and the next ingest reads the
+    records again (exactly once against what the table holds). The history is read newest first
+    until a commit of this group for the partition (its txn stands) or a RESTORE (go on from its
+    target version) is found; other writers' commits (OPTIMIZE, DELETE, ...) are passed over.
+    (delta-rs's history of a time-travelled table mislabels versions: only the latest is read.)"""
+    key = f"{topic}:{partition}"
+    version = table.version()
+    restores = 0
+    for commit in history or History(table):
+        if commit["version"] > version:
+            continue
+        if commit.get("operation") == "RESTORE" and restores < _MAX_RESTORES:
+            target = _restored_version(table, commit.get("operationParameters") or {})
+            if target is not None and target < version:
+                version, restores = target, restores + 1
+                continue
+        info = _topiclake_info(commit)
+        if info.get("group") == group and key in (info.get("offsets") or {}):
+            break
+    at = table if version == table.version() else DeltaTable(table.table_uri, version=version)
+    return at.transaction_version(app_id(group, topic, partition))
+
+
+class History:
+    """A table's commits newest first, read in growing pages as far as a caller walks (kept, so
+    the partitions of one group share the reads)."""
+
+    def __init__(self, table: DeltaTable):
+        self.table = table
+        self._read: list[dict] = []
+        self._complete = False
+
+    def __iter__(self):
+        pages = iter(_HISTORY_PAGES)
+        position = 0
+        while True:
+            while position < len(self._read):
+                yield self._read[position]
+                position += 1
+            if self._complete:
+                return
+            limit = next(pages)
+            if limit is not None and limit <= len(self._read):
+                continue
+            self._read = self.table.history(limit)
+            self._complete = limit is None or len(self._read) < limit
+
+
+def _restored_version(table: DeltaTable, parameters: dict) -> int | None:
+    if parameters.get("version") is not None:
+        return int(parameters["version"])
+    if parameters.get("timestamp"):
+        import datetime as dt
+
+        restored = DeltaTable(table.table_uri)
+        restored.load_as_version(dt.datetime.fromisoformat(str(parameters["timestamp"]).replace(" ", "T")))
+        return restored.version()
+    return None
+
+
+def _topiclake_info(commit: dict) -> dict:
+    """What a topiclake commit says of itself: its `topiclake` field (delta-rs commits), else its
+    userMetadata (delta-spark commits)."""
+    info = commit.get("topiclake")
+    if isinstance(info, dict):
+        return info
+    try:
+        parsed = json.loads(commit.get("userMetadata") or "{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The commitInfo fields of a topiclake commit: `topiclake` (what it did: operation, run,
+    group, the offset ranges per topic-partition) also as Delta's `userMetadata`, the field that
+    DESCRIBE HISTORY shows."""
+    if "topiclake" not in metadata:
+        return metadata
+    return {**metadata, "userMetadata": json.dumps(metadata["topiclake"], sort_keys=True, separators=(",", ":"))}
 
 
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
@@ -99,7 +192,8 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
             table.create_write_transaction(
                 list(actions), mode=mode, schema=commit_schema, partition_by=list(partition_by),
                 partition_filters=filters,
-                commit_properties=CommitProperties(custom_metadata=metadata, app_transactions=txns + [guard]))
+                commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
+                                                   app_transactions=txns + [guard]))
         except CommitFailedError as exc:
             log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
             continue
@@ -117,6 +211,12 @@ def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequen
     want = DeltaSchema.from_arrow(schema)
     if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
         return "append", table.schema(), None
+    from .widening import widened_columns
+
+    changed = widened_columns(table, schema)
+    if changed:  # only widening.widen_table changes a type (it rewrites the files); never a commit
+        raise ConcurrentWriterError(f"table {table.table_uri}: columns {changed} have other types than this run "
+                                    "planned with (another writer changed them); nothing was committed, run again")
     column = partition_by[0] if partition_by else table.schema().fields[0].name
     return "overwrite", want, [(column, "in", [])]
 
@@ -128,7 +228,7 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
     try:
         create_table_with_add_actions(
             uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=list(partition_by) or None,
-            commit_properties=CommitProperties(custom_metadata=metadata,
+            commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
                                                app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]))
     except DeltaError as exc:
         if "already exists" in str(exc):
@@ -138,9 +238,9 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
 
 
 def _check_unchanged(table: DeltaTable, uri: str, group: str, offsets: Sequence[OffsetUpdate]) -> None:
-    moved = []
+    moved, history = [], History(table)
     for u in offsets:
-        now = table.transaction_version(app_id(group, u.topic, u.partition))
+        now = group_offset(table, group, u.topic, u.partition, history)
         if now != u.expected:
             moved.append(f"{u.topic}/{u.partition}: planned from {u.expected}, now {now}")
     if moved:

@@ -52,14 +52,13 @@ def _parser(job: str, description: str, prog: str | None) -> OneLineParser:
                          epilog="Errors are one line on stderr; --debug adds the Python traceback.")
 
 
-def _common(p: OneLineParser, *, spark: bool = True) -> None:
+def _common(p: OneLineParser) -> None:
     """Flags every job takes."""
     p.add_argument("--data", type=_optional, metavar="DIR", help=ROOT_HELP)
     p.add_argument("--config", type=_optional, metavar="FILE", help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
-    if spark:
-        p.add_argument("--master", type=_optional, metavar="URL",
-                       help="Spark master when not run by spark-submit (default: local[*])")
-        p.add_argument("--verbose", action="store_true", help="Spark's own log (INFO) and topiclake's info messages")
+    p.add_argument("--master", type=_optional, metavar="URL",
+                   help="Spark master when not run by spark-submit (default: local[*])")
+    p.add_argument("--verbose", action="store_true", help="Spark's own log (INFO) and topiclake's info messages")
     p.add_argument("--debug", action="store_true", help="print the Python traceback of an error")
 
 
@@ -164,8 +163,9 @@ def compact_parser(prog: str | None = None) -> OneLineParser:
 
 
 def retention_parser(prog: str | None = None) -> OneLineParser:
-    p = _parser("retention", "Segment retention (retention.ms / retention.bytes) and the tables' maintenance. "
-                             "No Spark session is needed. Exits 1 when a partition or table failed.", prog)
+    p = _parser("retention", "Segment retention (retention.ms / retention.bytes), with no Spark session, and the "
+                             "tables' maintenance (delta-spark, on the Spark master). Exits 1 when a partition or "
+                             "table failed.", prog)
     p.add_argument("--topic", action="append", default=[], help="topic (repeatable, or a,b,c; default: all)")
     p.add_argument("--protect-groups", action="append", default=[],
                    help="consumer groups whose uncommitted offsets must not be deleted (G1,G2)")
@@ -176,9 +176,7 @@ def retention_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--optimize", action="store_true", help="compact small files of the tables")
     p.add_argument("--target-file-bytes", type=_count(1), help="optimize's target file size")
     p.add_argument("--vacuum-hours", type=_count(0), help="vacuum unreferenced files older than this")
-    _common(p, spark=False)
-    p.add_argument("--master", help="accepted for symmetry with the other jobs; unused")
-    p.add_argument("--verbose", action="store_true", help="topiclake's info messages")
+    _common(p)
     return p
 
 

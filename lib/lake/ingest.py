@@ -36,6 +36,7 @@ from .spark import collect
 from .source import list_partition, topic_partitions
 from .typed import hooks as typed
 from .values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
+from .widening import widen_table, widened_columns
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                     for p in outcome.partitions},
             root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
     for outcome in result.tables:
-        _commit_table(outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
+        _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
     bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap, protocol=options.client.security_protocol)
     for outcome in result.tables:
         outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),
@@ -287,7 +288,7 @@ def _describe(result: IngestResult) -> str:
     return "topiclake ingest: " + "; ".join(parts)
 
 
-def _commit_table(outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str]) -> None:
+def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str]) -> None:
     pipeline = outcome.pipeline
     by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
     actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
@@ -305,13 +306,18 @@ def _commit_table(outcome: TableOutcome, rows: pa.Table, *, run_id: str, partiti
         "lost": {f"{p.plan.topic}:{p.plan.partition}": list(p.plan.lost)
                  for p in outcome.partitions if p.plan.lost is not None},
     }}
+    schema = _table_schema(pipeline, partition_by)
+    evolve = pipeline.typed is not None and bool(actions)  # the schema changes with files that need it
+    if evolve:
+        table = delta.load_table(pipeline.table_uri)
+        if table is not None and widened_columns(table, schema):
+            widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
     if pipeline.value_schema is not None or pipeline.typed is not None:
         # First, so that a crash between the two commits leaves the quarantine ahead, never
         # behind: the rerun skips the offsets it already holds (quarantine_from).
         _commit_quarantine(outcome, rows, metadata, partition_by)
     outcome.version = delta.commit(pipeline.table_uri, group=pipeline.group, actions=actions, offsets=updates,
-                                   schema=_table_schema(pipeline, partition_by), partition_by=partition_by,
-                                   metadata=metadata, evolve=pipeline.typed is not None)
+                                   schema=schema, partition_by=partition_by, metadata=metadata, evolve=evolve)
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
 

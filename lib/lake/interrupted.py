@@ -9,6 +9,7 @@ interrupt, compares it with what is on disk now.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -26,8 +27,11 @@ def _offsets(group: str, offsets: dict[tuple[str, int], int | None]) -> str:
 
 
 def watch_ingest(pipelines: Iterable, topic_partitions: dict[str, list[int]]) -> Watcher:
-    """`pipelines`: ingest.Pipeline (table_uri, group, topics)."""
+    """`pipelines`: ingest.Pipeline (table_uri, group, topics). The files a run wrote and did not
+    commit are said too: where they are, and that VACUUM (`topiclake retain --vacuum-hours H`)
+    removes them (no reader ever reads them)."""
     pipelines = list(pipelines)
+    started = time.time()
 
     def committed(pipeline) -> dict[tuple[str, int], int | None]:
         tps = [(t, p) for t in pipeline.topics for p in topic_partitions[t]]
@@ -49,8 +53,37 @@ def watch_ingest(pipelines: Iterable, topic_partitions: dict[str, list[int]]) ->
             parts.append(f"not committed: {'; '.join(not_done)}")
         elif not_done:
             parts.append("; ".join(not_done))
-        return "; ".join(parts) + ". The next run resumes from the committed offsets"
+        said = "; ".join(parts) + ". The next run resumes from the committed offsets"
+        left = {pl.table_uri: uncommitted_files(pl.table_uri, since=started) for pl in pipelines}
+        left = {uri: n for uri, n in left.items() if n}
+        if left:
+            where = ", ".join(f"{n} in {uri}" for uri, n in left.items())
+            said += (f". Files this run wrote and did not commit are left, never read: {where}; "
+                     "`topiclake retain --table NAME --vacuum-hours H` (Delta's VACUUM) removes them once "
+                     "H hours old")
+        return said
     return describe
+
+
+def uncommitted_files(table_uri: str, *, since: float) -> int:
+    """Parquet files under a local table directory, written at or after `since`, that its
+    snapshot does not reference (an interrupted run's). Not counted for a remote table."""
+    root = Path(table_uri)
+    if "://" in table_uri or not root.is_dir():
+        return 0
+    table = delta.load_table(table_uri)
+    referenced = set(delta.active_files(table).column("path").to_pylist()) if table is not None else set()
+    count = 0
+    for path in root.rglob("*.parquet"):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith("_") or relative in referenced:
+            continue
+        try:
+            if path.stat().st_mtime >= since - 1:
+                count += 1
+        except OSError:  # vacuumed meanwhile
+            continue
+    return count
 
 
 def watch_backfill(table_uri: str, what: str) -> Watcher:

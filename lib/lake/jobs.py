@@ -209,6 +209,9 @@ def _retention(args, command: Command) -> int:
     from .retention import format_summary, options_from_args, retain
 
     args.data = str(root)
-    result = retain(options_from_args(args))
+    options = options_from_args(args)
+    if options.tables is not None:
+        _prepare_spark(args)  # the tables' maintenance runs on Spark
+    result = retain(options, spark_conf=SPARK_CONF)
     print(format_summary(result), flush=True)
     return 1 if result.errors else 0

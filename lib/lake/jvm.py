@@ -11,6 +11,8 @@ Two settings more than halve it on a small machine and change nothing a job comp
   sql` keeps C2 (`long_queries`): in local mode its queries run in the driver's JVM, where a
   3 M-row self-join took 4.6-4.7 s with C2 and 5.7-7.6 s with C1 only.
 
+The archive holds the classes of a session with Delta's jars and SQL extension
+(topiclake.lake.spark_jars), on the class path every session has: Spark's jars, then Delta's.
 `bin/_env.sh` builds the archive when it installs the venv, and its spark-submit wrapper passes
 `driver_java_options()` in SPARK_SUBMIT_OPTS (a user's own SPARK_SUBMIT_OPTS come after them, so
 they win); `topiclake` commands that start a local session put them in
@@ -26,12 +28,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-# What the archive is made from: a session and one small Arrow job, as a lake job starts.
+from .spark_jars import DELTA_CONF, with_delta_classpath
+
+# What the archive is made from: a session with Delta (topiclake.lake.spark_jars) and one small
+# Arrow job, as a lake job starts, then a small Delta table written, read back and described, as
+# `topiclake sql` and the maintenance jobs use Delta.
 _WARM_UP = """
+import sys
 from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.getOrCreate()
 spark.range(0, 2, 1, 2).mapInArrow(lambda batches: batches, "id BIGINT").toArrow()
+table = sys.argv[1]
+spark.range(0, 4, 1, 2).write.format("delta").save(table)
+spark.sql(f"DESCRIBE HISTORY delta.`{table}`").toArrow()
+spark.sql(f"SELECT count(*) FROM delta.`{table}` VERSION AS OF 0").toArrow()
 spark.stop()
 """
 
@@ -70,14 +81,16 @@ def build_archive(archive: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="topiclake-cds-") as tmp:
         script = Path(tmp) / "warm_up.py"
         script.write_text(_WARM_UP)
-        env = {**os.environ, "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial} "
+        env = {**with_delta_classpath(dict(os.environ)), "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial} "
                                                   "-Xlog:cds=off -Xlog:cds+dynamic=off",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
                "SPARK_HOME": os.environ.get("SPARK_HOME", str(spark_home())),
                "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+        delta_conf = [arg for key, value in DELTA_CONF.items() for arg in ("--conf", f"{key}={value}")]
         done = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
-                               "--conf", "spark.ui.enabled=false", str(script)],
+                               "--conf", "spark.ui.enabled=false", *delta_conf, str(script),
+                               str(Path(tmp) / "table")],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)

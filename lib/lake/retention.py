@@ -34,9 +34,10 @@ a file a fenced leader created later and named higher), the high watermark is wh
 ends (and stays below a takeover in progress), and `maintenance.delete_segments` retires only
 segments of the log: a fenced leader's files stay where they are, untouched.
 
-Table side (table_maintenance.py), for the `--table`s: rows older than --table-retention-days
-(by the record_date partition, one Delta commit of remove actions), small-file compaction
-(--optimize) and vacuum (--vacuum-hours).
+Table side (table_maintenance.py), for the `--table`s, through delta-spark on the job's Spark
+master (--master, or spark-submit's): rows older than --table-retention-days (by the record_date
+partition, one DELETE that removes whole files), small-file compaction (--optimize: OPTIMIZE) and
+VACUUM (--vacuum-hours).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class RetentionOptions:
     now_ms: int | None = None
     dry_run: bool = False
     tables: TableMaintenanceOptions | None = None
+    master: str | None = None  # the tables' maintenance runs on this Spark master (default: local[*])
 
 
 def split_names(values: Sequence[str]) -> tuple[str, ...]:
@@ -90,7 +92,7 @@ def options_from_args(args) -> RetentionOptions:
                                          vacuum_hours=args.vacuum_hours)
     return RetentionOptions(root=storage_root(load_settings(args.config), args.data), topics=split_names(args.topic),
                             protect_groups=split_names(args.protect_groups), now_ms=args.now_ms, dry_run=args.dry_run,
-                            tables=tables)
+                            tables=tables, master=getattr(args, "master", None))
 
 
 @dataclass(slots=True)
@@ -185,7 +187,9 @@ def retain_partition(layout: StorageLayout, topic: str, partition: int, config, 
     return out
 
 
-def retain(options: RetentionOptions) -> RetentionResult:
+def retain(options: RetentionOptions, *, spark_conf: dict[str, str] | None = None) -> RetentionResult:
+    """The segments need no Spark; the tables' maintenance starts a session (on options.master)
+    when it has something to run there."""
     started = time.monotonic()
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
@@ -204,7 +208,13 @@ def retain(options: RetentionOptions) -> RetentionResult:
                 result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
                 log.error("retention of %s-%d failed: %s", meta.name, p, exc)
     if options.tables is not None:
-        result.tables = maintain_tables(layout, options.tables, now_ms=now_ms, dry_run=options.dry_run)
+        from .spark import get_session
+
+        result.tables = maintain_tables(
+            layout, options.tables, now_ms=now_ms, dry_run=options.dry_run,
+            # long_queries: on a local master the rewriting runs in the driver JVM, which then keeps C2
+            spark=lambda: get_session("topiclake-table-maintenance", master=options.master, conf=spark_conf,
+                                      long_queries=True))
     result.duration_s = time.monotonic() - started
     return result
 

@@ -3,7 +3,8 @@
 Settings that are correctness, not tuning: the session time zone is UTC (record dates and
 timestamps must not depend on the machine that runs the job), Parquet timestamps are written as
 microseconds (Delta has no nanosecond or INT96 timestamps), and Arrow transfer is on (toArrow
-moves column batches, never per-record Python objects).
+moves column batches, never per-record Python objects). Every session has Delta: its SQL
+extension and catalog, its jars on the driver's class path (topiclake.lake.spark_jars).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 from pathlib import Path
 
 from . import python_workers
+from .errors import LakeError
+from .spark_jars import DELTA_CONF, with_delta_classpath
 
 DEFAULT_MASTER = "local[*]"
 
@@ -42,7 +45,9 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         for key, value in REQUIRED_CONF.items():  # all of them are runtime SQL settings
             active.conf.set(key, value)
         return active
-    options = {"spark.app.name": app_name}
+    options = {"spark.app.name": app_name, **DELTA_CONF}
+    if _submitted():
+        _check_delta_loadable()
     if master or not _submitted():
         master = master or os.environ.get("MASTER", DEFAULT_MASTER)
         options["spark.master"] = master
@@ -50,7 +55,17 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
         # (a remote executor may not have this interpreter path).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         options["spark.driver.extraJavaOptions"] = _local_driver_java_options(long_queries)
-    if python_workers.can_start_daemon(master or _submitted_master()):
+    master = master or _submitted_master()
+    if master and master.startswith("local"):
+        # Delta rebuilds a table's state in spark.databricks.delta.snapshotPartitions tasks (50 by
+        # default, for clusters): on one machine, a task per core (a small table's first query
+        # took 10-20 s with 50, about 2 s with 2 on 2 cores).
+        # Likewise VACUUM lists a table in spark.sql.sources.parallelPartitionDiscovery.parallelism
+        # tasks (10,000 by default: a minute for a small table on 2 cores).
+        cores = str(_local_cores(master))
+        options["spark.databricks.delta.snapshotPartitions"] = cores
+        options["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = cores
+    if python_workers.can_start_daemon(master):
         # Spark starts its Python worker daemon through topiclake.lake.python_workers (pyspark from
         # the installed package's bytecode, preloaded before the workers fork).
         options["spark.python.daemon.module"] = python_workers.DAEMON_MODULE
@@ -60,7 +75,7 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
     options["spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"] = os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     options.update({**REQUIRED_CONF, **(conf or {})})
     if not _submitted():
-        _launch_local_jvm(options)
+        _launch_local_jvm(options, loopback=master.startswith("local"))
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -72,11 +87,26 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
 _JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 
 
-def _launch_local_jvm(options: dict[str, str]) -> None:
+def _local_cores(master: str) -> int:
+    """The cores of a local master: local[N] / local[N,F] -> N, local-cluster[E,C,M] -> E*C, else all."""
+    import re
+
+    if match := re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master):
+        return max(1, int(match.group(1)))
+    if match := re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master):
+        return max(1, int(match.group(1)) * int(match.group(2)))
+    return os.cpu_count() or 1
+
+
+def _launch_local_jvm(options: dict[str, str], *, loopback: bool) -> None:
     """Start the driver JVM as pyspark would (spark-submit with these settings), with its stderr
     passed on to ours as it comes, minus the JVM's incubator-module warning. The reader runs
     before the JVM starts, so a JVM that fails to start is heard and one that writes a lot never
-    blocks on a full pipe."""
+    blocks on a full pipe.
+
+    `loopback` (a local master): unless SPARK_LOCAL_IP says otherwise, the driver, and so its web
+    UI, listen on 127.0.0.1 only (Spark would listen on every interface, and warn when the host's
+    name resolves to a loopback address)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -88,12 +118,19 @@ def _launch_local_jvm(options: dict[str, str]) -> None:
     read_end, write_end = os.pipe()
     reader = threading.Thread(target=_pass_on_jvm_stderr, args=(read_end,), name="spark-jvm-stderr", daemon=True)
     reader.start()
+    environ_before = dict(os.environ)
+    os.environ.update(with_delta_classpath(environ_before))  # launch_gateway hands os.environ to the JVM
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
     except BaseException:
         os.close(write_end)
         reader.join(2)  # the JVM's last words before our error
         raise
+    finally:
+        os.environ.clear()
+        os.environ.update(environ_before)
     os.close(write_end)  # the JVM (and the Python workers it starts) hold the pipe now
     SparkContext._ensure_initialized(gateway=gateway)
 
@@ -119,6 +156,19 @@ def _write_stderr(data: bytes) -> None:
             view = view[os.write(2, view):]
         except OSError:  # stderr closed or a broken pipe: the JVM's output goes nowhere, as it would
             return
+
+
+def _check_delta_loadable() -> None:
+    """Under a spark-submit that is not the venv's (which puts Delta's jars on the driver's class
+    path), Delta must come with --jars: without it the session would fail at its first SQL."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    if not SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_CONF["spark.sql.extensions"]):
+        error = LakeError("Delta's jars are not on this spark-submit's class path")
+        error.hint = ("run the venv's spark-submit (.venv/bin/spark-submit), or pass "
+                      '--jars "$(python -m topiclake.lake.spark_jars --jars)"')
+        raise error
 
 
 def _submitted_master() -> str | None:
@@ -150,6 +200,14 @@ def set_spark_log(*, verbose: bool) -> None:
     global _spark_log_verbose
     _spark_log_verbose = verbose
     if verbose:
+        if _submitted():  # the venv's spark-submit starts the JVM with our quiet configuration
+            from pyspark import SparkContext
+
+            SparkContext._ensure_initialized()
+            jvm = SparkContext._jvm
+            defaults = jvm.org.apache.spark.util.Utils.getSparkClassLoader().getResource(
+                "org/apache/spark/log4j2-defaults.properties")
+            jvm.org.apache.logging.log4j.LogManager.getContext(False).setConfigLocation(defaults.toURI())
         return
     from pyspark.logger import PySparkLogger
 

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +21,13 @@ from pathlib import Path
 from topiclake.segments.storage import StorageLayout
 
 from .command import error_line
-from .sql import QueryResult, discover_tables, execute, format_result, register_views, split_statements, \
-    statement_complete
+from .sql import QueryResult, discover_tables, execute, format_result, register_tables, split_statements, \
+    statement_complete, use_root
 
 PROMPT, CONTINUATION = "topiclake> ", "        -> "
 HISTORY_ENV = "TOPICLAKE_SQL_HISTORY"
 QUIT = {"exit", "quit", r"\q"}
+CANCEL_WAIT_S = 30.0
 
 
 class QueryCancelled(Exception):
@@ -43,9 +45,11 @@ class SqlSession:
     def start(cls, root: Path, *, master: str | None, conf: dict[str, str], fmt: str, max_rows: int) -> "SqlSession":
         from .spark import get_session
 
-        tables = discover_tables(StorageLayout(root))
+        layout = StorageLayout(root)
+        tables = discover_tables(layout)
         spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True)
-        register_views(spark, tables)
+        use_root(spark, layout)
+        register_tables(spark, tables)
         return cls(spark, tables, fmt, max_rows)
 
     # ------------------------------------------------------------------------------ batch
@@ -80,8 +84,10 @@ class SqlSession:
     def shell(self) -> int:
         history = _open_history()
         names = ", ".join(f"`{n}`" if "." in n else n for n in sorted(self.tables)) or "none yet"
+        ui = self.spark.sparkContext.uiWebUrl
         print(f"topiclake sql: Spark SQL over the tables ({names}). End statements with ';'. "
-              "Ctrl-C cancels a running query; Ctrl-D or exit leaves.", flush=True)
+              "Ctrl-C cancels a running query; Ctrl-D or exit leaves."
+              + (f" Spark UI: {ui}" if ui else ""), flush=True)
         try:
             while True:
                 statement = self._read_statement()
@@ -127,18 +133,17 @@ class SqlSession:
         A Ctrl-C that comes while Spark still plans the statement cancels its jobs as they start."""
         sc = self.spark.sparkContext
         group = f"topiclake-sql-{uuid.uuid4().hex[:8]}"
-        cancelled, finished = threading.Event(), threading.Event()
+        cancelled = threading.Event()
 
-        def keep_cancelling() -> None:
-            tracker = sc.statusTracker()
-            while not finished.wait(0.2):
-                if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
-                    sc.cancelJobGroup(group)
+        def cancel_group() -> None:
+            # the group's running jobs, and the ones its statement would start next (an adaptive
+            # query runs a job per stage: cancelling only the running ones let the next start)
+            sc._jsc.sc().cancelJobGroupAndFutureJobs(group, "cancelled by Ctrl-C in topiclake sql")
 
         def cancel(_signum, _frame) -> None:
             if not cancelled.is_set():
                 cancelled.set()
-                threading.Thread(target=keep_cancelling, name=f"cancel-{group}", daemon=True).start()
+                threading.Thread(target=cancel_group, name=f"cancel-{group}", daemon=True).start()
 
         previous = signal.signal(signal.SIGINT, cancel)
         sc.setJobGroup(group, statement[:200], interruptOnCancel=True)
@@ -146,16 +151,43 @@ class SqlSession:
             result = execute(self.spark, statement, self.tables, max_rows=self.max_rows)
         except Exception:
             if cancelled.is_set():
+                self._wait_until_stopped(group)
                 raise QueryCancelled() from None
             raise
         finally:
-            finished.set()
             signal.signal(signal.SIGINT, previous)
             sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setLocalProperty("spark.job.description", None)
         if cancelled.is_set():  # Ctrl-C after the last job: the result is there, but was not wanted
             raise QueryCancelled()
         return result
+
+    def _wait_until_stopped(self, group: str, timeout_s: float = CANCEL_WAIT_S) -> None:
+        """Back at the prompt only once no task of the cancelled statement runs any more (the
+        next query would share the cores with them); says so if some still run after the wait."""
+        left = running_tasks(self.spark, group)
+        deadline = time.monotonic() + timeout_s
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = running_tasks(self.spark, group)
+        if left:
+            print(f"sql: {left} task(s) of the cancelled query still running after {timeout_s:.0f} s",
+                  file=sys.stderr, flush=True)
+
+
+def running_tasks(spark, group: str) -> int:
+    """Tasks still running for jobs of the job group (0 when every job has ended)."""
+    tracker = spark.sparkContext.statusTracker()
+    count = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        if job is None or job.status != "RUNNING":
+            continue
+        for stage_id in job.stageIds:
+            stage = tracker.getStageInfo(stage_id)
+            count += stage.numActiveTasks if stage is not None else 0
+        count = count or 1  # a running job whose tasks have not started yet
+    return count
 
 
 def _one_history_entry(lines: list[str]) -> None:

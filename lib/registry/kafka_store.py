@@ -74,14 +74,23 @@ class KafkaSchemaStore:
         return await self._run(self._end_offset)
 
     def _end_offset(self) -> int:
-        from confluent_kafka import TopicPartition
+        import time
 
-        try:
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=_TIMEOUT_S,
-                                                              cached=False)
-        except Exception as exc:  # KafkaException: the broker is unreachable
-            raise store_timeout(f"reading the end of {self.topic} from {self.bootstrap}: {exc}") from None
-        return high
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            try:
+                _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=_TIMEOUT_S,
+                                                                  cached=False)
+                return high
+            except KafkaException as exc:
+                # A topic just created (by this registry or another) has no leader for a moment.
+                settling = exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                                                  KafkaError.NOT_LEADER_FOR_PARTITION)
+                if not settling or time.monotonic() > deadline:
+                    raise store_timeout(f"reading the end of {self.topic} from {self.bootstrap}: {exc}") from None
+                time.sleep(_POLL_S)
 
     async def read(self, from_offset: int) -> tuple[list[StoredRecord], int]:
         return await self._run(self._read, from_offset)

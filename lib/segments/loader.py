@@ -180,8 +180,8 @@ def first_batch(path: Path) -> tuple[int | None, int | None]:
 def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int],
                    epochs: EpochHistory | None = None) -> list[LogSegment]:
     """The segments of the log. In cluster mode a segment file whose first batch is not valid
-    (a fenced leader created it after the takeover; an empty one nobody wrote yet) is not part
-    of the log: it is left where it is, untouched, indexes and all."""
+    (a fenced leader created it after the takeover) is not part of the log: it is left where it
+    is, untouched, indexes and all; nor is an empty file unless it is the newest."""
     logs: set[int] = set()
     indexes: list[Path] = []
     for path in directory.iterdir():
@@ -197,9 +197,15 @@ def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]
             log.warning("deleting orphan index file %s", path)
             path.unlink(missing_ok=True)
     segments = []
-    for base in sorted(logs):
-        if epochs is not None and not epochs.counts_segment(*first_batch(filenames.log_file(directory, base))):
-            continue
+    bases = sorted(logs)
+    for base in bases:
+        if epochs is not None:
+            first = first_batch(filenames.log_file(directory, base))
+            # An empty file counts only as the newest one (an idle leader's active segment): an
+            # empty file among others could be a fenced leader's, inside a newer leader's range.
+            empty_tail = first == (None, None) and base == bases[-1]
+            if not empty_tail and not epochs.counts_segment(*first):
+                continue
         segment, truncated = open_segment(directory, base, config)
         if truncated is not None:
             recovered[base] = truncated

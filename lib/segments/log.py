@@ -111,6 +111,7 @@ class Log:
                           create_segment=create_segment)
         # The segments this Log created exclusively: nobody else writes them, so it may append.
         self._own_segments: set[int] = {loaded.created} if loaded.created is not None else set()
+        self._roll_before_append = False  # cluster mode: set by take_over until the first append
         self.load_result = loaded
         self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
         last = self._segments[-1] if self._segments else None
@@ -187,31 +188,41 @@ class Log:
             now = _now_ms() if now_ms is None else now_ms
             buf = bytearray(batches)
             fields = self._validate(buf, assign_offsets)
-            next_offset = self._log_end_offset
+            if self._roll_before_append:  # cluster mode: the first append after a takeover
+                self._roll_exclusive(self._segments[-1], self._log_end_offset, now, takeover=True)
             log_append_time = self.config.log_append_time
-            summaries: list[BatchSummary] = []
-            position = records = 0
-            max_timestamp = NO_TIMESTAMP
-            for f in fields:  # f: the raw HEADER fields of one batch
-                base = next_offset if assign_offsets else f[0]
-                if assign_offsets:
-                    set_base_offset(buf, position, base)
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, position, leader_epoch)
-                batch_max_timestamp = now if log_append_time else f[8]
-                if log_append_time:
-                    set_log_append_time(buf, position, now)
-                size = f[1] + LOG_OVERHEAD
-                summaries.append(BatchSummary(base, base + f[6], batch_max_timestamp, size))
-                max_timestamp = max(max_timestamp, batch_max_timestamp)
-                records += f[12]
-                next_offset = base + f[6] + 1
-                position += size
+
+            def place(next_offset: int) -> tuple[list[BatchSummary], int, int, int]:
+                """Assign offsets from `next_offset` (and epoch, append time) in `buf`."""
+                summaries: list[BatchSummary] = []
+                position = records = 0
+                max_timestamp = NO_TIMESTAMP
+                for f in fields:  # f: the raw HEADER fields of one batch
+                    base = next_offset if assign_offsets else f[0]
+                    if assign_offsets:
+                        set_base_offset(buf, position, base)
+                    if leader_epoch is not None:
+                        set_partition_leader_epoch(buf, position, leader_epoch)
+                    batch_max_timestamp = now if log_append_time else f[8]
+                    if log_append_time:
+                        set_log_append_time(buf, position, now)
+                    size = f[1] + LOG_OVERHEAD
+                    summaries.append(BatchSummary(base, base + f[6], batch_max_timestamp, size))
+                    max_timestamp = max(max_timestamp, batch_max_timestamp)
+                    records += f[12]
+                    next_offset = base + f[6] + 1
+                    position += size
+                return summaries, next_offset, records, max_timestamp
+
+            summaries, next_offset, records, max_timestamp = place(self._log_end_offset)
             first, last = summaries[0], summaries[-1]
             incoming = RollParams(max_timestamp, last.last_offset, len(buf), now)
             segment = self._segments[-1]
             if segment.should_roll(incoming):
                 segment = self._roll(first.base_offset, now)
+                if assign_offsets and segment.base_offset != first.base_offset:  # a taken name: a gap
+                    summaries, next_offset, records, max_timestamp = place(segment.base_offset)
+                    first, last = summaries[0], summaries[-1]
             start = segment.append_summaries(buf, summaries)
             self._tail = (next_offset, segment, segment.size)
             self._maybe_flush(records, now)
@@ -289,15 +300,15 @@ class Log:
             self._require_open()
             return self._roll(self._log_end_offset, _now_ms() if now_ms is None else now_ms)
 
-    def take_over(self, now_ms: int | None = None) -> LogSegment:
-        """Cluster mode, a new leader: continue in a segment file this Log created exclusively, so
-        never in one a previous (maybe paused, not yet dead) leader may still write. The previous
-        leader's active segment is left exactly as it is (no final index entry, no trimming)."""
+    def take_over(self) -> None:
+        """Cluster mode, a new leader: its first append goes to a segment file this Log creates
+        exclusively, so never into one a previous (maybe paused, not yet dead) leader may still
+        write. The previous leader's active segment is left exactly as it is (no final index
+        entry, no trimming). The new file waits for that first append: a leader that writes
+        nothing creates nothing, and a partition that changes leaders while idle does not grow."""
         with self._write_lock:
             self._require_open()
-            if self._segments[-1].base_offset in self._own_segments:
-                return self._segments[-1]
-            return self._roll(self._log_end_offset, _now_ms() if now_ms is None else now_ms, takeover=True)
+            self._roll_before_append = self._segments[-1].base_offset not in self._own_segments
 
     def _roll(self, base_offset: int, now: int, *, takeover: bool = False) -> LogSegment:
         old = self._segments[-1]
@@ -325,9 +336,11 @@ class Log:
     def _roll_exclusive(self, old: LogSegment, base_offset: int, now: int, takeover: bool) -> LogSegment:
         """Cluster mode's roll: the new .log is created exclusively; if its name is taken (a fenced
         leader's file) the next free base offset is used and the log has a gap there."""
+        self._roll_before_append = False
         if not takeover:
             old.on_become_inactive()
-        old.flush()
+        if old.base_offset in self._own_segments:
+            old.flush()
         base = self._create_segment(base_offset)
         if self.on_roll is not None:
             self.on_roll(base)

@@ -25,6 +25,7 @@ ADVERTISED = {
     "list_groups": (0, 5), "sasl_handshake": (0, 1), "api_versions": (0, 4), "create_topics": (2, 7),
     "delete_topics": (1, 6), "delete_records": (0, 2), "init_producer_id": (0, 5),
     "add_partitions_to_txn": (0, 5), "add_offsets_to_txn": (0, 4), "end_txn": (0, 5),
+    "write_txn_markers": (1, 1),  # between the brokers of a cluster (issue 18)
     "txn_offset_commit": (0, 5), "describe_acls": (1, 3), "create_acls": (1, 3), "delete_acls": (1, 3),
     "describe_configs": (1, 4), "alter_configs": (0, 2), "alter_replica_log_dirs": (1, 2),
     "describe_log_dirs": (1, 4), "sasl_authenticate": (0, 2), "create_partitions": (0, 3),
@@ -37,6 +38,9 @@ ADVERTISED = {
     "describe_topic_partitions": (0, 0), "share_group_heartbeat": (1, 1), "share_group_describe": (1, 1),
     "share_fetch": (1, 2), "share_acknowledge": (1, 2), "describe_share_group_offsets": (0, 1),
     "alter_share_group_offsets": (0, 0), "delete_share_group_offsets": (0, 0),
+    # the share coordinator's APIs, between the brokers of a cluster (issue 18)
+    "initialize_share_group_state": (0, 0), "read_share_group_state": (0, 0), "write_share_group_state": (0, 1),
+    "delete_share_group_state": (0, 0), "read_share_group_state_summary": (0, 1),
 }
 
 

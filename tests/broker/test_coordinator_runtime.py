@@ -115,6 +115,10 @@ def test_a_transaction_state_partition_unloads_and_loads_back(broker):
 
 
 def test_a_share_state_partition_unloads_and_loads_back(broker):
+    """The share-partition keeps serving from memory (its leader is not its share coordinator),
+    but what needs the state (a write, a read) gets the coordinator's error: the acknowledgement
+    COORDINATOR_NOT_AVAILABLE (as Kafka's share-partition leader maps NOT_COORDINATOR), the
+    offsets NOT_COORDINATOR; once loaded back, the state is exactly what was written."""
     store = broker.context.share.store
     broker.create_topic("rt-share", 1)
     with broker.client() as c:
@@ -131,15 +135,23 @@ def test_a_share_state_partition_unloads_and_loads_back(broker):
 
         call(broker, store.runtime.unload(index))
         assert store.runtime._shards.get(index) is None
+        assert produce(c, "rt-share", batch([b"d"])).error_code == ErrorCode.none
+        held = partition_of(share_fetch(c, "rt-sg", "m1", 2, topic_id))  # from memory: no state needed
+        assert [(a.first_offset, a.last_offset) for a in held.acquired_records] == [(3, 3)]
+        refused = partition_of(share_fetch(c, "rt-sg", "m1", 3, topic_id, acks=[(3, 3, ACCEPT)]))
+        assert refused.acknowledge_error_code == ErrorCode.coordinator_not_available
         resp = c.request(offsets_req.DescribeShareGroupOffsetsRequest(groups=(
             offsets_req.DescribeShareGroupOffsetsRequestGroup(group_id="rt-sg", topics=(
                 offsets_req.DescribeShareGroupOffsetsRequestTopic(topic_name="rt-share", partitions=(0,)),)),)))
         assert resp.groups[0].topics[0].partitions[0].error_code == ErrorCode.not_coordinator
-        assert partition_of(share_fetch(c, "rt-sg", "m1", 2, topic_id)).error_code == ErrorCode.not_coordinator
+        assert partition_of(share_fetch(c, "rt-sg", "m1", 4, topic_id)).error_code == \
+            ErrorCode.coordinator_not_available
 
         call(broker, store.runtime.load(index))
         assert store.get(key) == written
         assert start_offset(c, "rt-sg", "rt-share") == 3
+        again = partition_of(share_fetch(c, "rt-sg", "m1", 5, topic_id))  # the refused acknowledgement: again
+        assert [(a.first_offset, a.last_offset) for a in again.acquired_records] == [(3, 3)]
 
 
 def test_a_partition_whose_log_does_not_load_answers_coordinator_not_available_until_it_loads(broker):

@@ -178,6 +178,33 @@ def test_maintenance_deletion_is_seen_without_restart(broker):
         assert produce(c, "retained", batch([b"after"])).base_offset == 4
 
 
+def test_refresh_passes_over_a_log_closed_under_it(broker, caplog):
+    # A topic deleted while the periodic refresh walks the open partitions: its closed log is
+    # passed over quietly (LogClosedError is no failure of the refresh), the others are refreshed.
+    import asyncio
+    import logging
+
+    from topiclake.segments.maintenance import delete_segments
+
+    def run(coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, broker.loop).result(10)
+
+    broker.create_topic("going")
+    broker.create_topic("staying", **{"segment.bytes": "150"})  # every batch rolls a new segment
+    with broker.client() as c:
+        assert produce(c, "going", batch([b"a"])).error_code == ErrorCode.none
+        for i in range(3):
+            assert produce(c, "staying", batch([f"v{i}".encode() * 10])).base_offset == i
+    partitions = broker.context.partitions
+    going, staying = run(partitions.get("going", 0)), run(partitions.get("staying", 0))
+    run(partitions.run_io(going.log.close))
+    delete_segments(broker.context.layout.log_dir("staying", 0), [0], 1)
+    with caplog.at_level(logging.INFO, logger="topiclake.broker.partitions"):
+        run(partitions.refresh_all())
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert staying.log.log_start_offset == 1
+
+
 def test_duplicate_detected_after_restart(tmp_path):
     from tests.broker.conftest import InProcessBroker
 

@@ -71,6 +71,8 @@ def test_dagbag_imports_and_wiring(tmp_path):
                                                 "args": getattr(t, "application_args", None),
                                                 "command": getattr(t, "bash_command", None),
                                                 "conn": getattr(t, "_conn_id", None),
+                                                "conf": getattr(t, "conf", None),
+                                                "jars": getattr(t, "jars", None),
                                                 "up": sorted(t.upstream_task_ids)}}
                                    for t in dag.tasks}}
             out["dags"][dag_id]["__params"] = sorted(dag.params.keys())
@@ -92,6 +94,10 @@ def test_dagbag_imports_and_wiring(tmp_path):
     assert args[args.index("--topic") + 1] == "orders,payments" and args[args.index("--table") + 1] == "commerce"
     assert args[args.index("--group") + 1] == "topiclake-ingest-commerce"
     assert args[args.index("--config") + 1] == env["TOPICLAKE_CONFIG"]
+    # Delta in the job's session, its jars for a cluster's executors
+    assert commerce["conf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert commerce["conf"]["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert "delta-spark_" in commerce["jars"] and commerce["jars"].split(",")[0].endswith(".jar")
 
     backfill = dags["topiclake_backfill"]["backfill"]
     assert backfill["application"] == str(REPO / "jobs" / "backfill.py")

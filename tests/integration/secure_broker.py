@@ -69,6 +69,20 @@ def make_certificates(directory: Path) -> Certificates:
                         write_key(directory / "client.key", client_key))
 
 
+def security_toml(certs: Certificates, **settings: str) -> str:
+    """The `[security]` section every secured test broker shares (TLS with the test CA, client
+    certificates requested; PLAIN and both SCRAM mechanisms), then `settings` as TOML values."""
+    extra = "".join(f"{key} = {value}\n" for key, value in settings.items())
+    return f"""
+[security]
+ssl_certfile = "{certs.broker_cert}"
+ssl_keyfile = "{certs.broker_key}"
+ssl_cafile = "{certs.ca}"
+ssl_client_auth = "requested"
+sasl_enabled_mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+{extra}"""
+
+
 class SecureBroker(BrokerProcess):
     """A broker with `listeners` (one free port per security protocol) and the given TOML sections."""
 

@@ -1,5 +1,6 @@
 """Ingest on real Spark clusters (separate executor JVMs and Python workers), via spark-submit:
-`local-cluster[2,1,1024]`, and a standalone master + worker on loopback (STACK-NOTES.md).
+`local-cluster[2,1,1024]`, and a standalone master + worker on loopback (STACK-NOTES.md), where
+the table's OPTIMIZE then runs on the executors too. Delta's jars reach the cluster by --jars.
 
 The executors run a Python that does NOT have topiclake installed (a venv that sees the project's
 third-party packages but not its editable install): the package reaches them only through the
@@ -56,12 +57,22 @@ def make_topic(root: Path) -> None:
     w.end_txn(0, 7, commit=False)  # aborted: must not reach the table
 
 
-def submit(master: str, root: Path, cluster_env, timeout: int = 480) -> subprocess.CompletedProcess:
+def delta_jars() -> str:
+    """What the README says to pass to a cluster's spark-submit: --jars "$(python -m topiclake.lake.spark_jars --jars)"."""
+    return subprocess.run([sys.executable, "-m", "topiclake.lake.spark_jars", "--jars"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def submit(master: str, root: Path, cluster_env, timeout: int = 480, job: str = "ingest.py",
+           args: tuple[str, ...] = ("--topic", "clicks", "--target-task-bytes", "400")) -> subprocess.CompletedProcess:
+    """The plain spark-submit of pyspark (not the venv's wrapper): Delta's jars reach the driver and
+    the executors by --jars, the package by --py-files."""
     zip_path, executor_python, env = cluster_env
     cmd = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master, "--py-files", str(zip_path),
+           "--jars", delta_jars(),
            "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={executor_python}",
            "--conf", "spark.executor.memory=1g",
-           str(REPO / "jobs" / "ingest.py"), "--topic", "clicks", "--data", str(root), "--target-task-bytes", "400"]
+           str(REPO / "jobs" / job), "--data", str(root), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
@@ -108,6 +119,14 @@ def test_ingest_on_standalone_master_and_worker(tmp_path, cluster_env):
         result = submit(f"spark://127.0.0.1:{port}", tmp_path, cluster_env)
         assert result.returncode == 0, result.stderr[-4000:]
         check_table(tmp_path)
+        # the table's maintenance on the same cluster: OPTIMIZE's rewrite runs in the executors,
+        # which have Delta's classes only through --jars
+        result = submit(f"spark://127.0.0.1:{port}", tmp_path, cluster_env, job="retention.py",
+                        args=("--table", "clicks", "--optimize"))
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+        assert "optimize: " in result.stdout and " -> 1" in result.stdout, result.stdout
+        check_table(tmp_path)
+        assert read_table(tmp_path / "tables" / "clicks")[0].history(1)[0]["operation"] == "OPTIMIZE"
     finally:
         for proc in (worker, master):  # spark-class execs java: these pids are the JVMs
             if proc is not None:

@@ -56,6 +56,20 @@ def test_spark_submit_of_ingest_on_local_cluster_is_quiet(tmp_path):
     assert read_table(tmp_path / "tables" / "clicks")[1].num_rows == 60
 
 
+def test_spark_submit_prints_the_summary_first_with_no_spark_noise(tmp_path):
+    """As Airflow runs a job: the venv's spark-submit, no SPARK_LOCAL_IP set. No incubator-module
+    warning, no "Using Spark's default log4j profile", no hostname / loopback warnings."""
+    make_topic(tmp_path, 1)
+    env = {k: v for k, v in bare_env(tmp_path).items() if k != "SPARK_LOCAL_IP"}
+    result = subprocess.run([str(VENV_BIN / "spark-submit"), "--master", "local[1]", "--conf",
+                             "spark.ui.enabled=false", str(REPO / "jobs" / "ingest.py"), "--topic", "clicks",
+                             "--data", str(tmp_path), "--bootstrap", "none"],
+                            env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == "", result.stderr
+    assert result.stdout.splitlines()[0].startswith("ingest run "), result.stdout
+
+
 def test_verbose_brings_sparks_log_back(tmp_path):
     result = subprocess.run([str(VENV_BIN / "spark-submit"), "--master", "local[1]", "--conf",
                              "spark.ui.enabled=false", str(REPO / "jobs" / "sql.py"), "SELECT 41 + 1 AS answer",
@@ -100,8 +114,12 @@ def test_ctrl_c_in_a_spark_submitted_ingest(tmp_path):
                             cwd=REPO, start_new_session=True)
     interrupt_when(proc, lambda: parquet_files(table) > 0)
     line = assert_interrupted(proc, "ingest")
-    assert line == ("ingest: interrupted; nothing was committed; table clicks (group topiclake-ingest-clicks has "
-                    "committed nothing yet). The next run resumes from the committed offsets")
+    left = parquet_files(table)
+    assert left > 0 and line == (
+        "ingest: interrupted; nothing was committed; table clicks (group topiclake-ingest-clicks has "
+        f"committed nothing yet). The next run resumes from the committed offsets. Files this run wrote and did not "
+        f"commit are left, never read: {left} in {table}; `topiclake retain --table NAME --vacuum-hours H` "
+        "(Delta's VACUUM) removes them once H hours old")
     assert not (table / "_delta_log").exists()
 
 

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from .broker_process import REPO
-from .secure_broker import SecureBroker, make_certificates
+from .secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +42,7 @@ USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 def broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security-acls")
     certs = make_certificates(tmp / "certs")
-    toml = f"""
-[registry]
-listen = "127.0.0.1:0"
-[security]
-ssl_certfile = "{certs.broker_cert}"
-ssl_keyfile = "{certs.broker_key}"
-ssl_cafile = "{certs.ca}"
-ssl_client_auth = "requested"
-sasl_enabled_mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-authorizer = "acl"
-super_users = ["User:admin"]
-"""
+    toml = '[registry]\nlisten = "127.0.0.1:0"\n' + security_toml(certs, authorizer='"acl"', super_users='["User:admin"]')
     proc = SecureBroker(tmp, ("SASL_PLAINTEXT", "SSL"), toml, users=USERS).start()
     proc.certs, proc.tmp = certs, tmp
     from topiclake.security.client_config import ClientSecurity

@@ -22,7 +22,7 @@ from topiclake.broker import wire
 from topiclake.broker.client import AuthenticationError, ProtocolClient
 from topiclake.security.client_config import ClientSecurity
 
-from .secure_broker import SecureBroker, make_certificates
+from .secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +40,7 @@ SETUPS = {  # name: (listener, mechanism)
 def broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security-clients")
     certs = make_certificates(tmp / "certs")
-    toml = f"""
-[security]
-ssl_certfile = "{certs.broker_cert}"
-ssl_keyfile = "{certs.broker_key}"
-ssl_cafile = "{certs.ca}"
-ssl_client_auth = "requested"
-sasl_enabled_mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-"""
+    toml = security_toml(certs)
     proc = SecureBroker(tmp, ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), toml,
                         users={USER: PASSWORD}).start()
     proc.certs = certs

@@ -387,3 +387,65 @@ def test_ingest_reads_an_external_registry_as_it_replays_schemas(registry_broker
         [(v.id, v.version) for v in replayed.versions(f"{topic}-value")]
     spec = plan_typed(rest, [topic])
     assert spec.columns.names[:3] == ["value_schema_id", "id", "name"] and spec.columns.names[-1] == "added2"
+
+
+# ------------------------------------------------------------------------------- type widening
+
+WIDEN_V1 = {"type": "record", "name": "Reading", "namespace": "shop", "fields": [
+    {"name": "n", "type": "int"}, {"name": "f", "type": "float"},
+    {"name": "inner", "type": {"type": "record", "name": "Part", "fields": [{"name": "a", "type": "int"}]}}]}
+WIDEN_V2 = {**WIDEN_V1, "fields": [  # int -> long, float -> double (nested too): Delta widens these
+    {"name": "n", "type": "long"}, {"name": "f", "type": "double"},
+    {"name": "inner", "type": {"type": "record", "name": "Part", "fields": [{"name": "a", "type": "long"}]}}]}
+WIDEN_V3 = {**WIDEN_V2, "fields": [{"name": "n", "type": "double"}] + WIDEN_V2["fields"][1:]}  # long -> double: no
+
+
+def test_a_version_that_widens_a_field_widens_the_column(registry_broker, spark, tmp_path):  # noqa: F811
+    """A registry version that widens fields (int -> long, float -> double, inside a struct too)
+    widens the columns instead of quarantining its records; the table keeps protocol (1, 2), so
+    deltalake, DuckDB (through Arrow) and polars read every row. A change Delta cannot widen
+    (long -> double) still goes to the quarantine table with the reason."""
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    proc, http = registry_broker
+    client = SchemaRegistryClient({"url": http.url})
+    topic = f"widen-{uuid.uuid4().hex[:6]}"
+    http.ok("PUT", f"/config/{topic}-value", {"compatibility": "NONE"})
+    out = Produced(proc.bootstrap, topic)
+    v1 = [{"n": i, "f": i + 0.5, "inner": {"a": i}} for i in range(3)]
+    out.send(_serializer("avro", client, WIDEN_V1), v1, v1, 1)
+    options = IngestOptions(topics=(topic,), root=proc.data, bootstrap="none")
+    assert ingest(spark, options).records == 3
+    uri = proc.data / "tables" / topic
+    assert pa.schema(DeltaTable(str(uri)).schema().to_arrow()).field("n").type == pa.int32()
+
+    big = 2 ** 40
+    v2 = [{"n": big + i, "f": 1e300 * i, "inner": {"a": big}} for i in range(3)]
+    out.send(_serializer("avro", client, WIDEN_V2), v2, v2, 2)
+    bad = Produced(proc.bootstrap, topic)
+    bad.send(_serializer("avro", client, WIDEN_V3), [{**v2[0], "n": 1.5}], [None], 3)
+    del out.raw, bad.raw
+    second = ingest(spark, options)
+    assert second.records == 3 and sum(p.quarantined for t in second.tables for p in t.partitions) == 1
+
+    table = DeltaTable(str(uri))
+    arrow = pa.schema(table.schema().to_arrow())
+    assert (arrow.field("n").type, arrow.field("f").type) == (pa.int64(), pa.float64())
+    assert arrow.field("inner").type.field("a").type == pa.int64()
+    assert (table.protocol().min_reader_version, table.protocol().min_writer_version) == (1, 2)
+    widened = [h for h in table.history() if "type-widening" in (h.get("userMetadata") or "")]
+    assert len(widened) == 1 and json.loads(widened[0]["userMetadata"])["columns"] == ["n", "f", "inner"]
+    want = sorted((r["n"], r["f"], r["inner"]["a"]) for r in v1 + v2)
+    _t, data = read_table(uri)
+    assert sorted((r["n"], r["f"], r["inner"]["a"]) for r in data.to_pylist()) == want
+    dataset = table.to_pyarrow_dataset()
+    assert sorted(duckdb.sql("SELECT n, f, \"inner\".a FROM dataset").fetchall()) == want
+    assert sorted(pl.read_delta(str(uri)).select("n", "f", pl.col("inner").struct.field("a")).rows()) == want
+    assert sorted((r.n, r.f, r.inner.a) for r in spark.read.format("delta").load(str(uri)).collect()) == want
+
+    _q, quarantined = read_table(quarantine_uri(str(uri)))
+    reason, = quarantined["error"].to_pylist()
+    assert "column n is int64 in the table, double in this schema (Delta cannot widen int64 to double)" in reason

@@ -19,14 +19,19 @@ BASE_TS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.spark import get_session, set_spark_log
+
+    set_spark_log(verbose=False)  # as every command: pyspark logs no SQL error before raising it
 
     session = get_session("topiclake-tests", master="local[2]", conf={
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "1g",
+        # a table some test creates without a root never lands in the checkout
+        "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
     })
     yield session
     session.stop()

@@ -68,8 +68,7 @@ def test_several_statements_a_file_and_dotted_names_in_one_session(spark, root, 
 
     code, _out, err = sql(capsys, root, "SELECT * FROM demo.nope")
     line = one_error_line(err)
-    assert code == 1 and "`demo`.`nope`" in line and "tables: `demo.events`" in line
-    assert "hint: a name holding a dot is written in backticks" in line
+    assert code == 1 and "`demo`.`nope`" in line and line.endswith("tables: demo.events")
 
 
 def test_max_rows_says_when_it_cut_the_result(spark, root, topic_writer, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import struct
 
 import pyarrow as pa
@@ -106,7 +107,7 @@ def test_protected_groups_hold_segments_back(root):
     assert bases(directory) == before[5:]
 
 
-def test_table_retention_optimize_and_vacuum(root):
+def test_table_retention_optimize_and_vacuum_run_through_delta_spark(spark, root):
     layout = StorageLayout(root)
     uri = str(layout.table_dir("events"))
     for day in range(5):
@@ -124,5 +125,8 @@ def test_table_retention_optimize_and_vacuum(root):
     assert sorted(rows) == [2, 2, 3, 3, 4, 4]
     assert len(table.file_uris()) == 3  # optimize: one file per remaining date
     assert outcome.vacuumed > 0
-    history = [h.get("operation") for h in table.history()]
-    assert history.count("OPTIMIZE") == 1
+    history = {h["operation"]: h for h in table.history(5)}
+    assert list(history) == ["VACUUM END", "VACUUM START", "OPTIMIZE", "DELETE", "WRITE"]
+    assert json.loads(history["DELETE"]["userMetadata"])["operation"] == "table-retention"
+    assert "< 2024-05-03" in history["DELETE"]["operationParameters"]["predicate"]
+    assert history["VACUUM END"]["operationMetrics"]["numDeletedFiles"] == str(outcome.vacuumed)

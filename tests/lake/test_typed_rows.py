@@ -51,12 +51,17 @@ def test_columns_merge_versions_and_widen_while_new():
     spec = plan_typed(registry(), ["orders"])
     assert spec.columns == pa.schema([("value_schema_id", pa.int32()), ("id", pa.int64()),
                                       ("value_offset", pa.string()), ("note", pa.string())])
-    # Once the table holds `id` as int, a long id is a change of type: version 2 is incompatible.
+    # Once the table holds `id` as int, a long id widens it (Delta's type widening allows int -> long)
     existing = pa.schema(list(DATA_SCHEMA) + [("value_schema_id", pa.int32()), ("id", pa.int32()),
                                               ("value_offset", pa.string())])
+    widened = plan_typed(registry(), ["orders"], existing=existing)
+    assert widened.columns.field("id").type == pa.int64()
+    assert [r.error for r in widened.sides[0].recipes.values()] == [None, None]
+    # ... but no other change: a table holding it as a string keeps both versions out
+    existing = pa.schema(list(existing)[:-2] + [("id", pa.string()), ("value_offset", pa.string())])
     fixed = plan_typed(registry(), ["orders"], existing=existing)
-    assert "column id is int32 in the table, int64 in this schema" in fixed.sides[0].recipes[2].error
-    assert fixed.sides[0].recipes[1].error is None
+    assert "column id is string in the table, int32 in this schema (Delta cannot widen string to int32)" in \
+        fixed.sides[0].recipes[1].error
 
 
 def test_rows_by_schema_id_and_the_reasons_for_quarantine():

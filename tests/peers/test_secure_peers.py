@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.broker_process import REPO
-from tests.integration.secure_broker import SecureBroker, make_certificates
+from tests.integration.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +25,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}  # alice: the README's us
 def broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("secure-peers")
     certs = make_certificates(tmp / "certs")
-    toml = f"""
-[security]
-ssl_certfile = "{certs.broker_cert}"
-ssl_keyfile = "{certs.broker_key}"
-ssl_cafile = "{certs.ca}"
-ssl_client_auth = "requested"
-sasl_enabled_mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-authorizer = "acl"
-super_users = ["User:alice", "{certs.client_principal}"]
-"""
+    toml = security_toml(certs, authorizer='"acl"', super_users=f'["User:alice", "{certs.client_principal}"]')
     proc = SecureBroker(tmp, PROTOCOLS, toml, users=USERS).start()
     proc.certs = certs
     try:

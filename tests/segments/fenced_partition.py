@@ -90,7 +90,6 @@ def build(directory: Path) -> FencedPartition:
     a.flush()
 
     b = lead(directory, 2)  # A is paused, not dead: its Log stays open
-    assert b.active_segment.base_offset == 10
     late = []
 
     def a_late(key: bytes) -> None:
@@ -100,6 +99,7 @@ def build(directory: Path) -> FencedPartition:
 
     a_late(b"k1")  # offset 10, in A's old segment 0
     b.append(batch(ts + 10_000, (b"kb0", b"b10")), leader_epoch=2)
+    assert b.active_segment.base_offset == 10  # B's first append made its own segment
     a.roll()  # A creates 11 (free), a squatter
     a_late(b"k2")
     b.roll()  # 11 is taken: B continues at 12

@@ -57,11 +57,11 @@ def test_a_fenced_leaders_late_bytes_never_load(tmp_path):
     a.flush()
 
     b = lead(directory, 2)  # A is paused, not dead: its Log is still open
-    assert b.active_segment.base_offset == 2  # B never appends to A's file
     a.append(batch(b"late"), leader_epoch=1)  # A wakes: offset 2, in its old segment
     a.flush()
     b.append(batch(b"b2"), leader_epoch=2)
     b.flush()
+    assert b.active_segment.base_offset == 2  # B never appends to A's file: its first append made its own
     assert values(b) == [(0, b"a0"), (1, b"a1"), (2, b"b2")]
 
     c = lead(directory, 3)  # B dies; C loads what A and B left
@@ -76,20 +76,36 @@ def test_a_segment_a_fenced_leader_created_after_the_takeover_is_skipped_and_lef
     directory = tmp_path / "t-0"
     a = lead(directory, 1)
     a.append(batch(b"a0"), leader_epoch=1)
-    b = lead(directory, 2)  # B's segment starts at 1
-    a.roll()  # A wakes and rolls: exclusively, so not onto B's file: at 2
+    b = lead(directory, 2)  # B starts at 1, and creates its first segment at its first append
+    a.roll()  # A wakes and rolls: at its end, 1, before B wrote anything
     a.append(batch(b"late"), leader_epoch=1)
-    squatter = filenames.log_file(directory, 2)
+    squatter = filenames.log_file(directory, 1)
     assert squatter.stat().st_size > 0
 
-    b.append(batch(b"b1"), leader_epoch=2)
-    b.roll()  # B's next segment cannot be 2: it is A's
+    b.append(batch(b"b1"), leader_epoch=2)  # its segment cannot be 1: it is A's
+    b.roll()
     b.append(batch(b"b2"), leader_epoch=2)
-    assert values(b) == [(0, b"a0"), (1, b"b1"), (3, b"b2")]  # a gap where A's file is
+    assert values(b) == [(0, b"a0"), (2, b"b1"), (3, b"b2")]  # a gap where A's file is
 
     c = lead(directory, 3)
-    assert values(c) == [(0, b"a0"), (1, b"b1"), (3, b"b2")]
+    assert values(c) == [(0, b"a0"), (2, b"b1"), (3, b"b2")]
     assert squatter.exists() and squatter.stat().st_size > 0  # untouched
     for log in (a, b):
         log.close_handlers()
     c.close()
+
+
+def test_an_idle_partition_changes_leaders_without_growing(tmp_path):
+    directory = tmp_path / "t-0"
+    a = lead(directory, 1)
+    a.append(batch(b"a0"), leader_epoch=1)
+    a.roll()  # an empty active segment, as after a roll
+    a.close_handlers()
+    for epoch in (2, 3, 4):  # leaders come and go; nobody writes
+        log = lead(directory, epoch)
+        assert (log.log_start_offset, log.log_end_offset) == (0, 1)
+        log.close_handlers()
+    last = lead(directory, 5)
+    last.append(batch(b"b"), leader_epoch=5)
+    assert values(last) == [(0, b"a0"), (2, b"b")]  # the idle leader's empty file is never written again
+    last.close()

@@ -29,13 +29,20 @@ class LeaderChange:
 
 
 def preferred_order(topic: str, partition: int, brokers: Iterable[int]) -> tuple[int, ...]:
-    """The brokers, rotated so that the partitions of a topic spread over them (Kafka's
-    assignReplicasToBrokers: a start index per topic, then one step per partition)."""
+    """The brokers in this partition's order of preference (Kafka's assignReplicasToBrokers): the
+    first rotates by one per partition from a start index per topic, and the rest follow at a
+    shift that changes every len(brokers) partitions, so that the partitions of a broker that
+    dies spread over all the others instead of all falling to its neighbour."""
     ids = sorted(brokers)
-    if not ids:
+    n = len(ids)
+    if n == 0:
         return ()
-    start = (zlib.crc32(topic.encode()) + partition) % len(ids)
-    return tuple(ids[start:] + ids[:start])
+    seed = zlib.crc32(topic.encode())
+    first = (seed + partition) % n
+    if n <= 2:
+        return tuple(ids[first:] + ids[:first])
+    shift = (seed // n + partition // n) % (n - 1)
+    return (ids[first],) + tuple(ids[(first + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1))
 
 
 def initial_states(topic: str, partitions: Iterable[int], brokers: Iterable[int],

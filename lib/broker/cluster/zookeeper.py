@@ -330,11 +330,22 @@ class ZooKeeperCoordination(Coordination):
             children = self._call(self._client.get_children_async, self._path("brokers", "topics", topic, "partitions"))
         except NoNodeError:
             return {}
+        # Every read sent before the first answer is awaited: one round trip for a topic of
+        # hundreds of partitions (a new controller reads them all). A read that fails is retried
+        # alone, with partition_state's session check and retries.
+        timeout = self.config.session_timeout_ms / 1000
+        pending = [(int(c), self._client.get_async(self._state_path(topic, int(c)))) for c in sorted(children, key=int)]
         states = {}
-        for child in sorted(children, key=int):
-            state = self.partition_state(topic, int(child))
+        for partition, result in pending:
+            try:
+                data, stat = result.get(timeout=timeout)
+                state = Versioned(PartitionState.from_json(data, self._state_path(topic, partition)), stat.version)
+            except NoNodeError:
+                continue
+            except (KazooException, KazooTimeoutError):
+                state = self.partition_state(topic, partition)
             if state is not None:
-                states[int(child)] = state
+                states[partition] = state
         return states
 
     def partition_state(self, topic: str, partition: int) -> Versioned[PartitionState] | None:

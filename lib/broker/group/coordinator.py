@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from topiclake.segments.errors import TopiclakeError
 
@@ -82,8 +82,8 @@ class ShareHooks:
     async def member_removed(self, group_id: str, member_id: str) -> None:
         pass
 
-    async def group_deleted(self, group_id: str) -> None:
-        pass
+    async def group_deleted(self, group_id: str, initialized: Mapping[str, frozenset[int]]) -> None:
+        """`initialized`: the group's partitions with share state, by topic name."""
 
 
 class GroupCoordinator:
@@ -424,9 +424,10 @@ class GroupCoordinator:
                 shard = self.shard(gid)
                 state = shard.state
                 if gid in state.share.groups:
+                    initialized = dict(state.share.groups[gid].initialized)
                     code = await self._run_share(shard.index, lambda s, t: s.share.delete(gid))
                     if code is E.NONE:
-                        await self.share_hooks.group_deleted(gid)
+                        await self.share_hooks.group_deleted(gid, initialized)
                     out.append(GroupResult(gid, code))
                     continue
                 if gid in state.consumer.groups:

@@ -10,5 +10,6 @@ from . import log_dirs, quorum, quotas, records, replicas, topic_partitions  # n
 from . import producers, transactions_admin  # noqa: E402,F401  (producer and transaction state, read)
 from . import acls, sasl, scram_credentials  # noqa: E402,F401  (security: SASL, ACLs, SCRAM users)
 from . import share_fetch, share_groups, share_offsets  # noqa: E402,F401  (share groups, KIP-932)
+from . import share_state  # noqa: E402,F401  (the share coordinator's APIs, between brokers)
 
 __all__ = ["REGISTRY", "Registry", "Route"]

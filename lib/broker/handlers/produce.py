@@ -68,6 +68,7 @@ def _append(part, data: bytes, header: BatchHeader):
     """On the I/O thread: the idempotence check and the append are one step per partition."""
     duplicate = part.producers.check(header)
     if duplicate is not None:
+        part.confirm_through(duplicate.last_offset)  # cluster mode: only what passed the fence counts
         return duplicate
     return part.append_batch(data, header)
 
@@ -110,7 +111,12 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 part = await broker.partitions.get(name, pdata.index)
                 header = validate_batch(pdata.records, part.config.max_message_bytes, where)
                 check_append(part.config, header, pdata.records, acks, broker.partitions.clock(), where)
-                if header.is_transactional:  # only into a partition of the producer's ongoing transaction
+                # Only into a partition of the producer's ongoing transaction. In a cluster, once this
+                # partition holds the producer's open transaction the coordinator (maybe another
+                # broker) was asked already: Kafka's verification guard, asked for a transaction's
+                # first batch of a partition only.
+                if header.is_transactional and not (broker.leadership.clustered
+                                                    and part.txns.is_ongoing(header.producer_id)):
                     if request.api_version >= TXN_V2_PRODUCE_VERSION and body.transactional_id is not None:
                         # A transactions-v2 client adds no partitions itself: Kafka's leader asks
                         # the coordinator (AddPartitionsToTxn v5), here it is one call.

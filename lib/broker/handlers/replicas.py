@@ -1,10 +1,12 @@
 """Replica placement admin: ElectLeaders (43), AlterPartitionReassignments (45),
 ListPartitionReassignments (46).
 
-Each partition has one replica, on this broker, which is its leader: an election is never
-needed (ELECTION_NOT_NEEDED, as Kafka answers when the preferred replica already leads), a
-reassignment can only name this broker (any other id is INVALID_REPLICA_ASSIGNMENT: no such
-broker is registered), so none is ever in progress.
+One broker alone: each partition has one replica, on this broker, which is its leader: an
+election is never needed (ELECTION_NOT_NEEDED, as Kafka answers when the preferred replica
+already leads), a reassignment can only name this broker (any other id is
+INVALID_REPLICA_ASSIGNMENT: no such broker is registered), so none is ever in progress. In
+cluster mode a preferred election moves a partition to its preferred broker (the storage is
+shared: there is no replica to catch up).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kio.schema.list_partition_reassignments.v0.request import ListPartitionReas
 
 from ..api_keys import ApiKey
 from ..context import BrokerContext
+from ..leadership import NO_LEADER
 from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
@@ -35,24 +38,60 @@ def _partition_error(broker, topic: str, index: int) -> tuple[ErrorCode, str | N
 
 
 # ====================================================================== ElectLeaders
+_ELECTION_CODES = {"elected": ErrorCode.none, "not needed": ErrorCode.election_not_needed,
+                   "not available": ErrorCode.preferred_leader_not_available,
+                   "unknown": ErrorCode.unknown_topic_or_partition}
+
+
+async def _elect(broker, election: int, topic: str, index: int) -> tuple[ErrorCode, str | None]:
+    unknown = _partition_error(broker, topic, index)
+    if unknown is not None:
+        return unknown
+    where = f"{topic}-{index}"
+    leadership = broker.leadership
+    if not leadership.clustered:
+        return ErrorCode.election_not_needed, f"broker {broker.broker_id} is already the leader and only replica of {where}"
+    if election == UNCLEAN:
+        # Every broker reads the same storage, so every live broker is a clean choice, and the
+        # controller already gives a leaderless partition the first live one.
+        current = leadership.leader(topic, index)
+        if current is not None and current.leader != NO_LEADER:
+            return ErrorCode.election_not_needed, f"{where} has a live leader"
+        return ErrorCode.eligible_leaders_not_available, f"{where}: no live broker to lead it yet"
+    outcome = await leadership.elect_preferred(topic, index)
+    messages = {"elected": None, "not needed": f"the preferred broker leads {where} already",
+                "not available": f"the preferred broker of {where} is not live (or its leader changed meanwhile)",
+                "unknown": f"{where} has no leader state yet"}
+    return _ELECTION_CODES[outcome], messages[outcome]
+
+
 @REGISTRY.route(ApiKey.ELECT_LEADERS, (0, 2))
 async def elect_leaders(broker: BrokerContext, request: Request[ElectLeadersRequest]):
+    """One broker alone: it leads every partition, so no election is needed. In cluster mode a
+    PREFERRED election moves each partition to the first broker of its preferred order
+    (ClusterNode.elect_preferred); null partitions mean every partition not led by its preferred
+    broker, and only those are listed, as Kafka lists the partitions an election ran for."""
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "replica_election_results")
     part_cls = nested(topic_cls, "partition_result")
     election = getattr(body, "election_type", PREFERRED)
-    results = []
     if election not in (PREFERRED, UNCLEAN):
         return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, replica_election_results=())
-    # All partitions (null): Kafka lists only the partitions an election was run for: none here.
-    for t in body.topic_partitions or ():
+    if body.topic_partitions is None:
+        wanted: dict[str, list[int]] = {}
+        for topic, index in broker.leadership.not_preferred() if election == PREFERRED else ():
+            wanted.setdefault(topic, []).append(index)
+    else:
+        wanted = {}
+        for t in body.topic_partitions:
+            wanted.setdefault(t.topic, []).extend(t.partitions)
+    results = []
+    for topic, indexes in wanted.items():
         parts = []
-        for index in t.partitions:
-            code, message = _partition_error(broker, t.topic, index) or (
-                ErrorCode.election_not_needed,
-                f"broker {broker.broker_id} is already the leader and only replica of {t.topic}-{index}")
+        for index in indexes:
+            code, message = await _elect(broker, election, topic, index)
             parts.append(make(part_cls, partition_id=index, error_code=code, error_message=message))
-        results.append(make(topic_cls, topic=t.topic, partition_result=tuple(parts)))
+        results.append(make(topic_cls, topic=topic, partition_result=tuple(parts)))
     return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results))
 
 

@@ -5,6 +5,10 @@ Thin: decode the kio request into `share.fetcher` terms, call the share-partitio
 acknowledgements too (piggy-backed); their outcome is each partition's acknowledge error.
 Version 2 (Kafka 4.2) adds RENEW acknowledgements (a lock restarts) and the record-limit
 acquire mode, where max_records is a hard limit rather than a batch-aligned one.
+
+In a cluster each partition's current_leader names its leader and epoch, and a partition this
+broker does not lead (NOT_LEADER_OR_FOLLOWER) brings its leader's endpoint in node_endpoints, so
+the client moves there (KIP-951, as Kafka's share-partition leader answers).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from kio.schema.share_fetch.v2.request import ShareFetchRequest
 from topiclake.security.acls import Operation, ResourceType
 
 from ..api_keys import ApiKey
+from ..constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from ..context import BrokerContext
+from ..leadership import NO_LEADER
 from ..security.gate import authorize
 from ..share.fetcher import PartitionRequest, ShareResult
 from ..share.partition import AckRange
@@ -35,8 +41,14 @@ def _requests(topics) -> list[PartitionRequest]:
         for t in topics for p in t.partitions]
 
 
-def _leader(broker, part_cls):
-    return make(nested(part_cls, "current_leader"), leader_id=broker.broker_id, leader_epoch=0)
+def _leader(broker, part_cls, topic_id, index: int):
+    """The partition's current leader (this broker at epoch 0 when alone)."""
+    leader_id, epoch = broker.broker_id, LEADER_EPOCH
+    if broker.leadership.clustered:
+        meta = broker.partitions.topic_by_id(topic_id)
+        current = broker.leadership.leader(meta.name, index) if meta is not None else None
+        leader_id, epoch = (current.leader, current.epoch) if current is not None else (NO_LEADER, NO_LEADER_EPOCH)
+    return make(nested(part_cls, "current_leader"), leader_id=leader_id, leader_epoch=epoch)
 
 
 def _readable(broker, request):
@@ -73,7 +85,7 @@ async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]
                         make(acquired_cls, first_offset=a.first_offset, last_offset=a.last_offset,
                              delivery_count=a.delivery_count) for a in r.acquired))
 
-    return _response(broker, cls, result, throttle_ms, partition)
+    return _response(broker, request, result, throttle_ms, partition)
 
 
 @REGISTRY.route(ApiKey.SHARE_ACKNOWLEDGE, (1, 2))
@@ -87,20 +99,28 @@ async def share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowl
         return make(part_cls, partition_index=r.partition, error_code=_code(r.error), error_message=r.error_message,
                     current_leader=leader)
 
-    return _response(broker, cls, result, 0, partition)
+    return _response(broker, request, result, 0, partition)
 
 
-def _response(broker, cls, result: ShareResult, throttle_ms: int, partition):
+def _response(broker, request, result: ShareResult, throttle_ms: int, partition):
     """The response of either API: `partition(part_cls, leader, r)` answers each partition result,
     grouped by topic."""
+    cls = request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
-    leader = _leader(broker, part_cls)
     topics: dict = {}
+    moved: set[int] = set()  # leaders of partitions this broker does not lead
     for r in result.partitions:
+        leader = _leader(broker, part_cls, r.topic_id, r.partition)
+        if r.error == ErrorCode.not_leader_or_follower and leader.leader_id >= 0:
+            moved.add(leader.leader_id)
         topics.setdefault(r.topic_id, []).append(partition(part_cls, leader, r))
+    node_cls = nested(cls, "node_endpoints")
+    nodes = tuple(make(node_cls, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                  for b in (broker.leadership.brokers(request.session.listener) if moved else ())
+                  if b.broker_id in moved)
     return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=_code(result.error),
                 error_message=result.error_message,
                 acquisition_lock_timeout=datetime.timedelta(milliseconds=result.lock_ms),
                 responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in topics.items()),
-                node_endpoints=())
+                node_endpoints=nodes)

@@ -1,6 +1,7 @@
 """Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-TxnOffsetCommit (28). InitProducerId (22) lives in producer_ids.py; FindCoordinator with
-CoordinatorType.TRANSACTION in groups.py (one broker coordinates every transactional id).
+WriteTxnMarkers (27, between brokers of a cluster), TxnOffsetCommit (28). InitProducerId (22)
+lives in producer_ids.py; FindCoordinator with CoordinatorType.TRANSACTION in groups.py (the
+leader of the id's __transaction_state partition coordinates it).
 
 Thin: each calls the TransactionCoordinator (broker.txn) and turns its TxnError into the
 response's code. Transactions v2 (KIP-890 part 2; the transaction.version feature at level 2,
@@ -15,6 +16,7 @@ INVALID_PRODUCER_EPOCH, so PRODUCER_FENCED is translated for them (as KafkaApis 
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
@@ -22,10 +24,13 @@ from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnReques
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 from ..api_keys import ApiKey
 from ..context import BrokerContext
+from ..errors import error_code
 from ..group.errors import GroupCoordinatorError
+from ..markers import write_marker
 from ..txn.coordinator import OFFSETS_TOPIC
 from ..txn.state import TxnError
 from ..wire import Request, make, nested
@@ -161,3 +166,47 @@ async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCom
         by_topic.setdefault(topic, []).append(make(part_cls, partition_index=index, error_code=code))
     return make(cls, throttle_time=NO_THROTTLE,
                 topics=tuple(make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+
+# =================================================================== WriteTxnMarkers
+@REGISTRY.route(ApiKey.WRITE_TXN_MARKERS, (1, 1))
+async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMarkersRequest]):
+    """A transaction coordinator on another broker (cluster mode) ends a transaction on the
+    partitions this broker leads: the COMMIT/ABORT marker is appended here (into
+    `__consumer_offsets` through the group coordinator, which applies it to the pending
+    offsets). Per partition: NOT_LEADER_OR_FOLLOWER when it moved, so the coordinator retries
+    with its new leader. Inter-broker only: with an authorizer, super users alone (no policy)."""
+    body, cls = request.body, request.response_type
+    result_cls = nested(cls, "markers")
+    topic_cls = nested(result_cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    results = []
+    for marker in body.markers:
+        topics = []
+        for topic in marker.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                try:
+                    await _write_marker(broker, marker, topic.name, index)
+                    code = ErrorCode.none
+                except Exception as exc:
+                    code = error_code(exc) if not isinstance(exc, GroupCoordinatorError) else ErrorCode(int(exc.code))
+                    if code == ErrorCode.unknown_server_error:
+                        log.exception("WriteTxnMarkers to %s-%d failed", topic.name, index)
+                parts.append(make(part_cls, partition_index=index, error_code=code))
+            topics.append(make(topic_cls, name=topic.name, partitions=tuple(parts)))
+        results.append(make(result_cls, producer_id=marker.producer_id, topics=tuple(topics)))
+    return make(cls, markers=tuple(results))
+
+
+async def _write_marker(broker: BrokerContext, marker, topic: str, index: int) -> None:
+    commit = bool(marker.transaction_result)
+    if topic == OFFSETS_TOPIC:
+        await broker.groups.complete_transaction(marker.producer_id, marker.producer_epoch, commit,
+                                                 coordinator_epoch=marker.coordinator_epoch, partitions=[index])
+        return
+    part = await broker.partitions.get(topic, index)
+    await broker.partitions.run_io(functools.partial(
+        write_marker, part, marker.producer_id, marker.producer_epoch, commit, broker.partitions.clock(),
+        coordinator_epoch=marker.coordinator_epoch))
+    part.notify()

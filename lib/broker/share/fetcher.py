@@ -2,14 +2,20 @@
 over the live share-partitions of this broker.
 
 A live share-partition (`partition.SharePartition`) is built from its durable state in
-`__share_group_state` (`state_store`) the first time a group fetches from it; a partition with
-no state yet starts where the group's share.auto.offset.reset says (latest: the high watermark
-at that first fetch; earliest: the log start offset; by_duration:D: the first record at most D
-old) and that start is written at once, so a restart does not move it.
+`__share_group_state` the first time a group fetches from it, read through the persister
+(`persister`: the local share coordinator, or in a cluster the broker leading the key's state
+partition) at this broker's leader epoch of the data partition, which fences writes of any
+earlier leader. A partition with no state yet starts where the group's share.auto.offset.reset
+says (latest: the high watermark at that first fetch; earliest: the log start offset;
+by_duration:D: the first record at most D old) and that start is written at once, so a restart
+does not move it. In a cluster a live share-partition lives as long as this broker leads its
+data partition (a takeover is a new partition, read again), and a group's live share-partitions
+are let go when its last share session here closes, so offsets altered or deleted on another
+broker are read again by the next session.
 
 Every change that must survive a crash (acknowledgements, releases, expired locks, archived
 records) is written to `__share_group_state` under the share-partition's lock before the
-request that caused it is answered; if the write fails, the live share-partition is dropped
+request that caused it is answered; if the write fails (or is fenced), the live share-partition is dropped
 and rebuilt from the log at the next fetch (its acquisitions are lost, which only means the
 records are delivered again). Acquisitions themselves are not written, as in Kafka: after a
 crash every acquired record is AVAILABLE again.
@@ -29,23 +35,32 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from kio.schema.errors import ErrorCode
+
 from topiclake.segments.batch import iter_batches
 
+from ..errors import BrokerError, NotLeaderOrFollower
 from ..partitions import topic_uuid
 from ..request_time import waiting
 from ..group.share_config import ShareConfig
 from .partition import AckRange, Acquired, BatchExtent, InvalidRecordState, InvalidRequest, SharePartition
-from .persisted import UNINITIALIZED, PersistedState
+from .persisted import UNINITIALIZED
+from .persister import SharePersister
 from .sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_REQUEST, SessionError, ShareSessions
 from .state_records import ShareStateKey
-from .state_store import ShareCoordinatorError, ShareStateStore
+from .state_store import NO_EPOCH, ShareCoordinatorError, ShareStateStore
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 1024 * 1024  # log bytes read per partition and pass (at least one batch)
 NONE, UNKNOWN_SERVER_ERROR = 0, -1
-UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_RECORD_STATE = 3, 100, 121
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, INVALID_RECORD_STATE = 3, 6, 100, 121
 COORDINATOR_NOT_AVAILABLE, TOPIC_AUTHORIZATION_FAILED = 15, 29
+# What a share-partition leader answers for its persister's errors (Kafka's SharePartition): the
+# coordinator not reachable now, or this broker fenced as the partition's leader.
+_STATE_ERRORS = {int(ErrorCode.not_coordinator): COORDINATOR_NOT_AVAILABLE,
+                 int(ErrorCode.coordinator_load_in_progress): COORDINATOR_NOT_AVAILABLE,
+                 int(ErrorCode.fenced_leader_epoch): NOT_LEADER_OR_FOLLOWER}
 
 
 Readable = Callable[[str], bool]
@@ -101,6 +116,7 @@ class LiveShare:
     topic: str
     index: int
     state: SharePartition
+    partition: Any  # the data partition it was read for: a takeover opens another one
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiters: list[asyncio.Future] = field(default_factory=list)
 
@@ -120,9 +136,11 @@ class LiveShare:
 
 class ShareFetcher:
     def __init__(self, partitions: Any, store: ShareStateStore, group_configs: Any,
-                 config: ShareConfig = ShareConfig(), *, shutting_down: asyncio.Event | None = None):
+                 config: ShareConfig = ShareConfig(), *, persister: SharePersister | None = None,
+                 shutting_down: asyncio.Event | None = None):
         self.partitions = partitions  # PartitionManager
-        self.store = store
+        self.store = store  # this broker's share coordinator (its own keys: deleted topics, pruning)
+        self.persister = persister or SharePersister(store)  # every share-partition's state, wherever it is
         self.configs = group_configs  # group.group_configs.GroupConfigs (share.* per group)
         self.config = config
         self.sessions = ShareSessions(config.max_share_sessions)
@@ -348,18 +366,28 @@ class ShareFetcher:
         task.add_done_callback(self._tasks.remove)
 
     async def release_member(self, group: str, member: str) -> None:
-        """The member's share session closed, or it left the group: its records go back."""
+        """The member's share session closed, or it left the group: its records go back. In a
+        cluster, the group's last session here lets its share-partitions go (read again next time:
+        AlterShareGroupOffsets and DeleteShareGroupOffsets run on the group's coordinator)."""
         limit = self._delivery_limit(group)
-        for live in [lv for k, lv in self._live.items() if k.group == group]:
+        lives = [lv for k, lv in self._live.items() if k.group == group]
+        for live in lives:
             async with live.lock:
                 if live.state.release_member(member, delivery_limit=limit):
                     await self._persist(live)
             live.notify()
+        if self.persister.clustered and not self.sessions.of_group(group):
+            for live in lives:
+                if not live.state.any_acquired() and self._live.get(live.key) is live:
+                    self._drop(live.key)
 
     async def expire_locks(self, now: int) -> None:
         for live in list(self._live.values()):
             deadline = live.state.next_deadline()
             if deadline is None or deadline > now:
+                continue
+            if not self._still_led(live):  # its data partition moved: the new leader reads the state
+                self._drop(live.key)
                 continue
             async with live.lock:
                 if live.state.expire_locks(now, delivery_limit=self._delivery_limit(live.key.group)):
@@ -367,26 +395,25 @@ class ShareFetcher:
             live.notify()
 
     # =============================================================== group admin
-    def start_offset(self, key: ShareStateKey) -> tuple[int, int]:
+    async def start_offset(self, key: ShareStateKey) -> tuple[int, int]:
         """(share-partition start offset, delivered records at or after it); (-1, -1) without state."""
         live = self._live.get(key)
-        if live is not None:
+        if live is not None and self._still_led(live):
             return live.state.start_offset, live.state.delivery_complete_count()
-        state = self.store.get(key)
+        state = await self.persister.summary(key)
         if state is None or state.start_offset == UNINITIALIZED:
             return -1, -1
-        complete = sum(b.last_offset - b.first_offset + 1 for b in state.batches if b.delivery_state != 0)
-        return state.start_offset, complete
+        return state.start_offset, state.delivery_complete_count
 
     async def alter_start_offset(self, key: ShareStateKey, offset: int) -> None:
         """AlterShareGroupOffsets (the group is empty): the share-partition starts over at `offset`."""
-        old = self.store.get(key)
-        await self.store.write_snapshot(key, PersistedState(old.state_epoch + 1 if old else 0, offset))
+        old = await self.persister.read(key, NO_EPOCH)
+        await self.persister.initialize(key, old.state_epoch + 1 if old else 0, offset)
         self._drop(key)
 
     async def delete_state(self, keys: Iterable[ShareStateKey]) -> None:
         keys = list(keys)
-        await self.store.delete(keys)
+        await self.persister.delete(keys)
         for key in keys:
             self._drop(key)
 
@@ -398,13 +425,16 @@ class ShareFetcher:
             log.info("deleting the share state of %d partitions of deleted topics", len(gone))
             await self.delete_state(gone)
 
-    def forget(self, keys: Iterable[ShareStateKey]) -> None:
-        """Drop these live share-partitions (their state partition moved away): the next fetch
-        reads their state again from whoever serves it."""
-        for key in keys:
-            self._drop(key)
-
     # ================================================================= internals
+    def _still_led(self, live: LiveShare) -> bool:
+        """Whether this broker still leads the live share-partition's data partition (alone: always)."""
+        if not self.persister.clustered:
+            return True
+        leadership = self.persister.leadership
+        current = leadership.leader(live.topic, live.index)
+        return leadership.leads(live.topic, live.index) and current is not None and \
+            current.epoch == live.partition.leader_epoch
+
     def _drop(self, key: ShareStateKey) -> None:
         live = self._live.pop(key, None)
         if live is not None:
@@ -417,7 +447,13 @@ class ShareFetcher:
             return NONE, None
         start, batches = changes
         try:
-            await self.store.write_update(live.key, start, batches, live.state.delivery_complete_count())
+            await self.persister.write(live.key, state_epoch=live.state.state_epoch,
+                                       leader_epoch=live.partition.leader_epoch, start_offset=start, batches=batches,
+                                       delivery_complete_count=live.state.delivery_complete_count())
+        except BrokerError as exc:  # fenced, or the share coordinator not reachable in time
+            log.warning("writing the share state of %s failed (%s): it is read again", live.key, exc)
+            self._drop(live.key)
+            return _STATE_ERRORS.get(int(exc.code), int(exc.code)), f"writing the share-partition state failed: {exc}"
         except Exception as exc:
             log.exception("writing the share state of %s failed: it is reloaded from %s", live.key,
                           "__share_group_state")
@@ -438,33 +474,48 @@ class ShareFetcher:
             raise ShareError(TOPIC_AUTHORIZATION_FAILED, f"not authorized to read topic {meta.name}")
         try:
             part = await self.partitions.get(meta.name, index)
+        except NotLeaderOrFollower as exc:  # cluster mode: another broker leads it (now)
+            for key in [k for k in self._live if k.topic_id == topic_id and k.partition == index]:
+                self._drop(key)
+            raise ShareError(NOT_LEADER_OR_FOLLOWER, str(exc)) from None
         except Exception as exc:  # no such partition (UnknownTopicOrPartition), or the topic went meanwhile
             raise ShareError(UNKNOWN_TOPIC_OR_PARTITION, f"{meta.name}-{index}: {exc}") from None
         key = ShareStateKey(group, topic_id, index)
         live = self._live.get(key)
-        if live is not None:
+        if live is not None and live.partition is part:
             return live, part
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             live = self._live.get(key)
+            if live is not None and live.partition is not part:  # led again since: its state is read again
+                self._drop(key)
+                live = None
             if live is None:
                 try:
-                    state = self.store.get(key)
-                except ShareCoordinatorError as exc:  # its state partition is not served here now
-                    raise ShareError(int(exc.code), str(exc)) from None
-                if state is None or state.start_offset == UNINITIALIZED:
-                    start = await self.partitions.run_read(_reset_offset, part, self.configs.value(
-                        group, "share.auto.offset.reset"))
-                    state = PersistedState(state.state_epoch if state else 0, start)
-                    try:
-                        await self.store.write_snapshot(key, state)
-                    except Exception as exc:
-                        log.exception("initialising the share state of %s failed", key)
-                        raise ShareError(COORDINATOR_NOT_AVAILABLE, f"initialising the share state failed: {exc}")
-                    log.info("share group %s starts %s-%d at offset %d", group, meta.name, index, start)
-                live = self._live[key] = LiveShare(key, meta.name, index, SharePartition.from_persisted(state))
+                    state = await self._read_or_initialize(key, part, group)
+                except BrokerError as exc:  # the share coordinator not reachable in time, or this leader fenced
+                    raise ShareError(_STATE_ERRORS.get(int(exc.code), int(exc.code)), str(exc)) from None
+                except Exception as exc:
+                    log.exception("reading the share state of %s failed", key)
+                    raise ShareError(COORDINATOR_NOT_AVAILABLE, f"reading the share state failed: {exc}") from None
+                live = self._live[key] = LiveShare(key, meta.name, index, SharePartition.from_persisted(state), part)
         self._opening.pop(key, None)
         return live, part
+
+    async def _read_or_initialize(self, key: ShareStateKey, part: Any, group: str):
+        """The share-partition's state, read at this leader's epoch; a partition without one
+        starts where share.auto.offset.reset says, written before it is used."""
+        state = await self.persister.read(key, part.leader_epoch)
+        if state is not None and state.start_offset != UNINITIALIZED:
+            return state
+        start = await self.partitions.run_read(_reset_offset, part, self.configs.value(group, "share.auto.offset.reset"))
+        await self.persister.initialize(key, state.state_epoch if state else 0, start)
+        log.info("share group %s starts %s-%d at offset %d", group, part.topic, part.index, start)
+        state = await self.persister.read(key, part.leader_epoch)  # records this leader's epoch with it
+        if state is None:
+            raise ShareCoordinatorError(f"the share state of {key} was deleted meanwhile",
+                                        ErrorCode.coordinator_not_available)
+        return state
 
 
 def _read(part: Any, offset: int, max_bytes: int, bound: int) -> bytes:

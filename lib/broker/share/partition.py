@@ -133,6 +133,9 @@ class SharePartition:
     def acquired_by(self, member_id: str) -> list[int]:
         return [off for off, r in self.records.items() if r.state is RecordState.ACQUIRED and r.member_id == member_id]
 
+    def any_acquired(self) -> bool:
+        return any(r.state is RecordState.ACQUIRED for r in self.records.values())
+
     def next_deadline(self) -> int | None:
         """No lock expires before this (None: no record is acquired); it may be early, never late."""
         return self._deadline_hint

@@ -1,7 +1,9 @@
 """Share groups on this broker (KIP-932): what the handlers call besides the group coordinator.
 
-It owns the share coordinator's state (`state_store.ShareStateStore`, `__share_group_state`)
-and the share-partitions (`fetcher.ShareFetcher`), and it is the group coordinator's
+It owns the share coordinator's state (`state_store.ShareStateStore`, `__share_group_state`),
+the persister that reaches any share-partition's state (`persister.SharePersister`: that store, or
+in a cluster the broker leading the key's state partition) and the share-partitions
+(`fetcher.ShareFetcher`), and it is the group coordinator's
 `share_hooks`: a member that times out gives its records back and loses its share session (one
 that leaves closes its session itself); a deleted share group loses its share-partition state. The share-group offset APIs
 (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) live here too.
@@ -14,13 +16,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..errors import BrokerError
 from ..group.coordinator import GroupCoordinator, ShareHooks
 from ..group.errors import GroupErrorCode as E
 from ..partitions import topic_uuid
 from ..group.share_config import ShareConfig
 from .fetcher import ShareFetcher
+from .persister import SharePersister
 from .state_records import ShareStateKey
-from .state_store import ShareCoordinatorError, ShareStateStore
+from .state_store import ShareStateStore
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,9 @@ class ShareService(ShareHooks):
         self.groups = groups
         self.config = config
         self.store = ShareStateStore(partitions, config)
-        self.fetcher = ShareFetcher(partitions, self.store, groups.configs, config, shutting_down=shutting_down)
-        self.store.on_unloaded = self.fetcher.forget  # a state partition that moves away takes its live states
+        self.persister = SharePersister(self.store)
+        self.fetcher = ShareFetcher(partitions, self.store, groups.configs, config, persister=self.persister,
+                                    shutting_down=shutting_down)
         groups.share_hooks = self
 
     async def start(self) -> None:
@@ -61,16 +66,33 @@ class ShareService(ShareHooks):
     async def stop(self) -> None:
         await self.fetcher.stop()
         await self.store.stop()
+        if self.persister.peers is not None:
+            self.persister.peers.close()
 
     # ============================================================== group hooks
     async def member_removed(self, group_id: str, member_id: str) -> None:
         self.fetcher.sessions.close(group_id, member_id)
         await self.fetcher.release_member(group_id, member_id)
 
-    async def group_deleted(self, group_id: str) -> None:
+    async def group_deleted(self, group_id: str, initialized: Mapping[str, Iterable[int]]) -> None:
         for session in self.fetcher.sessions.of_group(group_id):
             self.fetcher.sessions.close(group_id, session.member_id)
-        await self.fetcher.delete_state(self.store.keys(group_id))
+        await self.fetcher.delete_state(self._state_keys(group_id, initialized))
+
+    def _state_keys(self, group_id: str, initialized: Mapping[str, Iterable[int]]) -> list[ShareStateKey]:
+        """The group's share-partitions that have state: alone, those the store holds; in a
+        cluster (the state is spread over the brokers), those the group initialized, as Kafka's
+        group coordinator deletes them."""
+        if not self.persister.clustered:
+            return self.store.keys(group_id)
+        keys = []
+        for topic, partitions in sorted(initialized.items()):
+            try:
+                tid = topic_uuid(self.partitions.topic(topic))
+            except Exception:  # deleted since: forget_deleted_topics removes its state
+                continue
+            keys += [ShareStateKey(group_id, tid, p) for p in sorted(partitions)]
+        return keys
 
     # ================================================================ offsets
     def _share_group(self, group_id: str):
@@ -106,9 +128,9 @@ class ShareService(ShareHooks):
                                                             message=f"{topic} has no partition {p}"))
                     continue
                 try:
-                    start, complete = self.fetcher.start_offset(ShareStateKey(group_id, tid, p))
-                except ShareCoordinatorError as exc:  # its state partition is not served here now
-                    entry.partitions.append(PartitionOffset(p, error=E(int(exc.code)), message=str(exc)))
+                    start, complete = await self.fetcher.start_offset(ShareStateKey(group_id, tid, p))
+                except BrokerError as exc:  # its share coordinator cannot be reached now
+                    entry.partitions.append(PartitionOffset(p, error=_group_code(exc), message=str(exc)))
                     continue
                 lag = -1
                 if start >= 0:
@@ -146,7 +168,11 @@ class ShareService(ShareHooks):
                         f"{topic} has no partition {p}" if code is E.UNKNOWN_TOPIC_OR_PARTITION
                         else f"start offset {offset} is negative")))
                     continue
-                await self.fetcher.alter_start_offset(ShareStateKey(group_id, topic_uuid(meta), p), offset)
+                try:
+                    await self.fetcher.alter_start_offset(ShareStateKey(group_id, topic_uuid(meta), p), offset)
+                except BrokerError as exc:  # its share coordinator cannot be reached now
+                    entry.partitions.append(PartitionOffset(p, error=_group_code(exc), message=str(exc)))
+                    continue
                 entry.partitions.append(PartitionOffset(p, offset))
                 done.append(p)
             if done:
@@ -170,7 +196,12 @@ class ShareService(ShareHooks):
                                         message=f"unknown topic {topic}"))
                 continue
             tid = topic_uuid(meta)
-            await self.fetcher.delete_state([k for k in self.store.keys(group_id) if k.topic_id == tid])
+            keys = self._state_keys(group_id, {topic: group.initialized.get(topic, ())})
+            try:
+                await self.fetcher.delete_state([k for k in keys if k.topic_id == tid])
+            except BrokerError as exc:  # its share coordinator cannot be reached now
+                out.append(TopicOffsets(topic, tid, error=_group_code(exc), message=str(exc)))
+                continue
             await self.groups.run_share(group_id, lambda core, _t: core.forget_topics(group_id, [topic]))
             out.append(TopicOffsets(topic, tid))
         return E.NONE, None, out
@@ -179,3 +210,11 @@ class ShareService(ShareHooks):
         shard = self.groups.shard(group_id)
         classic = shard.core.groups.get(group_id)
         return group_id in shard.consumer.groups or (classic is not None and bool(classic.members))
+
+
+def _group_code(exc: BrokerError) -> E:
+    """A persister's error as the share-group offset APIs answer it."""
+    try:
+        return E(int(exc.code))
+    except ValueError:
+        return E.UNKNOWN_SERVER_ERROR

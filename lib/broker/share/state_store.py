@@ -12,6 +12,16 @@ key share a key): cleanup.policy=delete with no retention, and `prune()` moves e
 log start offset up to the oldest snapshot any live key still needs (Kafka's
 ShareCoordinatorOffsetsManager + DeleteRecords). Deleting a share-partition's state writes
 tombstones for both its keys.
+
+The operations are the share coordinator's APIs (Kafka's ShareCoordinatorShard), served here for
+this broker's share-partitions and, in a cluster, for other brokers' (`handlers.share_state`):
+`read` (ReadShareGroupState: a share-partition leader reading with a newer leader epoch records it
+first, so writes of an older leader are fenced from then on), `initialize`
+(InitializeShareGroupState), `write_update` (WriteShareGroupState: FENCED_LEADER_EPOCH /
+FENCED_STATE_EPOCH for a writer behind the recorded epochs), `delete` (DeleteShareGroupState) and
+`summary` (ReadShareGroupStateSummary). Each decides and appends under its partition's lock, so
+two brokers writing one key are ordered by the log. A share-partition leader reaches them through
+`persister.SharePersister`, locally or over the wire.
 """
 
 from __future__ import annotations
@@ -27,16 +37,18 @@ from ..errors import BrokerError
 from ..group.java import string_hash_code, utils_abs
 from ..group.share_config import ShareConfig
 from .persisted import PersistedState, apply_update, from_snapshot
-from .state_records import (NO_OFFSET, SNAPSHOT_TYPE, UPDATE_TYPE, ShareStateKey, ShareStateRecord, ShareUpdateValue,
-                            StateBatch, decode_record)
+from .state_records import (NO_OFFSET, SNAPSHOT_TYPE, UPDATE_TYPE, DeliveryState, ShareStateKey, ShareStateRecord,
+                            ShareUpdateValue, StateBatch, decode_record)
 
 log = logging.getLogger(__name__)
 
 STATE_TOPIC = "__share_group_state"
+NO_EPOCH = -1  # a request naming no leader (or state) epoch: nothing to fence it with
 
 
 class ShareCoordinatorError(BrokerError):
-    """The share-partition's state partition is not served here now (loading, not owned, failed)."""
+    """The share coordinator refused: the key's state partition is not served here now (loading,
+    not owned, failed), or the writer is fenced (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH)."""
 
 
 def _share_error(code: CoordinatorErrorCode, message: str) -> ShareCoordinatorError:
@@ -63,9 +75,6 @@ class ShareStateStore:
             "cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
             "segment.bytes": str(config.state_topic_segment_bytes)})
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(partitions, self, error=_share_error)
-        # Told the keys of a partition that stops being served here (the share-partitions built on
-        # them must re-read their state from whoever serves it next).
-        self.on_unloaded: Callable[[Iterable[ShareStateKey]], None] = lambda keys: None
 
     # ============================================== the state machine (coordinator runtime)
     def new_shard(self, index: int) -> ShareStateShard:
@@ -98,7 +107,7 @@ class ShareStateStore:
             log.info("loaded %d share-partition states from %s-%d", len(shard.states), STATE_TOPIC, index)
 
     def unloaded(self, index: int, shard: ShareStateShard) -> None:
-        self.on_unloaded(list(shard.states))
+        pass  # share-partition leaders keep their live state: the persister finds the next coordinator
 
     # ================================================================= lifecycle
     async def start(self) -> None:
@@ -116,6 +125,15 @@ class ShareStateStore:
     def get(self, key: ShareStateKey) -> PersistedState | None:
         shard = self._shard(key)
         return shard.states.get(key) if shard is not None else None
+
+    def summary(self, key: ShareStateKey) -> PersistedState | None:
+        """ReadShareGroupStateSummary: the state, its delivery-complete count counted from its
+        batches (records at or after the start offset that are done)."""
+        state = self.get(key)
+        if state is None:
+            return None
+        return replace(state, delivery_complete_count=sum(
+            b.last_offset - b.first_offset + 1 for b in state.batches if b.delivery_state != DeliveryState.AVAILABLE))
 
     def keys(self, group: str | None = None) -> list[ShareStateKey]:
         return [k for shard in self.runtime.active_shards() for k in shard.state.states
@@ -135,36 +153,76 @@ class ShareStateStore:
             return None
         return self.runtime.active(self.partition_for(key)).state
 
-    # ==================================================================== writes
+    # ========================================================= the coordinator's APIs
+    async def read(self, key: ShareStateKey, leader_epoch: int = NO_EPOCH) -> PersistedState | None:
+        """ReadShareGroupState (Kafka's readStateAndMaybeUpdateLeaderEpoch): the state, None if
+        there is none. A leader epoch above the recorded one is recorded first (an update record),
+        one below it is FENCED_LEADER_EPOCH."""
+        if not self.runtime.topic_exists:
+            return None
+
+        def op(shard: ShareStateShard, now: int) -> CoordinatorResult:
+            old = shard.states.get(key)
+            if old is None:
+                return CoordinatorResult(None)
+            _check_leader_epoch(key, old, leader_epoch)
+            if leader_epoch == NO_EPOCH or leader_epoch == old.leader_epoch:
+                return CoordinatorResult(old)
+            update = ShareUpdateValue(old.snapshot_epoch, leader_epoch, NO_OFFSET, (), old.delivery_complete_count)
+            return CoordinatorResult(apply_update(old, update), (self._update_record(shard, key, old, update, now),))
+
+        return await self._run(key, op)
+
+    async def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> None:
+        """InitializeShareGroupState: the share-partition starts (over) at `start_offset` with no
+        batches (its first fetch, AlterShareGroupOffsets); a state epoch below the recorded one is
+        FENCED_STATE_EPOCH. The recorded leader epoch stays: it still fences older leaders."""
+
+        def op(shard: ShareStateShard, now: int) -> CoordinatorResult:
+            old = shard.states.get(key)
+            if old is not None and state_epoch < old.state_epoch:
+                raise _fenced(ErrorCode.fenced_state_epoch, f"{key}: state epoch {state_epoch} is older than "
+                              f"the recorded {old.state_epoch}")
+            state = PersistedState(state_epoch, start_offset, leader_epoch=old.leader_epoch if old else 0)
+            return CoordinatorResult(None, (_snapshot_record(key, old, state, now),))
+
+        await self._run(key, op, create=True)
+
     async def write_snapshot(self, key: ShareStateKey, state: PersistedState) -> None:
-        """The whole state of a share-partition (initialisation, offsets altered)."""
-        now = self.runtime.clock()
-        old = self.get(key)
-        epoch = old.snapshot_epoch + 1 if old is not None else 0
-        if old is not None and state.create_timestamp < 0:
-            state = replace(state, create_timestamp=old.create_timestamp)
-        await self._append(ShareStateRecord(SNAPSHOT_TYPE, key, state.to_snapshot(epoch, now)))
+        """The whole state of a share-partition, unfenced."""
+        await self._run(key, lambda shard, now: CoordinatorResult(
+            None, (_snapshot_record(key, shard.states.get(key), state, now),)), create=True)
 
     async def write_update(self, key: ShareStateKey, start_offset: int | None, batches: tuple[StateBatch, ...],
-                           delivery_complete_count: int) -> None:
-        """What changed (Kafka's WriteShareGroupState); every Nth write of a key is a snapshot."""
-        shard = self._shard(key)
-        old = shard.states.get(key) if shard is not None else None
-        if old is None:
-            raise KeyError(f"no share-partition state for {key}")
-        update = ShareUpdateValue(old.snapshot_epoch, old.leader_epoch,
-                                  NO_OFFSET if start_offset is None else start_offset, batches,
-                                  delivery_complete_count)
-        if shard.updates_since_snapshot.get(key, 0) >= self.config.snapshot_update_records_per_snapshot:
-            await self.write_snapshot(key, apply_update(old, update))
-        else:
-            await self._append(ShareStateRecord(UPDATE_TYPE, key, update))
+                           delivery_complete_count: int, *, state_epoch: int = NO_EPOCH,
+                           leader_epoch: int = NO_EPOCH) -> None:
+        """WriteShareGroupState: what changed; every Nth write of a key is a snapshot. A writer
+        behind the recorded leader or state epoch is fenced; a key without state (deleted since
+        the writer read it) is FENCED_STATE_EPOCH too: the writer must read it again."""
+
+        def op(shard: ShareStateShard, now: int) -> CoordinatorResult:
+            old = shard.states.get(key)
+            if old is None:
+                raise _fenced(ErrorCode.fenced_state_epoch, f"no share-partition state for {key}")
+            _check_leader_epoch(key, old, leader_epoch)
+            if state_epoch != NO_EPOCH and state_epoch < old.state_epoch:
+                raise _fenced(ErrorCode.fenced_state_epoch, f"{key}: state epoch {state_epoch} is older than "
+                              f"the recorded {old.state_epoch}")
+            update = ShareUpdateValue(old.snapshot_epoch, old.leader_epoch,
+                                      NO_OFFSET if start_offset is None else start_offset, batches,
+                                      delivery_complete_count)
+            return CoordinatorResult(None, (self._update_record(shard, key, old, update, now),))
+
+        await self._run(key, op, create=True)
 
     async def delete(self, keys: Iterable[ShareStateKey]) -> None:
+        """DeleteShareGroupState: tombstones for both record keys of each share-partition."""
+        if not self.runtime.topic_exists:
+            return
         for key in keys:
-            if self.get(key) is not None:
-                await self._append(ShareStateRecord(SNAPSHOT_TYPE, key, None))
-                await self._append(ShareStateRecord(UPDATE_TYPE, key, None))
+            await self._run(key, lambda shard, now, key=key: CoordinatorResult(None, (
+                ShareStateRecord(SNAPSHOT_TYPE, key, None), ShareStateRecord(UPDATE_TYPE, key, None))
+                if key in shard.states else ()))
 
     async def prune(self) -> None:
         """Move each state partition's log start offset up to the oldest snapshot still needed."""
@@ -174,12 +232,40 @@ class ShareStateStore:
             await self.runtime.with_partition(shard.index, lambda part, needed=needed: _prune(part, needed))
 
     # ================================================================= internals
-    async def _append(self, record: ShareStateRecord) -> None:
-        """Append one record to the key's partition (creating the topic on first use, as Kafka's
-        share coordinator does); the runtime replays it once it is in the log."""
-        self.runtime.ensure_topic()
-        await self.runtime.write(self.partition_for(record.key), lambda shard, now: CoordinatorResult(None, (record,)),
-                                 wait=True)
+    def _update_record(self, shard: ShareStateShard, key: ShareStateKey, old: PersistedState,
+                       update: ShareUpdateValue, now: int) -> ShareStateRecord:
+        """The update, or the whole new state when the key had enough updates since its snapshot."""
+        if shard.updates_since_snapshot.get(key, 0) >= self.config.snapshot_update_records_per_snapshot:
+            return _snapshot_record(key, old, apply_update(old, update), now)
+        return ShareStateRecord(UPDATE_TYPE, key, update)
+
+    async def _run(self, key: ShareStateKey, op: Callable[[ShareStateShard, int], CoordinatorResult], *,
+                   create: bool = False) -> Any:
+        """Run `op` on the key's partition under its lock and append its records (creating the
+        topic first when `create`, as Kafka's share coordinator does on first use); the runtime
+        replays them once they are in the log."""
+        if create:
+            self.runtime.ensure_topic()
+        return await self.runtime.write(self.partition_for(key), op, wait=True)
+
+
+def _snapshot_record(key: ShareStateKey, old: PersistedState | None, state: PersistedState,
+                     now: int) -> ShareStateRecord:
+    """A snapshot of `state` following `old` (its snapshot epoch one higher, its creation time kept)."""
+    if old is not None and state.create_timestamp < 0:
+        state = replace(state, create_timestamp=old.create_timestamp)
+    epoch = old.snapshot_epoch + 1 if old is not None else 0
+    return ShareStateRecord(SNAPSHOT_TYPE, key, state.to_snapshot(epoch, now))
+
+
+def _check_leader_epoch(key: ShareStateKey, old: PersistedState, leader_epoch: int) -> None:
+    if leader_epoch != NO_EPOCH and leader_epoch < old.leader_epoch:
+        raise _fenced(ErrorCode.fenced_leader_epoch, f"{key}: leader epoch {leader_epoch} is older than the "
+                      f"recorded {old.leader_epoch}")
+
+
+def _fenced(code: ErrorCode, message: str) -> ShareCoordinatorError:
+    return ShareCoordinatorError(message, code)
 
 
 def _prune(part: Any, needed: int | None) -> None:

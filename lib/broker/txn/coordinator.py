@@ -19,11 +19,14 @@ producer with an epoch bump) and forgets ids idle past transactional.id.expirati
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any, Awaitable, Callable, Iterable
 
+from kio.schema.add_partitions_to_txn.v5 import request as add_req
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1 import request as markers_req
 
 from topiclake.segments.errors import UnknownTopicError
 
@@ -32,7 +35,9 @@ from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, Coord
 from ..errors import UnknownTopicOrPartition
 from ..group.errors import GroupCoordinatorError
 from ..group.java import string_hash_code, utils_abs
-from ..markers import write_marker
+from ..interbroker import InterBrokerClient
+from ..leadership import Leadership
+from ..markers import COORDINATOR_EPOCH, write_marker
 from . import records, state
 from .config import TransactionsConfig
 from .state import TopicPartition, TxnError, TxnMetadata, TxnState
@@ -71,6 +76,10 @@ class TransactionCoordinator:
                                                                         clock=clock)
         self._locks: dict[str, asyncio.Lock] = {}
         self._last_expiry = time.monotonic()
+        # Cluster mode: who leads which partition, and the connections to the other brokers.
+        self.leadership: Leadership | None = None
+        self.peers: InterBrokerClient | None = None
+        self._finishing: asyncio.Future | None = None  # completing what a partition's previous leader left
 
     # ================================================== the state machine (coordinator runtime)
     def new_shard(self, index: int) -> TxnShard:
@@ -89,6 +98,9 @@ class TransactionCoordinator:
         pass  # __transaction_state holds no transactional batches
 
     def loaded(self, index: int, shard: TxnShard, count: int) -> None:
+        if any(m.is_preparing for m in shard.values()):
+            # Taken over mid-commit (cluster mode): finish now, not at the next periodic check.
+            self._finishing = asyncio.ensure_future(self.complete_interrupted())
         if shard:
             counts: dict[str, int] = {}
             for m in shard.values():
@@ -148,11 +160,17 @@ class TransactionCoordinator:
     async def verify_produce(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                              topic: str, partition: int) -> None:
         """A transactional batch may only go to a partition of the producer's Ongoing
-        transaction (KIP-890's verification, answered locally)."""
+        transaction (KIP-890's verification, answered locally, or by the id's coordinator when
+        another broker is it)."""
         where = f"transactional produce to {topic}-{partition} by producer {producer_id} epoch {producer_epoch}"
         if transactional_id is None:
             raise TxnError(ErrorCode.transactional_id_authorization_failed,
                            f"{where}: the request carries no transactional id")
+        remote = self._remote_coordinator(transactional_id)
+        if remote is not None:
+            await self._ask_remote(remote, transactional_id, producer_id, producer_epoch, [(topic, partition)],
+                                   verify_only=True)
+            return
         m = await self.lookup(transactional_id)
         if m is None or m.producer_id != producer_id:
             raise TxnError(ErrorCode.invalid_producer_id_mapping,
@@ -192,7 +210,14 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition], *, tv2: bool = False) -> None:
         """AddPartitionsToTxn; `tv2`: added by the broker itself for a transactions-v2 client
-        (Produce v12+, TxnOffsetCommit v5+), which no longer sends AddPartitionsToTxn."""
+        (Produce v12+, TxnOffsetCommit v5+), which no longer sends AddPartitionsToTxn; then the
+        id's coordinator may be another broker (cluster mode), which is asked."""
+        if tv2:
+            remote = self._remote_coordinator(transactional_id)
+            if remote is not None:
+                await self._ask_remote(remote, transactional_id, producer_id, producer_epoch, partitions,
+                                       verify_only=False)
+                return
         async with self._lock(transactional_id):
             m = await self._require(transactional_id, producer_id, "AddPartitionsToTxn")
             updated = state.add_partitions(m, producer_id, producer_epoch, partitions, self.clock(), tv2=tv2)
@@ -310,11 +335,21 @@ class TransactionCoordinator:
             return False
 
     async def _complete(self, m: TxnMetadata) -> None:
-        """Markers for a PrepareCommit/PrepareAbort transaction, then Complete*."""
+        """Markers for a PrepareCommit/PrepareAbort transaction, then Complete*. A partition led by
+        another broker (cluster mode) gets its marker through that broker (WriteTxnMarkers)."""
         commit = m.state is TxnState.PREPARE_COMMIT
         now = self.clock()
-        offsets_partitions = sorted(i for t, i in m.partitions if t == OFFSETS_TOPIC)
+        coordinator_epoch = await self._coordinator_epoch(m.transactional_id)
+        remote: dict[int, list[TopicPartition]] = {}
+        local = []
         for topic, index in sorted(m.partitions):
+            leader = self._leader_of(topic, index)
+            if leader is None:
+                local.append((topic, index))
+            else:
+                remote.setdefault(leader, []).append((topic, index))
+        offsets_partitions = sorted(i for t, i in local if t == OFFSETS_TOPIC)
+        for topic, index in local:
             if topic == OFFSETS_TOPIC and self.offsets_marker is not None:
                 continue  # the group coordinator writes these (below)
             try:
@@ -322,12 +357,87 @@ class TransactionCoordinator:
             except (UnknownTopicError, UnknownTopicOrPartition):  # deleted meanwhile: Kafka skips it too
                 log.warning("%s: %s-%d no longer exists; no marker written there", m.describe(), topic, index)
                 continue
-            await self.partitions.run_io(write_marker, part, m.producer_id, m.producer_epoch, commit, now)
+            await self.partitions.run_io(functools.partial(write_marker, part, m.producer_id, m.producer_epoch, commit,
+                                                           now, coordinator_epoch=coordinator_epoch))
             part.notify()
         if offsets_partitions and self.offsets_marker is not None:
-            await self.offsets_marker(m.producer_id, m.producer_epoch, commit, partitions=offsets_partitions)
+            await self.offsets_marker(m.producer_id, m.producer_epoch, commit, partitions=offsets_partitions,
+                                      coordinator_epoch=coordinator_epoch)
+        for broker_id, partitions in sorted(remote.items()):
+            await self._write_remote_markers(m, commit, coordinator_epoch, broker_id, partitions)
         await self._persist(state.complete(m, self.clock()))
         log.debug("%s: %s", m.describe(), "committed" if commit else "aborted")
+
+    # ================================================= cluster mode: other brokers' partitions
+    def _leader_of(self, topic: str, index: int) -> int | None:
+        """The broker leading the partition when it is not this one (cluster mode), else None."""
+        leadership = self.leadership
+        if leadership is None or not leadership.clustered or leadership.leads(topic, index):
+            return None
+        current = leadership.leader(topic, index)
+        if current is None or current.leader < 0:
+            raise TxnError(ErrorCode.not_leader_or_follower, f"{topic}-{index} has no leader now")
+        return current.leader
+
+    async def _coordinator_epoch(self, transactional_id: str) -> int:
+        """The leader epoch of the id's __transaction_state partition: markers carry it, so a
+        coordinator that lost the partition cannot end the transaction again (Kafka's
+        coordinatorEpoch)."""
+        if not self.runtime.topic_exists:
+            return COORDINATOR_EPOCH
+        shard = await self.runtime.wait_active(self.partition_for(transactional_id))
+        return shard.partition.leader_epoch if shard.partition is not None else COORDINATOR_EPOCH
+
+    async def _write_remote_markers(self, m: TxnMetadata, commit: bool, coordinator_epoch: int, broker_id: int,
+                                    partitions: list[TopicPartition]) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = markers_req.WriteTxnMarkersRequest(markers=(markers_req.WritableTxnMarker(
+            producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=commit,
+            coordinator_epoch=coordinator_epoch, topics=tuple(
+                markers_req.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())),))
+        response = await self.peers.request(broker_id, request)
+        failed = [(t.name, p.partition_index, p.error_code) for r in response.markers for t in r.topics
+                  for p in t.partitions if p.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)]
+        if failed:
+            raise TxnError(failed[0][2], f"{m.describe()}: broker {broker_id} did not write the markers of " +
+                           ", ".join(f"{t}-{p} ({code.name})" for t, p, code in failed))
+
+    def _remote_coordinator(self, transactional_id: str) -> int | None:
+        """The broker coordinating the id when it is another one (cluster mode), else None."""
+        leadership = self.leadership
+        if leadership is None or not leadership.clustered or not self.runtime.topic_exists:
+            return None
+        index = self.partition_for(transactional_id)
+        if index in self.runtime.owned():
+            return None
+        current = leadership.leader(TRANSACTION_STATE_TOPIC, index)
+        if current is None or current.leader < 0:
+            raise TxnError(ErrorCode.coordinator_not_available,
+                           f"{TRANSACTION_STATE_TOPIC}-{index} (transactional id {transactional_id!r}) has no leader")
+        return current.leader
+
+    async def _ask_remote(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition], verify_only: bool) -> None:
+        """KIP-890: the partition leader asks the coordinator to verify (v4) or add (v5) partitions."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = add_req.AddPartitionsToTxnRequest(transactions=(add_req.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=verify_only, topics=tuple(add_req.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+                                                  for t, ps in by_topic.items())),))
+        response = await self.peers.request(broker_id, request)
+        if response.error_code != ErrorCode.none:
+            raise TxnError(response.error_code, f"coordinator {broker_id}: {response.error_code.name}")
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    if p.partition_error_code != ErrorCode.none:
+                        raise TxnError(p.partition_error_code, f"transactional produce to {topic.name}-"
+                                       f"{p.partition_index}: coordinator {broker_id} answered "
+                                       f"{p.partition_error_code.name}")
 
     async def _persist(self, m: TxnMetadata) -> None:
         await self._append(records.TxnLogRecord(m.transactional_id, m))

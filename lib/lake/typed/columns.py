@@ -1,11 +1,14 @@
 """Arrow types across schema versions: merging them into the table's columns, and conforming a
 version's decoded array to them.
 
-A table column keeps the type it was created with (Delta here has no type widening): a later
-version may add fields (new nullable columns, or new fields inside a struct), never change one.
-While a column is new, the versions seen together may widen it the way Avro promotes
-(int -> long -> float -> double); a version whose field cannot become the table's type is
-incompatible, and its rows go to quarantine with the reason.
+A later version may add fields (new nullable columns, or new fields inside a struct). While a
+column is new, the versions seen together may widen it the way Avro promotes (int -> long ->
+float -> double). A column already in the table widens where Delta's type widening allows the
+change (`delta_widens`: byte/short/int -> long or double, float -> double, a decimal with more
+digits on both sides of the point); the table is rewritten with the wider type before the run
+commits (topiclake.lake.widening). A version whose field cannot become the table's type (long ->
+double, int -> float, any narrowing, another kind) is incompatible, and its rows go to quarantine
+with the reason.
 """
 
 from __future__ import annotations
@@ -31,8 +34,27 @@ def nullable(t: pa.DataType) -> pa.DataType:
     return t
 
 
+_INTEGERS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+
+
+def delta_widens(have: pa.DataType, new: pa.DataType) -> bool:
+    """True when Delta's type widening changes a column of type `have` to `new` (its documented
+    changes for these types: integers to a wider integer or to double, float to double, decimal
+    (p, s) to (p', s') with s' >= s and p' - s' >= p - s)."""
+    if have in _INTEGERS:  # long -> double would lose digits: Delta does not widen it
+        return (new in _INTEGERS and _INTEGERS.index(new) > _INTEGERS.index(have)) \
+            or (new == pa.float64() and have != pa.int64())
+    if have == pa.float32():
+        return new == pa.float64()
+    if pa.types.is_decimal(have) and pa.types.is_decimal(new):
+        return new.scale >= have.scale and new.precision - new.scale >= have.precision - have.scale \
+            and not new.equals(have)
+    return False
+
+
 def merge(have: pa.DataType, new: pa.DataType, *, fixed: bool, where: str) -> pa.DataType:
-    """The column type holding both; `fixed`: `have` is already in the table (no widening)."""
+    """The column type holding both; `fixed`: `have` is already in the table (it widens only
+    where Delta's type widening allows)."""
     if have.equals(new):
         return have
     if pa.types.is_struct(have) and pa.types.is_struct(new):
@@ -50,6 +72,11 @@ def merge(have: pa.DataType, new: pa.DataType, *, fixed: bool, where: str) -> pa
             return have
         if not fixed:
             return new
+    if fixed and delta_widens(have, new):
+        return new
+    if fixed:
+        raise Incompatible(f"column {where} is {have} in the table, {new} in this schema (Delta cannot widen "
+                           f"{have} to {new})")
     raise Incompatible(f"column {where} is {have} in the table, {new} in this schema")
 
 

@@ -1,0 +1,300 @@
+"""Three real brokers on one shared storage root, coordinated through a real ZooKeeper (issue 18's
+proof): Kafka's semantics for clients (Metadata, NOT_LEADER_OR_FOLLOWER, leader epochs,
+FindCoordinator, DescribeCluster, ElectLeaders), failover under kill -9 and SIGSTOP with
+idempotent producers (confluent-kafka and kafka-python) and a consumer group running throughout,
+a paused leader's late produce never acknowledged nor visible, the root's single/cluster mode,
+and a three-node ZooKeeper losing a node.
+
+One cluster serves the module (its brokers are restarted or resumed after a test that stopped
+them); sessions of 1 s keep each failover to a few seconds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from kio.schema.describe_cluster.v1 import request as cluster_req
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4 import request as fc_req
+
+from topiclake.broker.client import ProtocolClient
+from topiclake.broker.cluster.controller import preferred_order
+from topiclake.broker.group.records import partition_for_group, string_hash_code, utils_abs
+
+from ..integration.broker_process import REPO, BrokerProcess
+from .brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
+from .clients import (ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value,
+                      produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce)
+from .helpers import wait_for
+
+PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before the controller moves it
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    settings = cluster_settings(zookeeper.connect_string, f"/cluster-{uuid.uuid4().hex[:8]}",
+                                preferred_leader_delay_ms=PREFERRED_DELAY_MS)
+    with ClusterBrokers(tmp_path_factory.mktemp("cluster"), settings) as brokers:
+        yield brokers
+
+
+@pytest.fixture
+def brokers(cluster):
+    """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
+    yield cluster
+    for broker_id in list(cluster.paused):
+        cluster.resume(broker_id)
+    for broker_id, broker in cluster.brokers.items():
+        if broker.proc.poll() is not None:
+            cluster.restart(broker_id)
+
+
+def create_topic(cluster: ClusterBrokers, topic: str, partitions: int) -> dict:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    return wait_for(lambda: settled(cluster, topic, partitions), 30, what=f"{topic}'s leaders")
+
+
+def settled(cluster: ClusterBrokers, topic: str, partitions: int, *, preferred: bool = False):
+    """Every live broker's Metadata, once they agree: every live broker listed, every partition led
+    by a live broker (its preferred one when `preferred`). Falsy until then."""
+    live = set(cluster.live())
+    try:
+        views = [metadata(cluster.bootstrap_of(b), topic) for b in sorted(live)]
+    except OSError:
+        return None
+    first = views[0]
+    if any(v.brokers != live or v.partitions != first.partitions or v.controller != first.controller
+           for v in views):
+        return None
+    if len(first.partitions) != partitions or any(p.leader not in live for p in first.partitions.values()):
+        return None
+    if preferred and any(v.leader != preferred_leader(topic, p) for p, v in first.partitions.items()):
+        return None
+    return first.partitions
+
+
+def preferred_leader(topic: str, partition: int) -> int:
+    """Where the controller puts a partition of a topic created with brokers 1-3 live (Metadata
+    names only the leader as replica: the storage is shared, nothing is replicated)."""
+    return preferred_order(topic, partition, (1, 2, 3))[0]
+
+
+def leader_of(cluster: ClusterBrokers, topic: str, partition: int) -> int:
+    return metadata(cluster.bootstrap_of(cluster.live()[0]), topic).partitions[partition].leader
+
+
+# ============================================================================ semantics
+def test_metadata_names_every_broker_and_each_leader_and_others_refuse(brokers):
+    views = create_topic(brokers, "where", 6)
+    assert {v.leader for v in views.values()} == {1, 2, 3}, "the partitions spread over the brokers"
+    assert all(v.replicas == (v.leader,) and v.leader == preferred_leader("where", p) for p, v in views.items())
+    leader = views[0].leader
+    other = next(b for b in (1, 2, 3) if b != leader)
+    with ProtocolClient(brokers.bootstrap_of(other)) as client:
+        assert raw_produce(client, "where", 0, b"misdirected").error_code == ErrorCode.not_leader_or_follower
+        assert raw_fetch(client, "where", 0, 0).error_code == ErrorCode.not_leader_or_follower
+        assert raw_list_offsets(client, "where", 0).error_code == ErrorCode.not_leader_or_follower
+    with ProtocolClient(brokers.bootstrap_of(leader)) as client:
+        answer = raw_produce(client, "where", 0, b"to the leader")
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
+        epoch = views[0].epoch
+        assert raw_fetch(client, "where", 0, 0, epoch=epoch).error_code == ErrorCode.none
+        assert raw_fetch(client, "where", 0, 0, epoch=epoch + 1).error_code == ErrorCode.unknown_leader_epoch
+        assert raw_list_offsets(client, "where", 0, epoch=epoch + 1).error_code == ErrorCode.unknown_leader_epoch
+
+
+def test_find_coordinator_and_describe_cluster_answer_alike_on_every_broker(brokers):
+    create_topic(brokers, "coordinated", 1)
+    keys = [f"group-{i}" for i in range(8)]
+    answers = {}
+    for broker_id in (1, 2, 3):
+        with ProtocolClient(brokers.bootstrap_of(broker_id)) as client:
+            def find(key_type: int) -> dict:
+                return {c.key: (c.error_code, c.node_id) for c in client.request(
+                    fc_req.FindCoordinatorRequest(key_type=key_type, coordinator_keys=tuple(keys))).coordinators}
+            groups = wait_for(lambda: (lambda a: a if all(e == ErrorCode.none for e, _ in a.values()) else None)(
+                find(0)), 20, what="every group's coordinator")
+            txns = wait_for(lambda: (lambda a: a if all(e == ErrorCode.none for e, _ in a.values()) else None)(
+                find(1)), 20, what="every transactional id's coordinator")
+            described = client.request(cluster_req.DescribeClusterRequest(include_cluster_authorized_operations=False))
+        answers[broker_id] = (groups, txns, described.controller_id,
+                              sorted((b.broker_id, b.port) for b in described.brokers))
+    assert answers[1] == answers[2] == answers[3]
+    groups, txns, controller, described = answers[1]
+    assert described == sorted((b, int(brokers.bootstrap_of(b).rsplit(":", 1)[1])) for b in (1, 2, 3))
+    assert controller in (1, 2, 3)
+    offsets = metadata(brokers.bootstrap_of(1), "__consumer_offsets").partitions
+    states = metadata(brokers.bootstrap_of(1), "__transaction_state").partitions
+    for key in keys:
+        assert groups[key][1] == offsets[partition_for_group(key, INTERNAL_PARTITIONS)].leader
+        assert txns[key][1] == states[utils_abs(string_hash_code(key)) % INTERNAL_PARTITIONS].leader
+
+
+def test_elect_leaders_moves_a_partition_home_before_the_controller_would(brokers):
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    views = create_topic(brokers, "elected", 6)
+    tps = [TopicPartition("elected", p) for p in range(6)]
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
+    result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(20)
+    assert {tp.partition: err.code() for tp, err in result.items()} == {p: KafkaError.ELECTION_NOT_NEEDED
+                                                                       for p in range(6)}
+    away = views[0].leader
+    brokers.kill(away)
+    moved = wait_for(lambda: settled(brokers, "elected", 6), 20, what="the failover")
+    homeless = [p for p, v in views.items() if v.leader == away]
+    assert all(moved[p].leader != away and moved[p].epoch > views[p].epoch for p in homeless)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", homeless[0])]).result(20)
+    assert [err.code() for err in result.values()] == [KafkaError.PREFERRED_LEADER_NOT_AVAILABLE]
+    brokers.restart(away)
+    wait_for(lambda: away in metadata(brokers.bootstrap_of(away), "elected").brokers, 20, what="the restart")
+    asked = time.monotonic()
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", p) for p in homeless]).result(20)
+    assert all(err is None or err.code() == KafkaError.NO_ERROR for err in result.values()), result
+    back = wait_for(lambda: settled(brokers, "elected", 6, preferred=True), 10, what="the elected leaders")
+    assert time.monotonic() - asked < PREFERRED_DELAY_MS / 1000, "the election, not the controller, moved them"
+    assert all(back[p].leader == away for p in homeless)
+
+
+# ============================================================================ failover
+def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers):
+    """kill -9 one leader, then SIGSTOP another and SIGCONT it once it was replaced, while two
+    idempotent producers (confluent-kafka, kafka-python) and a consumer group run."""
+    topic, partitions = "failover", 6
+    create_topic(brokers, topic, partitions)
+    ledger, stop_producers, stop_reader = Ledger(), threading.Event(), threading.Event()
+    producers = [ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producers),
+                 KafkaPythonProducer(brokers.bootstrap, topic, partitions, ledger, stop_producers)]
+    reader = GroupReader(brokers.bootstrap, topic, "failover-readers", ledger, stop_reader)
+    for worker in [*producers, reader]:
+        worker.start()
+    try:
+        wait_for(lambda: len(ledger.acked) >= 200, 30, what="the first acknowledgements")
+
+        # kill -9 the leader of partition 1: Metadata then names only the live brokers, every
+        # partition gets a live leader, and the producers carry on.
+        killed = leader_of(brokers, topic, 1)
+        brokers.kill(killed)
+        acked = len(ledger.acked)
+        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover after kill -9")
+        wait_for(lambda: ledger.acked_since(1, acked) >= 10, 20, what="partition 1 acknowledging again")
+        brokers.restart(killed)
+        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
+
+        # SIGSTOP the leader of partition 0 with a produce request of ours on its socket.
+        paused = leader_of(brokers, topic, 0)
+        stale_client = ProtocolClient(brokers.bootstrap_of(paused), timeout=60)
+        stale_value = b"written by a paused leader"
+        answers = []
+        brokers.pause(paused)
+        late = threading.Thread(target=lambda: answers.append(
+            stale_client.request(produce_request(topic, 0, raw_batch(stale_value))).responses[0]
+            .partition_responses[0]))
+        late.start()
+        acked = len(ledger.acked)
+        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover of the paused leader")
+        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 20, what="partition 0 acknowledging on its new leader")
+        brokers.resume(paused)
+        late.join(30)
+        stale_client.close()
+        assert answers and answers[0].error_code == ErrorCode.not_leader_or_follower, answers
+        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
+        time.sleep(1)
+    finally:
+        stop_producers.set()
+        for producer in producers:
+            producer.join(120)
+    try:
+        expected = dict(ledger.acked)
+        wait_for(lambda: {v for _p, _o, v in ledger.consumed} >= set(expected), 60,
+                 what="the group consuming every acknowledged record")
+        time.sleep(0.5)  # anything else it would deliver (twice, or the stale record) arrives now
+    finally:
+        stop_reader.set()
+        reader.join(30)
+    assert [w.error for w in [*producers, reader] if w.error] == []
+    assert [p.unflushed for p in producers] == [0, 0] and ledger.delivery_errors == []
+    reused = {where: values for where, values in ledger.offsets.items() if len(values) > 1}
+    assert reused == {}, "an offset acknowledged to two records"
+    consumed_at = {}
+    for partition, offset, value in ledger.consumed:
+        assert (partition, offset) not in consumed_at, f"{partition}/{offset} consumed twice"
+        consumed_at[(partition, offset)] = value
+    assert {v: where for where, v in consumed_at.items() if v in expected} == expected
+    assert stale_value not in consumed_at.values(), "a paused leader's late write became visible"
+    assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
+    for partition in range(partitions):
+        rows = sorted((o, v) for (p, o), v in consumed_at.items() if p == partition)
+        for name in ("confluent", "kafka-python"):
+            sequence = [parse_value(v)[2] for _o, v in rows if parse_value(v)[0] == name]
+            assert sequence == sorted(sequence), f"{name}'s records out of order in partition {partition}"
+    assert len(expected) > 1000
+
+
+# ============================================================================ the root's mode
+def test_a_single_broker_and_a_cluster_refuse_each_others_root(brokers, tmp_path):
+    zookeeper, chroot = brokers.settings["cluster"]["zookeeper"], brokers.settings["cluster"]["chroot"]
+    config = write_toml(tmp_path / "joiner.toml", cluster_settings(zookeeper, "/joiner"))
+    single_root = tmp_path / "single"
+
+    def start(root, *args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", "0", "--data",
+                               str(root), *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    def single_broker_was_here() -> None:
+        BrokerProcess(single_root, log_path=tmp_path / "single.log").start().stop()
+
+    with ThreadPoolExecutor(2) as pool:  # two process starts at once: each is seconds of imports
+        made = pool.submit(single_broker_was_here)
+        alone = start(brokers.root, "--config", str(REPO / "conf" / "topiclake.toml"))
+        made.result()
+    joiner = start(single_root, "--config", str(config), "--broker-id", "9")
+    assert (alone.returncode, joiner.returncode) == (1, 1)
+    assert alone.stderr.strip().splitlines() == [
+        f"error: storage root {brokers.root} is used by a cluster of brokers ({zookeeper}{chroot}): set [cluster] "
+        "zookeeper to join it, or use another --data"], alone.stderr
+    assert joiner.stderr.strip().splitlines() == [
+        f"error: storage root {single_root} belongs to a single broker (no [cluster] setting); a cluster needs a "
+        "storage root of its own: use another --data"], joiner.stderr
+
+
+# ============================================================================ ZooKeeper
+def test_a_three_node_zookeeper_losing_its_leader_keeps_the_cluster_serving(zookeeper3, tmp_path):
+    """kill -9 the ZooKeeper node that leads the ensemble: the brokers' sessions move to the
+    others (2 s sessions, as configured by default), producing never stops for long, and a broker
+    killed next still fails over."""
+    settings = cluster_settings(zookeeper3.connect_string, f"/zk3-{uuid.uuid4().hex[:8]}", session_timeout_ms=2000)
+    with ClusterBrokers(tmp_path / "zk3", settings) as brokers:
+        topic, partitions = "quorum", 3
+        create_topic(brokers, topic, partitions)
+        ledger, stop = Ledger(), threading.Event()
+        producer = ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop)
+        producer.start()
+        try:
+            wait_for(lambda: len(ledger.acked) >= 100, 30, what="the first acknowledgements")
+            zookeeper3.kill(zookeeper3.leader_id())
+            killed_at, acked = time.monotonic(), len(ledger.acked)
+            for p in range(partitions):
+                wait_for(lambda: ledger.acked_since(p, acked) >= 20, 20, what=f"partition {p} acknowledging again")
+            recovered_s = time.monotonic() - killed_at
+            assert settled(brokers, topic, partitions), "every broker serving, every partition led"
+            # ...and the two ZooKeeper nodes left still move a dead broker's partitions.
+            brokers.kill(leader_of(brokers, topic, 0))
+            acked = len(ledger.acked)
+            wait_for(lambda: settled(brokers, topic, partitions), 20, what="a failover on two ZooKeeper nodes")
+            wait_for(lambda: ledger.acked_since(0, acked) >= 20, 20, what="partition 0 acknowledging again")
+        finally:
+            stop.set()
+            producer.join(120)
+    assert producer.error is None and producer.unflushed == 0 and ledger.delivery_errors == []
+    assert recovered_s < 15
