@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Mapping
 
 from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError
 
+from .clock import system_ms
 from .cluster.config import ClusterConfig
 from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states
 from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
@@ -210,7 +210,7 @@ class ClusterNode:
             self._spawn(self._reload(), "reloading the cluster after a lost session")
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
-        now = _now_ms()
+        now = system_ms()
         gone = set(self._brokers) - set(brokers)
         self._brokers = dict(brokers)
         for broker_id in brokers:
@@ -253,7 +253,7 @@ class ClusterNode:
             self._states[key] = current
         self._converge(key)
         if self._token is not None and current is not None:
-            change = elect(key[0], key[1], current, self._joined_ms, _now_ms(),
+            change = elect(key[0], key[1], current, self._joined_ms, system_ms(),
                            preferred_delay_ms=self.config.preferred_leader_delay_ms,
                            controller_epoch=self._token.epoch)
             if change is not None:
@@ -350,7 +350,7 @@ class ClusterNode:
         token = self._token
         if token is None:
             return
-        now = _now_ms()
+        now = system_ms()
         changes = [elect(topic, partition, current, self._joined_ms, now,
                          preferred_delay_ms=self.config.preferred_leader_delay_ms, controller_epoch=token.epoch)
                    for (topic, partition), current in list(self._states.items())]
@@ -446,6 +446,3 @@ def _endpoint(info: BrokerInfo, listener: str) -> tuple[str, int] | None:
         return info.host, info.port
     return None
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

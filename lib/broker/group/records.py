@@ -57,6 +57,7 @@ from typing import Any, Callable
 
 from topiclake.segments.errors import CorruptRecordError
 
+from ..constants import NO_LEADER_EPOCH
 from . import share_records
 from .share_records import SG, ShareGroupKey
 from .java import string_hash_code, utils_abs
@@ -70,7 +71,6 @@ OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 CONSUMER_GROUP_VALUE_VERSION = 0
 NO_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.segments.batch import iter_batches
 
 from ..errors import BrokerError, NotLeaderOrFollower
+from ..clock import system_ms
 from ..partitions import topic_uuid
 from ..request_time import waiting
 from ..group.share_config import ShareConfig
@@ -70,8 +71,7 @@ def _everything(topic: str) -> bool:
     return True
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+now_ms = system_ms  # the broker's one clock (clock.py)
 
 
 @dataclass(frozen=True, slots=True)
