@@ -154,7 +154,8 @@ def listening_addresses(port: int) -> set[str]:
                     raw = bytes.fromhex(address)
                     # the kernel prints each 32-bit word in host (little-endian) order
                     words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-                    found.add(str(ipaddress.ip_address(words)))
+                    listening = ipaddress.ip_address(words)
+                    found.add(str(getattr(listening, "ipv4_mapped", None) or listening))  # ::ffff:127.0.0.1 too
     return found
 
 
@@ -209,7 +210,7 @@ def test_sql_shell_on_a_terminal(tmp_path):
                       "local[1]"], env)
     try:
         banner = shell.expect(r"topiclake> ")
-        ui = re.search(r"Spark UI: http://127\.0\.0\.1:(\d+)", banner)
+        ui = re.search(r"Spark UI: http://(?:localhost|127\.0\.0\.1):(\d+)", banner)
         assert ui, banner
         assert listening_addresses(int(ui.group(1))) == {"127.0.0.1"}
         shell.send("SELECT 6 * 7\n")  # no `;` yet: the statement goes on
