@@ -30,10 +30,12 @@ def test_command_errors_with_a_long_path_are_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.splitlines() == [f"error: unknown topic 'missing' (no {root}/topics/missing.json)"]
 
-    (tmp_path / "file").write_text("")  # an OSError: its file and the system's reason
+    (tmp_path / "file").write_text("")  # a root under a file: checked before the job runs (a usage error)
     result = run("retain", "--data", str(tmp_path / "file" / LONG), "--topic", "missing", cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [f"error: {tmp_path / 'file' / LONG}/topics/missing.json: Not a directory"]
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: storage root {tmp_path / 'file' / LONG} does not exist (hint: "
+                                          "pass --data DIR, or set $TOPICLAKE_ROOT or [storage] root in the settings "
+                                          "file)"]
 
 
 def test_the_stderr_console_does_not_wrap_when_piped(tmp_path):

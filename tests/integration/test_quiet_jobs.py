@@ -140,6 +140,25 @@ def test_ctrl_c_in_a_backfill(spark, tmp_path):  # noqa: F811
     assert read_table(table)[0].version() == 0
 
 
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4/IPv6 addresses a TCP port listens on (/proc/net/tcp*: state 0A is LISTEN)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:
+                    raw = bytes.fromhex(address)
+                    # the kernel prints each 32-bit word in host (little-endian) order
+                    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                    listening = ipaddress.ip_address(words)
+                    found.add(str(getattr(listening, "ipv4_mapped", None) or listening))  # ::ffff:127.0.0.1 too
+    return found
+
+
 class Terminal:
     """A child process on a pseudo-terminal: what a user types, what they see."""
 
@@ -185,11 +204,15 @@ class Terminal:
 def test_sql_shell_on_a_terminal(tmp_path):
     make_topic(tmp_path, 1)
     history = tmp_path / "history"
-    env = {**os.environ, "TOPICLAKE_SQL_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1", "TERM": "dumb"}
+    env = {**os.environ, "TOPICLAKE_SQL_HISTORY": str(history), "TERM": "dumb"}
+    env.pop("SPARK_LOCAL_IP", None)  # the Spark UI listens on loopback unless told otherwise
     shell = Terminal([sys.executable, "-m", "topiclake.cli", "sql", "--data", str(tmp_path), "--master",
                       "local[1]"], env)
     try:
-        shell.expect(r"topiclake> ")
+        banner = shell.expect(r"topiclake> ")
+        ui = re.search(r"Spark UI: http://(?:localhost|127\.0\.0\.1):(\d+)", banner)
+        assert ui, banner
+        assert listening_addresses(int(ui.group(1))) == {"127.0.0.1"}
         shell.send("SELECT 6 * 7\n")  # no `;` yet: the statement goes on
         shell.expect(r"-> ")
         shell.send("  AS answer;\n")
