@@ -84,7 +84,8 @@ def produce_forever(bootstrap: str, partitions: int, interval_s: float, acks: Ac
         for p in range(partitions):
             while True:
                 try:
-                    producer.produce(TOPIC, value=b"x" * 100, partition=p, on_delivery=acks.on_delivery(time.monotonic()))
+                    producer.produce(TOPIC, value=b"x" * 100, partition=p,
+                                     on_delivery=acks.on_delivery(time.monotonic()))
                     break
                 except BufferError:
                     producer.poll(0.01)
@@ -173,11 +174,13 @@ def one_run(partitions: int, args, work: Path) -> dict:
                                    "session_expiry_s": round(gone, 3), "first_s": round(times[0], 3),
                                    "median_s": round(statistics.median(times), 3), "all_s": round(times[-1], 3),
                                    "moved_back_s": round(time.monotonic() - back_at, 3),
-                                   "ack_p50_ms_before": round(before_p50, 1), "ack_p99_ms_before": round(before_p99, 1)})
+                                   "ack_p50_ms_before": round(before_p50, 1),
+                                   "ack_p99_ms_before": round(before_p99, 1)})
                     print(f"  {partitions} partitions, round {r + 1}: killed broker {victim}"
                           f"{' (the controller)' if victim == controller else ''} leading {len(led)}: session expired "
                           f"{gone:.2f} s; first ack {times[0]:.2f} s, median {statistics.median(times):.2f} s, "
-                          f"all {times[-1]:.2f} s (acks before the kill: p50 {before_p50:.0f} ms, p99 {before_p99:.0f} ms); back home {rounds[-1]['moved_back_s']:.1f} s after restart",
+                          f"all {times[-1]:.2f} s (acks before the kill: p50 {before_p50:.0f} ms, p99 "
+                          f"{before_p99:.0f} ms); back home {rounds[-1]['moved_back_s']:.1f} s after restart",
                           flush=True)
                     time.sleep(2)
             finally:
@@ -214,7 +217,8 @@ def main() -> int:
         summary[f"p{n}_target_s"] = TARGETS_S.get(n)
         summary[f"p{n}_delivery_errors"] = result["delivery_errors"]
         print(f"{n} partitions: every partition of the killed broker acknowledging again within {worst:.2f} s "
-              f"(target {TARGETS_S.get(n, '-')} s); its session expired after {floor:.2f} s (ratio {worst / floor:.2f})")
+              f"(target {TARGETS_S.get(n, '-')} s); its session expired after {floor:.2f} s "
+              f"(ratio {worst / floor:.2f})")
     summary["rounds"] = {r["partitions"]: r["rounds"] for r in results}
     print(json.dumps(summary))
     return 0

@@ -72,6 +72,7 @@ class ClusterNode:
         self._token: ControllerToken | None = None
         self._states: dict[Key, Versioned[PartitionState]] = {}
         self._watched: set[Key] = set()
+        self._partitions_watched: set[str] = set()  # topics whose partition list is watched
         self._topics: set[str] = set()
         self._led: dict[Key, int] = {}  # partitions this broker serves, at their epoch
         self._chains: dict[Key, asyncio.Future] = {}
@@ -242,6 +243,12 @@ class ClusterNode:
             self._states.pop(key, None)
             self._watched.discard(key)
             self._converge(key)
+        self._partitions_watched &= self._topics  # a topic created again gets a watch again
+
+    def _on_partitions(self, topic: str, partitions: list[int]) -> None:
+        """CreatePartitions on any broker: watch the states of the new partitions too."""
+        if topic in self._topics and any((topic, p) not in self._watched for p in partitions):
+            self._spawn(self._watch_topic(topic), f"watching the new partitions of {topic}")
 
     def _on_state(self, key: Key, current: Versioned[PartitionState] | None) -> None:
         if current is None:
@@ -391,6 +398,9 @@ class ClusterNode:
         await self._blocking(self.coordination.delete_topic, topic)
 
     async def _watch_topic(self, topic: str) -> None:
+        if topic not in self._partitions_watched:
+            self._partitions_watched.add(topic)
+            self.coordination.watch_partitions(topic, lambda parts: self._soon(self._on_partitions, topic, parts))
         states = await self._blocking(self.coordination.partition_states, topic)
         for partition in sorted(states):
             key = (topic, partition)

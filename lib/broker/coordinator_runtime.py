@@ -435,7 +435,8 @@ class CoordinatorRuntime(Generic[S]):
         leadership unloads it here next): the client finds the new coordinator. Nothing to reload."""
         log.info("%s-%d: a newer leader took the partition over: not the coordinator any more",
                  self.topic.name, shard.index)
-        return self.error(CoordinatorErrorCode.NOT_COORDINATOR, f"{self.topic.name}-{shard.index} moved to another broker")
+        return self.error(CoordinatorErrorCode.NOT_COORDINATOR,
+                          f"{self.topic.name}-{shard.index} moved to another broker")
 
     async def _recover(self, shard: CoordinatorShard[S], what: str) -> None:
         """The one reload-on-failure path: the state is rebuilt from what the log holds."""

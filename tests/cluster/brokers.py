@@ -45,6 +45,8 @@ def write_toml(path: Path, settings: Mapping[str, Mapping[str, Any]]) -> Path:
             return "true" if v else "false"
         if isinstance(v, (int, float)):
             return str(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(item) for item in v) + "]"
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = []

@@ -112,6 +112,25 @@ def test_metadata_names_every_broker_and_each_leader_and_others_refuse(brokers):
         assert raw_list_offsets(client, "where", 0, epoch=epoch + 1).error_code == ErrorCode.unknown_leader_epoch
 
 
+def test_partitions_added_through_one_broker_are_led_and_served_by_all(brokers):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    create_topic(brokers, "grown", 2)
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(1)})  # one broker handles the request
+    for future in admin.create_partitions([NewPartitions("grown", 6)]).values():
+        future.result(30)
+    views = wait_for(lambda: settled(brokers, "grown", 6), 20, what="every broker knowing the new leaders")
+    assert {v.leader for p, v in views.items() if p >= 2} == {1, 2, 3}
+    producer = Producer({"bootstrap.servers": brokers.bootstrap, "enable.idempotence": True})
+    delivered = []
+    for p in range(6):
+        producer.produce("grown", value=b"v%d" % p, partition=p,
+                         on_delivery=lambda e, m: delivered.append((e, m.partition())))
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == [(None, p) for p in range(6)]
+
+
 def test_find_coordinator_and_describe_cluster_answer_alike_on_every_broker(brokers):
     create_topic(brokers, "coordinated", 1)
     keys = [f"group-{i}" for i in range(8)]

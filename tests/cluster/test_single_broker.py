@@ -48,6 +48,14 @@ def test_the_same_rules_on_every_implementation(one_client):
     with pytest.raises(NotControllerError):
         client.set_partition_state("t", 0, PartitionState(1, 2, (1,)), moved.version,
                                    token=ControllerToken(9, token.epoch + 7, token.fence + 7))
+    partitions = Recorder()
+    client.watch_partitions("t", partitions)
+    assert partitions.next() == [0]
+    client.add_partitions("t", {1: PartitionState(1, 0, (1,)), 2: PartitionState(1, 0, (1,))})
+    assert partitions.until(lambda numbers: len(numbers) == 3) == [0, 1, 2]
+    with pytest.raises(NodeExistsError):
+        client.add_partitions("t", {2: PartitionState(1, 0, (1,))})
+    assert sorted(client.partition_states("t")) == [0, 1, 2]
     assert client.watch_changes("configs", changes) == -1
     sequences = [client.publish_change("configs", {"n": n}) for n in range(3)]
     assert [changes.next().sequence for _ in range(3)] == sequences

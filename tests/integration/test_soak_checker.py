@@ -60,8 +60,43 @@ def test_log_rules():
     logs[("txn", 0)].records[1] = logs[("txn", 0)].records[1].__class__(b"t", b"x1", True)  # committed, seen aborted
     verdict = Verdict()
     check_log(verdict, logs, CONFIGS, ledger)
-    assert verdict.lost == 2 and verdict.duplicated == 1
-    assert set(failures(verdict).values()) == {2, 1} and len(failures(verdict)) == 4
+    assert verdict.lost == 2 and verdict.duplicated == 1 and verdict.offsets_reused == 1
+    assert set(failures(verdict).values()) == {2, 1} and len(failures(verdict)) == 5
+    assert failures(verdict)["no offset was acknowledged to two records"] == 1
+
+
+def test_a_cluster_root_is_read_with_its_leader_epochs(tmp_path):
+    """What a fenced leader wrote after the takeover (its late batch, in its old segment) is not
+    the log's; what both leaders acknowledged is, once each (docs/CLUSTER.md, readers' rule)."""
+    from topiclake.segments.leader_fence import FencedLeaderError
+
+    from ..segments.epoch_log import Leader
+
+    layout = StorageLayout(tmp_path)
+    directory = layout.log_dir("t", 0)
+    directory.mkdir(parents=True)
+    old = Leader(directory, 1)
+    old.take_over()
+    for n in range(3):
+        old.acknowledge(old.write(b"old-%d" % n))
+    new = Leader(directory, 2)
+    assert new.take_over() == 3
+    late = old.write(b"late")
+    try:
+        old.acknowledge(late)
+        raise AssertionError("the old leader was not fenced")
+    except FencedLeaderError:
+        pass
+    old.write(b"later")  # offset 4: beyond anything the new leader wrote
+    new.acknowledge(new.write(b"new-0"))
+    log = read_partition_log(layout, "t", 0)
+    assert {o: r.value for o, r in log.records.items()} == {0: b"old-0", 1: b"old-1", 2: b"old-2", 3: b"new-0"}
+    assert log.high_watermark == 4
+    # The leader rolled to 4 and resigned before writing there: the next one continues at 5, a
+    # gap the broker's log end (and the ingest's committed offset) includes.
+    new.roll(4)
+    assert Leader(directory, 3).take_over() == 5
+    assert read_partition_log(layout, "t", 0).high_watermark == 5
 
 
 def table_world():

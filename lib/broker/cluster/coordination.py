@@ -249,6 +249,11 @@ class Coordination(abc.ABC):
     def watch_topics(self, callback: Callable[[list[str]], None]) -> None: ...
 
     @abc.abstractmethod
+    def watch_partitions(self, topic: str, callback: Callable[[list[int]], None]) -> None:
+        """The topic's partition numbers now and after every change (CreatePartitions on any
+        broker adds some; the topic list does not change then)."""
+
+    @abc.abstractmethod
     def partition_states(self, topic: str) -> dict[int, Versioned[PartitionState]]: ...
 
     @abc.abstractmethod

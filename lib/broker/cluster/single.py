@@ -101,6 +101,7 @@ class SingleBroker(Coordination):
                 raise NodeExistsError(f"a partition of topic {topic} exists already")
             existing.update({p: Versioned(s, 0) for p, s in partitions.items()})
             self._notify("topics", self.topics())
+            self._notify(f"partitions:{topic}", sorted(existing))
 
     def delete_topic(self, topic: str) -> None:
         with self._lock:
@@ -112,6 +113,9 @@ class SingleBroker(Coordination):
 
     def watch_topics(self, callback: Callable[[list[str]], None]) -> None:
         self._watch("topics", callback, self.topics())
+
+    def watch_partitions(self, topic: str, callback: Callable[[list[int]], None]) -> None:
+        self._watch(f"partitions:{topic}", callback, sorted(self._topics.get(topic, {})))
 
     def partition_states(self, topic: str) -> dict[int, Versioned[PartitionState]]:
         return dict(sorted(self._topics.get(topic, {}).items()))

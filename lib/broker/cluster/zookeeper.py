@@ -306,7 +306,18 @@ class ZooKeeperCoordination(Coordination):
         raise CoordinationError(f"{what}: {type(first).__name__}")
 
     def add_partitions(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
+        # The topic znode's assignment grows in the same transaction (Kafka's
+        # AdminZkClient.addPartitions), guarded by the version read.
+        topic_path = self._path("brokers", "topics", topic)
+        try:
+            data, stat = self._call(self._client.get_async, topic_path)
+        except NoNodeError:
+            raise CoordinationError(f"topic {topic} does not exist") from None
+        assignment = _json_object(data, topic_path)
+        assignment.setdefault("partitions", {}).update({str(p): list(s.replicas)
+                                                        for p, s in partitions.items()})
         transaction = self._client.transaction()
+        transaction.set_data(topic_path, json.dumps(assignment).encode(), version=stat.version)
         for partition, state in sorted(partitions.items()):
             transaction.create(self._path("brokers", "topics", topic, "partitions", partition), b"")
             transaction.create(self._state_path(topic, partition), state.to_json())
@@ -324,6 +335,13 @@ class ZooKeeperCoordination(Coordination):
     def watch_topics(self, callback: Callable[[list[str]], None]) -> None:
         self._client.ChildrenWatch(self._path("brokers", "topics"),
                                    lambda children: self._dispatch(partial(callback, sorted(children))))
+
+    def watch_partitions(self, topic: str, callback: Callable[[list[int]], None]) -> None:
+        path = self._path("brokers", "topics", topic, "partitions")
+
+        def changed(children):  # kazoo ends the watch when the topic is deleted
+            self._dispatch(partial(callback, sorted(int(c) for c in children if c.isdigit())))
+        self._client.ChildrenWatch(path, changed)
 
     def partition_states(self, topic: str) -> dict[int, Versioned[PartitionState]]:
         try:

@@ -50,7 +50,8 @@ async def _elect(broker, election: int, topic: str, index: int) -> tuple[ErrorCo
     where = f"{topic}-{index}"
     leadership = broker.leadership
     if not leadership.clustered:
-        return ErrorCode.election_not_needed, f"broker {broker.broker_id} is already the leader and only replica of {where}"
+        return ErrorCode.election_not_needed, \
+            f"broker {broker.broker_id} is already the leader and only replica of {where}"
     if election == UNCLEAN:
         # Every broker reads the same storage, so every live broker is a clean choice, and the
         # controller already gives a leaderless partition the first live one.

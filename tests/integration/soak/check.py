@@ -30,11 +30,15 @@ from __future__ import annotations
 import mmap
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from topiclake.lake.source import list_partition
 from topiclake.segments.batch import iter_batches
 from topiclake.segments.config import LogConfig
+from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.leader_epochs import EpochHistory
+from topiclake.segments.loader import first_batch
 from topiclake.segments.storage import StorageLayout
 from topiclake.segments.txn_metadata import AbortedIndex, collect_aborted_txns
 
@@ -67,25 +71,46 @@ class PartitionLog:
 
 
 def read_partition_log(layout: StorageLayout, topic: str, partition: int) -> PartitionLog:
+    """The partition as a reader must see it. On a cluster's root (a leader-epoch history) that is
+    the readers' rule of docs/CLUSTER.md: only segments whose first batch is valid count, a segment
+    is read up to the next counted segment's base, and a batch a fenced leader wrote (its epoch
+    does not own its offsets) or tore is not part of the log."""
     files = list_partition(layout, topic, partition)
+    history = EpochHistory.load(layout.log_dir(topic, partition))
+    clustered = history.claimed is not None
+    segments = [s for s in files.segments if not clustered or history.counts_segment(*first_batch(Path(s.path)))]
     batches = []
     maps = []
-    for i, segment in enumerate(files.segments):
+    for i, segment in enumerate(segments):
         with open(segment.path, "rb") as f:
             size = f.seek(0, 2)
             if size == 0:
                 continue
             buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
         maps.append(buf)
-        batches.extend(iter_batches(buf, source=segment.path, validate=True,
-                                    allow_partial_tail=i == len(files.segments) - 1))
+        last = i == len(segments) - 1
+        if not clustered:
+            batches.extend(iter_batches(buf, source=segment.path, validate=True, allow_partial_tail=last))
+            continue
+        next_base = None if last else segments[i + 1].base_offset
+        try:
+            for batch in iter_batches(buf, source=segment.path, validate=True, allow_partial_tail=True):
+                h = batch.header
+                if next_base is not None and h.base_offset >= next_base:
+                    break
+                if history.is_valid(h.base_offset, h.partition_leader_epoch, h.last_offset):
+                    batches.append(batch)
+        except CorruptRecordError:
+            pass  # a torn write of a fenced leader: nothing after it counts
     aborted = AbortedIndex(collect_aborted_txns(batches))
     open_txns: dict[int, int] = {}
+    # The newest segment file's base, even empty: a new leader continues in a segment of its own,
+    # after a gap when its base was taken (leader_fence step 4); the broker's log end is there.
     end = files.segments[-1].base_offset if files.segments else files.log_start_offset
     out = PartitionLog(files.log_start_offset, 0, 0)
     for batch in batches:
         h = batch.header
-        end = h.next_offset
+        end = max(end, h.next_offset)
         if h.is_transactional:
             if h.is_control:
                 open_txns.pop(h.producer_id, None)
@@ -124,6 +149,7 @@ class Verdict:
     checks: list[Check] = field(default_factory=list)
     lost: int = 0
     duplicated: int = 0
+    offsets_reused: int = 0
     removed_by_compaction: int = 0
     removed_by_retention: int = 0
     table_rows: int = 0
@@ -166,6 +192,16 @@ def check_log(verdict: Verdict, logs: Mapping[tuple[str, int], PartitionLog], co
             lost.fail(f"{where}: acknowledged {ack.value[:40]!r}, not in the log (log start "
                       f"{log.log_start_offset}, high watermark {log.high_watermark})")
     verdict.lost += lost.count
+
+    reused = verdict.check("no offset was acknowledged to two records")
+    told: dict[tuple[str, int, int], bytes] = {}
+    for ack in ledger.acks:
+        where = (ack.topic, ack.partition, ack.offset)
+        if where in told and told[where] != ack.value:
+            reused.fail(f"{ack.topic}-{ack.partition}@{ack.offset}: acknowledged {told[where][:40]!r} and "
+                        f"{ack.value[:40]!r}")
+        told.setdefault(where, ack.value)
+    verdict.offsets_reused += reused.count
 
     dups = verdict.check("no record is in the log twice")
     phantoms = verdict.check("the log holds only records that were produced")

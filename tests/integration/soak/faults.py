@@ -26,11 +26,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    target: str  # broker | lake
+    target: str  # broker | lake; in a cluster also pause (SIGSTOP of a broker) | zookeeper
     at: float  # time.monotonic() of the kill
-    phase: str = ""  # what the lake process was doing
+    phase: str = ""  # what the lake process was doing (in a cluster: which broker or node)
     restart_s: float = 0.0  # until the restarted process listens (broker) / was started (lake)
     restart_error: str | None = None
+    partitions: tuple[tuple[str, int], ...] = ()  # in a cluster: those the struck broker led
 
 
 class LakeProcess:
@@ -142,7 +143,8 @@ class Killer(threading.Thread):
 
     def record(self, fault: Fault) -> None:
         self.faults.append(fault)
-        log.info("killed the %s%s; restarted in %.1f s%s", fault.target, f" (in {fault.phase})" if fault.phase else "",
+        done = "paused a broker" if fault.target == "pause" else f"killed the {fault.target}"
+        log.info("%s%s; back in %.1f s%s", done, f" (in {fault.phase})" if fault.phase else "",
                  fault.restart_s, f": RESTART FAILED {fault.restart_error}" if fault.restart_error else "")
 
 

@@ -24,6 +24,7 @@ from topiclake.segments.storage import StorageLayout, TopicRegistry
 from ..broker_process import BrokerProcess
 from ...lake.conftest import read_table
 from . import check
+from .cluster import BrokerFaults, ClusterShape, SoakCluster, ZooKeeperKiller, failover_s, longest_gaps, summary
 from .faults import BrokerKiller, Fault, LakeKiller, LakeProcess
 from .ledger import Ledger
 from .workload import (CONSUMER_GROUP, GroupMember, IdempotentProducer, OffsetsObserver, TopicSpec,
@@ -51,6 +52,9 @@ class SoakConfig:
     target_task_bytes: int = 1024 * 1024
     compacted_keys: int = 40
     lake_start_timeout_s: float = 600.0
+    cluster: ClusterShape | None = None  # bench/soak.py --cluster: brokers and ZooKeeper of cluster.py
+    lake: bool = True  # the lake process (ingest, compaction, retention, and its kills)
+    transactions: bool = True  # the transactional producer
 
 
 def soak_topics(config: SoakConfig) -> dict[str, TopicSpec]:
@@ -78,6 +82,8 @@ class SoakReport:
     verdict: check.Verdict
     problems: list[str] = field(default_factory=list)  # the run itself went wrong (not the data)
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of the run
+    failovers: dict[str, list[float]] = field(default_factory=dict)  # cluster: fault kind -> seconds
+    partition_gaps: dict[str, float] = field(default_factory=dict)  # "topic-p" -> longest gap in acks (s)
 
     @property
     def passed(self) -> bool:
@@ -101,9 +107,17 @@ class SoakReport:
             f"(in phase: {', '.join(f'{p} {lake_kills.count(p)}' for p in sorted(set(lake_kills)))})",
             f"removed by policy: compaction {v.removed_by_compaction}, retention {v.removed_by_retention}; "
             f"table rows {v.table_rows}",
-            f"lost {v.lost}, duplicated {v.duplicated}",
+            f"lost {v.lost}, duplicated {v.duplicated}, offsets reused {v.offsets_reused}",
             "stages: " + ", ".join(f"{k} {t:.0f} s" for k, t in self.stages.items()),
         ]
+        if self.failovers:
+            lines.append(f"cluster faults: {self.kills('broker')} broker kills, {self.kills('pause')} leader pauses, "
+                         f"{self.kills('zookeeper')} ZooKeeper node kills")
+            lines.extend(f"failover after a {kind} (fault -> every partition the broker led acknowledging again): "
+                         f"{summary(times)}" for kind, times in self.failovers.items())
+        if self.partition_gaps:
+            lines.append("longest unavailability per partition (no acknowledgement): " + ", ".join(
+                f"{k} {t:.2f} s" for k, t in sorted(self.partition_gaps.items())))
         if self.unavailability_s:
             lines.append(f"unavailability after a broker kill (kill -> a produce succeeds): longest "
                          f"{max(self.unavailability_s):.2f} s, median {statistics.median(self.unavailability_s):.2f} s")
@@ -150,48 +164,69 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
     say(f"soak seed {config.seed}, {config.duration_s:.0f} s, work dir {work}")
     rng = random.Random(config.seed)
     topics = soak_topics(config)
+    if not config.transactions:
+        del topics["transactional"]
     ledger = Ledger(work / "ledger.jsonl")
-    broker = BrokerProcess(work / "data", log_path=work / "broker.log").start()
+    if config.cluster is not None:
+        broker = SoakCluster(work, config.cluster)
+        say(f"cluster: {config.cluster.brokers} brokers ({broker.bootstrap}), ZooKeeper "
+            f"{broker.ensemble.connect_string}")
+    else:
+        broker = BrokerProcess(work / "data", log_path=work / "broker.log").start()
     lake = None
     problems: list[str] = []
     try:
         create_topics(broker.bootstrap, list(topics.values()))
-        ingest_groups = [GROUP_PREFIX + t.name for t in topics.values()]
-        lake = LakeProcess(work, ["--root", str(broker.data), "--topics", ",".join(t.name for t in topics.values()),
-                                  "--protect-groups", ",".join(ingest_groups + [CONSUMER_GROUP]),
-                                  "--bootstrap", broker.bootstrap, "--pause-s", str(config.lake_pause_s),
-                                  "--target-task-bytes", str(config.target_task_bytes)])
-        lake.start()
-        if not lake.ready.wait(config.lake_start_timeout_s):  # the fault clock starts with Spark up
-            problems.append(f"the lake process was not up within {config.lake_start_timeout_s:.0f} s")
+        ingest_groups = [GROUP_PREFIX + t.name for t in topics.values()] if config.lake else []
         stop_clients, stop_faults = threading.Event(), threading.Event()
+        killers = []
+        if config.lake:
+            lake = LakeProcess(work, ["--root", str(broker.data), "--topics",
+                                      ",".join(t.name for t in topics.values()),
+                                      "--protect-groups", ",".join(ingest_groups + [CONSUMER_GROUP]),
+                                      "--bootstrap", broker.bootstrap, "--pause-s", str(config.lake_pause_s),
+                                      "--target-task-bytes", str(config.target_task_bytes)])
+            lake.start()
+            if not lake.ready.wait(config.lake_start_timeout_s):  # the fault clock starts with Spark up
+                problems.append(f"the lake process was not up within {config.lake_start_timeout_s:.0f} s")
+            killers.append(LakeKiller(lake, random.Random(rng.random()), stop_faults, config.lake_kill_gap_s,
+                                      config.lake_cold_kill_share))
         producers = [
             IdempotentProducer("idem-a", broker.bootstrap, [topics["plain"], topics["retained"]], config.rate, ledger,
                                random.Random(rng.random()), stop_clients),
             IdempotentProducer("idem-b", broker.bootstrap, [topics["compacted"], topics["plain"]], config.rate, ledger,
                                random.Random(rng.random()), stop_clients),
-            TransactionalProducer(broker.bootstrap, topics["transactional"], config.txn_rate, ledger,
-                                  random.Random(rng.random()), stop_clients),
         ]
+        if config.transactions:
+            producers.append(TransactionalProducer(broker.bootstrap, topics["transactional"], config.txn_rate, ledger,
+                                                   random.Random(rng.random()), stop_clients))
         stop_members = threading.Event()
         members = [GroupMember(f"member-{i}", broker.bootstrap, [t.name for t in topics.values()], ledger, stop_members)
                    for i in range(config.consumers)]
         stop_observer = threading.Event()
         observer = OffsetsObserver(broker.bootstrap, [CONSUMER_GROUP] + ingest_groups, ledger, stop_observer)
-        killers = [BrokerKiller(broker, random.Random(rng.random()), stop_faults, config.broker_kill_gap_s),
-                   LakeKiller(lake, random.Random(rng.random()), stop_faults, config.lake_kill_gap_s,
-                              config.lake_cold_kill_share)]
+        if config.cluster is not None:
+            killers += [BrokerFaults(broker, [t.name for t in topics.values()], random.Random(rng.random()),
+                                     stop_faults, config.broker_kill_gap_s),
+                        ZooKeeperKiller(broker, random.Random(rng.random()), stop_faults,
+                                        config.cluster.zookeeper_kill_gap_s)]
+        else:
+            killers.append(BrokerKiller(broker, random.Random(rng.random()), stop_faults, config.broker_kill_gap_s))
         clients = [*producers, *members, observer]
         stages.lap("start")
+        faults_from = time.monotonic()
         for thread in [*clients, *killers]:
             thread.start()
         stop_faults.wait(config.duration_s)
         stop_faults.set()
         for killer in killers:
             killer.join()
+        faults_until = time.monotonic()
         stages.lap("faults")
         say(f"faults stopped after {stages['faults']:.0f} s; draining")
-        if broker.proc.poll() is not None:  # the last restart failed: the drain needs a broker
+        if config.cluster is not None:
+            broker.ensure_up()
+        elif broker.proc.poll() is not None:  # the last restart failed: the drain needs a broker
             broker.start(timeout=60)
         stop_clients.set()
         for thread in producers:
@@ -208,8 +243,10 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
         if rc != 0:
             problems.append(f"the broker's clean stop exited {rc}")
         stages.lap("drain")
-        say("broker stopped; final ingest")
-        if spark is None:
+        if lake is None:
+            pass
+        elif spark is None:
+            say("broker stopped; final ingest")
             if lake.finish(timeout_s=600) is None:
                 problems.append(f"the final ingest did not finish: {lake.lines[-3:]}")
         else:  # a warm session of the caller's (the test suite's shared one)
@@ -218,8 +255,8 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
                                         bootstrap="none", target_task_bytes=config.target_task_bytes))
         stages.lap("final ingest")
         faults = sorted((f for k in killers for f in k.faults), key=lambda f: f.at)
-        problems += [f"broker restart failed: {f.restart_error}" for f in faults if f.restart_error]
-        verdict = judge(broker.data, topics, ledger)
+        problems += [f"{f.target} restart failed: {f.restart_error}" for f in faults if f.restart_error]
+        verdict = judge(broker.data, topics, ledger, tables=config.lake)
         stages.lap("check")
     finally:
         ledger.close()
@@ -232,12 +269,20 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
     for ack in ledger.acks:
         by_topic[ack.topic] = by_topic.get(ack.topic, 0) + 1
     outcomes = list(ledger.txn_outcomes.values())
+    failovers, gaps = {}, {}
+    if config.cluster is not None:
+        for kind in ("broker", "pause"):
+            times = [failover_s(f, ledger) for f in faults if f.target == kind]
+            problems += [f"a {kind} fault's partitions never acknowledged again" for t in times if t is None]
+            failovers[{"broker": "kill -9", "pause": "SIGSTOP"}[kind]] = [t for t in times if t is not None]
+        gaps = {f"{t}-{p}": gap for (t, p), gap in longest_gaps(ledger, faults_from, faults_until).items()}
     return SoakReport(
         seed=config.seed, duration_s=config.duration_s, acknowledged=by_topic,
         transactions={k: outcomes.count(k) for k in ("committed", "aborted", "unknown")},
         consumed=ledger.consumed_count, commits=len(ledger.commits), faults=faults,
-        unavailability_s=unavailability(faults, ledger), lake_steps=lake.outcomes(), verdict=verdict,
-        problems=problems, stages=dict(stages))
+        unavailability_s=unavailability(faults, ledger) if config.cluster is None else [],
+        lake_steps=lake.outcomes() if lake else {}, verdict=verdict,
+        problems=problems, stages=dict(stages), failovers=failovers, partition_gaps=gaps)
 
 
 def unavailability(faults: list[Fault], ledger: Ledger) -> list[float]:
@@ -252,12 +297,23 @@ def unavailability(faults: list[Fault], ledger: Ledger) -> list[float]:
     return out
 
 
-def judge(root: Path, topics: dict[str, TopicSpec], ledger: Ledger) -> check.Verdict:
+def judge(root: Path, topics: dict[str, TopicSpec], ledger: Ledger, *, tables: bool = True) -> check.Verdict:
     layout = StorageLayout(root)
     registry = TopicRegistry(layout)
     configs = {t.name: registry.get(t.name).log_config for t in topics.values()}
     logs = {(t.name, p): check.read_partition_log(layout, t.name, p)
             for t in topics.values() for p in range(t.partitions)}
+    verdict = check.Verdict()
+    check.check_log(verdict, logs, configs, ledger)
+    if tables:
+        check.check_tables(verdict, logs, configs, read_tables(layout, topics), ledger)
+    check.check_consumed(verdict, logs, configs, ledger)
+    check.check_group_offsets(verdict, ledger.commits, ledger.observations)
+    check.check_clients(verdict, ledger, {topics["transactional"].name} if "transactional" in topics else set())
+    return verdict
+
+
+def read_tables(layout: StorageLayout, topics: dict[str, TopicSpec]) -> dict[str, check.TableRows]:
     tables = {}
     for t in topics.values():
         uri = str(layout.table_dir(t.name))
@@ -270,10 +326,4 @@ def judge(root: Path, topics: dict[str, TopicSpec], ledger: Ledger) -> check.Ver
             rows = list(zip(data["partition"].to_pylist(), data["offset"].to_pylist(), data["key"].to_pylist(),
                             data["value"].to_pylist()))
         tables[t.name] = check.TableRows(rows, {p: offsets[(t.name, p)] for p in range(t.partitions)})
-    verdict = check.Verdict()
-    check.check_log(verdict, logs, configs, ledger)
-    check.check_tables(verdict, logs, configs, tables, ledger)
-    check.check_consumed(verdict, logs, configs, ledger)
-    check.check_group_offsets(verdict, ledger.commits, ledger.observations)
-    check.check_clients(verdict, ledger, {topics["transactional"].name})
-    return verdict
+    return tables
