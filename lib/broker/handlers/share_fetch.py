@@ -41,12 +41,11 @@ def _requests(topics) -> list[PartitionRequest]:
         for t in topics for p in t.partitions]
 
 
-def _leader(broker, part_cls, topic_id, index: int):
+def _leader(broker, part_cls, topic: str | None, index: int):
     """The partition's current leader (this broker at epoch 0 when alone)."""
     leader_id, epoch = broker.broker_id, LEADER_EPOCH
     if broker.leadership.clustered:
-        meta = broker.partitions.topic_by_id(topic_id)
-        current = broker.leadership.leader(meta.name, index) if meta is not None else None
+        current = broker.leadership.leader(topic, index) if topic is not None else None
         leader_id, epoch = (current.leader, current.epoch) if current is not None else (NO_LEADER, NO_LEADER_EPOCH)
     return make(nested(part_cls, "current_leader"), leader_id=leader_id, leader_epoch=epoch)
 
@@ -109,9 +108,13 @@ def _response(broker, request, result: ShareResult, throttle_ms: int, partition)
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     topics: dict = {}
+    names: dict = {}  # topic id -> name (cluster mode: whose leader to name)
     moved: set[int] = set()  # leaders of partitions this broker does not lead
     for r in result.partitions:
-        leader = _leader(broker, part_cls, r.topic_id, r.partition)
+        if broker.leadership.clustered and r.topic_id not in names:
+            meta = broker.partitions.topic_by_id(r.topic_id)
+            names[r.topic_id] = meta.name if meta is not None else None
+        leader = _leader(broker, part_cls, names.get(r.topic_id), r.partition)
         if r.error == ErrorCode.not_leader_or_follower and leader.leader_id >= 0:
             moved.add(leader.leader_id)
         topics.setdefault(r.topic_id, []).append(partition(part_cls, leader, r))

@@ -1,14 +1,15 @@
 """Share groups on this broker (KIP-932): what the handlers call besides the group coordinator.
 
 It owns the share coordinator's state (`state_store.ShareStateStore`, `__share_group_state`),
-the persister that reaches any share-partition's state (`persister.SharePersister`: that store, or
-in a cluster the broker leading the key's state partition) and the share-partitions
-(`fetcher.ShareFetcher`), and it is the group coordinator's
-`share_hooks`: a member that times out gives its records back and loses its share session (one
-that leaves closes its session itself); a deleted share group loses its share-partition state. The share-group offset APIs
-(DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) live here too.
+the persister that reaches any share-partition's state (`persister.SharePersister`: that store,
+or in a cluster the broker leading the key's state partition) and the share-partitions
+(`fetcher.ShareFetcher`), and it is the group coordinator's `share_hooks`: a member that times
+out gives its records back and loses its share session (one that leaves closes its session
+itself); a deleted share group loses its share-partition state. The share-group offset APIs
+(DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) live here too; in a
+cluster their state is the share coordinators' and a lag needs the high watermark of the
+partition's leader (ListOffsets).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..errors import BrokerError
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v9 import request as list_offsets_req
+
+from ..errors import BrokerError, NotLeaderOrFollower
 from ..group.coordinator import GroupCoordinator, ShareHooks
 from ..group.errors import GroupErrorCode as E
 from ..partitions import topic_uuid
@@ -27,6 +31,8 @@ from .state_records import ShareStateKey
 from .state_store import ShareStateStore
 
 log = logging.getLogger(__name__)
+
+NO_REPLICA, READ_UNCOMMITTED, LATEST_TIMESTAMP = -1, 0, -1  # ListOffsets: a consumer's, for the high watermark
 
 
 @dataclass(slots=True)
@@ -134,11 +140,34 @@ class ShareService(ShareHooks):
                     continue
                 lag = -1
                 if start >= 0:
-                    part = await self.partitions.get(topic, p)
-                    lag = max(part.high_watermark - start - max(complete, 0), 0)
+                    high_watermark = await self._high_watermark(topic, p)
+                    if high_watermark >= 0:
+                        lag = max(high_watermark - start - max(complete, 0), 0)
                 entry.partitions.append(PartitionOffset(p, start, lag))
             out.append(entry)
         return E.NONE, None, out
+
+    async def _high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark: here, or (cluster mode) asked of its leader with
+        ListOffsets; -1 (the lag unknown) when it cannot be had now."""
+        try:
+            return (await self.partitions.get(topic, partition)).high_watermark
+        except NotLeaderOrFollower:
+            if not self.persister.clustered:
+                raise
+        current = self.persister.leadership.leader(topic, partition)
+        if current is None or current.leader < 0:
+            return -1
+        request = list_offsets_req.ListOffsetsRequest(
+            replica_id=NO_REPLICA, isolation_level=READ_UNCOMMITTED, topics=(list_offsets_req.ListOffsetsTopic(
+                name=topic, partitions=(list_offsets_req.ListOffsetsPartition(partition_index=partition,
+                                                                             timestamp=LATEST_TIMESTAMP),)),))
+        try:
+            response = await self.persister.peers.request(current.leader, request)
+        except BrokerError:
+            return -1
+        [answered] = response.topics[0].partitions
+        return answered.offset if answered.error_code == ErrorCode.none else -1
 
     async def alter_offsets(self, group_id: str,
                             offsets: Mapping[str, Mapping[int, int]]) -> tuple[E, str | None, list[TopicOffsets]]:
