@@ -74,7 +74,9 @@ class ClusterNode:
         self._watched: set[Key] = set()
         self._partitions_watched: set[str] = set()  # topics whose partition list is watched
         self._topics: set[str] = set()
-        self._led: dict[Key, int] = {}  # partitions this broker serves, at their epoch
+        # Partitions this broker serves: (leader epoch, the state's incarnation: a topic deleted and
+        # created again under the same name is another partition, even at the same epoch).
+        self._led: dict[Key, tuple[int, int]] = {}
         self._chains: dict[Key, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
@@ -128,7 +130,7 @@ class ClusterNode:
         key = (topic, partition)
         current = self._states.get(key)
         return current is not None and current.value.leader == self.broker_id and \
-            self._led.get(key) == current.value.leader_epoch
+            self._led.get(key) == _lead_of(current)
 
     def brokers(self, listener: str) -> list[BrokerNode]:
         out = []
@@ -255,7 +257,7 @@ class ClusterNode:
             self._states.pop(key, None)
         else:
             known = self._states.get(key)
-            if known is not None and known.version > current.version:
+            if known is not None and current.is_older_than(known):
                 return  # an older notification arriving late
             self._states[key] = current
         self._converge(key)
@@ -277,8 +279,7 @@ class ClusterNode:
         if self._stopping:
             return
         current = self._states.get(key)
-        wanted = current.value.leader_epoch if current is not None and current.value.leader == self.broker_id \
-            else None
+        wanted = _lead_of(current) if current is not None and current.value.leader == self.broker_id else None
         if wanted is not None and self._led.get(key) != wanted:
             self._chain(key, lambda: self._take_over(key))
         elif wanted is None and key in self._led:
@@ -305,7 +306,7 @@ class ClusterNode:
         if self._stopping or current is None or current.value.leader != self.broker_id:
             return
         epoch = current.value.leader_epoch
-        if self._led.get(key) == epoch:
+        if self._led.get(key) == _lead_of(current):
             return
         topic, partition = key
         runtime = self.runtimes.get(topic)
@@ -329,7 +330,7 @@ class ClusterNode:
                 log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
             return
         part.on_fenced = lambda: self.fenced(topic, partition)
-        self._led[key] = epoch
+        self._led[key] = _lead_of(current)
         if runtime is not None:
             await runtime.load(partition)
 
@@ -456,3 +457,7 @@ def _endpoint(info: BrokerInfo, listener: str) -> tuple[str, int] | None:
         return info.host, info.port
     return None
 
+
+def _lead_of(current: Versioned[PartitionState]) -> tuple[int, int]:
+    """What leading this state means: its epoch, of this incarnation of the partition."""
+    return current.value.leader_epoch, current.created

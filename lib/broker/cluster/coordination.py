@@ -123,10 +123,17 @@ class PartitionState:
 
 @dataclass(frozen=True, slots=True)
 class Versioned(Generic[T]):
-    """A value with the version a compare-and-set must name to replace it."""
+    """A value with the version a compare-and-set must name to replace it. `created` tells one
+    incarnation of the value from another (ZooKeeper: the node's creation zxid): a deleted and
+    re-created node starts again at version 0, which is newer, not older."""
 
     value: T
     version: int
+    created: int = 0
+
+    def is_older_than(self, other: "Versioned[T]") -> bool:
+        """Whether this is an earlier version of the same incarnation as `other`."""
+        return self.created == other.created and self.version < other.version
 
 
 @dataclass(frozen=True, slots=True)

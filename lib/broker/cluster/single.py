@@ -29,6 +29,7 @@ class SingleBroker(Coordination):
         self._lock = threading.RLock()
         self._registration: BrokerInfo | None = None
         self._topics: dict[str, dict[int, Versioned[PartitionState]]] = {}
+        self._created = 0  # a counter standing in for ZooKeeper's creation zxid
         self._changes: dict[str, list[Change]] = {}
         self._watchers: dict[str, list[Callable[..., None]]] = {}
 
@@ -91,7 +92,8 @@ class SingleBroker(Coordination):
             self._check_token(token)
             if topic in self._topics:
                 raise NodeExistsError(f"topic {topic} exists already")
-            self._topics[topic] = {p: Versioned(s, 0) for p, s in partitions.items()}
+            self._created += 1
+            self._topics[topic] = {p: Versioned(s, 0, self._created) for p, s in partitions.items()}
             self._notify("topics", self.topics())
 
     def add_partitions(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
@@ -99,7 +101,8 @@ class SingleBroker(Coordination):
             existing = self._topics.setdefault(topic, {})
             if set(partitions) & set(existing):
                 raise NodeExistsError(f"a partition of topic {topic} exists already")
-            existing.update({p: Versioned(s, 0) for p, s in partitions.items()})
+            self._created += 1
+            existing.update({p: Versioned(s, 0, self._created) for p, s in partitions.items()})
             self._notify("topics", self.topics())
             self._notify(f"partitions:{topic}", sorted(existing))
 
@@ -135,7 +138,7 @@ class SingleBroker(Coordination):
             if current.version != expected_version:
                 raise StaleVersionError(f"the state of {topic}-{partition} is at version {current.version}, "
                                         f"not {expected_version}")
-            new = Versioned(state, current.version + 1)
+            new = Versioned(state, current.version + 1, current.created)
             self._topics.setdefault(topic, {})[partition] = new
             self._notify(f"state:{topic}:{partition}", new)
             return new

@@ -357,7 +357,8 @@ class ZooKeeperCoordination(Coordination):
         for partition, result in pending:
             try:
                 data, stat = result.get(timeout=timeout)
-                state = Versioned(PartitionState.from_json(data, self._state_path(topic, partition)), stat.version)
+                state = Versioned(PartitionState.from_json(data, self._state_path(topic, partition)), stat.version,
+                                  stat.czxid)
             except NoNodeError:
                 continue
             except (KazooException, KazooTimeoutError):
@@ -372,7 +373,7 @@ class ZooKeeperCoordination(Coordination):
             data, stat = self._call(self._client.get_async, path)
         except NoNodeError:
             return None
-        return Versioned(PartitionState.from_json(data, path), stat.version)
+        return Versioned(PartitionState.from_json(data, path), stat.version, stat.czxid)
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState, expected_version: int,
                             token: ControllerToken | None = None) -> Versioned[PartitionState]:
@@ -381,14 +382,14 @@ class ZooKeeperCoordination(Coordination):
             transaction.check(self._path("controller_epoch"), token.fence)
         transaction.set_data(self._state_path(topic, partition), state.to_json(), version=expected_version)
         results = self._commit(transaction, token, f"the state of {topic}-{partition}")
-        return Versioned(state, results[-1].version)
+        return Versioned(state, results[-1].version, results[-1].czxid)
 
     def watch_partition_state(self, topic: str, partition: int,
                               callback: Callable[[Versioned[PartitionState] | None], None]) -> None:
         path = self._state_path(topic, partition)
 
         def changed(data, stat):
-            value = None if stat is None else Versioned(PartitionState.from_json(data, path), stat.version)
+            value = None if stat is None else Versioned(PartitionState.from_json(data, path), stat.version, stat.czxid)
             self._dispatch(partial(callback, value))
         self._client.DataWatch(path, changed)
 
