@@ -91,6 +91,10 @@ class KafkaSchemaStore:
                 if not settling or time.monotonic() > deadline:
                     raise store_timeout(f"reading the end of {self.topic} from {self.bootstrap}: {exc}") from None
                 time.sleep(_POLL_S)
+                try:  # librdkafka answers from its metadata cache: ask the cluster about the topic again
+                    self._consumer.list_topics(self.topic, timeout=_POLL_S * 5)
+                except KafkaException:
+                    pass
 
     async def read(self, from_offset: int) -> tuple[list[StoredRecord], int]:
         return await self._run(self._read, from_offset)
