@@ -28,6 +28,7 @@ CRC-checked. The rules:
 from __future__ import annotations
 
 import mmap
+import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,9 +105,10 @@ def read_partition_log(layout: StorageLayout, topic: str, partition: int) -> Par
             pass  # a torn write of a fenced leader: nothing after it counts
     aborted = AbortedIndex(collect_aborted_txns(batches))
     open_txns: dict[int, int] = {}
-    # The newest segment file's base, even empty: a new leader continues in a segment of its own,
-    # after a gap when its base was taken (leader_fence step 4); the broker's log end is there.
-    end = files.segments[-1].base_offset if files.segments else files.log_start_offset
+    # The newest segment file's base, even empty (the readers' listing leaves empty files out): a
+    # new leader continues in a segment of its own, after a gap when its base was taken
+    # (leader_fence step 4); the broker's log end is there.
+    end = max(_segment_bases(layout.log_dir(topic, partition)), default=files.log_start_offset)
     out = PartitionLog(files.log_start_offset, 0, 0)
     for batch in batches:
         h = batch.header
@@ -337,3 +339,15 @@ def check_clients(verdict: Verdict, ledger: Ledger, transactional_topics: set[st
         failed.fail(f"{topic}: {value[:40]!r}: {error}")
     for error in ledger.fatal_errors:
         failed.fail(error)
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """The base offset of every regular `.log` file in a partition directory, empty ones too."""
+    from topiclake.segments import filenames
+
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    parsed = (filenames.parse_name(name) for name in names)
+    return [p.base_offset for p in parsed if p is not None and not p.transient and p.kind == filenames.LOG_SUFFIX]
