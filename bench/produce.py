@@ -15,6 +15,13 @@ The last line is one JSON object: every figure, and the ratios topiclake / Kafka
 "ratio_4": throughput, target >= 1.0; "p99_ratio": topiclake p99 / Kafka p99, target <= 1.0).
 
     python bench/produce.py [--records 2000000] [--latency-seconds 5]
+
+--cluster measures topiclake alone against three topiclake brokers in cluster mode on the same
+root and machine (one ZooKeeper node), instead of against Kafka: the same figures for a single
+broker (its default: acknowledged from the page cache), a single broker fsyncing every append
+(flush.messages=1: what a cluster leader does before it acknowledges, plus its fence check), and
+the cluster (the 4-partition topic spread over its three brokers). On 2 cores three brokers
+cannot scale; the ratios show what the cluster costs, and that it does not collapse.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, mock_cluster, running_broker  # noqa: E402
+from _broker import cpu_seconds, create_topic, mock_cluster, running_broker, running_cluster  # noqa: E402
 from _kafka import apache_kafka, fetch_peers  # noqa: E402
 
 VALUE_SIZE = 100
@@ -124,12 +131,12 @@ def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> dic
             "max_ms": round(latencies[-1] * 1000, 3)}
 
 
-def measure(bootstrap: str, pid: int, args) -> dict:
-    """Every figure against one broker (its process id for its CPU time)."""
-    create_topic(bootstrap, "bench-produce")
-    create_topic(bootstrap, "bench-produce-4", partitions=PRODUCERS)
-    create_topic(bootstrap, "bench-latency")
-    create_topic(bootstrap, "bench-warm-up")
+def measure(bootstrap: str, pid: int | list[int], args, **topic_config: str) -> dict:
+    """Every figure against one broker or cluster (its process ids for their CPU time)."""
+    create_topic(bootstrap, "bench-produce", **topic_config)
+    create_topic(bootstrap, "bench-produce-4", partitions=PRODUCERS, **topic_config)
+    create_topic(bootstrap, "bench-latency", **topic_config)
+    create_topic(bootstrap, "bench-warm-up", **topic_config)
     # A fifth of the records first, unmeasured: the JVM's JIT (and both brokers' caches) warm up,
     # so Kafka is measured in its steady state, not its first seconds.
     produce_throughput(bootstrap, "bench-warm-up", max(args.records // 5, 1000))
@@ -150,7 +157,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--cluster", action="store_true", help="one topiclake broker against three (see above)")
     args = parser.parse_args()
+    if args.cluster:
+        return one_against_three(args)
 
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
     results = {}
@@ -175,6 +185,37 @@ def main() -> None:
           f"{kafka['records_per_s_4']:,} (ratio {result['ratio_4']}); at 1k/s acks=all p50/p99: topiclake "
           f"{ours.get('p50_ms')}/{ours.get('p99_ms')} ms, Kafka {kafka.get('p50_ms')}/{kafka.get('p99_ms')} ms; "
           f"the same client against a no-op (mock) broker: {result['client_limit_records_per_s']:,} records/s")
+    print(json.dumps(result))
+
+
+def one_against_three(args) -> None:
+    runs = (("single", running_broker, {}), ("single_fsync", running_broker, {"flush.messages": "1"}),
+            ("cluster", running_cluster, {}))
+    results = {}
+    for name, start, topic_config in runs:
+        with start() as (bootstrap, _data, pids):
+            results[name] = measure(bootstrap, pids, args, **topic_config)
+        print(f"{name}: {json.dumps(results[name])}", flush=True)
+    single, fsync, cluster = results["single"], results["single_fsync"], results["cluster"]
+
+    def ratio(a: dict, b: dict, key: str) -> float | None:
+        return round(a[key] / b[key], 3) if a.get(key) and b.get(key) else None
+
+    result = {"bench": "produce-cluster", "records": args.records, "value_bytes": VALUE_SIZE, "brokers": 3,
+              **{f"{name}_{k}": v for name, figures in results.items() for k, v in figures.items()},
+              "cluster_ratio_1": ratio(cluster, single, "records_per_s_1"),
+              "cluster_ratio_4": ratio(cluster, single, "records_per_s_4"),
+              "cluster_vs_fsync_ratio_1": ratio(cluster, fsync, "records_per_s_1"),
+              "cluster_vs_fsync_ratio_4": ratio(cluster, fsync, "records_per_s_4"),
+              "cluster_p99_ratio": ratio(cluster, single, "p99_ms"),
+              "cluster_vs_fsync_p99_ratio": ratio(cluster, fsync, "p99_ms")}
+    print(f"1 producer: one broker {single['records_per_s_1']:,} records/s, one fsyncing every append "
+          f"{fsync['records_per_s_1']:,}, three in cluster mode {cluster['records_per_s_1']:,} (ratio "
+          f"{result['cluster_ratio_1']}, {result['cluster_vs_fsync_ratio_1']} against the fsyncing one); 4 producers: "
+          f"{single['records_per_s_4']:,} / {fsync['records_per_s_4']:,} / {cluster['records_per_s_4']:,} (ratio "
+          f"{result['cluster_ratio_4']}, {result['cluster_vs_fsync_ratio_4']}); at 1k/s acks=all p50/p99: "
+          f"{single.get('p50_ms')}/{single.get('p99_ms')} ms, {fsync.get('p50_ms')}/{fsync.get('p99_ms')} ms, "
+          f"{cluster.get('p50_ms')}/{cluster.get('p99_ms')} ms")
     print(json.dumps(result))
 
 
