@@ -49,6 +49,21 @@ def running_broker(data: Path | None = None):
             log.close()
 
 
+@contextlib.contextmanager
+def running_cluster(brokers: int = 3):
+    """Yields (bootstrap, data_dir, pids) of `brokers` broker processes in cluster mode on one
+    root with a one-node ZooKeeper (tests/cluster/brokers.py; stopped cleanly at the end)."""
+    sys.path.insert(0, str(REPO))
+    from topiclake.broker.cluster.ensemble import Ensemble
+    from tests.cluster.brokers import ClusterBrokers, cluster_settings
+
+    with tempfile.TemporaryDirectory(prefix="topiclake-bench-cluster-") as tmp:
+        with Ensemble(Path(tmp) / "zookeeper", 1) as ensemble:
+            settings = cluster_settings(ensemble.connect_string, "/bench", internal_partitions=10)
+            with ClusterBrokers(Path(tmp), settings, brokers, log_level="WARNING") as cluster:
+                yield cluster.bootstrap, cluster.root, [b.proc.pid for b in cluster.brokers.values()]
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -57,10 +72,13 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) 
         future.result(10)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int | list[int]) -> float:
+    """User + system CPU time of a process (or of several, summed) so far (Linux /proc)."""
+    total = 0.0
+    for one in pid if isinstance(pid, list) else [pid]:
+        fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 @contextlib.contextmanager

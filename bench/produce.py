@@ -18,6 +18,13 @@ The last line is one JSON object: every figure, and the ratios topiclake / Kafka
 "ratio_4": throughput, target >= 1.0; "p99_ratio": topiclake p99 / Kafka p99, target <= 1.0).
 
     python bench/produce.py [--records 2000000] [--latency-seconds 5]
+
+--cluster measures topiclake alone against three topiclake brokers in cluster mode on the same
+root and machine (one ZooKeeper node), instead of against Kafka: the same figures for a single
+broker (its default: acknowledged from the page cache), a single broker fsyncing every append
+(flush.messages=1: what a cluster leader does before it acknowledges, plus its fence check), and
+the cluster (the 4-partition topic spread over its three brokers). On 2 cores three brokers
+cannot scale; the ratios show what the cluster costs, and that it does not collapse.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, mock_cluster  # noqa: E402
+from _broker import cpu_seconds, create_topic, mock_cluster, running_broker, running_cluster  # noqa: E402
 from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds  # noqa: E402
 
 VALUE_SIZE = 100
@@ -128,23 +135,26 @@ def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> dic
             "max_ms": round(latencies[-1] * 1000, 3)}
 
 
-def prepare(bootstrap: str, records: int) -> None:
+def prepare(bootstrap: str, records: int, **topic_config: str) -> None:
     """The topics, and a fifth of the records unmeasured: the JVM's JIT (and both brokers' caches)
     warm up, so Kafka is measured in its steady state, not its first seconds."""
     for topic, partitions in (("bench-produce", 1), ("bench-produce-4", PRODUCERS), ("bench-latency", 1),
                               ("bench-warm-up", 1)):
-        create_topic(bootstrap, topic, partitions=partitions)
+        create_topic(bootstrap, topic, partitions=partitions, **topic_config)
     produce_throughput(bootstrap, "bench-warm-up", max(records // 5, 1000))
 
 
-def measure(bootstrap: str, pid: int, args) -> dict:
-    """One round of every figure against one broker (its process id: its CPU and run-queue time)."""
-    cpu_before, wait_before = cpu_seconds(pid), runqueue_wait_seconds(pid)
+def measure(bootstrap: str, pid: int | list[int], args) -> dict:
+    """One round of every figure against one broker or cluster (its process ids: their CPU and
+    run-queue time)."""
+    wait = (lambda: sum(map(runqueue_wait_seconds, pid))) if isinstance(pid, list) else \
+        (lambda: runqueue_wait_seconds(pid))
+    cpu_before, wait_before = cpu_seconds(pid), wait()
     one = produce_throughput(bootstrap, "bench-produce", args.records)
-    cpu_one, wait_one = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
-    cpu_before, wait_before = cpu_seconds(pid), runqueue_wait_seconds(pid)
+    cpu_one, wait_one = cpu_seconds(pid) - cpu_before, wait() - wait_before
+    cpu_before, wait_before = cpu_seconds(pid), wait()
     four = produce_parallel(bootstrap, "bench-produce-4", args.records, PRODUCERS)
-    cpu_four, wait_four = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
+    cpu_four, wait_four = cpu_seconds(pid) - cpu_before, wait() - wait_before
     # The throughput runs leave hundreds of MB of dirty pages: written back first, so the latency
     # run measures 1k/s on its own, not the kernel's writeback of the bursts before.
     os.sync()
@@ -161,7 +171,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
+    parser.add_argument("--cluster", action="store_true", help="one topiclake broker against three (see above)")
     args = parser.parse_args()
+    if args.cluster:
+        return one_against_three(args)
 
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
     rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
@@ -194,6 +207,39 @@ def main() -> None:
           f"acks=all p50/p99: topiclake {ours.get('p50_ms')}/{ours.get('p99_ms')} ms, Kafka {kafka.get('p50_ms')}/"
           f"{kafka.get('p99_ms')} ms; the same client against a no-op (mock) broker: "
           f"{result['client_limit_records_per_s']:,} records/s")
+    print(json.dumps(result))
+
+
+
+def one_against_three(args) -> None:
+    runs = (("single", running_broker, {}), ("single_fsync", running_broker, {"flush.messages": "1"}),
+            ("cluster", running_cluster, {}))
+    results = {}
+    for name, start, topic_config in runs:
+        with start() as (bootstrap, _data, pids):
+            prepare(bootstrap, args.records, **topic_config)
+            results[name] = measure(bootstrap, pids, args)
+        print(f"{name}: {json.dumps(results[name])}", flush=True)
+    single, fsync, cluster = results["single"], results["single_fsync"], results["cluster"]
+
+    def ratio(a: dict, b: dict, key: str) -> float | None:
+        return round(a[key] / b[key], 3) if a.get(key) and b.get(key) else None
+
+    result = {"bench": "produce-cluster", "records": args.records, "value_bytes": VALUE_SIZE, "brokers": 3,
+              **{f"{name}_{k}": v for name, figures in results.items() for k, v in figures.items()},
+              "cluster_ratio_1": ratio(cluster, single, "records_per_s_1"),
+              "cluster_ratio_4": ratio(cluster, single, "records_per_s_4"),
+              "cluster_vs_fsync_ratio_1": ratio(cluster, fsync, "records_per_s_1"),
+              "cluster_vs_fsync_ratio_4": ratio(cluster, fsync, "records_per_s_4"),
+              "cluster_p99_ratio": ratio(cluster, single, "p99_ms"),
+              "cluster_vs_fsync_p99_ratio": ratio(cluster, fsync, "p99_ms")}
+    print(f"1 producer: one broker {single['records_per_s_1']:,} records/s, one fsyncing every append "
+          f"{fsync['records_per_s_1']:,}, three in cluster mode {cluster['records_per_s_1']:,} (ratio "
+          f"{result['cluster_ratio_1']}, {result['cluster_vs_fsync_ratio_1']} against the fsyncing one); 4 producers: "
+          f"{single['records_per_s_4']:,} / {fsync['records_per_s_4']:,} / {cluster['records_per_s_4']:,} (ratio "
+          f"{result['cluster_ratio_4']}, {result['cluster_vs_fsync_ratio_4']}); at 1k/s acks=all p50/p99: "
+          f"{single.get('p50_ms')}/{single.get('p99_ms')} ms, {fsync.get('p50_ms')}/{fsync.get('p99_ms')} ms, "
+          f"{cluster.get('p50_ms')}/{cluster.get('p99_ms')} ms")
     print(json.dumps(result))
 
 

@@ -68,7 +68,6 @@ class ClusterNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._brokers: dict[int, BrokerInfo] = {}
         self._joined_ms: dict[int, int] = {}  # broker id -> when this node first saw it live
-        self._controller: tuple[int, int] | None = None
         self._token: ControllerToken | None = None
         self._states: dict[Key, Versioned[PartitionState]] = {}
         self._watched: set[Key] = set()
@@ -89,7 +88,6 @@ class ClusterNode:
         self.coordination.add_session_listener(lambda state: self._soon(self._on_session, state))
         await self._blocking(self.coordination.register_broker, self._registration())
         self.coordination.watch_brokers(lambda brokers: self._soon(self._on_brokers, brokers))
-        self.coordination.watch_controller(lambda current: self._soon(self._on_controller, current))
         self.coordination.watch_topics(lambda topics: self._soon(self._on_topics, topics))
         self.coordination.campaign(lambda token: self._soon(self._on_elected, token),
                                    lambda: self._soon(self._on_resigned))
@@ -97,9 +95,6 @@ class ClusterNode:
                              lambda change: self._soon(self._on_config_change, change))
         # The cluster as it is now, before the server answers anyone: the watches above deliver
         # the same again (and every change after).
-        current = await self._blocking(self.coordination.controller)
-        if self._controller is None:  # the watch may have delivered a newer one meanwhile
-            self._on_controller(current)
         await self._reload()
         self._tasks.append(asyncio.create_task(self._reconcile_every(RECONCILE_INTERVAL_S)))
         log.info("broker %d joined the cluster at %s%s", self.broker_id, self.config.zookeeper, self.config.chroot)
@@ -141,12 +136,11 @@ class ClusterNode:
         return out
 
     def controller_id(self) -> int:
-        """The elected controller while it is live; else this broker. Every broker here handles the
-        requests clients send "to the controller" (CreateTopics, ElectLeaders...) itself, and a
-        client told -1 waits for a controller (librdkafka's admin requests hung until they timed
-        out); KRaft's brokers answer with a live broker for the same reason."""
-        if self._controller is not None and self._controller[0] in self._brokers:
-            return self._controller[0]
+        """What Metadata and DescribeCluster name as the controller: this broker, as KRaft's
+        brokers name a live broker rather than the active controller (KIP-590): every broker here
+        handles the requests clients send "to the controller" (CreateTopics, ElectLeaders...)
+        itself. Naming the elected one sent clients to a dead broker: until its session expires it
+        is still registered, and librdkafka's admin requests then waited for it to come back."""
         return self.broker_id
 
     def topic_created(self, topic: str, partitions: int) -> None:
@@ -222,9 +216,6 @@ class ClusterNode:
             self._joined_ms.pop(broker_id, None)
         if self._token is not None:
             self._spawn(self._reconcile(), "electing leaders after a broker change")
-
-    def _on_controller(self, current: tuple[int, int] | None) -> None:
-        self._controller = current
 
     def _on_elected(self, token: ControllerToken) -> None:
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, token.epoch)

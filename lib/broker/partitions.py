@@ -428,13 +428,17 @@ class PartitionManager:
         await self.run_io(part.log.close_handlers)
         log.info("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
 
+    def serves(self, part: Partition) -> bool:
+        """Whether `part` is still the open partition of its key (cluster mode: not resigned)."""
+        return self._partitions.get((part.topic, part.index)) is part
+
     def open_partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
     async def refresh_all(self) -> None:
         """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs."""
         for part in list(self._partitions.values()):
-            if self._partitions.get((part.topic, part.index)) is not part:
+            if not self.serves(part):
                 continue  # resigned meanwhile (cluster mode): its log is closed
             try:
                 await self.run_io(part.refresh)

@@ -96,7 +96,11 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
                 _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed)
         except Exception as exc:
             slot.error = error_code(exc)
-            if slot.error == ErrorCode.unknown_server_error:
+            if slot.error == ErrorCode.unknown_server_error and not broker.partitions.serves(slot.part):
+                # Cluster mode: the partition was handed over while this read ran (its files are
+                # closed): the client asks the new leader.
+                slot.error = ErrorCode.not_leader_or_follower
+            elif slot.error == ErrorCode.unknown_server_error:
                 log.exception("fetch from %s-%d at %d failed", slot.topic, slot.request.partition,
                               slot.request.fetch_offset)
             continue

@@ -102,9 +102,10 @@ class SoakReport:
             "transactions: " + ", ".join(f"{k} {n}" for k, n in sorted(self.transactions.items())),
             f"consumer group: {self.consumed} records read (re-reads after rebalances included), "
             f"{self.commits} offsets committed",
-            f"lake steps: " + ", ".join(f"{k} {len(n)}" for k, n in sorted(self.lake_steps.items())),
-            f"faults injected: {self.kills('broker')} broker kills, {self.kills('lake')} ingest kills "
-            f"(in phase: {', '.join(f'{p} {lake_kills.count(p)}' for p in sorted(set(lake_kills)))})",
+            "lake steps: " + (", ".join(f"{k} {len(n)}" for k, n in sorted(self.lake_steps.items())) or "none"),
+            f"faults injected: {self.kills('broker')} broker kills, {self.kills('lake')} ingest kills"
+            + (f" (in phase: {', '.join(f'{p} {lake_kills.count(p)}' for p in sorted(set(lake_kills)))})"
+               if lake_kills else ""),
             f"removed by policy: compaction {v.removed_by_compaction}, retention {v.removed_by_retention}; "
             f"table rows {v.table_rows}",
             f"lost {v.lost}, duplicated {v.duplicated}, offsets reused {v.offsets_reused}",
