@@ -50,7 +50,7 @@ from typing import Iterable, Mapping, Sequence
 
 from . import filenames
 from .atomic import fsync_dir
-from .batch import NO_TIMESTAMP, BatchHeader, build_batch
+from .batch import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, BatchHeader, build_batch
 from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
@@ -217,8 +217,13 @@ def _span_group(directory: Path, base: int, old_group: Sequence[int], config: Lo
         raise MaintenanceError(f"cleaned segment {base} reaches offset {next_offset - 1}, past the old segments' "
                                f"last batch at {pad_base}", source=str(cleaned))
     written = os.stat(cleaned)
+    # In cluster mode the empty batch carries the epoch that owns its offsets, so readers count it
+    # (and the cleaned segment it may start) as the log's, like the batch it stands in for.
+    owner = epochs.history.owner(pad_base) if epochs is not None else None
+    epoch = owner if owner is not None else NO_PARTITION_LEADER_EPOCH
     with open(cleaned, "ab") as f:
-        f.write(build_batch((), base_offset=pad_base, last_offset_delta=delta, max_timestamp=NO_TIMESTAMP))
+        f.write(build_batch((), base_offset=pad_base, last_offset_delta=delta, max_timestamp=NO_TIMESTAMP,
+                            partition_leader_epoch=epoch))
     os.utime(cleaned, ns=(written.st_atime_ns, written.st_mtime_ns))  # the age the cleaner gave it
     log.info("%s: cleaned segment %d ends at %d, below old segment %d: appended an empty batch at %d", directory,
              base, next_offset, last_old, pad_base)

@@ -40,3 +40,42 @@ def test_nothing_a_takeover_in_progress_has_not_decided_is_changed(fenced):
         delete_segments(fenced.directory, [10], 12)
     with pytest.raises(MaintenanceError, match="segment 0 is the active segment"):
         delete_segments(fenced.directory, [0], 10)  # the last decided segment is treated as active
+
+
+def test_a_cleaned_group_that_is_only_padding_stays_part_of_a_cluster_log(tmp_path):
+    """Compaction that empties a whole group of segments leaves one empty batch where they ended
+    (maintenance._span_group). In a cluster partition it carries the epoch owning its offsets, so
+    the cleaned segment still counts: the log start does not jump past it."""
+    from topiclake.segments.batch import iter_batches
+    from topiclake.segments.log import Log
+    from topiclake.segments.maintenance import replace_segments
+
+    from .conftest import make_batch
+    from .test_maintenance import CONFIG, record_offsets, write_dropping
+
+    directory = tmp_path / "t-0"
+
+    def lead(epoch: int) -> Log:
+        fence = PartitionFence(directory)
+        log = Log.open(directory, CONFIG, topic="t", partition=0, epochs=fence.begin_takeover(epoch),
+                       create_segment=fence.create_segment)
+        log.epochs = fence.record_start(epoch, log.log_end_offset)
+        log.take_over()
+        return log
+
+    log = lead(1)
+    for i in range(30):
+        log.append(make_batch(2, timestamp=1000 + i), leader_epoch=1)
+    bases = [s.base_offset for s in log.segments()]
+    old = bases[:3]
+    before = record_offsets(log)
+    cleaned, kept = write_dropping(directory, old, set(old))  # every record of the group goes
+    assert kept == [] and replace_segments(directory, old, [cleaned], CONFIG) == [old[0]]
+    [padding] = list(iter_batches(filenames.log_file(directory, old[0]).read_bytes()))
+    assert padding.header.records_count == 0 and padding.header.partition_leader_epoch == 1
+    log.close_handlers()
+
+    reopened = lead(2)
+    assert reopened.log_start_offset == 0 and [s.base_offset for s in reopened.segments()][0] == old[0]
+    assert record_offsets(reopened) == [o for o in before if o >= bases[3]]
+    reopened.close()
