@@ -182,7 +182,7 @@ class ClusterNode:
         if current is None:
             return "unknown"
         state = current.value
-        if not state.replicas or state.replicas[0] == state.leader and state.leader in self._brokers:
+        if not state.replicas or (state.replicas[0] == state.leader and state.leader in self._brokers):
             return "not needed"
         change = elect_preferred(topic, partition, current, self._brokers, self._token.epoch if self._token else 0)
         if change is None or not await self._apply(change, self._token):
