@@ -58,14 +58,12 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
         return b""
     if offset == end:
         return b""
+    # No refresh here: a maintenance job only moves the log start up and never the end, so it
+    # cannot bring an out-of-range offset into range (and the I/O thread's refresh keeps the
+    # aborted-transaction index in step with the segments, which this thread must not touch).
     if not start <= offset < end:
-        part.log.refresh()  # a maintenance job may just have moved the log start offset
-        start, end = part.log.log_start_offset, part.log.log_end_offset
-        if offset == end:
-            return b""
-        if not start <= offset < end:
-            raise OffsetOutOfRangeError(
-                f"fetch offset {offset} of {part.topic}-{part.index} is outside [{start}, {end}]")
+        raise OffsetOutOfRangeError(
+            f"fetch offset {offset} of {part.topic}-{part.index} is outside [{start}, {end}]")
     bound = part.last_stable_offset if committed else None
     result = part.log.read(offset, max_bytes, max_offset=bound, min_one_message=min_one)
     return _records_of(result)
