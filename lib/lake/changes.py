@@ -1,0 +1,52 @@
+"""Records as changes of a keyed table: the seam between decoding and upsert tables.
+
+An upsert table keeps one row per key. Each record of its topic is a change of that key: an
+upsert of the row it carries, or a delete (a tombstone: a null value; a Debezium `d` event).
+`extract` turns a task's decoded records into `Changes`, by the table's value format:
+
+- `raw`: the key is the record key (bytes), or the key columns the schema registry types; the
+  row is the record as an append table stores it; a null value deletes.
+- `debezium`: a Debezium change event (cdc.py).
+
+Executors call `extract`; the driver builds the picklable `ChangeSpec` once per table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .values import QUARANTINE_SCHEMA
+
+RAW, DEBEZIUM = "raw", "debezium"
+FORMATS = (RAW, DEBEZIUM)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSpec:
+    """What an executor needs to read a table's records as changes (picklable)."""
+
+    format: str = RAW
+    key_columns: tuple[str, ...] = ("key",)  # the merge key: the record key, or its typed columns
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    rows: pa.Table  # one row per change, in the table's columns (topic, partition, offset, timestamp, ...)
+    deleted: pa.Array  # bool per row: True deletes the key's row
+    key_columns: tuple[str, ...]  # the columns of `rows` that identify a row
+    quarantine: pa.Table  # records that are not a change of this format: QUARANTINE_SCHEMA (+ error)
+
+
+def extract(spec: ChangeSpec, rows: pa.Table) -> Changes:
+    """The changes in `rows` (a task's records with the table's columns, typed ones included)."""
+    if spec.format == DEBEZIUM:
+        from .cdc import debezium_changes
+
+        return debezium_changes(spec, rows)
+    if spec.format != RAW:
+        raise ValueError(f"unknown value format {spec.format!r}; choose from {FORMATS}")
+    deleted = pc.is_null(rows.column("value")).combine_chunks()
+    return Changes(rows, deleted, spec.key_columns, QUARANTINE_SCHEMA.empty_table())
