@@ -31,7 +31,7 @@ from topiclake.segments.arrow import decode_to_arrow
 from topiclake.segments.leader_reads import ReadEpochs
 
 from .quality import validate_rows
-from .schema import DATA_SCHEMA, RECORD_DATE, TIMESTAMP_TYPE
+from .schema import DATA_SCHEMA, RECORD_DATE, RECORD_HOUR, TIMESTAMP_TYPE
 from .source import open_segment
 from .values import ERROR_COLUMN, ValueSchema, decode_values, quarantine_uri
 
@@ -216,16 +216,29 @@ def _split(table: pa.Table, partition_by: list[str]) -> Iterator[tuple[dict[str,
     if not partition_by:
         yield {}, table
         return
-    if partition_by != [RECORD_DATE]:
+    if partition_by not in ([RECORD_DATE], [RECORD_DATE, RECORD_HOUR]):
         raise ValueError(f"unsupported partition columns {partition_by}")
-    dates = pc.cast(table.column("timestamp"), pa.date32())
-    days = pc.unique(dates).to_pylist()
-    if len(days) == 1:  # the common case: no copy
-        yield {RECORD_DATE: days[0].isoformat()}, table
+    # One integer per row orders the partitions: the day, or the day's hour (hours since the epoch).
+    unit = "h" if RECORD_HOUR in partition_by else "D"
+    micros = pc.cast(pc.cast(table.column("timestamp"), pa.int64()), pa.float64())  # exact below 2**53 us
+    slots = pc.cast(pc.floor(pc.divide(micros, _MICROS_PER[unit])), pa.int64())  # floor: 1969 too
+    values = pc.unique(slots).to_pylist()
+    if len(values) == 1:  # the common case: no copy
+        yield _partition_values(values[0], unit), table
         return
-    for day in days:
-        rows = table.filter(pc.equal(dates, pa.scalar(day, pa.date32())))
-        yield {RECORD_DATE: day.isoformat()}, rows
+    for value in sorted(values):
+        yield _partition_values(value, unit), table.filter(pc.equal(slots, pa.scalar(value, pa.int64())))
+
+
+def _partition_values(slot: int, unit: str) -> dict[str, str]:
+    if unit == "D":
+        return {RECORD_DATE: (_EPOCH_DAY + dt.timedelta(days=slot)).isoformat()}
+    day, hour = divmod(slot, 24)
+    return {RECORD_DATE: (_EPOCH_DAY + dt.timedelta(days=day)).isoformat(), RECORD_HOUR: str(hour)}
+
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_MICROS_PER = {"D": 86_400_000_000.0, "h": 3_600_000_000.0}
 
 
 def file_stats(table: pa.Table) -> str:

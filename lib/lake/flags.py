@@ -91,7 +91,9 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--ending-offsets", type=_optional, metavar="SPEC",
                    help="where the run stops: latest (default, the last stable offset) or JSON")
     p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of segment data per Spark task")
-    p.add_argument("--partition-by", default="record_date", metavar="COLUMN", help="partition column of new tables, or 'none'")
+    p.add_argument("--partition-by", default="day", metavar="SPEC",
+                   help="partitioning of new tables by the record timestamp: day (record_date, the default), "
+                        "hour (record_date, record_hour) or none")
     p.add_argument("--allow-data-loss", action="store_true",
                    help="record offsets deleted by retention before ingestion as a gap instead of failing")
     p.add_argument("--schemas", default="conf/schemas", metavar="DIR",

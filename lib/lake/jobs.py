@@ -13,6 +13,7 @@ from typing import Sequence
 
 from . import flags, preflight
 from .command import Command, run_command
+from .errors import UsageError
 from .flags import split_names
 
 # The progress display is ours: Spark's console bar would fight with it for the terminal.
@@ -26,6 +27,15 @@ def _prepare_spark(args) -> None:
 
     set_spark_log(verbose=args.verbose)
     leave_ctrl_c_to_python()
+
+
+def _partition_by(spec: str) -> tuple[str, ...]:
+    from .schema import parse_partition_by
+
+    try:
+        return parse_partition_by(spec)
+    except ValueError as exc:
+        raise UsageError(f"--partition-by {spec}: {exc}") from None
 
 
 def _given(**values) -> dict:
@@ -54,7 +64,7 @@ def _ingest(args, command: Command) -> int:
     options = IngestOptions(
         topics=topics, root=root, table=args.table, group=args.group, starting_offsets=args.starting_offsets,
         ending_offsets=args.ending_offsets,
-        partition_by=() if args.partition_by == "none" else tuple(args.partition_by.split(",")),
+        partition_by=_partition_by(args.partition_by),
         allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
         expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
         client=preflight.client_security(args.config, args.command_config),
@@ -131,7 +141,6 @@ def sql_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _sql(args, command: Command) -> int:
-    from .errors import UsageError
 
     if args.query and args.file:
         raise UsageError("give the statements as arguments or with --file, not both")
@@ -148,7 +157,6 @@ def _sql(args, command: Command) -> int:
 
 def _sql_source(args) -> str | None:
     """The statements to run; None: the interactive shell (no query, a terminal on stdin)."""
-    from .errors import UsageError
 
     if args.file == "-":
         return sys.stdin.read()
