@@ -3,9 +3,10 @@
 from setuptools import Extension, find_packages, setup
 
 setup(
-    packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")],
+    # lake/jars holds only Delta's pom.xml (data, not code): named here so setuptools ships it
+    packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")] + ["topiclake.lake.jars"],
     package_dir={"topiclake": "lib"},
-    package_data={"topiclake.lake": ["log4j2.properties", "jars/pom.xml"]},
+    package_data={"topiclake.lake": ["log4j2.properties"], "topiclake.lake.jars": ["pom.xml"]},
     ext_modules=[
         Extension(
             "topiclake.segments._native._decode",

@@ -62,7 +62,7 @@ def _code(value: int | None) -> ErrorCode:
 
 @REGISTRY.route(ApiKey.SHARE_FETCH, (1, 2))
 async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]):
-    body, cls = request.body, request.response_type
+    body = request.body
     forgotten = [(t.topic_id, p) for t in body.forgotten_topics_data for p in t.partitions]
     max_records = 0 if getattr(body, "is_renew_ack", False) else body.max_records  # v2: renewing, not fetching
     group, member = body.group_id or "", body.member_id or ""
@@ -89,7 +89,7 @@ async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]
 
 @REGISTRY.route(ApiKey.SHARE_ACKNOWLEDGE, (1, 2))
 async def share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowledgeRequest]):
-    body, cls = request.body, request.response_type
+    body = request.body
     result = await broker.share.fetcher.acknowledge(body.group_id or "", body.member_id or "",
                                                     body.share_session_epoch, _requests(body.topics),
                                                     readable=_readable(broker, request))

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
+    import pyarrow as pa  # noqa: F401  (annotations)
+
     from .plan import TypedSpec  # noqa: F401  (ingest's annotations)
 
 
