@@ -84,7 +84,7 @@ def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> list[pa.Table]:
     for plan in plans:
         tasks = plan.tasks[:1] + plan.tasks[1:][-1:]
         for task in tasks:
-            records, _ = read_task(task)
+            records, _ = read_task(task.as_dict())
             out.append(records.select(["key", "value"]).slice(max(0, records.num_rows - limit)))
     return out
 
