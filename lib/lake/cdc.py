@@ -22,9 +22,10 @@ cdc_source_ts_ms, cdc_source_table, cdc_lsn, cdc_file, cdc_pos).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +41,25 @@ DELETE = "d"
 _SOURCE_FIELDS = {"db": pa.string(), "schema": pa.string(), "table": pa.string(), "ts_ms": pa.int64(),
                   "lsn": pa.int64(), "file": pa.string(), "pos": pa.int64()}
 _KEY_STRUCT = "key_decoded"  # the registry-typed key (typed.plan)
+
+
+class _Envelope(msgspec.Struct):
+    """The parts of Debezium's envelope a change needs (`before` is skipped unread)."""
+
+    op: Any = msgspec.UNSET
+    after: Any = None
+    source: Any = None
+    ts_ms: Any = None
+
+
+class _Event(_Envelope):
+    """An envelope alone, or inside Kafka Connect's schema wrapper (whose `schema` is skipped unread)."""
+
+    payload: _Envelope | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+_decode_json = msgspec.json.Decoder().decode
 
 
 @dataclass(frozen=True)
@@ -112,8 +132,8 @@ def debezium_changes(spec: ChangeSpec, rows: pa.Table) -> Changes:
 # ---------------------------------------------------------------------------------------- JSON
 
 def _json_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
-    """One json.loads per record (the envelope nests the row two levels down, and each record may
-    carry its own schema); the columns are then built and typed column by column."""
+    """One decode per record (msgspec: the envelope's parts a change needs, the schema wrapper and
+    `before` skipped unread); the columns are then built and typed column by column."""
     n = rows.num_rows
     values, raw_keys = rows.column("value").to_pylist(), rows.column("key").to_pylist()
     by_field = {c.field: c for c in cdc.columns}
@@ -134,11 +154,11 @@ def _json_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
             key[by_field[f].name][i] = fields[f]
         if values[i] is None:  # a tombstone: the key is all there is
             continue
-        op[i], ts_ms[i] = envelope["op"], envelope.get("ts_ms")
+        op[i], ts_ms[i] = envelope.op, envelope.ts_ms
         if op[i] in UPSERTS:
-            for f, v in envelope["after"].items():
+            for f, v in envelope.after.items():
                 after[by_field[f].name][i] = v
-        event_source = envelope.get("source")
+        event_source = envelope.source
         if isinstance(event_source, dict):
             for name in _SOURCE_FIELDS:
                 source[name][i] = event_source.get(name)
@@ -157,8 +177,8 @@ def json_key(raw: bytes | None, fields: tuple[str, ...]) -> tuple[dict | None, s
     if raw is None:
         return None, "no record key (Debezium keys each change by the row's primary key)"
     try:
-        key = json.loads(raw)
-    except ValueError as exc:
+        key = _decode_json(raw)
+    except msgspec.DecodeError as exc:
         return None, f"key is not JSON: {exc}"
     if isinstance(key, dict) and set(key) == {"schema", "payload"}:
         key = key["payload"]
@@ -170,33 +190,28 @@ def json_key(raw: bytes | None, fields: tuple[str, ...]) -> tuple[dict | None, s
     return key, None
 
 
-def envelope_of(raw: bytes) -> tuple[dict | None, dict | None, str | None]:
-    """(the envelope, the schema wrapper's schema or None, None) or (None, None, why not)."""
+def _envelope(raw: bytes) -> tuple[_Envelope | None, str | None]:
+    """(the envelope, None) or (None, why the value is not a change event)."""
     try:
-        event = json.loads(raw)
-    except ValueError as exc:
-        return None, None, f"value is not JSON: {exc}"
-    schema = None
-    if isinstance(event, dict) and "payload" in event and "schema" in event:
-        event, schema = event["payload"], event["schema"]
-    if not isinstance(event, dict) or "op" not in event:
-        return None, None, "value is not a Debezium change event (no payload with op, before, after, source)"
-    return event, schema, None
+        event = _decode_event(raw)
+    except msgspec.ValidationError as exc:
+        return None, f"value is not a Debezium change event: {exc}"
+    except msgspec.DecodeError as exc:
+        return None, f"value is not JSON: {exc}"
+    envelope = event if event.payload is msgspec.UNSET else event.payload
+    if envelope is None or envelope.op is msgspec.UNSET:
+        return None, "value is not a Debezium change event (no payload with op, before, after, source)"
+    return envelope, None
 
 
-def _envelope(raw: bytes) -> tuple[dict | None, str | None]:
-    event, _, why = envelope_of(raw)
-    return event, why
-
-
-def _check(envelope: dict, by_field: dict[str, CdcColumn]) -> str | None:
+def _check(envelope: _Envelope, by_field: dict[str, CdcColumn]) -> str | None:
     """Why an envelope is not a change of this table (None: it is)."""
-    op = envelope["op"]
+    op = envelope.op
     if op == DELETE:
         return None
     if op not in UPSERTS:
         return f"op {op!r} is not a row change (c, r, u, d)"
-    after = envelope.get("after")
+    after = envelope.after
     if not isinstance(after, dict):
         return f"op {op!r} without an after image"
     unknown = [f for f in after if f not in by_field]

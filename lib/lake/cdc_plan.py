@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 
 from . import cdc_types as types
-from .cdc import AVRO, JSON, CdcColumn, CdcSpec, envelope_of
+from .cdc import AVRO, JSON, CdcColumn, CdcSpec
 from .changes import DEBEZIUM, ChangeSpec
 from .errors import LakeError
 from .schema import DATA_SCHEMA, PARTITION_COLUMNS
@@ -164,8 +164,8 @@ def _json_columns(samples: list[pa.Table], declared: ValueSchema | None) -> dict
         for raw in sample.column("value").to_pylist():
             if raw is None:
                 continue
-            envelope, schema, why = envelope_of(raw)
-            if why is not None:
+            envelope, schema = _sampled_event(raw)
+            if envelope is None:
                 continue
             image_schema = _image_schema(schema)
             if image_schema is not None:
@@ -182,6 +182,21 @@ def _json_columns(samples: list[pa.Table], declared: ValueSchema | None) -> dict
     for name, values in seen.items():
         out.setdefault(name, types.inferred_type(values))
     return out
+
+
+def _sampled_event(raw: bytes) -> tuple[dict | None, dict | None]:
+    """(the envelope, the schema wrapper's schema or None); (None, None) for a value that is not an
+    event (the executors quarantine it)."""
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        return None, None
+    schema = None
+    if isinstance(event, dict) and "payload" in event and "schema" in event:
+        event, schema = event["payload"], event["schema"]
+    if not isinstance(event, dict) or "op" not in event:
+        return None, None
+    return event, schema
 
 
 def _image_schema(schema: dict | None) -> dict | None:

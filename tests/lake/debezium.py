@@ -59,8 +59,8 @@ def customer(i: int, version: int = 1) -> dict:
             "active": i % 2, "weight": i * 1.5 + version, "price": decimal.Decimal(f"{i * 10 + version}.{i:02d}") * (-1) ** i,
             "birth": dt.date(1990, 1, 1) + dt.timedelta(days=i * 100 - 8000),
             "created": dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC) + dt.timedelta(milliseconds=i * 1001 + version),
-            "seen": dt.datetime(2024, 5, 2, 10, 0, i, 123456, tzinfo=UTC),
-            "photo": bytes([i, 0, 255, version]), "offset": -i}
+            "seen": dt.datetime(2024, 5, 2, 10, 0, tzinfo=UTC) + dt.timedelta(seconds=i, microseconds=123456),
+            "photo": bytes([i % 256, 0, 255, version]), "offset": -i}
 
 
 def connect_json(row: dict | None) -> dict | None:
