@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -54,15 +54,15 @@ def plan_cdc(topics: Sequence[str], *, typed=None, value_schema: ValueSchema | N
     value_schema: the table's declared conf/schemas (schema-less JSON only); samples: decoded
     records (`key` and `value` columns) to learn the JSON columns and key from; existing: the Delta
     table's schema when it exists; key_fields: the primary key when no sampled record names it."""
-    samples = [s for s in samples if s.num_rows]
     if typed is not None and any(f.name == "after" for f in typed.columns):
         source, planned, key_types = AVRO, _avro_columns(typed), _avro_key(typed)
-        if key_types is None:  # the key is not in the registry: JSON keys
-            key_types = _json_key(samples)
+        if key_types is None:  # the key is not in the registry: JSON keys (only then are samples read)
+            key_types = _json_key(_non_empty(samples))
     else:
         if typed is not None:
             raise LakeError(f"topics {', '.join(topics)}: the registry's value schema is not a Debezium envelope "
                             "(no `after` field)")
+        samples = _non_empty(samples)
         source, planned, key_types = JSON, _json_columns(samples, value_schema), _json_key(samples)
     if key_fields is not None:
         key_types = {f: key_types.get(f, (pa.string(), types.TEXT)) for f in key_fields}
@@ -75,18 +75,20 @@ def plan_cdc(topics: Sequence[str], *, typed=None, value_schema: ValueSchema | N
     return _spec(source, columns, tuple(key_types))
 
 
-def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> list[pa.Table]:
+def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
     """The newest `limit` records of the first and the last task of each partition plan (plan.py's
-    PartitionPlan), read on the driver: what plan_cdc learns JSON columns and keys from."""
+    PartitionPlan), read on the driver when plan_cdc needs them (lazily: registry Avro with a
+    registered key reads none): what plan_cdc learns JSON columns and keys from."""
     from .decode import read_task
 
-    out = []
     for plan in plans:
-        tasks = plan.tasks[:1] + plan.tasks[1:][-1:]
-        for task in tasks:
+        for task in plan.tasks[:1] + plan.tasks[1:][-1:]:
             records, _ = read_task(task.as_dict())
-            out.append(records.select(["key", "value"]).slice(max(0, records.num_rows - limit)))
-    return out
+            yield records.select(["key", "value"]).slice(max(0, records.num_rows - limit))
+
+
+def _non_empty(samples: Iterable[pa.Table]) -> list[pa.Table]:
+    return [s for s in samples if s.num_rows]
 
 
 def _spec(source: str, columns: dict[str, tuple[pa.DataType, str]], key: tuple[str, ...]) -> ChangeSpec:

@@ -182,6 +182,8 @@ def convert_arrow(array: pa.Array, t: pa.DataType, conversion: str) -> pa.Array:
 def _convert_all(values: list, t: pa.DataType, conversion: str) -> pa.Array:
     if conversion in (DAYS, MILLIS, MICROS, NANOS):
         return _from_integers(pa.array(values, pa.int64()), t, conversion)
+    if conversion == TEXT and all(v is None or isinstance(v, str) for v in values):
+        return pa.array(values, t)  # the common case: strings, built without a call per value
     per_value = _decimal_with(t) if conversion == DECIMAL else _PER_VALUE.get(conversion)
     if per_value is not None:
         return pa.array([None if v is None else per_value(v) for v in values], t)

@@ -229,3 +229,24 @@ def test_connect_conversions_at_their_edges():
     assert list(errors) == [2]
     column, errors = cdc_types.column(["2024-05-01T00:00:00"], TIMESTAMP_TYPE, cdc_types.ZONED)
     assert "no offset" in errors[0]
+
+
+def test_json_schema_versions_merge_into_the_columns():
+    """A later version adds a column and widens another (int32 -> int64): one table holds both."""
+    old = {**dbz.ENVELOPE_SCHEMA, "fields": [
+        {**f, "fields": [g for g in f["fields"] if g["field"] != "email"]} if f["field"] in ("before", "after") else f
+        for f in dbz.ENVELOPE_SCHEMA["fields"]]}
+    new = {**dbz.ENVELOPE_SCHEMA, "fields": [
+        {**f, "fields": [{**g, "type": "int64"} if g["field"] == "id" else g for g in f["fields"]]}
+        if f["field"] in ("before", "after") else f for f in dbz.ENVELOPE_SCHEMA["fields"]]}
+    first = dbz.envelope("c", None, dbz.customer(1), 1)
+    first["after"].pop("email")
+    second = dbz.envelope("u", None, {**dbz.customer(2), "id": 2 ** 40}, 2)
+    rows = dbz.records_table([(dbz.json_key(1), json.dumps({"schema": old, "payload": first}).encode()),
+                              (b'{"id": 1099511627776}', json.dumps({"schema": new, "payload": second}).encode())])
+    spec = plan_cdc([TOPIC], samples=[rows])
+    assert spec.cdc.schema.field("id").type == pa.int64() and "email" in spec.cdc.schema.names
+    changes = extract(spec, rows)
+    assert changes.quarantine.num_rows == 0
+    assert changes.rows.column("id").to_pylist() == [1001, 2 ** 40]
+    assert changes.rows.column("email").to_pylist() == [None, "a2@noanswer.org"]
