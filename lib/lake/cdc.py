@@ -209,7 +209,7 @@ def _check(envelope: _Envelope, by_field: dict[str, CdcColumn]) -> str | None:
     op = envelope.op
     if op == DELETE:
         return None
-    if op not in UPSERTS:
+    if not isinstance(op, str) or op not in UPSERTS:
         return f"op {op!r} is not a row change (c, r, u, d)"
     after = envelope.after
     if not isinstance(after, dict):
