@@ -35,7 +35,7 @@ from .changes import ChangeSpec, Changes
 from .schema import DATA_SCHEMA
 from .values import ERROR_COLUMN, QUARANTINE_SCHEMA
 
-JSON, AVRO = "json", "avro"  # how the events arrive: JSON values, or registry Avro decoded by typed.rows
+JSON, REGISTRY = "json", "registry"  # how the events arrive: JSON values, or columns typed.rows decoded
 UPSERTS = frozenset("cru")
 DELETE = "d"
 _SOURCE_FIELDS = {"db": pa.string(), "schema": pa.string(), "table": pa.string(), "ts_ms": pa.int64(),
@@ -76,7 +76,7 @@ class CdcColumn:
 class CdcSpec:
     """What an executor needs to read Debezium events (picklable; ChangeSpec.cdc)."""
 
-    source: str  # JSON or AVRO
+    source: str  # JSON or REGISTRY
     columns: tuple[CdcColumn, ...]  # after's columns in table order, the key's among them
     key_fields: tuple[str, ...]  # the record key's fields (the primary key), in key order
 
@@ -109,7 +109,7 @@ def debezium_changes(spec: ChangeSpec, rows: pa.Table) -> Changes:
     cdc = spec.cdc
     if cdc is None:
         raise ValueError("a debezium ChangeSpec needs its CDC plan (cdc_plan.plan_cdc)")
-    events = _avro_events(cdc, rows) if cdc.source == AVRO else _json_events(cdc, rows)
+    events = _registry_events(cdc, rows) if cdc.source == REGISTRY else _json_events(cdc, rows)
     keys = set(cdc.key_columns)
     columns = [events.key[c.name] if c.name in keys else events.after[c.name] for c in cdc.columns]
     source = events.source
@@ -228,16 +228,18 @@ def _typed(values: list, t: pa.DataType, conversion: str, where: str, errors: di
     return array
 
 
-# ---------------------------------------------------------------------------------------- Avro
+# ------------------------------------------------------------------------------------ registry
 
-def _avro_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
-    """Registry Avro, already decoded into columns by typed.rows: before/after/source structs, op
-    and ts_ms; the key as the `key_decoded` struct (or a JSON key when the key is not in the registry)."""
+def _registry_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
+    """Registry-typed events, already decoded into columns by typed.rows: before/after/source
+    structs, op and ts_ms; the key as the `key_decoded` struct (or a JSON key when the key is not in
+    the registry). Debezium's Avro is tested; its Protobuf and JSON Schema converters give the same
+    columns through typed.rows."""
     n = rows.num_rows
     errors: dict[int, str] = {}
     names = set(rows.column_names)
     if not {"op", "after"} <= names:
-        raise ValueError("registry Avro CDC rows need the envelope's typed columns (op, after): decode them with "
+        raise ValueError("registry-typed CDC rows need the envelope's typed columns (op, after): decode them with "
                          "typed.rows.decode_rows first")
     value = rows.column("value").combine_chunks()
     op = rows.column("op").combine_chunks().cast(pa.string())
@@ -256,13 +258,13 @@ def _avro_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
         typed_after[c.name] = (types.convert_arrow(field, c.type, c.conversion) if field is not None
                                else pa.nulls(n, c.type))
     typed_after = {name: pc.if_else(upsert, array, pa.scalar(None, array.type)) for name, array in typed_after.items()}
-    key = _avro_key(cdc, rows, errors)
+    key = _registry_key(cdc, rows, errors)
     source = _struct_fields(rows.column("source").combine_chunks() if "source" in names else None, n)
     ts_ms = rows.column("ts_ms").combine_chunks().cast(pa.int64()) if "ts_ms" in names else pa.nulls(n, pa.int64())
     return _Events(typed_after, key, op, ts_ms, source, errors)
 
 
-def _avro_key(cdc: CdcSpec, rows: pa.Table, errors: dict[int, str]) -> dict[str, pa.Array]:
+def _registry_key(cdc: CdcSpec, rows: pa.Table, errors: dict[int, str]) -> dict[str, pa.Array]:
     by_field = {c.field: c for c in cdc.columns}
     if _KEY_STRUCT not in rows.column_names:  # a key outside the registry: JSON, as Debezium's JsonConverter writes it
         lists: dict[str, list] = {f: [] for f in cdc.key_fields}

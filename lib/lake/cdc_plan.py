@@ -31,7 +31,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from . import cdc_types as types
-from .cdc import AVRO, JSON, CdcColumn, CdcSpec
+from .cdc import JSON, REGISTRY, CdcColumn, CdcSpec
 from .changes import DEBEZIUM, ChangeSpec
 from .errors import LakeError
 from .schema import DATA_SCHEMA, PARTITION_COLUMNS
@@ -55,7 +55,7 @@ def plan_cdc(topics: Sequence[str], *, typed=None, value_schema: ValueSchema | N
     records (`key` and `value` columns) to learn the JSON columns and key from; existing: the Delta
     table's schema when it exists; key_fields: the primary key when no sampled record names it."""
     if typed is not None and any(f.name == "after" for f in typed.columns):
-        source, planned, key_types = AVRO, _avro_columns(typed), _avro_key(typed)
+        source, planned, key_types = REGISTRY, _registry_columns(typed), _registry_key(typed)
         if key_types is None:  # the key is not in the registry: JSON keys (only then are samples read)
             key_types = _json_key(_non_empty(samples))
     else:
@@ -116,9 +116,9 @@ def _with_existing(planned: dict[str, tuple[pa.DataType, str]], existing: pa.Sch
     return out
 
 
-# ---------------------------------------------------------------------------------------- Avro
+# ------------------------------------------------------------------------------------ registry
 
-def _avro_columns(typed) -> dict[str, tuple[pa.DataType, str]]:
+def _registry_columns(typed) -> dict[str, tuple[pa.DataType, str]]:
     after = typed.columns.field("after").type
     if not pa.types.is_struct(after):
         raise LakeError("the registry's Debezium envelope has an `after` that is not a record")
@@ -150,7 +150,7 @@ def _value_record(envelope: dict) -> dict | None:
     return None
 
 
-def _avro_key(typed) -> dict[str, tuple[pa.DataType, str]] | None:
+def _registry_key(typed) -> dict[str, tuple[pa.DataType, str]] | None:
     names = typed.columns.names
     if _KEY_STRUCT not in names or not pa.types.is_struct(typed.columns.field(_KEY_STRUCT).type):
         return None

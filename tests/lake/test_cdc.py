@@ -193,7 +193,7 @@ def test_avro_envelopes_through_the_typed_path():
         **dbz.avro_envelope("c", None, None, 1), "op": "c"})))  # c without after: quarantined
     typed = plan_typed(registry(), [TOPIC])
     spec = plan_cdc([TOPIC], typed=typed)
-    assert spec.cdc.source == "avro" and spec.key_columns == ("id",)
+    assert spec.cdc.source == "registry" and spec.key_columns == ("id",)
     assert [spec.cdc.schema.field(c).type for c in ("birth", "created", "seen", "price")] == [
         pa.date32(), TIMESTAMP_TYPE, TIMESTAMP_TYPE, pa.decimal128(10, 2)]
     decoded, typed_quarantine = decode_rows(typed, dbz.records_table(records), TOPIC)
