@@ -166,10 +166,9 @@ def _json_events(cdc: CdcSpec, rows: pa.Table) -> _Events:
                    for c in cdc.columns}
     typed_key = {by_field[f].name: _typed(key[by_field[f].name], by_field[f].type, by_field[f].conversion,
                                           f"key.{f}", errors) for f in cdc.key_fields}
-    typed_source = {name: _typed(source[name], t, types.TEXT if t == pa.string() else types.PLAIN,
-                                 f"source.{name}", errors) for name, t in _SOURCE_FIELDS.items()}
-    return _Events(typed_after, typed_key, pa.array(op, pa.string()),
-                   _typed(ts_ms, pa.int64(), types.PLAIN, "ts_ms", errors), typed_source, errors)
+    typed_source = {name: _metadata(source[name], t) for name, t in _SOURCE_FIELDS.items()}
+    return _Events(typed_after, typed_key, pa.array(op, pa.string()), _metadata(ts_ms, pa.int64()),
+                   typed_source, errors)
 
 
 def json_key(raw: bytes | None, fields: tuple[str, ...]) -> tuple[dict | None, str | None]:
@@ -219,6 +218,12 @@ def _check(envelope: _Envelope, by_field: dict[str, CdcColumn]) -> str | None:
         return (f"after has field(s) {', '.join(unknown)} that the table's columns do not (a column added "
                 "after the run planned them: the next run's plan includes it)")
     return None
+
+
+def _metadata(values: list, t: pa.DataType) -> pa.Array:
+    """A metadata column: a value of another type than ours (another connector's field of the same
+    name) is null there; it never sends the change to quarantine."""
+    return types.column(values, t, types.TEXT if t == pa.string() else types.PLAIN)[0]
 
 
 def _typed(values: list, t: pa.DataType, conversion: str, where: str, errors: dict[int, str]) -> pa.Array:
@@ -294,7 +299,13 @@ def _registry_key(cdc: CdcSpec, rows: pa.Table, errors: dict[int, str]) -> dict[
 def _struct_fields(struct: pa.Array | None, n: int) -> dict[str, pa.Array]:
     """The source fields we keep, from the `source` struct (null where this connector has none)."""
     flat = dict(zip([f.name for f in struct.type], struct.flatten())) if struct is not None else {}
-    return {name: flat[name].cast(t) if name in flat else pa.nulls(n, t) for name, t in _SOURCE_FIELDS.items()}
+    out = {}
+    for name, t in _SOURCE_FIELDS.items():
+        try:
+            out[name] = flat[name].cast(t) if name in flat else pa.nulls(n, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # another connector's field of that name
+            out[name] = pa.nulls(n, t)
+    return out
 
 
 def _true(mask: pa.Array) -> list[int]:

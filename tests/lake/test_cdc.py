@@ -138,13 +138,15 @@ def test_after_fields_named_like_our_columns_are_prefixed_one_to_one():
         == ["after_offset", "after_topic", "after_cdc_op", "after_after_x", "after_error", "after_record_date", "x"]
     assert all(cdc_types.field_of(cdc_types.column_of(f)) == f for f in ("offset", "after_x", "x"))
     payload = {"before": None, "after": {"id": 1, "topic": "t", "cdc_op": "mine", "after_x": 2}, "op": "c",
-               "source": {"db": "pg", "schema": "public", "table": "t", "lsn": 24023128, "ts_ms": 5}, "ts_ms": 6}
+               "source": {"db": "pg", "schema": "public", "table": "t", "lsn": 24023128, "ts_ms": 5,
+                          "pos": "not ours"}, "ts_ms": 6}  # a source field of another type: null, not quarantined
     rows = dbz.records_table([(b'{"id": 1}', json.dumps(payload).encode())])
     changes = extract(plan_cdc([TOPIC], samples=[rows]), rows)
     row = changes.rows.to_pylist()[0]
     assert (row["after_topic"], row["after_cdc_op"], row["after_after_x"], row["topic"], row["cdc_op"]) == (
         "t", "mine", 2, TOPIC, "c")
-    assert (row["cdc_source_table"], row["cdc_lsn"], row["cdc_file"]) == ("pg.public.t", 24023128, None)
+    assert (row["cdc_source_table"], row["cdc_lsn"], row["cdc_file"], row["cdc_pos"]) == (
+        "pg.public.t", 24023128, None, None)
 
 
 def test_an_existing_table_keeps_its_columns_and_gains_new_ones():
