@@ -14,11 +14,15 @@ Executors call `extract`; the driver builds the picklable `ChangeSpec` once per 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .values import QUARANTINE_SCHEMA
+
+if TYPE_CHECKING:
+    from .cdc import CdcSpec
 
 RAW, DEBEZIUM = "raw", "debezium"
 FORMATS = (RAW, DEBEZIUM)
@@ -30,6 +34,7 @@ class ChangeSpec:
 
     format: str = RAW
     key_columns: tuple[str, ...] = ("key",)  # the merge key: the record key, or its typed columns
+    cdc: "CdcSpec | None" = None  # DEBEZIUM: the table's columns and how events become them (cdc_plan.plan_cdc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,11 +235,7 @@ def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: 
     if not tasks:
         return RESULT_SCHEMA.empty_table()
     ordered = sorted(tasks, key=lambda t: -t.bytes)  # big tasks first: the stragglers start early
-    planned = [{"table_uri": t.table_uri, "topic": t.topic, "partition": t.partition, "path": t.path,
-                "inode": t.inode, "start": t.start, "end": t.end, "min_offset": t.min_offset,
-                "max_offset": t.max_offset, "epochs": t.epochs,
-                "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
-                             "last_offset": a.last_offset} for a in t.aborted]} for t in ordered]
+    planned = [t.as_dict() for t in ordered]
     sc = spark.sparkContext
     with spark_job_group(sc, job_group, description, progress):
         numbers = sc.parallelize(range(len(planned)), len(planned))  # partition i holds the one number i

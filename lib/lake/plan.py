@@ -50,6 +50,14 @@ class Task:
     def bytes(self) -> int:
         return self.end - self.start
 
+    def as_dict(self) -> dict:
+        """The task as decode.read_task and the executors take it (plain values: cheap to pickle)."""
+        return {"table_uri": self.table_uri, "topic": self.topic, "partition": self.partition, "path": self.path,
+                "inode": self.inode, "start": self.start, "end": self.end, "min_offset": self.min_offset,
+                "max_offset": self.max_offset, "epochs": self.epochs,
+                "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
+                             "last_offset": a.last_offset} for a in self.aborted]}
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionPlan:
