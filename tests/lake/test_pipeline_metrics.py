@@ -108,13 +108,13 @@ def test_failing_suite_records_the_failure(spark, root, topic_writer, tmp_path):
 def test_job_records_a_failure_before_the_job_starts(root, capsys):
     """The command's exit path records what failed before any Spark job (here: no such topic)."""
     root.mkdir(parents=True)
-    assert ingest_main(["--topic", "nope", "--data", str(root)]) == 1
+    assert ingest_main(["--topic", "nope", "--data", str(root)]) == 2  # a usage error, still a failed run
     assert "nope" in capsys.readouterr().err
     run = {"operation": "ingest", "table": "nope", "group": "topiclake-ingest-nope"}
     parsed = samples(textfile_path(root, "ingest", "nope").read_text())
     assert value(parsed, "topiclake_pipeline_last_run_success", **run) == 0
     assert ("topiclake_pipeline_last_success_timestamp_seconds", tuple(sorted(run.items()))) not in parsed
-    assert pipeline_runs(root)[-1].error.startswith("UnknownTopicError")
+    assert "unknown topic 'nope'" in pipeline_runs(root)[-1].error
 
 
 def metrics_command(root) -> tuple[str, float]:
