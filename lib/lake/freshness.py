@@ -13,8 +13,8 @@ of the topics its ingest group reads (lib/segments reads the log):
   any record, and are passed over. An ingest always stops at a batch boundary unless it was
   given --ending-offsets inside a batch.
 
-Which group and topics feed a table: the newest commit of an ingest run (its `topiclake` commit
-info names the group and the partitions it moved); then every partition of those topics.
+Which group and topics feed a table: the newest ingest commits (their `topiclake` commit info
+names the group and the partitions each moved); then every partition of those topics.
 """
 
 from __future__ import annotations
@@ -111,13 +111,17 @@ def _read_table(layout: StorageLayout, state: TableState, *, offsets: bool) -> N
 
 
 def _ingest_feed(table) -> tuple[str | None, set[str]]:
-    """The group and topics of the newest ingest commit among the newest commits."""
+    """The group of the newest ingest commit among the newest commits, and the topics that
+    group's commits among them moved (a commit names only the partitions it moved)."""
+    group, topics = None, set()
     for commit in table.history(INGEST_COMMITS_SEARCHED):
         info = delta.topiclake_info(commit)
-        if info.get("operation") == "ingest" and info.get("group"):
-            keys = list(info.get("offsets") or {}) + list(info.get("ranges") or {})
-            return info["group"], {k.rsplit(":", 1)[0] for k in keys}
-    return None, set()
+        if info.get("operation") != "ingest" or not info.get("group"):
+            continue
+        group = group or info["group"]
+        if info["group"] == group:
+            topics |= {key.rsplit(":", 1)[0] for key in (info.get("offsets") or {})}
+    return group, topics
 
 
 # ------------------------------------------------------------------------------------- the log side
