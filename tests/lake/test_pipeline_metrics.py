@@ -15,11 +15,14 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from topiclake.lake.backfill import BackfillOptions, backfill
+from topiclake.lake.compaction import CompactOptions, compact
 from topiclake.lake.ingest import IngestOptions, ingest
 from topiclake.lake.jobs import ingest_main
 from topiclake.lake.quality import QualityError
 from topiclake.lake.run_metrics import pipeline_runs, textfile_path
 
+from .compaction_model import write_workload
 from .conftest import BASE_TS
 
 GROUP = "topiclake-ingest-orders"
@@ -103,6 +106,41 @@ def test_failing_suite_records_the_failure(spark, root, topic_writer, tmp_path):
     assert value(parsed, "topiclake_pipeline_last_success_timestamp_seconds", **RUN) == passed_at
     failed = pipeline_runs(root)[-1]
     assert not failed.success and failed.quality == "fail" and failed.error.startswith("QualityError: ")
+
+
+def test_backfill_and_compaction_runs_are_recorded(spark, root, topic_writer):
+    w = topic_writer("orders")
+    w.produce(0, [b"a", b"b", b"c", b"d"])
+    ingest(spark, IngestOptions(topics=("orders",), root=root))
+    done = backfill(spark, BackfillOptions(root=root, table="orders", topic="orders", partition=0,
+                                           from_offset=1, to_offset=3))
+    parsed = samples(textfile_path(root, "backfill", "orders").read_text())
+    run = {**RUN, "operation": "backfill"}
+    assert value(parsed, "topiclake_pipeline_last_run_success", **run) == 1
+    assert value(parsed, "topiclake_pipeline_last_run_rows", **run) == 2 == done.records
+    assert value(parsed, "topiclake_pipeline_last_run_files", **run) == len(done.added) > 0
+    assert value(parsed, "topiclake_pipeline_last_run_bytes", **run) > 0
+    assert value(parsed, "topiclake_pipeline_last_run_quality", **run, result="pass") == 1
+    assert value(parsed, "topiclake_pipeline_last_run_offset_first", **{**at(0), **run}) == 1
+    assert value(parsed, "topiclake_pipeline_last_run_offset_end", **{**at(0), **run}) == 3
+
+    with pytest.raises(Exception, match="inverted"):  # a failure before Spark: recorded all the same
+        backfill(spark, BackfillOptions(root=root, table="orders", topic="orders", partition=0,
+                                        from_offset=3, to_offset=1))
+    assert value(samples(textfile_path(root, "backfill", "orders").read_text()),
+                 "topiclake_pipeline_last_run_success", **run) == 0
+
+    write_workload(root, "kv", seed=4, ops=40)
+    cleaned = compact(spark, CompactOptions(root=root, topics=("kv",), force=True)).cleaned
+    assert len(cleaned) == 1
+    parsed = samples(textfile_path(root, "compact", "kv").read_text())
+    run = {"operation": "compact", "table": "kv", "group": ""}
+    assert value(parsed, "topiclake_pipeline_last_run_success", **run) == 1
+    assert value(parsed, "topiclake_pipeline_last_run_rows", **run) == cleaned[0].records_retained > 0
+    assert value(parsed, "topiclake_pipeline_last_run_bytes", **run) == cleaned[0].bytes_before
+    assert value(parsed, "topiclake_pipeline_last_run_offset_end", **run, topic="kv", partition=0) == \
+        cleaned[0].to_clean.first_uncleanable_offset
+    assert [r.operation for r in pipeline_runs(root)] == ["ingest", "backfill", "backfill", "compact"]
 
 
 def test_job_records_a_failure_before_the_job_starts(root, capsys):
