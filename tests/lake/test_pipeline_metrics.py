@@ -71,7 +71,8 @@ def test_ingest_run_writes_its_textfile_and_history(spark, root, topic_writer):
 
     runs = pipeline_runs(root)
     assert len(runs) == 1 and runs[0].run_id == result.run_id and runs[0].success and runs[0].rows == 4
-    assert [(o.topic, o.partition, o.first, o.end) for o in runs[0].offsets] == [("orders", 0, 0, 3), ("orders", 1, 0, 1)]
+    assert [(o.topic, o.partition, o.first, o.end) for o in runs[0].offsets] == [("orders", 0, 0, 3),
+                                                                                 ("orders", 1, 0, 1)]
 
     again = ingest(spark, IngestOptions(topics=("orders",), root=root))  # nothing new: still a run
     parsed = samples(path.read_text())
@@ -85,7 +86,8 @@ def test_failing_suite_records_the_failure(spark, root, topic_writer, tmp_path):
     suites = tmp_path / "expectations"
     suites.mkdir()
     (suites / "orders.json").write_text(json.dumps({"expectations": [
-        {"type": "expect_column_values_to_be_between", "kwargs": {"column": "offset", "min_value": 0, "max_value": 1}}]}))
+        {"type": "expect_column_values_to_be_between",
+         "kwargs": {"column": "offset", "min_value": 0, "max_value": 1}}]}))
     w = topic_writer("orders")
     w.produce(0, [b"a", b"b"])
     options = IngestOptions(topics=("orders",), root=root, expectations_dir=suites)
