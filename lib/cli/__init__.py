@@ -57,5 +57,9 @@ from . import data_docs  # noqa: E402  (data-docs: great-expectations' site of t
 
 data_docs.register(app)
 
+from . import metrics  # noqa: E402  (metrics: the jobs' last runs, tables' lag and freshness, for Prometheus)
+
+metrics.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -37,7 +37,7 @@ from deltalake import DeltaTable, Schema as DeltaSchema
 
 from topiclake.segments.storage import StorageLayout
 
-from . import delta, delta_spark, quality
+from . import delta, delta_spark, quality, run_metrics
 from .decode import TaskWriter, file_stats
 from .coverage import group_starts
 from .errors import ConcurrentWriterError, DataLossError, UsageError
@@ -80,6 +80,9 @@ class BackfillResult:
     rewritten: list[str] = field(default_factory=list)
     quality: quality.QualityReport | None = None
     duration_s: float = 0.0
+    bytes_read: int = 0  # of the log
+    run_id: str = ""
+    group: str = ""
     requested: tuple[int, int] | None = None  # [from, to) as asked; clamped to `ingested`
     ingested: tuple[int, int] | None = None
 
@@ -135,14 +138,44 @@ def check_range(options: BackfillOptions) -> BackfillRange:
 
 def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | None = None,
              checked: BackfillRange | None = None) -> BackfillResult:
+    """Replace [from, to) of one partition in the table; the run is recorded (run_metrics)."""
+    run_id, started_at = run_metrics.new_run_id(), time.time()
+    result = None
+
+    def records(exc: BaseException | None) -> list[run_metrics.RunRecord]:
+        return [run_record(options, result, exc, run_id=run_id, started=started_at)]
+
+    with run_metrics.recording(options.root, records):
+        result = _backfill(spark, options, progress, checked, run_id)
+    return result
+
+
+def run_record(options: BackfillOptions, result: BackfillResult | None, exc: BaseException | None, *,
+               run_id: str, started: float) -> run_metrics.RunRecord:
+    name = table_name(options.table)
+    quality_result = run_metrics.quality_result(result.quality if result else None,
+                                                run_metrics.failed_quality_table(exc), name)
+    if exc is not None or result is None:
+        return run_metrics.failure("backfill", name, options.group or GROUP_PREFIX + name, exc, run_id=run_id,
+                                   started=started, quality=quality_result, offsets=[run_metrics.OffsetRange(
+                                       options.topic, options.partition, options.from_offset, options.to_offset)])
+    now = time.time()
+    return run_metrics.RunRecord(
+        operation="backfill", table=name, group=result.group, run_id=run_id, success=True, end_time=now,
+        duration_s=now - started, rows=result.records, files=len(result.added), bytes=result.bytes_read,
+        quality=quality_result,
+        offsets=[run_metrics.OffsetRange(result.topic, result.partition, result.start, result.end)])
+
+
+def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None, checked: BackfillRange | None,
+              run_id: str) -> BackfillResult:
     started = time.monotonic()
     checked = checked or check_range(options)
     uri, table, group, start, end = checked.table_uri, checked.table, checked.group, checked.start, checked.end
     topic, partition, files = options.topic, options.partition, checked.files
-    result = BackfillResult(uri, topic, partition, start, end,
+    result = BackfillResult(uri, topic, partition, start, end, run_id=run_id, group=group,
                             requested=(options.from_offset, options.to_offset), ingested=checked.ingested)
 
-    run_id = uuid.uuid4().hex[:16]
     partition_by = table.metadata().partition_columns
     tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
@@ -164,6 +197,7 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
         files.epochs.confirm(files.directory, end)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
+    result.bytes_read = sum(r["bytes_read"] or 0 for r in rows.to_pylist() if r["path"] is None)  # tasks' counters
     result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
                                         ranges={(topic, partition): (start, end)}, root=options.root,
                                         operation="backfill", run_id=run_id, data_docs=options.data_docs)

@@ -5,6 +5,8 @@
 - Every error is ONE line on stderr (with a hint where one helps): exit 2 for a usage mistake,
   1 for a failure; the Python traceback only with --debug.
 - Ctrl-C (SIGINT) prints one line saying what was committed and what was not, and exits 130.
+- A run that fails is recorded for Prometheus (run_metrics) even when it fails before its job
+  starts (a missing topic, Spark not starting): the job's own recording covers the rest.
 - A SparkSession the command started is stopped before it returns, while the executors are still
   alive (see spark.stop_session).
 """
@@ -16,6 +18,7 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 from topiclake.segments.errors import TopiclakeError
@@ -32,6 +35,18 @@ class Command:
     name: str
     # Says what a Ctrl-C left committed; set by the body once it knows what it will change.
     on_interrupt: Callable[[], str] | None = None
+    # Where and for which (table, group) a failure is recorded, once the body knows them.
+    root: Path | None = None
+    targets: Sequence[tuple[str, str]] = ()
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Record a failure the job did not record itself (one before the job started)."""
+        from . import run_metrics
+
+        if self.root is None or run_metrics.was_recorded(exc):
+            return
+        run_metrics.record_quietly(self.root, [run_metrics.failure(self.name, table, group, exc)
+                                               for table, group in self.targets])
 
 
 def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog: str | None = None) -> int:
@@ -55,10 +70,12 @@ def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog:
                 stop_session(session, interrupted=_interrupted(sys.exc_info()[1]))
     except SystemExit as exc:  # argparse's --help
         return exc.code if isinstance(exc.code, int) else 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        command.record_failure(exc)
         print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - every error ends here, as one line
+        command.record_failure(exc)
         if _interrupted(exc):  # Ctrl-C cancelled the Spark job; its error replaced the KeyboardInterrupt
             print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED

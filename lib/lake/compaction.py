@@ -44,7 +44,6 @@ import logging
 import mmap
 import os
 import time
-import uuid
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from topiclake.segments.offset_map import OffsetMap, task_offset_map
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 from topiclake.segments.txn_metadata import AbortedTxn
 
+from . import run_metrics
 from .log_state import PartitionState, scan_state
 from .progress import ProgressCallback, spark_job_group
 from .source import list_partition, open_segment
@@ -389,8 +389,32 @@ def _try_cleaner_lock(stack: ExitStack, directory: str) -> bool:
 
 
 def compact(spark, options: CompactOptions, *, progress: ProgressCallback | None = None) -> CompactResult:
+    """Clean the compacted topics' partitions; the run is recorded (run_metrics)."""
+    result = CompactResult(run_metrics.new_run_id(), named_topics=tuple(options.topics))
+    started_at = time.time()
+    with run_metrics.recording(options.root, lambda exc: [run_record(result, exc, started=started_at)]):
+        _compact(spark, options, result, progress)
+    return result
+
+
+def run_record(result: CompactResult, exc: BaseException | None, *, started: float) -> run_metrics.RunRecord:
+    """`table` is the topics the run was given (`*`: all); a partition that failed fails the run."""
+    scope = run_metrics.topics_scope(result.named_topics)
+    if exc is not None or result.errors:
+        error = exc if exc is not None else TopiclakeError("; ".join(p.error for p in result.errors))
+        return run_metrics.failure("compact", scope, "", error, run_id=result.run_id, started=started)
+    cleaned = result.cleaned
+    now = time.time()
+    return run_metrics.RunRecord(
+        operation="compact", table=scope, run_id=result.run_id, end_time=now, duration_s=now - started,
+        rows=sum(p.records_retained for p in cleaned), files=sum(p.segments_after for p in cleaned),
+        bytes=result.bytes_before, offsets=[run_metrics.OffsetRange(
+            p.topic, p.partition, p.to_clean.first_dirty_offset, p.to_clean.first_uncleanable_offset)
+            for p in cleaned if p.to_clean is not None])
+
+
+def _compact(spark, options: CompactOptions, result: CompactResult, progress: ProgressCallback | None) -> None:
     started = time.monotonic()
-    result = CompactResult(uuid.uuid4().hex[:16], named_topics=tuple(options.topics))
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     with ExitStack() as locks:
@@ -418,7 +442,6 @@ def compact(spark, options: CompactOptions, *, progress: ProgressCallback | None
             for part in planned:
                 _swap(part, rows, configs[part.topic])
     result.duration_s = time.monotonic() - started
-    return result
 
 
 def _describe(planned: Sequence[PartitionCompaction]) -> str:

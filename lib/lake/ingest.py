@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -25,7 +24,7 @@ import pyarrow.compute as pc
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
-from . import delta, mirror, quality
+from . import delta, mirror, quality, run_metrics
 from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
@@ -156,13 +155,55 @@ def table_name(uri: str) -> str:
 
 def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None = None) -> IngestResult:
     """`spark`: a SparkSession, or a function that starts one; it is called only once the plan
-    holds something to read (a run with nothing new never starts Spark)."""
+    holds something to read (a run with nothing new never starts Spark). The run is recorded for
+    Prometheus and the console (run_metrics), whether it succeeds or fails."""
+    result = IngestResult(run_metrics.new_run_id())
+    started_at = time.time()
+    with run_metrics.recording(options.root, lambda exc: run_records(result, options, exc, started=started_at)):
+        _ingest(spark, options, result, progress)
+    return result
+
+
+def ingest_targets(table: str | None, topics: Sequence[str], group: str | None) -> list[tuple[str, str]]:
+    """(table name, group) of each table an ingest of `topics` writes (for a run that failed
+    before it planned)."""
+    names = [table_name(table)] if table is not None else list(topics)
+    return [(name, group or GROUP_PREFIX + name) for name in names]
+
+
+def run_records(result: IngestResult, options: IngestOptions, exc: BaseException | None, *,
+                started: float) -> list[run_metrics.RunRecord]:
+    """What the run did per table; after a failure, a table that committed still counts as done."""
+    if not result.tables:
+        return [] if exc is None else [
+            run_metrics.failure("ingest", name, group, exc, run_id=result.run_id, started=started)
+            for name, group in ingest_targets(options.table, options.topics, options.group)]
+    failed_quality = run_metrics.failed_quality_table(exc)
+    records = []
+    for t in result.tables:
+        name = table_name(t.pipeline.table_uri)
+        offsets = [run_metrics.OffsetRange(p.plan.topic, p.plan.partition, p.plan.start_offset, p.plan.end_offset)
+                   for p in t.partitions]
+        quality_result = run_metrics.quality_result(t.quality, failed_quality, name)
+        if exc is not None and t.version is None:
+            records.append(run_metrics.failure("ingest", name, t.pipeline.group, exc, run_id=result.run_id,
+                                               started=started, offsets=offsets, quality=quality_result))
+            continue
+        now = time.time()
+        records.append(run_metrics.RunRecord(
+            operation="ingest", table=name, group=t.pipeline.group, run_id=result.run_id, success=True, end_time=now,
+            duration_s=now - started, rows=sum(p.records for p in t.partitions),
+            files=sum(p.files for p in t.partitions), bytes=sum(p.bytes_read for p in t.partitions),
+            quarantined=sum(p.quarantined for p in t.partitions), quality=quality_result, offsets=offsets))
+    return records
+
+
+def _ingest(spark, options: IngestOptions, result: IngestResult, progress: ProgressCallback | None) -> None:
     started = time.monotonic()
-    run_id = uuid.uuid4().hex[:16]
+    run_id = result.run_id
     layout = StorageLayout(options.root)
     starting = parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True)
     ending = parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False)
-    result = IngestResult(run_id)
     suites: dict[str, quality.Suite] = {}
     partition_by: dict[str, list[str]] = {}
     value_schemas: dict[str, str] = {}
@@ -222,7 +263,6 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                                                source=source, timeout_s=options.mirror_timeout_s,
                                                security=options.client)
     result.duration_s = time.monotonic() - started
-    return result
 
 
 def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: str, job_group: str,

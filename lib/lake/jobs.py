@@ -52,6 +52,9 @@ def ingest_main(argv: Sequence[str], prog: str | None = None) -> int:
 def _ingest(args, command: Command) -> int:
     root = preflight.resolve_root(args.config, args.data)
     topics = split_names(args.topic)
+    from .ingest import ingest_targets
+
+    command.root, command.targets = root, ingest_targets(args.table, topics, args.group)
     partitions = preflight.check_topics(root, topics)
     _prepare_spark(args)
     from topiclake.segments.settings import load_settings
@@ -92,6 +95,10 @@ def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
 
 
 def _backfill(args, command: Command) -> int:
+    from .ingest import ingest_targets
+
+    command.root = preflight.resolve_root(args.config, args.data)
+    command.targets = ingest_targets(args.table, (), args.group)
     root, _partitions = _topic_table(args, [args.partition])
     from .backfill import BackfillOptions, backfill, check_range, format_result
     from .interrupted import watch_backfill
@@ -174,10 +181,13 @@ def _sql_source(args) -> str | None:
 
 # ----------------------------------------------------------------------------------------- compact
 
-def _root_and_topics(args) -> tuple[Path, tuple[str, ...]]:
+def _root_and_topics(args, command: Command) -> tuple[Path, tuple[str, ...]]:
     """Before anything runs: the root, and the --topic names if given (default: all of them)."""
+    from .run_metrics import topics_scope
+
     root = preflight.resolve_root(args.config, args.data)
     topics = split_names(args.topic)
+    command.root, command.targets = root, [(topics_scope(topics), "")]
     if topics:
         preflight.check_topics(root, topics)
     return root, topics
@@ -188,7 +198,7 @@ def compact_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _compact(args, command: Command) -> int:
-    root, topics = _root_and_topics(args)
+    root, topics = _root_and_topics(args, command)
     _prepare_spark(args)
     from topiclake.segments.storage import StorageLayout
 
@@ -213,7 +223,9 @@ def retention_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _retention(args, command: Command) -> int:
-    root, topics = _root_and_topics(args)
+    root, topics = _root_and_topics(args, command)
+    if args.dry_run:
+        command.root = None  # a dry run is not a run of retention: not recorded
     from .retention import format_summary, options_from_args, retain
 
     args.data = str(root)

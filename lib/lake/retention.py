@@ -53,7 +53,7 @@ from topiclake.segments.maintenance import delete_segments, purge_deleted
 from topiclake.segments.retention import RetentionPlan, deletable_segments
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from . import delta
+from . import delta, run_metrics
 from .group_offsets import OFFSETS_TOPIC, broker_committed_offsets
 from .log_state import scan_state
 from .source import list_partition
@@ -189,11 +189,39 @@ def retain_partition(layout: StorageLayout, topic: str, partition: int, config, 
 
 def retain(options: RetentionOptions, *, spark_conf: dict[str, str] | None = None) -> RetentionResult:
     """The segments need no Spark; the tables' maintenance starts a session (on options.master)
-    when it has something to run there."""
+    when it has something to run there. A real run is recorded (run_metrics); a dry run is not:
+    it changed nothing, and its timestamp would say retention ran."""
+    result = RetentionResult(dry_run=options.dry_run)
+    run_id, started_at = run_metrics.new_run_id(), time.time()
+    if options.dry_run:
+        _retain(options, result, spark_conf)
+        return result
+    with run_metrics.recording(options.root, lambda exc: [run_record(options, result, exc, run_id=run_id,
+                                                                      started=started_at)]):
+        _retain(options, result, spark_conf)
+    return result
+
+
+def run_record(options: RetentionOptions, result: RetentionResult, exc: BaseException | None, *, run_id: str,
+               started: float) -> run_metrics.RunRecord:
+    """`table` is the topics the run was given (`*`: all); files and bytes: the segments it deleted."""
+    scope = run_metrics.topics_scope(options.topics)
+    if exc is not None or result.errors:
+        error = exc if exc is not None else TopiclakeError("; ".join(result.errors))
+        return run_metrics.failure("retention", scope, "", error, run_id=run_id, started=started)
+    deleted = [p for p in result.partitions if p.deleted]
+    now = time.time()
+    return run_metrics.RunRecord(
+        operation="retention", table=scope, run_id=run_id, end_time=now, duration_s=now - started,
+        files=sum(len(p.deleted) for p in deleted), bytes=sum(p.deleted_bytes for p in deleted),
+        offsets=[run_metrics.OffsetRange(p.topic, p.partition, min(p.deleted), p.log_start_offset)
+                 for p in deleted if p.log_start_offset is not None])
+
+
+def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict[str, str] | None) -> None:
     started = time.monotonic()
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    result = RetentionResult(dry_run=options.dry_run)
     registry = TopicRegistry(layout)
     metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
     offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
@@ -216,7 +244,6 @@ def retain(options: RetentionOptions, *, spark_conf: dict[str, str] | None = Non
             spark=lambda: get_session("topiclake-table-maintenance", master=options.master, conf=spark_conf,
                                       long_queries=True))
     result.duration_s = time.monotonic() - started
-    return result
 
 
 def format_summary(result: RetentionResult) -> str:

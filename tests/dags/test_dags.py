@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from topiclake.lake.run_metrics import pipeline_runs, textfile_path
+
 from ..lake.conftest import TopicWriter, read_table
 
 pytest.importorskip("airflow.providers.apache.spark", reason="the airflow extra is not installed (bin/_env.sh)")
@@ -134,5 +136,10 @@ def test_ingest_dag_runs_spark_submit_for_real(tmp_path):
     assert pc.count_distinct(data["value"]).as_py() == 4
     assert table.transaction_version("topiclake-ingest-tiny:tiny:0") == 3
     assert (root / "quality" / "index.html").is_file()
+    # the spark-submitted job recorded its run for Prometheus (docs/PIPELINE-METRICS.md)
+    run = pipeline_runs(root)
+    assert [(r.operation, r.table, r.group, r.success, r.rows) for r in run] == [
+        ("ingest", "tiny", "topiclake-ingest-tiny", True, 4)]
+    assert textfile_path(root, "ingest", "tiny").is_file()
     print(f"dag.test() of topiclake_ingest: {elapsed:.0f} s")
     assert elapsed < 240
