@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
 TAKEOVER_THREADS = 8  # a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
+FSYNC_THREADS = 8  # cluster mode: a produce request's partitions are fsynced (and fenced) together
 
 
 def topic_uuid(meta: TopicMeta) -> uuid.UUID:
@@ -111,7 +112,8 @@ class Partition:
         # Kafka: min(first offset of an undecided transaction, high watermark).
         return self.txns.last_stable_offset(self.high_watermark)
 
-    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None) -> AppendResult:
+    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None, *,
+                     confirm: bool = True) -> AppendResult:
         """Append one producer's batch (I/O thread) and apply it to the producer state and the
         open transactions (a transactional batch holds back the LSO). Every data append to a
         partition, Produce's or the group coordinator's, goes through here. A transaction's first
@@ -119,7 +121,9 @@ class Partition:
         fetch in between would otherwise return it undecided (and it may yet be aborted).
         In cluster mode the batch is fsynced and the fence checked before it counts
         (FencedLeaderError: a newer leader took over; nothing written since counts).
-        `leader_epoch`: the epoch stamped on the batch, this partition's leader epoch by default."""
+        `leader_epoch`: the epoch stamped on the batch, this partition's leader epoch by default.
+        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends: a produce
+        request fsyncs all its partitions at once); until then nothing of it is acknowledged."""
         opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
         try:
             result = self.log.append(data, leader_epoch=self.leader_epoch if leader_epoch is None else leader_epoch)
@@ -128,7 +132,8 @@ class Partition:
                 self.txns.cancel(header.producer_id)
             raise
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
-        self.confirm()
+        if confirm:
+            self.confirm()
         return result
 
     def confirm(self) -> None:
@@ -235,12 +240,34 @@ class PartitionManager:
         # and the takeovers of a failed broker's partitions overlap their fsyncs. A Log being
         # taken over is this thread's alone until take_over publishes it.
         self.takeovers = ThreadPoolExecutor(max_workers=TAKEOVER_THREADS, thread_name_prefix="topiclake-takeover")
+        # Cluster mode: the fsyncs and fence checks of one produce request's partitions overlap
+        # here while the writer thread waits for them (so no append runs meanwhile): a request
+        # spread over 100 partitions costs about one fsync, not 100 in a row.
+        self.confirmers = ThreadPoolExecutor(max_workers=FSYNC_THREADS, thread_name_prefix="topiclake-fsync")
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
+
+    def confirm_appends(self, parts: list[Partition]) -> list[BaseException | None]:
+        """Cluster mode, on the I/O thread after `append_batch(confirm=False)` of each: confirm
+        them all (fsync, then the fence), overlapping; per partition, None or why it failed."""
+        def confirm(part: Partition) -> BaseException | None:
+            try:
+                part.confirm()
+            except LogClosedError:
+                # Resigned between its append and now (the writer thread ran the close in
+                # between): not acknowledged, and retriable, as when the fence moved.
+                return NotLeaderOrFollower(f"{part} is no longer led by this broker")
+            except Exception as exc:
+                return exc
+            return None
+
+        if len(parts) <= 1:
+            return [confirm(part) for part in parts]
+        return list(self.confirmers.map(confirm, parts))
 
     async def run_read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
@@ -473,6 +500,7 @@ class PartitionManager:
                 log.exception("closing %s-%d failed", part.topic, part.index)
         self._partitions.clear()
         self.takeovers.shutdown(wait=True)
+        self.confirmers.shutdown(wait=True)
         self.readers.shutdown(wait=True)
         self.io.shutdown(wait=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v13.request import ProduceRequest
@@ -64,13 +65,13 @@ def validate_batch(data: bytes | None, max_message_bytes: int, where: str) -> Ba
     return header
 
 
-def _append(part, data: bytes, header: BatchHeader):
+def _append(part, data: bytes, header: BatchHeader, confirm: bool = True):
     """On the I/O thread: the idempotence check and the append are one step per partition."""
     duplicate = part.producers.check(header)
     if duplicate is not None:
         part.confirm_through(duplicate.last_offset)  # cluster mode: only what passed the fence counts
         return duplicate
-    return part.append_batch(data, header)
+    return part.append_batch(data, header, confirm=confirm)
 
 
 def _datetime(ms: int | None):
@@ -87,6 +88,25 @@ def _name_of(broker, topic_id) -> str | None:
 TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transaction on its first batch
 
 
+async def _confirm(broker: BrokerContext, unconfirmed: list[tuple[dict, str, Any]]) -> bool:
+    """Cluster mode: fsync and fence-check the request's appends together; a partition whose
+    confirmation failed answers with its error (its batch was never acknowledged). True: one did."""
+    outcomes = await broker.partitions.run_io(broker.partitions.confirm_appends, [p for _, _, p in unconfirmed])
+    failed = False
+    for (fields, where, part), exc in zip(unconfirmed, outcomes):
+        if exc is None:
+            part.notify()
+            continue
+        failed = True
+        code = error_code(exc)
+        fields.update(error_code=code, error_message=error_message(exc), base_offset=-1, log_append_time=None)
+        if code == ErrorCode.unknown_server_error:
+            log.error("%s failed: %s", where, exc, exc_info=exc)
+        else:
+            log.info("%s rejected: %s (%s)", where, code.name, error_message(exc))
+    return failed
+
+
 @REGISTRY.route(ApiKey.PRODUCE, (3, 13))
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     body, cls = request.body, request.response_type
@@ -95,7 +115,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     record_error_cls = nested(part_cls, "record_errors") if has_field(part_cls, "record_errors") else None
     acks = body.acks
     failed = False
-    topics = []
+    # Cluster mode: the request's appends are confirmed (fsync, fence) together once all are
+    # written; until then none is acknowledged or readable.
+    deferred = broker.leadership.clustered
+    unconfirmed: list[tuple[dict, str, Any]] = []  # (response fields, where, partition)
+    answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
         name = topic.name if topic_id is None else _name_of(broker, topic_id)
@@ -103,6 +127,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         for pdata in topic.partition_data:
             where = f"produce to {name or topic_id}-{pdata.index}"
             base_offset, append_time, start, record_errors = -1, None, -1, ()
+            appended = None  # the partition, when this request wrote a batch into it
             try:
                 if acks not in (0, 1, -1):
                     raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
@@ -124,13 +149,15 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                                                         header.producer_epoch, [(name, pdata.index)], tv2=True)
                     await broker.txn.verify_produce(body.transactional_id, header.producer_id,
                                                     header.producer_epoch, name, pdata.index)
-                result = await broker.partitions.run_io(_append, part, pdata.records, header)
+                result = await broker.partitions.run_io(_append, part, pdata.records, header, not deferred)
                 if isinstance(result, Duplicate):
                     log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
                              where, header.producer_id, header.base_sequence, result.first_offset)
                     base_offset = result.first_offset
                 else:
-                    part.notify()
+                    appended = part
+                    if not deferred:
+                        part.notify()
                     base_offset = result.first_offset
                     append_time = result.log_append_time
                 start = part.log_start_offset
@@ -145,11 +172,17 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                     log.exception("%s failed", where)
                 elif code != ErrorCode.unknown_topic_or_partition:
                     log.info("%s rejected: %s (%s)", where, code.name, message)
-            results.append(make(part_cls, index=pdata.index, error_code=code, base_offset=base_offset,
-                                log_append_time=_datetime(append_time), log_start_offset=start,
-                                record_errors=record_errors,
-                                error_message=message))
-        topics.append(make(topic_cls, name=name, topic_id=topic_id, partition_responses=tuple(results)))
+            fields = dict(index=pdata.index, error_code=code, base_offset=base_offset,
+                          log_append_time=_datetime(append_time), log_start_offset=start,
+                          record_errors=record_errors, error_message=message)
+            results.append(fields)
+            if deferred and appended is not None:
+                unconfirmed.append((fields, where, appended))
+        answers.append((dict(name=name, topic_id=topic_id), results))
+    if unconfirmed:
+        failed = await _confirm(broker, unconfirmed) or failed
+    topics = [make(topic_cls, **fields, partition_responses=tuple(make(part_cls, **p) for p in parts))
+              for fields, parts in answers]
     if acks == 0:
         # No response at all; an error closes the connection, the only signal such a client gets
         # (KafkaApis does the same).
