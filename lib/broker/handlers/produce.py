@@ -131,6 +131,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                     base_offset = result.first_offset
                 else:
                     part.notify()
+                    part.messages_in += header.records_count
+                    part.bytes_in += header.size
                     base_offset = result.first_offset
                     append_time = result.log_append_time
                 start = part.log_start_offset
