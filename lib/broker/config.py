@@ -115,8 +115,12 @@ class BrokerConfig:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
-                      registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
+                      registry_listen: str | None = None, metrics_listen: str | None = None,
+                      **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
+        metrics = section(settings, "metrics")
+        if metrics_listen is not None:
+            metrics["listen"] = metrics_listen
         values = section(settings, "broker")
         names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security",
                                                              "share", "cluster", "metrics"}
@@ -143,7 +147,7 @@ class BrokerConfig:
                    cluster=ClusterConfig.from_section(section(settings, "cluster")),
                    registry=RegistryConfig.from_settings(settings, listen=registry_listen),
                    security=SecurityConfig.from_section(section(settings, "security")),
-                   metrics=section_dataclass(MetricsConfig, "metrics", section(settings, "metrics")), **values)
+                   metrics=section_dataclass(MetricsConfig, "metrics", metrics), **values)
 
 
 def _dialable(host: str) -> str:

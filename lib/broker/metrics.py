@@ -143,8 +143,9 @@ def error_name(code: int) -> str:
 
 def api_samples(requests: RequestMetrics) -> tuple[list[ApiSample], dict[tuple[str, str], int]]:
     apis = [ApiSample(request_name(key), dict(stats.requests), stats.cumulative_buckets(), stats.latency_sum)
-            for key, stats in sorted(requests.apis.items())]
-    errors = {(request_name(key), error_name(code)): count for (key, code), count in requests.errors.items()}
+            for key, stats in sorted(list(requests.apis.items()))]
+    errors = {(request_name(key), error_name(code)): count
+              for key, stats in requests.apis.items() for code, count in list(stats.errors.items())}
     return apis, errors
 
 
@@ -188,8 +189,9 @@ class MetricsCollector:
 
 
 def timestamp_at(part: Any, offset: int) -> int | None:
-    """Reader thread: the timestamp of the record at `offset` (of the next one if compaction removed
-    it); None if the log no longer holds it."""
+    """Reader thread: the timestamp of the record at `offset`, or of the next one the log still holds
+    (compaction or retention removed it); None if there is none."""
+    offset = max(offset, part.log_start_offset)
     try:
         result = part.log.read(offset, 1, min_one_message=True)
         data = result.to_bytes()

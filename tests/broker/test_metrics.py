@@ -28,8 +28,11 @@ COMMITTED = {0: 4, 1: 4}
 
 
 def scrape(broker: InProcessBroker) -> dict[tuple[str, tuple], float]:
+    return scrape_url(f"http://127.0.0.1:{broker.server.metrics.port}/metrics")
+
+
+def scrape_url(url: str) -> dict[tuple[str, tuple], float]:
     """{(sample name, sorted labels): value} of one GET /metrics, parsed by prometheus_client."""
-    url = f"http://127.0.0.1:{broker.server.metrics.port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         text = answer.read().decode()
