@@ -29,7 +29,7 @@ cannot scale; the ratios show what the cluster costs, and that it does not colla
 --metrics measures what the Prometheus endpoint costs: two topiclake brokers, one with
 `--metrics-listen` and scraped every --scrape-interval seconds (a thread GETs /metrics and parses
 it, as Prometheus would, only more often), one without; the same throughput runs alternate
-between them (--repeat rounds, medians), plus a run of 100-record batches (many small requests:
+between them (--repeat rounds, medians), plus a run of 20-record batches (many small requests:
 where a per-request cost shows). "metrics_ratio_1"/"_4"/"_small": records/s with
 metrics over without (target >= 0.97: at most 3% lost); "metrics_cpu_ratio_small": the broker's
 CPU seconds for the small-batch run, with over without.
@@ -54,9 +54,9 @@ VALUE_SIZE = 100
 PRODUCERS = 4
 THROUGHPUT_CONFIG = {"compression.type": "lz4", "linger.ms": 5, "batch.size": 1_000_000, "message.max.bytes": 2_000_000,
                      "acks": "all", "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
-# --metrics: many small requests, 100 records each (a fixed count: with no linger the batch size
+# --metrics: many small requests, 20 records each (a fixed count: with no linger the batch size
 # would follow the broker's speed, and the request count with it).
-SMALL_BATCHES = {**THROUGHPUT_CONFIG, "batch.num.messages": 100}
+SMALL_BATCHES = {**THROUGHPUT_CONFIG, "batch.num.messages": 20}
 
 
 def produce_throughput(bootstrap: str, topic: str, records: int, partition: int = 0,
@@ -262,7 +262,7 @@ def metrics_on_and_off(args) -> None:
                 order = list(brokers.items()) if i % 2 == 0 else list(reversed(brokers.items()))
                 for name, (bootstrap, _data, pid) in order:
                     figures = measure(bootstrap, pid, args)
-                    # Many small requests (100 records each): the per-request cost shows here.
+                    # Many small requests (20 records each): the per-request cost shows here.
                     cpu_before = cpu_seconds(pid)
                     small = produce_throughput(bootstrap, "bench-produce", args.records // 2, config=SMALL_BATCHES)
                     figures.update(records_per_s_small=args.records // 2 / small,
@@ -287,7 +287,7 @@ def metrics_on_and_off(args) -> None:
     print(f"medians of {args.repeat} rounds: 1 producer: metrics on {on_['records_per_s_1']:,.0f} records/s, off "
           f"{off_['records_per_s_1']:,.0f} (ratio {result['metrics_ratio_1']}); 4 producers: "
           f"{on_['records_per_s_4']:,.0f} vs {off_['records_per_s_4']:,.0f} (ratio {result['metrics_ratio_4']}); "
-          f"100-record batches: {on_['records_per_s_small']:,.0f} vs {off_['records_per_s_small']:,.0f} (ratio "
+          f"20-record batches: {on_['records_per_s_small']:,.0f} vs {off_['records_per_s_small']:,.0f} (ratio "
           f"{result['metrics_ratio_small']}; broker CPU {on_['broker_cpu_s_small']:.2f} s vs "
           f"{off_['broker_cpu_s_small']:.2f} s); {len(took)} scrapes, median {result['scrape_ms_median']} ms")
     print(json.dumps(result))

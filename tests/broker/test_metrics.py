@@ -184,3 +184,35 @@ def test_a_start_logs_one_summary_line_not_a_line_per_partition(tmp_path, caplog
     assert len([line for line in debug if line.startswith("opened __consumer_offsets-")]) == 50
     summaries = [line for line in info if line.startswith("__consumer_offsets: 50 partitions loaded in ")]
     assert len(summaries) == 1 and re.search(r"in \d+\.\d\d s \([1-9]\d* records replayed\)$", summaries[0]), info
+
+
+def test_share_partitions_report_in_flight_and_acquired_records(tmp_path):
+    from kio.schema.errors import ErrorCode
+
+    from topiclake.broker.group.config import GroupsConfig
+    from topiclake.broker.group.share_config import ShareConfig
+
+    from .share.test_share_wire import ACCEPT, joined, partition_of, share_ack, share_fetch
+    from .test_produce_fetch import batch, produce
+
+    broker = InProcessBroker(tmp_path / "data", metrics=MetricsConfig(listen="127.0.0.1:0"),
+                             groups=GroupsConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0),
+                             share=ShareConfig(state_topic_partitions=1)).start()
+    try:
+        broker.create_topic("shared")
+        with broker.client() as c:
+            assert produce(c, "shared", batch([b"a", b"b", b"c"])).error_code == ErrorCode.none
+            topic_id = joined(broker, c, "shared", "sg", "m1")
+            acquired = partition_of(share_fetch(c, "sg", "m1", 0, topic_id)).acquired_records
+            assert [(a.first_offset, a.last_offset) for a in acquired] == [(0, 2)]
+            assert share_ack(c, "sg", "m1", 1, topic_id, [(0, 0, ACCEPT)]).error_code == ErrorCode.none
+            m = scrape(broker)  # while connected: a closing connection releases its share session's records
+    finally:
+        broker.stop()
+    labels = {"group": "sg", "topic": "shared", "partition": 0}
+    assert value(m, "kafka_server_sharepartitionmetrics_inflightmessagecount", **labels) == 2  # offsets 1 and 2
+    assert value(m, "topiclake_sharepartition_acquired_records", **labels) == 2
+    assert value(m, "topiclake_sharepartition_acquisitions_total", **labels) == 3
+    size = value(m, "kafka_log_log_size", topic="shared", partition=0)
+    assert value(m, "kafka_server_brokertopicmetrics_bytesout_total", topic="shared") == size  # ShareFetch's bytes
+    assert value(m, "kafka_network_requestmetrics_requests_total", request="ShareFetch", version=1) == 1
