@@ -19,15 +19,18 @@ other views of the broker (a console) may call them directly.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from topiclake.segments.batch import TimestampType, iter_batches
-from topiclake.segments.errors import LogClosedError, OffsetOutOfRangeError
+from topiclake.segments.errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
 
 from .api_keys import ApiKey
 from .request_metrics import RequestMetrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,19 +196,20 @@ def timestamp_at(part: Any, offset: int) -> int | None:
     (compaction or retention removed it); None if there is none."""
     offset = max(offset, part.log_start_offset)
     try:
-        result = part.log.read(offset, 1, min_one_message=True)
-        data = result.to_bytes()
-    except (OffsetOutOfRangeError, LogClosedError, OSError):
-        return None
-    for batch in iter_batches(data, source=f"{part.topic}-{part.index}", allow_partial_tail=True, validate=False):
-        header = batch.header
-        if header.last_offset < offset:
-            continue
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            return header.max_timestamp
-        for record in batch.records():
-            if record.offset >= offset:
-                return record.timestamp
+        data = part.log.read(offset, 1, min_one_message=True).to_bytes()
+        for batch in iter_batches(data, source=f"{part.topic}-{part.index}", allow_partial_tail=True, validate=False):
+            header = batch.header
+            if header.last_offset < offset:
+                continue
+            if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                return header.max_timestamp
+            for record in batch.records():
+                if record.offset >= offset:
+                    return record.timestamp
+    except (OffsetOutOfRangeError, LogClosedError, CorruptRecordError, OSError) as exc:
+        # Retention or a handover moved the log meanwhile, or the bytes are bad: this series is
+        # left out of this scrape, the others are reported.
+        log.debug("no timestamp at %s-%d offset %d: %s", part.topic, part.index, offset, exc)
     return None
 
 
