@@ -24,7 +24,7 @@ def test_each_partition_is_reported_by_its_leader_alone(zookeeper, tmp_path):
         port = free_port()
         broker.args += ("--metrics-listen", f"127.0.0.1:{port}")
         urls[broker_id] = f"http://127.0.0.1:{port}/metrics"
-    with cluster.start():
+    with cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
         producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
