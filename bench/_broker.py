@@ -22,15 +22,16 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_broker(data: Path | None = None):
-    """Yields (bootstrap, data_dir, pid); the broker gets SIGTERM at the end."""
+def running_broker(data: Path | None = None, *extra_args: str):
+    """Yields (bootstrap, data_dir, pid); the broker gets SIGTERM at the end. `extra_args`: more
+    `topiclake broker start` flags."""
     with contextlib.ExitStack() as stack:
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="topiclake-bench-"))) / "data"
         port = _free_port()
         log = open(data.parent / "broker.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(port),
-                                 "--data", str(data), "--log-level", "WARNING"],
+                                 "--data", str(data), "--log-level", "WARNING", *extra_args],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
             deadline = time.monotonic() + 20

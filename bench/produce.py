@@ -25,6 +25,14 @@ broker (its default: acknowledged from the page cache), a single broker fsyncing
 (flush.messages=1: what a cluster leader does before it acknowledges, plus its fence check), and
 the cluster (the 4-partition topic spread over its three brokers). On 2 cores three brokers
 cannot scale; the ratios show what the cluster costs, and that it does not collapse.
+
+--metrics measures what the Prometheus endpoint costs: two topiclake brokers, one with
+`--metrics-listen` and scraped every --scrape-interval seconds (a thread GETs /metrics and parses
+it, as Prometheus would, only more often), one without; the same throughput runs alternate
+between them (--repeat rounds, medians), plus a run of 20-record batches (many small requests:
+where a per-request cost shows). "metrics_ratio_1"/"_4"/"_small": records/s with
+metrics over without (target >= 0.97: at most 3% lost); "metrics_cpu_ratio_small": the broker's
+CPU seconds for the small-batch run, with over without.
 """
 
 from __future__ import annotations
@@ -46,13 +54,17 @@ VALUE_SIZE = 100
 PRODUCERS = 4
 THROUGHPUT_CONFIG = {"compression.type": "lz4", "linger.ms": 5, "batch.size": 1_000_000, "message.max.bytes": 2_000_000,
                      "acks": "all", "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576}
+# --metrics: many small requests, 20 records each (a fixed count: with no linger the batch size
+# would follow the broker's speed, and the request count with it).
+SMALL_BATCHES = {**THROUGHPUT_CONFIG, "batch.num.messages": 20}
 
 
-def produce_throughput(bootstrap: str, topic: str, records: int, partition: int = 0) -> float:
+def produce_throughput(bootstrap: str, topic: str, records: int, partition: int = 0,
+                       config: dict = THROUGHPUT_CONFIG) -> float:
     """Seconds one producer takes to have `records` records acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **THROUGHPUT_CONFIG})
+    producer = Producer({"bootstrap.servers": bootstrap, **config})
     value = os.urandom(VALUE_SIZE // 2).hex().encode()  # 100 bytes, compressible like text
     errors = []
 
@@ -172,9 +184,13 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
     parser.add_argument("--cluster", action="store_true", help="one topiclake broker against three (see above)")
+    parser.add_argument("--metrics", action="store_true", help="a broker with /metrics against one without")
+    parser.add_argument("--scrape-interval", type=float, default=1.0, help="--metrics: seconds between scrapes")
     args = parser.parse_args()
     if args.cluster:
         return one_against_three(args)
+    if args.metrics:
+        return metrics_on_and_off(args)
 
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
     rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
@@ -209,6 +225,72 @@ def main() -> None:
           f"{result['client_limit_records_per_s']:,} records/s")
     print(json.dumps(result))
 
+
+
+def _scrape_every(url: str, interval_s: float, stop, results) -> None:
+    """A Prometheus stand-in in its own process (in the producer's it would compete for its GIL):
+    GET and parse /metrics every `interval_s`."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    took = []
+    while not stop.wait(interval_s):
+        began = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            list(text_string_to_metric_families(answer.read().decode()))
+        took.append(time.perf_counter() - began)
+    results.put(took)
+
+
+def metrics_on_and_off(args) -> None:
+    from _broker import _free_port
+
+    metrics_port = _free_port()
+    context = multiprocessing.get_context("spawn")
+    stop, scrapes = context.Event(), context.Queue()
+    rounds: dict[str, list[dict]] = {"metrics_on": [], "metrics_off": []}
+    with running_broker(None, "--metrics-listen", f"127.0.0.1:{metrics_port}") as on, running_broker() as off:
+        brokers = {"metrics_on": on, "metrics_off": off}
+        for bootstrap, _data, _pid in brokers.values():
+            prepare(bootstrap, args.records)
+        scraper = context.Process(target=_scrape_every, args=(f"http://127.0.0.1:{metrics_port}/metrics",
+                                                              args.scrape_interval, stop, scrapes), daemon=True)
+        scraper.start()
+        try:
+            for i in range(args.repeat):
+                order = list(brokers.items()) if i % 2 == 0 else list(reversed(brokers.items()))
+                for name, (bootstrap, _data, pid) in order:
+                    figures = measure(bootstrap, pid, args)
+                    # Many small requests (20 records each): the per-request cost shows here.
+                    cpu_before = cpu_seconds(pid)
+                    small = produce_throughput(bootstrap, "bench-produce", args.records // 2, config=SMALL_BATCHES)
+                    figures.update(records_per_s_small=args.records // 2 / small,
+                                   broker_cpu_s_small=cpu_seconds(pid) - cpu_before)
+                    rounds[name].append(figures)
+                    print(f"round {i + 1}, {name}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items()),
+                          flush=True)
+        finally:
+            stop.set()
+            took = scrapes.get(timeout=30)
+            scraper.join(15)
+    on_, off_ = median_of(rounds["metrics_on"]), median_of(rounds["metrics_off"])
+    scrape_ms = sorted(t * 1000 for t in took)
+    result = {"bench": "produce-metrics", "records": args.records, "value_bytes": VALUE_SIZE, "rounds": args.repeat,
+              **{f"on_{k}": round(v, 3) for k, v in on_.items()}, **{f"off_{k}": round(v, 3) for k, v in off_.items()},
+              "scrapes": len(took), "scrape_interval_s": args.scrape_interval,
+              "scrape_ms_median": round(statistics.median(scrape_ms), 2) if scrape_ms else None,
+              **{f"metrics_ratio_{run}": round(on_[f"records_per_s_{run}"] / off_[f"records_per_s_{run}"], 3)
+                 for run in ("1", "4", "small")},
+              "metrics_cpu_ratio_small": round(on_["broker_cpu_s_small"] / off_["broker_cpu_s_small"], 3),
+              "target_ratio": 0.97}
+    print(f"medians of {args.repeat} rounds: 1 producer: metrics on {on_['records_per_s_1']:,.0f} records/s, off "
+          f"{off_['records_per_s_1']:,.0f} (ratio {result['metrics_ratio_1']}); 4 producers: "
+          f"{on_['records_per_s_4']:,.0f} vs {off_['records_per_s_4']:,.0f} (ratio {result['metrics_ratio_4']}); "
+          f"20-record batches: {on_['records_per_s_small']:,.0f} vs {off_['records_per_s_small']:,.0f} (ratio "
+          f"{result['metrics_ratio_small']}; broker CPU {on_['broker_cpu_s_small']:.2f} s vs "
+          f"{off_['broker_cpu_s_small']:.2f} s); {len(took)} scrapes, median {result['scrape_ms_median']} ms")
+    print(json.dumps(result))
 
 
 def one_against_three(args) -> None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from topiclake.registry.config import RegistryConfig
+from topiclake.registry.config import RegistryConfig, parse_listen
 from topiclake.segments.errors import InvalidConfigError
-from topiclake.segments.settings import check_types, section, storage_root
+from topiclake.segments.settings import check_types, section, section_dataclass, storage_root
 
 from . import producer_state
 from .group.config import GroupsConfig
@@ -17,6 +17,21 @@ from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listener
 from .cluster.config import ClusterConfig
 from .group.share_config import ShareConfig
 from .txn.config import TransactionsConfig
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """`[metrics]`: where the broker serves Prometheus' /metrics (docs/METRICS.md)."""
+
+    listen: str | None = None  # "host:port" ("127.0.0.1:9404"); None: no metrics endpoint
+
+    def __post_init__(self) -> None:
+        if self.listen is not None:
+            parse_listen(self.listen, "metrics")
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        return None if self.listen is None else parse_listen(self.listen, "metrics")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +61,7 @@ class BrokerConfig:
     listeners: str | None = None
     advertised_listeners: str | None = None
     security: SecurityConfig = SecurityConfig()  # [security]: TLS, SASL, the authorizer
+    metrics: MetricsConfig = MetricsConfig()  # [metrics]: the Prometheus endpoint; unset: off
 
     def __post_init__(self) -> None:
         for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "num_partitions",
@@ -99,11 +115,15 @@ class BrokerConfig:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
-                      registry_listen: str | None = None, **overrides: Any) -> "BrokerConfig":
+                      registry_listen: str | None = None, metrics_listen: str | None = None,
+                      **overrides: Any) -> "BrokerConfig":
         """`[broker]` values, then non-None overrides (command-line flags) on top."""
+        metrics = section(settings, "metrics")
+        if metrics_listen is not None:
+            metrics["listen"] = metrics_listen
         values = section(settings, "broker")
         names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security",
-                                                             "share", "cluster"}
+                                                             "share", "cluster", "metrics"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
@@ -126,7 +146,8 @@ class BrokerConfig:
                    share=ShareConfig.from_section(section(settings, "share")),
                    cluster=ClusterConfig.from_section(section(settings, "cluster")),
                    registry=RegistryConfig.from_settings(settings, listen=registry_listen),
-                   security=SecurityConfig.from_section(section(settings, "security")), **values)
+                   security=SecurityConfig.from_section(section(settings, "security")),
+                   metrics=section_dataclass(MetricsConfig, "metrics", metrics), **values)
 
 
 def _dialable(host: str) -> str:

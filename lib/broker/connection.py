@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import logging
 import struct
+import time
 from typing import Any
 
 from . import wire
@@ -94,6 +95,7 @@ class Connection:
 
     async def _handle(self, frame: bytes) -> bool:
         """Handle one request; False closes the connection."""
+        received = time.perf_counter()  # Kafka's TotalTimeMs starts when the request is read
         if self.session.sasl is not None and self.session.sasl.raw_tokens:  # SaslHandshake v0: a bare token
             answer = await self.broker.security.sasl.raw_token(self.session, frame)
             if answer is not None:
@@ -138,6 +140,7 @@ class Connection:
             if request_ms and hasattr(response, "throttle_time"):
                 response = dataclasses.replace(response, throttle_time=throttle)
             await self._send(request.correlation_id, response)
+        self.broker.requests.record(request.api_key, request.api_version, time.perf_counter() - received, response)
         await self._mute(throttle)
         return not self.session.close_after_response
 

@@ -16,6 +16,7 @@ from .group.coordinator import GroupCoordinator
 from .client_quotas import ClientQuotas
 from .leadership import Leadership, SingleBroker
 from .partitions import PartitionManager
+from .request_metrics import RequestMetrics
 from .security.service import SecurityService
 from .share.service import ShareService
 from .throttle import Throttler
@@ -82,6 +83,7 @@ class BrokerContext:
     leadership: Leadership | None = None  # who leads each partition (set by create)
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
+    requests: RequestMetrics = field(default_factory=RequestMetrics)  # per API: requests, errors, latency
 
     @classmethod
     def create(cls, config: BrokerConfig) -> "BrokerContext":

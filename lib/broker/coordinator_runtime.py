@@ -34,6 +34,7 @@ import contextlib
 import enum
 import functools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterable, Protocol, Sequence, TypeVar
 
@@ -223,17 +224,25 @@ class CoordinatorRuntime(Generic[S]):
             self._loads.append(asyncio.create_task(self._load_each(todo)))
 
     async def _load_each(self, indexes: list[int]) -> None:
+        """Load the partitions one after another; one INFO line for them all (the partitions' own
+        lines are DEBUG: a start would otherwise log one per partition, 50 of __consumer_offsets)."""
+        started, loaded, records = time.monotonic(), 0, 0
         for index in indexes:
-            await self._load_scheduled(index)
+            count = await self._load_scheduled(index)
+            if count is not None:
+                loaded, records = loaded + 1, records + count
+        log.info("%s: %d partitions loaded in %.2f s (%d records replayed)", self.topic.name, loaded,
+                 time.monotonic() - started, records)
 
-    async def _load_scheduled(self, index: int) -> None:
+    async def _load_scheduled(self, index: int) -> int | None:
         """Load `index` if it is still waiting for its scheduled load (a request that waits for
-        it loads it first, out of turn)."""
+        it loads it first, out of turn); the records replayed, None if it was not loaded here."""
         shard = self._shards.get(index)
         if shard is not None and shard.status is Status.LOADING:
             async with shard.lock:
                 if self._shards.get(index) is shard and shard.status is Status.LOADING:
-                    await self._load(shard)
+                    return await self._load(shard)
+        return None
 
     async def settle(self) -> None:
         """Wait until no owned partition is loading (e.g. the loads a start scheduled)."""
@@ -264,8 +273,9 @@ class CoordinatorRuntime(Generic[S]):
                 self.coordinator.unloaded(index, state)
         log.info("unloaded %s-%d", self.topic.name, index)
 
-    async def _load(self, shard: CoordinatorShard[S]) -> None:
-        """Replay the partition into a fresh state machine; the caller holds the shard's lock."""
+    async def _load(self, shard: CoordinatorShard[S]) -> int | None:
+        """Replay the partition into a fresh state machine; the caller holds the shard's lock.
+        Returns the records replayed (None: the load failed)."""
         shard.status, shard.state = Status.LOADING, None
         shard.settled.clear()
         self._fail_waiters(shard, CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -278,10 +288,11 @@ class CoordinatorRuntime(Generic[S]):
             log.exception("loading %s failed: its requests get COORDINATOR_NOT_AVAILABLE until it loads", source)
             shard.status = Status.FAILED
             shard.settled.set()
-            return
+            return None
         shard.state, shard.status = state, Status.ACTIVE
         shard.settled.set()
         self.coordinator.loaded(shard.index, state, count)
+        return count
 
     def _replay_log(self, log_: Any, state: S, source: str) -> int:
         """Replay a whole partition into `state` (reader thread; nothing else sees `state` yet).

@@ -74,6 +74,11 @@ class Partition:
         self.fence: PartitionFence | None = None
         self.on_fenced: Callable[[], None] = lambda: None  # told (on the I/O thread) when the fence moved
         self._confirmed_end = 0  # cluster mode's high watermark: the log end at the last passed fence check
+        # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
+        # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -401,7 +406,9 @@ class PartitionManager:
 
         part = await self.run_io(open_log)
         self._partitions[(meta.name, index)] = part
-        log.info("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
+        # DEBUG: a start opens every internal-topic partition (50 of __consumer_offsets alone); the
+        # coordinators log one summary line per start instead.
+        log.debug("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
         return part
 
     # -- leadership (cluster mode)

@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import time
+from collections import Counter
 
 from topiclake.segments import ownership
 from topiclake.segments.atomic import atomic_write
@@ -26,6 +27,8 @@ from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
 from .errors import ListenError
+from .metrics import MetricsCollector
+from .metrics_server import MetricsServer, bind
 from .security.config import Listener, format_listeners
 from .schema_registry import BrokerRegistry
 
@@ -48,6 +51,9 @@ class BrokerServer:
         self.registry: BrokerRegistry | None = None  # the schema registry, when [registry] listen is set
         self._start_ms = 0
         self._root_lock: ownership.RootLock | None = None
+        self.connections_created: Counter[str] = Counter()  # per listener name (a metric)
+        self.metrics: MetricsServer | None = None  # /metrics, when [metrics] listen is set
+        self._metrics_socket: socket.socket | None = None
 
     async def start(self) -> None:
         # Bind every listener first (not yet serving): a start that cannot listen leaves the
@@ -66,6 +72,12 @@ class BrokerServer:
                                       f"{_reason(exc)}") from exc
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
+            if self.config.metrics.listen is not None:
+                host, port = self.config.metrics.address
+                try:
+                    self._metrics_socket = bind(host, port)
+                except OSError as exc:
+                    raise ListenError(f"cannot listen on {host}:{port} ([metrics]): {_reason(exc)}") from exc
             cluster = self.config.cluster
             if cluster.enabled:  # many brokers on the root: leadership per partition replaces its lock
                 ownership.claim_mode(self.config.root, "cluster", zookeeper=f"{cluster.zookeeper}{cluster.chroot}")
@@ -83,6 +95,8 @@ class BrokerServer:
         except BaseException:
             for server in self._servers:
                 server.close()
+            if self._metrics_socket is not None:
+                self._metrics_socket.close()
             raise
         self.port = next(iter(self.ports.values()))
         bound = tuple(dataclasses.replace(lsn, port=self.ports[lsn.name]) for lsn in self.config.bound_listeners)
@@ -109,6 +123,10 @@ class BrokerServer:
                 # _schemas is reached through the cluster, once its partition has a leader: the
                 # registry starts when it can, retrying, and never holds the broker back.
                 self._background.append(asyncio.create_task(self._start_registry_when_ready()))
+        if self._metrics_socket is not None:
+            collector = MetricsCollector(self.context, self._open_connections, self.connections_created)
+            self.metrics = MetricsServer(collector, self._metrics_socket)
+            await self.metrics.start()
         partitions = self.context.partitions
         self._background += [asyncio.create_task(self._renew_lease()),
                             asyncio.create_task(_every(REFRESH_INTERVAL_S, partitions.refresh_all)),
@@ -116,6 +134,10 @@ class BrokerServer:
                                                        partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
+
+    def _open_connections(self) -> Counter[str]:
+        """Open connections per listener name."""
+        return Counter(conn.session.listener for conn in self._connections)
 
     async def _start_serving(self) -> None:
         for server in self._servers:
@@ -126,6 +148,7 @@ class BrokerServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connections_created[listener.name] += 1
         if await self._over_connection_rate(writer):
             return
         task = asyncio.current_task()
@@ -171,6 +194,8 @@ class BrokerServer:
         ctx = self.context
         for server in self._servers:
             server.close()  # stop accepting
+        if self.metrics is not None:
+            await self.metrics.stop()  # before the reader threads it scrapes with are shut down
         ctx.shutting_down.set()
         if ctx.leadership.clustered:
             # Kafka's controlled shutdown: let go of every partition and leave the cluster first, so

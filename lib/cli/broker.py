@@ -31,6 +31,9 @@ def start(
     registry_listen: str = typer.Option(None, "--registry-listen",
                                         help="Also serve the schema registry's REST API on HOST:PORT "
                                              "(default: [registry] listen; port 0 picks a free one)."),
+    metrics_listen: str = typer.Option(None, "--metrics-listen",
+                                       help="Serve Prometheus' /metrics on HOST:PORT (default: [metrics] listen; "
+                                            "unset: off). docs/METRICS.md lists the series."),
     log_level: str = typer.Option("INFO", "--log-level", help="Python logging level."),
     debug: bool = DEBUG_OPTION,
 ) -> None:
@@ -48,7 +51,8 @@ def start(
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         settings = load_settings(config)
         broker_config = BrokerConfig.from_settings(settings, root=data, host=host, port=port, broker_id=broker_id,
-                                                   registry_listen=registry_listen, listeners=listeners,
+                                                   registry_listen=registry_listen, metrics_listen=metrics_listen,
+                                                   listeners=listeners,
                                                    advertised_listeners=advertised_listeners)
         StorageLayout(broker_config.root).ensure_writable()
         run_broker(broker_config)

@@ -35,9 +35,9 @@ class RegistryConfig:
         return section_dataclass(cls, "registry", values)
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """"host:port" (IPv6 as "[::1]:8081") -> (host, port)."""
+def parse_listen(listen: str, section: str = "registry") -> tuple[str, int]:
+    """"host:port" (IPv6 as "[::1]:8081") -> (host, port); `section` names the setting in errors."""
     host, sep, port = str(listen).rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InvalidConfigError(f"[registry] listen must be host:port, not {listen!r}")
+        raise InvalidConfigError(f"[{section}] listen must be host:port, not {listen!r}")
     return host.strip("[]") or "127.0.0.1", int(port)

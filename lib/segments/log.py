@@ -172,6 +172,15 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of all segments' .log files (Kafka's Log `Size` metric); the sizes are in memory."""
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
     def segments(self) -> list[SegmentInfo]:
         segments = self._segments
         return [SegmentInfo(s.base_offset, s.read_next_offset(), s.size, s.largest_timestamp(), s.log_path)

@@ -135,3 +135,19 @@ def test_debug_shows_the_traceback(tmp_path):
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert result.stderr.rstrip().splitlines()[-1].endswith(f"storage root {tmp_path / 'data'} is not a directory")
+
+
+def test_metrics_port_in_use(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = start_broker("--data", str(tmp_path / "data"), "--port", "0", "--metrics-listen",
+                              f"127.0.0.1:{port}", cwd=tmp_path)
+    assert_one_line(result, f"error: cannot listen on 127.0.0.1:{port} ([metrics]): Address already in use")
+    assert list((tmp_path / "data").rglob("*")) == []  # bound with the listeners, before the root is touched
+
+
+def test_metrics_listen_that_is_not_host_port(tmp_path):
+    result = start_broker("--data", str(tmp_path / "data"), "--port", "0", "--metrics-listen", "9404", cwd=tmp_path)
+    assert_one_line(result, "error: [metrics] listen must be host:port, not '9404'")

@@ -139,7 +139,7 @@ class GroupCoordinator:
 
     def loaded(self, index: int, shard: GroupShard, count: int) -> None:
         if count:
-            log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, index, count, len(shard.classic.groups))
+            log.debug("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, index, count, len(shard.classic.groups))
 
     def unloaded(self, index: int, shard: GroupShard) -> None:
         pass

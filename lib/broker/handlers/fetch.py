@@ -168,6 +168,9 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
         broker.throttle.unrecord(FETCH, user, request.client_id, fetched)
         for slot in slots:
             slot.records = b""
+    for slot in slots:
+        if slot.records:
+            slot.part.bytes_out += len(slot.records)
     return _response(cls, slots, by_id, committed, throttle_ms)
 
 

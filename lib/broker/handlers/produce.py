@@ -158,6 +158,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                     appended = part
                     if not deferred:
                         part.notify()
+                    part.messages_in += header.records_count
+                    part.bytes_in += header.size
                     base_offset = result.first_offset
                     append_time = result.log_append_time
                 start = part.log_start_offset

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from kio.schema.errors import ErrorCode
 
@@ -88,6 +89,9 @@ class SaslService:
         self.mechanisms = mechanisms
         self.credentials = credentials
         self.failure_delay_s = failure_delay_ms / 1000
+        # Per listener name (Kafka's failed-/successful-authentication-total; read by metrics.py).
+        self.failures: Counter[str] = Counter()
+        self.successes: Counter[str] = Counter()
 
     def handshake(self, session: Session, mechanism: str, version: int) -> tuple[ErrorCode, str | None]:
         if session.authenticated or session.sasl is not None:
@@ -97,6 +101,7 @@ class SaslService:
             log.warning("failed authentication with %s: unsupported SASL mechanism %r (enabled: %s)",
                         session.peer, mechanism, ", ".join(self.mechanisms))
             session.close_after_response = True
+            self.failures[session.listener] += 1
             return ErrorCode.unsupported_sasl_mechanism, f"Unsupported SASL mechanism {mechanism}"
         session.sasl = SaslExchange(mechanism, self.credentials, raw_tokens=version == 0)
         return ErrorCode.none, None
@@ -118,6 +123,7 @@ class SaslService:
             session.principal = f"User:{exchange.user}"
             session.authenticated = True
             session.sasl = None
+            self.successes[session.listener] += 1
             log.debug("%s authenticated as %s (%s)", session.peer, session.principal, exchange.mechanism)
         return ErrorCode.none, None, answer
 
@@ -133,5 +139,6 @@ class SaslService:
         who = f"user {exchange.user!r}" if exchange is not None and exchange.user else "unknown user"
         mechanism = exchange.mechanism if exchange is not None else "SASL"
         log.warning("failed authentication with %s (%s, %s): %s", session.peer, mechanism, who, reason)
+        self.failures[session.listener] += 1
         session.close_after_response = True
         await asyncio.sleep(self.failure_delay_s)

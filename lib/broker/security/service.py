@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from topiclake.security.acls import AclStore
 from topiclake.security.credentials import CredentialStore
@@ -27,6 +28,12 @@ class SecurityService:
                                 config.failed_authentication_delay_ms)
         self.authorizer = AclAuthorizer(config, self.acls) if config.authorizer == "acl" else None
         self.tls_context = tls.server_context(config) if any(listener.tls for listener in listeners) else None
+        self.tls_failures: Counter[str] = Counter()  # failed TLS handshakes per listener name
+
+    def failed_authentications(self) -> Counter[str]:
+        """Per listener name: failed TLS handshakes and SASL logins (Kafka counts both as
+        failed-authentication-total)."""
+        return self.tls_failures + self.sasl.failures
 
     async def open_session(self, listener: Listener, writer: asyncio.StreamWriter) -> Session | None:
         """The session of a new connection on `listener` (TLS handshake done); None if the
@@ -36,6 +43,7 @@ class SecurityService:
         principal = ANONYMOUS
         if listener.tls:
             if not await tls.handshake(writer, self.tls_context, address):
+                self.tls_failures[listener.name] += 1
                 return None
             principal = tls.principal_of(writer.get_extra_info("ssl_object")) or ANONYMOUS
         return Session(listener.name, address, host, principal, authenticated=not listener.sasl)

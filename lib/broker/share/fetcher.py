@@ -153,6 +153,10 @@ class ShareFetcher:
     async def start(self) -> None:
         self._tasks = [asyncio.create_task(self._timer())]
 
+    def live_shares(self) -> list[LiveShare]:
+        """The share-partitions this broker serves now (their in-flight state: metrics)."""
+        return list(self._live.values())
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -310,7 +314,9 @@ class ShareFetcher:
         parts = [bytes(view[pos:pos + size]) for extent, pos, size in batches
                  if extent.deliverable and any(a.first_offset <= extent.last_offset and
                                                a.last_offset >= extent.base_offset for a in acquired)]
-        return acquired, b"".join(parts)
+        records = b"".join(parts)
+        part.bytes_out += len(records)
+        return acquired, records
 
     # ============================================================== acknowledge
     async def acknowledge(self, group: str, member: str, epoch: int,

@@ -100,6 +100,7 @@ class SharePartition:
     _changed: set[int] = field(default_factory=set)
     _start_moved: bool = False
     _deadline_hint: int | None = None  # at most the earliest lock expiry (a timer polls it cheaply)
+    acquisitions: int = 0  # records acquired (deliveries) since this broker loaded the state: a metric
 
     @classmethod
     def from_persisted(cls, state: PersistedState) -> "SharePartition":
@@ -140,6 +141,9 @@ class SharePartition:
         """No lock expires before this (None: no record is acquired); it may be early, never late."""
         return self._deadline_hint
 
+    def acquired_count(self) -> int:
+        return sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
+
     def delivery_complete_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state in _TERMINAL)
 
@@ -179,6 +183,7 @@ class SharePartition:
                 continue
             break  # the in-flight window is full
         self._advance()
+        self.acquisitions += len(taken)
         return _ranges(taken)
 
     def acknowledge(self, member_id: str, ranges: Iterable[AckRange], *, delivery_limit: int,
