@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,7 +45,8 @@ def demo(
                       "serving yet; retry in a moment, or use another --data")
         raise typer.Exit(1)
     # One writer per root: a broker that already serves the root is used, never a second one started.
-    broker = None if owner is not None else _start_broker(data, console)
+    metrics_port = _free_port()
+    broker = None if owner is not None else _start_broker(data, console, metrics_port)
     try:
         if broker is None:
             bootstrap = f"{owner.get('host', '127.0.0.1')}:{owner['port']}"
@@ -68,15 +70,19 @@ def demo(
                    "--bootstrap", bootstrap, "--data-docs")
         console.rule("[bold]4. the ingest pipeline is a consumer group: its lag, as Kafka tools see it")
         _topiclake("groups", "lag", f"topiclake-ingest-{TOPIC}", "--bootstrap", bootstrap)
+        if broker is not None:
+            console.rule(f"[bold]5. what Prometheus scrapes: the broker's http://127.0.0.1:{metrics_port}/metrics "
+                         "and `topiclake metrics` (the tables)")
+            _show_metrics(metrics_port, data, console)
     finally:
         if broker is not None:
             _stop_broker(broker, console)
-    console.rule("[bold]5. SQL over the table")
+    console.rule("[bold]6. SQL over the table")
     _topiclake("sql", "--data", str(data),
                f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last "
                f"FROM `{TOPIC}` GROUP BY partition ORDER BY partition")
     segment = data / "log" / f"{TOPIC}-0" / "00000000000000000000.log"
-    console.rule(f"[bold]6. the first batches of {segment.relative_to(data.parent)} (Kafka's own format)")
+    console.rule(f"[bold]7. the first batches of {segment.relative_to(data.parent)} (Kafka's own format)")
     dump = subprocess.run(_command("dump-log", str(segment)), capture_output=True, text=True, check=True)
     console.print("\n".join(dump.stdout.splitlines()[:6]), markup=False, highlight=False)
     console.rule("[bold green]done")
@@ -94,13 +100,36 @@ def _topiclake(*args: str) -> None:
         raise typer.Exit(result.returncode)
 
 
-def _start_broker(data: Path, console) -> subprocess.Popen:
+def _start_broker(data: Path, console, metrics_port: int) -> subprocess.Popen:
     log_path = data / "demo-broker.log"
     console.print(f"starting the broker (its log: {log_path})")
     with log_path.open("ab") as out:
         return subprocess.Popen(_command("broker", "start", "--data", str(data), "--port", "0",
-                                         "--registry-listen", "127.0.0.1:0"),
+                                         "--registry-listen", "127.0.0.1:0",
+                                         "--metrics-listen", f"127.0.0.1:{metrics_port}"),
                                 stdout=out, stderr=subprocess.STDOUT)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: The series the demo shows: what came in, the ingest group's lag, and the table it feeds.
+_SHOWN = ("kafka_server_brokertopicmetrics_messagesin_total", "kafka_consumergroup_group_lag{",
+          "topiclake_table_rows", "topiclake_table_freshness_seconds", "topiclake_pipeline_last_run_rows")
+
+
+def _show_metrics(port: int, data: Path, console) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        broker_text = response.read().decode()
+    lake = subprocess.run(_command("metrics", "--data", str(data)), capture_output=True, text=True, check=True)
+    lines = [line for line in (broker_text + lake.stdout).splitlines()
+             if line.startswith(_SHOWN) and f'"{TOPIC}"' in line]
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 
 def _registered_registry(data: Path, owner: dict) -> str | None:

@@ -31,6 +31,13 @@ def test_demo_runs_twice_and_the_second_run_ingests_only_new_records(tmp_path):
         lag_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("demo.events ")]
         assert len(lag_rows) == 3 and all(row[2] == row[3] and row[4] == "0" for row in lag_rows)
         assert "WARNING" not in result.stdout + result.stderr  # neither the JVM's nor great-expectations'
+        assert " WARN " not in result.stdout + result.stderr  # nor Spark's log4j
+        # the broker's /metrics and `topiclake metrics`: everything produced so far came in, none lags
+        total = 300 + (200 if run else 0)
+        assert f'kafka_server_brokertopicmetrics_messagesin_total{{topic="demo.events"}} {records}.0' in result.stdout
+        assert f'topiclake_table_rows{{table="demo.events"}} {total}.0' in result.stdout
+        metric_lags = [line for line in result.stdout.splitlines() if line.startswith("kafka_consumergroup_group_lag{")]
+        assert len(metric_lags) == 3 and all(line.endswith(" 0.0") for line in metric_lags)
     rows = _delta_rows(data / "tables" / "demo.events")
     assert len(rows) == 500
     assert len({(r["partition"], r["offset"]) for r in rows}) == 500
