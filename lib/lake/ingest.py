@@ -241,7 +241,7 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
     confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
     for outcome in result.tables:
         if outcome.pipeline.upsert is not None:
-            outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id)
+            outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
     # Every table's suite runs before the first commit: a failure commits nothing at all.
     for outcome in result.tables:
         uri = outcome.pipeline.table_uri
@@ -331,13 +331,14 @@ def _describe(result: IngestResult) -> str:
     return "topiclake ingest: " + "; ".join(parts)
 
 
-def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str) -> MergePlan:
+def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
+                  progress: ProgressCallback | None = None) -> MergePlan:
     """Stage 2 of an upsert table (upsert.py): the staged changes merged into the touched buckets."""
     uri = outcome.pipeline.table_uri
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     staged = mine.filter(pc.is_valid(mine.column("path"))).select(["path", "partition_values"]).to_pylist()
     return plan_merge(spark, uri, staged, data_schema=_data_schema(outcome.pipeline), run_id=run_id,
-                      job_group=f"topiclake-ingest-{run_id}")
+                      job_group=f"topiclake-ingest-{run_id}", progress=progress)
 
 
 def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: quality.Suite, *, root: Path,

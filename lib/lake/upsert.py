@@ -257,12 +257,13 @@ class MergePlan:
 
 
 def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Schema, run_id: str,
-               job_group: str | None = None) -> MergePlan:
+               job_group: str | None = None, progress=None) -> MergePlan:
     """Stage 2: one Spark task per touched bucket. `staged`: stage-1 rows (path, partition_values).
     The current files come from the table's snapshot now (None: a new table)."""
     from deltalake.transaction import RemoveAction
 
     from . import delta
+    from .progress import spark_job_group
     from .spark import collect
 
     by_bucket: dict[int, list[str]] = {}
@@ -282,9 +283,9 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     if not jobs:
         return plan
     sc = spark.sparkContext
-    if job_group:
-        sc.setJobGroup(job_group, f"topiclake upsert merge: {len(jobs)} buckets of {table_uri}")
-    results = collect(sc.parallelize(jobs, len(jobs)).map(merge_bucket))
+    with spark_job_group(sc, job_group or f"topiclake-merge-{run_id}",
+                         f"topiclake upsert merge: {len(jobs)} buckets of {table_uri}", progress):
+        results = collect(sc.parallelize(jobs, len(jobs)).map(merge_bucket))
     now_ms = int(time.time() * 1000)
     removed = []
     for result in results:

@@ -95,6 +95,15 @@ def log_ends(bootstrap: str) -> dict[int, int]:
     return {tp.partition: end for tp, end in ends.items()}
 
 
+def assert_latest_at_log_end(spark, uri, bootstrap: str) -> None:
+    """The table (deltalake and delta-spark) is the consumer's latest value per key, and the group's
+    offsets are at the log end."""
+    assert table_rows(uri) == consumed_latest(bootstrap) == spark_rows(spark, uri)
+    table, _ = read_table(uri)
+    for p, end in log_ends(bootstrap).items():
+        assert table.transaction_version(app_id(f"topiclake-ingest-{TOPIC}", TOPIC, p)) == end
+
+
 def ingest_process(root, *extra: str) -> subprocess.Popen:
     """`topiclake ingest` as its own process (its own Spark), in its own process group."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -114,11 +123,7 @@ def test_the_table_is_the_latest_value_per_key_a_consumer_sees(spark, root, brok
 
     produce(broker.bootstrap, 150, 90, start=400)  # updates, new keys, more tombstones
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))
-    expected = consumed_latest(broker.bootstrap)
-    assert table_rows(uri) == expected == spark_rows(spark, uri)
-    table, _ = read_table(uri)
-    for p, end in log_ends(broker.bootstrap).items():
-        assert table.transaction_version(app_id(f"topiclake-ingest-{TOPIC}", TOPIC, p)) == end
+    assert_latest_at_log_end(spark, uri, broker.bootstrap)
 
 
 def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, broker):
@@ -145,11 +150,7 @@ def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, broker)
     for _out, err, code in outcomes:  # the loser says so in one line and commits nothing
         assert code == 0 or ("another writer" in err and len(err.strip().splitlines()) == 1), err
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))  # whatever is left
-    expected = consumed_latest(broker.bootstrap)
-    assert table_rows(uri) == expected == spark_rows(spark, uri)
-    table, _ = read_table(uri)
-    for p, end in log_ends(broker.bootstrap).items():
-        assert table.transaction_version(app_id(f"topiclake-ingest-{TOPIC}", TOPIC, p)) == end
+    assert_latest_at_log_end(spark, uri, broker.bootstrap)
 
 
 def test_the_cleaner_before_the_ingest_leaves_the_latest_value(spark, root, broker):
