@@ -131,7 +131,15 @@ def newest_per_key(rows: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
     if _one_partition(rows):  # a task's records, or a single-partition topic: offsets decide
         return _last_of_groups(rows, keys, ["offset"])
     rows = _last_of_groups(rows, keys + ["topic", "partition"], ["offset"])
+    if _unique(rows, keys):  # every key in one partition only, as Kafka's partitioner puts them
+        return rows
     return _last_of_groups(rows, keys, ["timestamp", "topic", "partition", "offset"])
+
+
+def _unique(rows: pa.Table, keys: list[str]) -> bool:
+    if len(keys) == 1:
+        return pc.count_distinct(rows.column(keys[0]), mode="all").as_py() == rows.num_rows
+    return rows.select(keys).group_by(keys).aggregate([]).num_rows == rows.num_rows
 
 
 def _one_partition(rows: pa.Table) -> bool:

@@ -23,7 +23,7 @@ from topiclake.lake.rebuild import RebuildOptions, rebuild
 from topiclake.lake.table_kind import KindMismatchError, TableSettings
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .conftest import read_table
+from .conftest import BASE_TS, read_table
 
 
 def run(spark, root, *topics, **kwargs):
@@ -236,3 +236,35 @@ def test_a_run_killed_after_its_merge_commits_nothing_and_the_rerun_applies_each
     run(spark, root, "killed")
     assert table_rows(uri) == latest(first + second)
     assert read_table(uri)[0].transaction_version(app_id("topiclake-ingest-killed", "killed", 0)) == 45
+
+
+def test_the_settings_file_names_a_tables_kind_and_buckets_and_bad_values_are_one_line(spark, root, topic_writer,
+                                                                                        tmp_path, capsys):
+    from topiclake.lake.jobs import ingest_main
+
+    w = topic_writer("prices")
+    produce(w, 0, [(b"p1", b"1"), (b"p2", b"1"), (b"p1", b"2")])
+    settings = tmp_path / "topiclake.toml"
+    settings.write_text('[tables.prices]\nkind = "upsert"\nbuckets = 4\n')
+    assert ingest_main(["--topic", "prices", "--data", str(root), "--config", str(settings), "--bootstrap", "none"]) == 0
+    table, _ = read_table(root / "tables" / "prices")
+    assert table.metadata().configuration["topiclake.buckets"] == "4"
+    assert table_rows(root / "tables" / "prices") == {b"p1": b"2", b"p2": b"1"}
+    capsys.readouterr()
+
+    settings.write_text('[tables.prices]\nkind = "merge"\n')
+    assert ingest_main(["--topic", "prices", "--data", str(root), "--config", str(settings)]) == 2
+    assert capsys.readouterr().err.strip() == "error: [tables.prices]: kind 'merge' is not one of append, upsert"
+    assert ingest_main(["--topic", "prices", "--data", str(root), "--kind", "fast"]) == 2
+    assert "--kind: kind 'fast' is not one of append, upsert" in capsys.readouterr().err
+
+
+def test_a_table_of_topics_with_different_cleanup_policies_needs_one_kind(spark, root, topic_writer):
+    compacted(topic_writer, root, "state").produce(0, [b"1", b"3"], keys=[b"a", b"b"], timestamp=BASE_TS + 9000)
+    topic_writer("log").produce(0, [b"2", b"4"], keys=[b"a", b"b"], timestamp=BASE_TS + 5000)
+    topic_writer("log2").produce(0, [b"5"], keys=[b"b"], timestamp=BASE_TS + 9000)
+    with pytest.raises(Exception, match=r"different cleanup policies: log \(append\), state \(upsert\)"):
+        run(spark, root, "state", "log", table="mixed")
+    run(spark, root, "state", "log", "log2", table="mixed", kind="upsert")
+    # a: the newer timestamp wins; b: the same timestamp, the higher (topic, partition, offset) wins
+    assert table_rows(root / "tables" / "mixed") == {b"a": b"1", b"b": b"3"}
