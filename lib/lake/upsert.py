@@ -240,28 +240,45 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 @dataclass(slots=True)
 class MergePlan:
-    """What a merge commits: remove and add actions, and the check that the removed files are
-    still in the snapshot the commit lands on."""
+    """What a merge commits: remove and add actions, and the check that each rewritten bucket still
+    holds exactly the files the merge read, in the snapshot the commit lands on."""
 
     removes: list  # deltalake RemoveAction
     adds: list  # deltalake AddAction
-    removed_paths: frozenset[str]
+    planned: dict[int, frozenset[str]]  # rewritten bucket -> the files the merge read (and removes)
     buckets_touched: int = 0
-    buckets_rewritten: int = 0
     rows: int = 0  # rows the rewritten buckets hold now
 
+    @property
+    def removed_paths(self) -> frozenset[str]:
+        return frozenset(p for paths in self.planned.values() for p in paths)
+
     def precheck(self, snapshot) -> None:
+        """Another writer's OPTIMIZE or DELETE removed a file the merge replaces, or another writer
+        (a backfill, another group feeding the table) added one to a bucket it rewrites: either way
+        the merged file is stale; nothing is committed."""
         from . import delta
         from .errors import ConcurrentWriterError
 
-        if not self.removed_paths:
+        if not self.planned:
             return
-        active = set(delta.active_files(snapshot).column("path").to_pylist())
-        gone = sorted(self.removed_paths - active)
-        if gone:
+        now: dict[int, set[str]] = {b: set() for b in self.planned}
+        files = delta.active_files(snapshot)
+        column = f"partition.{KEY_BUCKET}"
+        if column in files.column_names:
+            for path, bucket in zip(files.column("path").to_pylist(), files.column(column).to_pylist()):
+                if bucket is not None and int(bucket) in now:
+                    now[int(bucket)].add(path)
+        changed = sorted(b for b, paths in self.planned.items() if now[b] != paths)
+        if changed:
             raise ConcurrentWriterError(
-                f"table {snapshot.table_uri}: {len(gone)} file(s) this merge replaces were removed by another "
-                f"writer since it planned (e.g. {gone[0]}; an OPTIMIZE or DELETE); nothing was committed, run again")
+                f"table {snapshot.table_uri}: another writer changed the files of key bucket(s) {changed} since "
+                "this merge read them (an OPTIMIZE, DELETE, backfill or other ingest); nothing was committed, "
+                "run again")
+
+    @property
+    def buckets_rewritten(self) -> int:
+        return len(self.planned)
 
 
 def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Schema, run_id: str,
@@ -287,7 +304,7 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths,
              "current": [f["path"] for f in current.get(b, [])],
              "schema": data_schema.serialize().to_pybytes(), "run_id": run_id} for b, paths in sorted(by_bucket.items())]
-    plan = MergePlan([], [], frozenset(), buckets_touched=len(jobs))
+    plan = MergePlan([], [], {}, buckets_touched=len(jobs))
     if not jobs:
         return plan
     sc = spark.sparkContext
@@ -295,19 +312,16 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
                          f"topiclake upsert merge: {len(jobs)} buckets of {table_uri}", progress):
         results = collect(sc.parallelize(jobs, len(jobs)).map(merge_bucket))
     now_ms = int(time.time() * 1000)
-    removed = []
     for result in results:
         if result["unchanged"]:
             continue
-        plan.buckets_rewritten += 1
+        plan.planned[result["bucket"]] = frozenset(f["path"] for f in current.get(result["bucket"], []))
         plan.rows += result["records"]
         for f in current.get(result["bucket"], []):
-            removed.append(f["path"])
             plan.removes.append(RemoveAction(f["path"], True, now_ms, f["size_bytes"],
                                              {KEY_BUCKET: str(result["bucket"])}))
         if result["add"] is not None:
             plan.adds.append(delta.add_action(result["add"]))
-    plan.removed_paths = frozenset(removed)
     return plan
 
 

@@ -189,7 +189,7 @@ def test_a_writer_that_removes_a_planned_file_stops_the_merge(spark, root, topic
         return plan
 
     monkeypatch.setattr(ingest_module, "plan_merge", merge_then_another_writer_deletes)
-    with pytest.raises(ConcurrentWriterError, match="removed by another writer"):
+    with pytest.raises(ConcurrentWriterError, match="another writer changed the files of key bucket"):
         run(spark, root, "raced")
     table, _ = read_table(uri)
     assert table.transaction_version(app_id("topiclake-ingest-raced", "raced", 0)) == 2  # nothing committed
@@ -268,3 +268,30 @@ def test_a_table_of_topics_with_different_cleanup_policies_needs_one_kind(spark,
     run(spark, root, "state", "log", "log2", table="mixed", kind="upsert")
     # a: the newer timestamp wins; b: the same timestamp, the higher (topic, partition, offset) wins
     assert table_rows(root / "tables" / "mixed") == {b"a": b"1", b"b": b"3"}
+
+
+def test_another_group_merging_into_the_same_buckets_meanwhile_stops_the_merge(spark, root, topic_writer,
+                                                                               monkeypatch):
+    first, second = compacted(topic_writer, root, "east"), compacted(topic_writer, root, "west")
+    first.produce(0, [b"e1", b"e2"], keys=[b"a", b"b"], timestamp=BASE_TS)
+    second.produce(0, [b"w1", b"w2"], keys=[b"a", b"b"], timestamp=BASE_TS + 60_000)  # newer
+    uri = root / "tables" / "both"
+    real = ingest_module.plan_merge
+    calls = []
+
+    def merge_while_the_other_group_commits(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        calls.append(plan)
+        if len(calls) == 1:  # the east run planned its buckets; the west run commits to them first
+            run(spark, root, "west", table="both", group="west-group")
+        return plan
+
+    monkeypatch.setattr(ingest_module, "plan_merge", merge_while_the_other_group_commits)
+    with pytest.raises(ConcurrentWriterError, match="another writer changed the files of key bucket"):
+        run(spark, root, "east", table="both", group="east-group")
+    assert table_rows(uri) == {b"a": b"w1", b"b": b"w2"}  # the west run's commit alone
+    run(spark, root, "east", table="both", group="east-group")  # the rerun merges with what is there
+    assert table_rows(uri) == {b"a": b"w1", b"b": b"w2"}  # west's changes are newer: they stay
+    first.produce(0, [b"e3"], keys=[b"a"], timestamp=BASE_TS + 120_000)
+    run(spark, root, "east", table="both", group="east-group")
+    assert table_rows(uri) == {b"a": b"e3", b"b": b"w2"}
