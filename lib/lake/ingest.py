@@ -439,6 +439,9 @@ def format_summary(result: IngestResult) -> str:
         lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
         if t.quality is not None:
             lines.append(f"    {t.quality.describe()}")
+        if t.merge is not None and t.version is not None:
+            lines.append(f"    upsert: {t.merge.buckets_rewritten} of {t.merge.buckets_touched} touched key buckets "
+                         f"rewritten ({t.merge.rows} rows in them now)")
         if t.mirror is not None and t.mirror.bootstrap is not None:
             lines.append(f"    {t.mirror.describe()}")
         for p in t.partitions:

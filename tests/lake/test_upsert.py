@@ -18,7 +18,7 @@ from topiclake.lake import ingest as ingest_module
 from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.delta import app_id
 from topiclake.lake.errors import ConcurrentWriterError
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.ingest import IngestOptions, format_summary, ingest
 from topiclake.lake.rebuild import RebuildOptions, rebuild
 from topiclake.lake.table_kind import KindMismatchError, TableSettings
 from topiclake.segments.storage import StorageLayout, TopicRegistry
@@ -74,7 +74,8 @@ def test_latest_value_per_key_tombstones_delete_and_the_kind_is_recorded(spark, 
 
     second = [(b"b", b"2"), (b"a", None), (b"e", b"1"), (b"c", b"again")]
     produce(w, 0, second)
-    run(spark, root, "users")
+    summary = format_summary(run(spark, root, "users"))
+    assert "touched key buckets rewritten" in summary and "users-0: offsets [6, 10) 4 records" in summary
     assert table_rows(uri) == latest(first + second) == {b"b": b"2", b"c": b"again", b"d": b"1", b"e": b"1"}
     table, _ = read_table(uri)
     assert table.version() == 2 and table.transaction_version(app_id("topiclake-ingest-users", "users", 0)) == 10
