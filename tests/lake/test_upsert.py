@@ -296,3 +296,26 @@ def test_another_group_merging_into_the_same_buckets_meanwhile_stops_the_merge(s
     first.produce(0, [b"e3"], keys=[b"a"], timestamp=BASE_TS + 120_000)
     run(spark, root, "east", table="both", group="east-group")
     assert table_rows(uri) == {b"a": b"e3", b"b": b"w2"}
+
+
+def test_rebuild_as_a_command_and_back_to_append(spark, root, topic_writer, capsys):
+    from topiclake.lake.jobs import rebuild_main
+
+    w = compacted(topic_writer, root, "carts")
+    changes = [(b"c1", b"1"), (b"c1", b"2"), (b"c2", None)]
+    produce(w, 0, changes)
+    run(spark, root, "carts")
+    uri = root / "tables" / "carts"
+    assert table_rows(uri) == {b"c1": b"2"}
+    capsys.readouterr()
+
+    assert rebuild_main(["carts", "--data", str(root)]) == 2
+    assert capsys.readouterr().err.strip() == "error: rebuild needs --kind append or --kind upsert"
+    assert rebuild_main(["carts", "--kind", "append", "--data", str(root), "--bootstrap", "none"]) == 0
+    assert "as append (was upsert) from the log: 3 records" in capsys.readouterr().out
+    table, data = read_table(uri)
+    assert "topiclake.kind" not in table.metadata().configuration  # an append table
+    assert sorted(data["offset"].to_pylist()) == [0, 1, 2] and table.metadata().partition_columns == ["record_date"]
+    produce(w, 0, [(b"c3", b"1")])
+    run(spark, root, "carts")  # the default (cleanup.policy) no longer decides: the table is append now
+    assert read_table(uri)[1].num_rows == 4
