@@ -319,3 +319,23 @@ def test_rebuild_as_a_command_and_back_to_append(spark, root, topic_writer, caps
     produce(w, 0, [(b"c3", b"1")])
     run(spark, root, "carts")  # the default (cleanup.policy) no longer decides: the table is append now
     assert read_table(uri)[1].num_rows == 4
+
+
+def test_typed_columns_of_an_upsert_table_and_its_quarantine(spark, root, topic_writer, tmp_path):
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "stock.json").write_text(json.dumps({"fields": {"sku": "string", "count": "long"}}))
+    w = compacted(topic_writer, root, "stock")
+    w.produce(0, [b'{"sku": "a", "count": 1}', b"not json", b'{"sku": "b", "count": 5}', b'{"sku": "a", "count": 2}',
+                  None], keys=[b"a", b"b", b"b", b"a", b"b"])
+    run(spark, root, "stock", schemas_dir=schemas)
+    table, data = read_table(root / "tables" / "stock")
+    assert [(r["key"], r["sku"], r["count"], r["offset"]) for r in data.to_pylist()] == [(b"a", "a", 2, 3)]
+    assert "topiclake.kind" in table.metadata().configuration and "count" in data.column_names
+    _q, quarantine = read_table(root / "tables" / "stock_quarantine")
+    assert quarantine["offset"].to_pylist() == [1] and quarantine["key"].to_pylist() == [b"b"]
+    w.produce(0, [b'{"sku": "b", "count": 7}'], keys=[b"b"])
+    run(spark, root, "stock", schemas_dir=schemas)
+    rows = {r["key"]: r["count"] for r in read_table(root / "tables" / "stock")[1].to_pylist()}
+    assert rows == {b"a": 2, b"b": 7}
+    assert read_table(root / "tables" / "stock_quarantine")[1]["offset"].to_pylist() == [1]  # not again
