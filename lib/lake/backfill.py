@@ -86,6 +86,7 @@ class BackfillResult:
     duration_s: float = 0.0
     requested: tuple[int, int] | None = None  # [from, to) as asked; clamped to `ingested`
     ingested: tuple[int, int] | None = None
+    upsert: bool = False  # an upsert table: [start, end) replayed through the merge up to the committed offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +217,7 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
 
     uri, table, topic, partition = checked.table_uri, checked.table, options.topic, options.partition
     start, end = checked.start, checked.ingested[1]
-    result.end = end
+    result.end, result.upsert = end, True
     tasks = list(cut_tasks(scan_partition(checked.files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
     data_schema = pa.schema([f.with_type(_plain(f.type)) for f in pa.schema(table.schema().to_arrow())
@@ -352,7 +353,10 @@ def rewrite_file(job: tuple) -> dict:
 
 def format_result(result: BackfillResult) -> str:
     clamped = ""
-    if result.requested and result.requested != (result.start, result.end):
+    if result.upsert:
+        clamped = (f"\n  upsert table: replayed from {result.start} to the committed offset {result.end} through the "
+                   f"merge (later changes and deletes included), so no key moved back")
+    elif result.requested and result.requested != (result.start, result.end):
         first, committed = result.ingested
         clamped = (f"\n  requested [{result.requested[0]}, {result.requested[1]}): only [{first}, {committed}) is "
                    f"ingested, the rest was left out")
