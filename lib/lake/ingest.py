@@ -239,26 +239,29 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
                                                        if t.pipeline.upsert is not None}),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
     confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
-    for outcome in result.tables:
-        if outcome.pipeline.upsert is not None:
-            outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
-    # Every table's suite runs before the first commit: a failure commits nothing at all.
-    for outcome in result.tables:
-        uri = outcome.pipeline.table_uri
-        if outcome.merge is not None:
-            outcome.quality = validate_merged(spark, outcome, rows, suites[uri], root=options.root, run_id=run_id,
-                                              data_docs=options.data_docs)
-            continue
-        outcome.quality = validate_new_files(
-            spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
-            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                    for p in outcome.partitions},
-            root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
-    for outcome in result.tables:
-        _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri],
-                      quarantine_by=partition_by.get(quarantine_uri(outcome.pipeline.table_uri)))
-        if outcome.pipeline.upsert is not None:
-            remove_staging(outcome.pipeline.table_uri, run_id)
+    try:
+        for outcome in result.tables:
+            if outcome.pipeline.upsert is not None:
+                outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
+        # Every table's suite runs before the first commit: a failure commits nothing at all.
+        for outcome in result.tables:
+            uri = outcome.pipeline.table_uri
+            if outcome.merge is not None:
+                outcome.quality = validate_merged(spark, outcome, rows, suites[uri], root=options.root, run_id=run_id,
+                                                  data_docs=options.data_docs)
+                continue
+            outcome.quality = validate_new_files(
+                spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
+                ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                        for p in outcome.partitions},
+                root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
+        for outcome in result.tables:
+            _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri],
+                          quarantine_by=partition_by.get(quarantine_uri(outcome.pipeline.table_uri)))
+    finally:  # an upsert table's staged changes are spent once its run commits or fails
+        for outcome in result.tables:
+            if outcome.pipeline.upsert is not None:
+                remove_staging(outcome.pipeline.table_uri, run_id)
     bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap, protocol=options.client.security_protocol)
     for outcome in result.tables:
         outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),

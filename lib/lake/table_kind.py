@@ -5,10 +5,12 @@ The kind of a new table, in order: `--kind` on the command line, `kind` in the s
 -> append; a multi-topic table needs one answer for all). Likewise the value format (`--format`,
 `format`, default raw) and the number of key buckets (`buckets`, default 16).
 
-The kind, format, key columns, buckets and topics of an upsert table are recorded in the Delta table's configuration
-(`topiclake.kind`, `topiclake.valueFormat`, `topiclake.keyColumns`, `topiclake.buckets`, `topiclake.topics`; delta-kernel refuses a key named `topiclake.format`) when the table is created; a table without them is an append table (every
-table made before kinds existed). An existing table keeps its kind: asking for another one is a
-one-line error naming `topiclake rebuild TABLE --kind K`, never a silent change.
+The kind, format, key columns, buckets and topics of an upsert table are recorded in the table's
+properties when it is created (`topiclake.kind`, `topiclake.valueFormat`, `topiclake.keyColumns`,
+`topiclake.buckets`, `topiclake.topics`; see delta.commit for how); a table without them is an
+append table (every table made before kinds existed). An existing table keeps its kind: asking
+for another one is a one-line error naming `topiclake rebuild TABLE --kind K`, never a silent
+change.
 """
 
 from __future__ import annotations

@@ -301,9 +301,9 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
             bucket = f.get(f"partition.{KEY_BUCKET}")
             if bucket is not None and int(bucket) in by_bucket:
                 current.setdefault(int(bucket), []).append(f)
-    jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths,
-             "current": [f["path"] for f in current.get(b, [])],
-             "schema": data_schema.serialize().to_pybytes(), "run_id": run_id} for b, paths in sorted(by_bucket.items())]
+    schema = data_schema.serialize().to_pybytes()
+    jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths, "current": [f["path"] for f in current.get(b, [])],
+             "schema": schema, "run_id": run_id} for b, paths in sorted(by_bucket.items())]
     plan = MergePlan([], [], {}, buckets_touched=len(jobs))
     if not jobs:
         return plan

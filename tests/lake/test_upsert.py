@@ -248,7 +248,8 @@ def test_the_settings_file_names_a_tables_kind_and_buckets_and_bad_values_are_on
     produce(w, 0, [(b"p1", b"1"), (b"p2", b"1"), (b"p1", b"2")])
     settings = tmp_path / "topiclake.toml"
     settings.write_text('[tables.prices]\nkind = "upsert"\nbuckets = 4\n')
-    assert ingest_main(["--topic", "prices", "--data", str(root), "--config", str(settings), "--bootstrap", "none"]) == 0
+    args = ["--topic", "prices", "--data", str(root), "--bootstrap", "none"]
+    assert ingest_main(args + ["--config", str(settings)]) == 0
     table, _ = read_table(root / "tables" / "prices")
     assert table.metadata().configuration["topiclake.buckets"] == "4"
     assert table_rows(root / "tables" / "prices") == {b"p1": b"2", b"p2": b"1"}
