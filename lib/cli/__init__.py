@@ -41,9 +41,10 @@ from . import security  # noqa: E402  (users set/delete/list; acls add/remove/li
 
 security.register(app)
 
-from . import backfill, coverage, ingest, sql  # noqa: E402  (Spark jobs on local Spark: ingest, backfill, coverage, sql)
+from . import backfill, coverage, ingest, rebuild, sql  # noqa: E402  (Spark jobs on local Spark: ingest, backfill, ...)
 
 ingest.register(app)
+rebuild.register(app)
 backfill.register(app)
 coverage.register(app)
 sql.register(app)

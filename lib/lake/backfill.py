@@ -10,6 +10,10 @@ replace exactly those rows of the table in ONE commit.
 - Running the same backfill twice leaves the same rows: the second run replaces the first's.
 - The table's quality suite (quality.py) runs on the new files before the commit; a failure
   commits nothing.
+- Upsert tables (upsert.py): the backfill replays [from, the group's committed offset) through
+  the merge (offsets decide, so no key moves back to an older value; every later change, deletes
+  included, is replayed too, so a deleted key cannot come back) and commits the replaced buckets
+  with the writer guard; replaying twice leaves the same rows.
 - Cluster mode: the range is read with the partition's leader epochs like an ingest (a fenced
   leader's bytes are never backfilled); while a takeover leaves offsets of the range undecided the
   backfill refuses to start, and a takeover during it that undid what was read commits nothing.
@@ -37,7 +41,7 @@ from deltalake import DeltaTable, Schema as DeltaSchema
 
 from topiclake.segments.storage import StorageLayout
 
-from . import delta, delta_spark, quality, run_metrics
+from . import delta, delta_spark, quality, run_metrics, table_kind
 from .decode import TaskWriter, file_stats
 from .coverage import group_starts
 from .errors import ConcurrentWriterError, DataLossError, UsageError
@@ -85,6 +89,7 @@ class BackfillResult:
     group: str = ""
     requested: tuple[int, int] | None = None  # [from, to) as asked; clamped to `ingested`
     ingested: tuple[int, int] | None = None
+    upsert: bool = False  # an upsert table: [start, end) replayed through the merge up to the committed offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +181,9 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     result = BackfillResult(uri, topic, partition, start, end, run_id=run_id, group=group,
                             requested=(options.from_offset, options.to_offset), ingested=checked.ingested)
 
+    kind = table_kind.recorded(table)
+    if kind.spec is not None:
+        return _backfill_upsert(spark, options, checked, kind.spec, result, run_id, progress, started)
     partition_by = table.metadata().partition_columns
     tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
@@ -232,6 +240,45 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     result.added = [r["path"] for r in new_files]
     result.removed = sorted(planned - untouched)
     result.rewritten = [r["path"] for r in rewrites]
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, spec, result: BackfillResult,
+                     run_id: str, progress, started: float) -> BackfillResult:
+    """Replay [start, committed) of the partition through the merge (see the module docstring)."""
+    from .upsert import KEY_BUCKET, plan_merge, remove_staging
+
+    uri, table, topic, partition = checked.table_uri, checked.table, options.topic, options.partition
+    start, end = checked.start, checked.ingested[1]
+    result.end, result.upsert = end, True
+    tasks = list(cut_tasks(scan_partition(checked.files, start), start, end, table_uri=uri,
+                           target_bytes=options.target_task_bytes))
+    data_schema = pa.schema([f.with_type(_plain(f.type)) for f in pa.schema(table.schema().to_arrow())
+                             if f.name != KEY_BUCKET])
+    typed = typed_columns_of(table)
+    writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000,
+                        partition_by={uri: [KEY_BUCKET]}, value_schemas={uri: typed.to_json()} if typed else None,
+                        quarantine_from={(uri, topic, partition): end}, upserts={uri: spec})
+    rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
+                     job_group=f"topiclake-backfill-{run_id}", progress=progress)
+    if checked.files.epochs is not None:
+        checked.files.epochs.confirm(checked.files.directory, end)
+    staged = rows.filter(pc.is_valid(rows.column("path")))
+    result.records = pc.sum(staged.column("num_records")).as_py() or 0
+    try:
+        plan = plan_merge(spark, uri, staged.select(["path", "partition_values"]).to_pylist(),
+                          data_schema=data_schema, run_id=run_id, job_group=f"topiclake-backfill-{run_id}")
+        if plan.adds or plan.removes:
+            result.version = delta.commit(
+                uri, group=checked.group, actions=plan.removes + plan.adds, offsets=[], schema=None,
+                partition_by=[KEY_BUCKET], precheck=plan.precheck,
+                metadata={"topiclake": {"operation": "backfill", "run_id": run_id, "topic": topic,
+                                        "partition": partition, "range": [start, end], "kind": "upsert"}})
+            result.added = [a.path for a in plan.adds]
+            result.removed = sorted(plan.removed_paths)
+    finally:
+        remove_staging(uri, run_id)
     result.duration_s = time.monotonic() - started
     return result
 
@@ -340,7 +387,10 @@ def rewrite_file(job: tuple) -> dict:
 
 def format_result(result: BackfillResult) -> str:
     clamped = ""
-    if result.requested and result.requested != (result.start, result.end):
+    if result.upsert:
+        clamped = (f"\n  upsert table: replayed from {result.start} to the committed offset {result.end} through the "
+                   f"merge (later changes and deletes included), so no key moved back")
+    elif result.requested and result.requested != (result.start, result.end):
         first, committed = result.ingested
         clamped = (f"\n  requested [{result.requested[0]}, {result.requested[1]}): only [{first}, {committed}) is "
                    f"ingested, the rest was left out")

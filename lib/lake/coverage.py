@@ -4,7 +4,7 @@ Gaps in a topic table are normal and each has a reason found in the log itself:
 
 - `control`     a transaction marker (COMMIT/ABORT) or other control record, never a table row
 - `aborted`     a record of an aborted transaction (read_committed drops it)
-- `compaction`  an offset the log no longer has above the log start (the cleaner removed it)
+- `compacted`   an offset the log no longer has above the log start (the cleaner removed it)
 - `retention`   below the log start offset: deleted before it was ingested (a run with
                 --allow-data-loss records such ranges in its commit)
 - `missing`     an offset the log still has as a data record that the table lacks: a real
@@ -14,8 +14,11 @@ Gaps in a topic table are normal and each has a reason found in the log itself:
                 continued past it, so the log has a gap there)
 - `undecided`   cluster mode: a takeover is in progress and the log's end is not decided yet
 
-The held ranges come from the table (a Spark gaps-and-islands query over the snapshot, so only
-ranges reach the driver); the gaps are explained by decoding just the log bytes inside them, with
+The held ranges of an append table come from the table (a Spark gaps-and-islands query over the
+snapshot, so only ranges reach the driver). An upsert table replaces old rows, so its offsets say
+nothing of what it read: its held ranges are the offset ranges its commits read (commitInfo
+`topiclake.ranges`); offsets the cleaner removed inside them were never there to read.
+Gaps in either are explained the same way: the gaps are explained by decoding just the log bytes inside them, with
 the leader-epoch rules every reader applies (segments.leader_reads): a fenced leader's bytes are
 never "missing".
 """
@@ -31,12 +34,12 @@ from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.filenames import log_file
 from topiclake.segments.storage import StorageLayout
 
-from . import delta
+from . import delta, table_kind
 from .scan import scan_partition
 from .source import PartitionFiles, list_partition, open_segment
 from .sql import snapshot_frame
 
-CONTROL, ABORTED, COMPACTION, RETENTION, MISSING = "control", "aborted", "compaction", "retention", "missing"
+CONTROL, ABORTED, COMPACTED, RETENTION, MISSING = "control", "aborted", "compacted", "retention", "missing"
 FENCED, UNDECIDED = "fenced", "undecided"
 
 
@@ -83,7 +86,9 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     layout = StorageLayout(root)
     uri = resolve_table_uri(layout, table)
     snapshot = delta.load_table(uri)
-    held = held_ranges(spark, uri)
+    kind = table_kind.recorded(snapshot)
+    upsert = kind is not None and kind.kind == table_kind.UPSERT
+    held = read_ranges(snapshot, group) if upsert else held_ranges(spark, uri)
     starts = group_starts(snapshot, group)
     out = []
     for p in partitions:
@@ -98,6 +103,27 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
                 gaps += explain_gap(layout, topic, p, cursor, min(r.first, upper))
             cursor = max(cursor, r.end)
         out.append(PartitionCoverage(topic, p, committed, tuple(ranges), tuple(gaps)))
+    return out
+
+
+def read_ranges(snapshot, group: str) -> dict[tuple[str, int], list[OffsetRange]]:
+    """The offset ranges the group's commits read, merged, per (topic, partition)."""
+    spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for commit in snapshot.history():
+        info = commit.get("topiclake") or {}
+        if info.get("operation") == "ingest" and info.get("group") == group:
+            for tp, (first, end) in (info.get("ranges") or {}).items():
+                topic, _, partition = tp.rpartition(":")
+                spans.setdefault((topic, int(partition)), []).append((first, end))
+    out: dict[tuple[str, int], list[OffsetRange]] = {}
+    for tp, ranges in spans.items():
+        merged: list[OffsetRange] = []
+        for first, end in sorted(ranges):
+            if merged and first <= merged[-1].end:
+                merged[-1] = OffsetRange(merged[-1].first, max(end, merged[-1].end))
+            elif end > first:
+                merged.append(OffsetRange(first, end))
+        out[tp] = merged
     return out
 
 
@@ -148,7 +174,7 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
             else:
                 reason = MISSING
             present.append((offset, reason))
-    absent = _absent_reasons(files, scan.fenced) if files.epochs is not None else lambda lo, hi: [(lo, hi, COMPACTION)]
+    absent = _absent_reasons(files, scan.fenced) if files.epochs is not None else lambda lo, hi: [(lo, hi, COMPACTED)]
     cursor = first
     for offset, reason in present + [(end, None)]:
         if offset > cursor:
@@ -175,11 +201,11 @@ def _absent_reasons(files: PartitionFiles, fenced: list[tuple[int, int]]):
             if a >= b:
                 continue
             if a > cursor:
-                out.append((cursor, a, COMPACTION))
+                out.append((cursor, a, COMPACTED))
             out.append((a, b, FENCED))
             cursor = b
         if cursor < decided:
-            out.append((cursor, decided, COMPACTION))
+            out.append((cursor, decided, COMPACTED))
         if decided < hi:
             out.append((decided, hi, UNDECIDED))
         return out

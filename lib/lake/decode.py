@@ -60,7 +60,7 @@ class TaskWriter:
                  value_schemas: dict[str, str] | None = None,
                  quarantine_from: dict[tuple[str, str, int], int] | None = None,
                  task_suites: dict[str, str] | None = None, compression: str = "snappy",
-                 typed_specs: dict | None = None):
+                 typed_specs: dict | None = None, upserts: dict | None = None):
         self.run_id = run_id
         self.ingested_at_us = ingested_at_us
         self.partition_by = partition_by  # table uri -> partition columns
@@ -72,6 +72,7 @@ class TaskWriter:
         self.task_suites = task_suites or {}
         self.compression = compression
         self.typed_specs = typed_specs or {}  # table uri -> typed.TypedSpec (schema registry columns)
+        self.upserts = upserts or {}  # table uri -> upsert.UpsertSpec: the task stages changes (upsert.py)
 
     def for_tasks(self, tasks: list[dict]) -> "PlannedTasks":
         return PlannedTasks(self, tasks)
@@ -89,11 +90,39 @@ class TaskWriter:
             counters["quality"] = validate_rows(outputs[0][1], self.task_suites[uri], table=uri,
                                                 min_offset=task["min_offset"], max_offset=task["max_offset"])
         rows = []
+        if uri in self.upserts:
+            rows, outputs = self._stage_changes(task, outputs, counters)
         for target, data in outputs:
-            for part_values, part in _split(data, self.partition_by[uri]):
+            for part_values, part in _split(data, self.partition_by.get(target, self.partition_by[uri])):
                 rows.append(self._write(task, target, part_values, part))
         rows.append({"table_uri": uri, "topic": task["topic"], "partition": task["partition"], **counters})
         return rows
+
+    def _stage_changes(self, task: dict, outputs: list, counters: dict) -> tuple[list[dict], list]:
+        """An upsert table's task: its records as changes, staged per key bucket (upsert.py). One
+        result row per staging file; what is left to write the usual way (the quarantine)."""
+        from .changes import extract
+        from .upsert import KEY_BUCKET, stage_changes
+
+        uri = task["table_uri"]
+        spec = self.upserts[uri]
+        changes = extract(spec.change, outputs[0][1])
+        quarantined = [data for target, data in outputs[1:]]
+        if changes.quarantine.num_rows:
+            first = self.quarantine_from.get((uri, task["topic"], task["partition"]), 0)
+            quarantined.append(changes.quarantine.filter(pc.greater_equal(changes.quarantine.column("offset"), first)))
+            counters["quarantined"] = counters.get("quarantined", 0) + changes.quarantine.num_rows
+        staged = stage_changes(changes, buckets=spec.buckets, table_uri=uri, run_id=self.run_id,
+                               task_name=f"{task['topic']}-{task['partition']}-{task['min_offset']:020d}",
+                               compression=self.compression)
+        rows = [{"table_uri": uri, "topic": task["topic"], "partition": task["partition"], "path": path,
+                 "size": 0, "partition_values": json.dumps({KEY_BUCKET: str(bucket)}), "modification_time": 0,
+                 "num_records": count, "min_offset": task["min_offset"], "max_offset": task["max_offset"],
+                 "stats": None} for bucket, path, count in staged]
+        if not quarantined:
+            return rows, []
+        table = pa.concat_tables(quarantined, promote_options="permissive") if len(quarantined) > 1 else quarantined[0]
+        return rows, [(quarantine_uri(uri), table)]
 
     def _typed(self, task: dict, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(rows with their typed columns, rows for the quarantine table with the error)."""

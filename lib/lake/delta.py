@@ -161,11 +161,16 @@ def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
            schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
            precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS,
-           evolve: bool = False) -> int:
+           evolve: bool = False, configuration: dict[str, str] | None = None) -> int:
     """Commit files and offsets in ONE Delta commit; returns the new table version.
 
     `evolve`: `schema` may add columns (or struct fields) to the table's; the new schema is
-    committed in the same commit (see _evolution).
+    committed in the same commit (see _evolution). `configuration`: table properties of a table
+    this commit creates (table_kind.py records the table's kind there). delta-rs's create refuses
+    properties outside `delta.*`, so they go into the creating commit's commitInfo
+    (`topiclake.table`, atomic with the table) and right after into the table's configuration in a
+    second, metadata-only commit (what DESCRIBE DETAIL and other readers show); table_kind reads
+    the commitInfo when a crash fell between the two.
 
     Raises ConcurrentWriterError when another writer moved any of these offsets since planning,
     or when `precheck` (called with the snapshot each attempt commits on) raises it.
@@ -180,7 +185,11 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         if table is None:
             if any(u.expected is not None for u in offsets):
                 raise ConcurrentWriterError(f"table {uri} disappeared after planning (group {group!r})")
+            if configuration:
+                metadata = {**metadata, "topiclake": {**metadata.get("topiclake", {}), "table": configuration}}
             if _create(uri, actions, txns, schema, partition_by, metadata):
+                if configuration:
+                    set_properties(uri, configuration)
                 return 0
             continue  # another writer created it first: check its offsets on the next pass
         _check_unchanged(table, uri, group, offsets)
@@ -219,6 +228,11 @@ def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequen
                                     "planned with (another writer changed them); nothing was committed, run again")
     column = partition_by[0] if partition_by else table.schema().fields[0].name
     return "overwrite", want, [(column, "in", [])]
+
+
+def set_properties(uri: str, properties: dict[str, str]) -> None:
+    """Table properties outside `delta.*`, in a metadata-only commit."""
+    DeltaTable(uri).alter.set_table_properties(properties, raise_if_not_exists=False)
 
 
 def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:

@@ -75,6 +75,30 @@ def _data_docs(p: OneLineParser) -> None:
                         "validation results every run stores")
 
 
+def _kind_and_format(p: OneLineParser, which: str) -> None:
+    p.add_argument("--kind", type=_optional, metavar="append|upsert",
+                   help=f"append: every record a row; upsert: one row per key, its latest value, {which}")
+    p.add_argument("--format", dest="value_format", type=_optional, metavar="raw|debezium",
+                   help="how an upsert table reads its records: raw (key and value; a null value deletes) or "
+                        "debezium (change events); default: [tables.<name>] format, else raw")
+
+
+def rebuild_parser(prog: str | None = None) -> OneLineParser:
+    p = _parser("rebuild", "Rebuild a table from the log (from the earliest offset) as another kind; the new table "
+                           "replaces the old one in one atomic directory swap.", prog)
+    p.add_argument("table", help="table name under <root>/tables, or a path")
+    p.add_argument("--topic", action="append", metavar="T",
+                   help="its topics (repeatable; default: the ones the table records)")
+    p.add_argument("--group", type=_optional, metavar="G", help="consumer group id (default: topiclake-ingest-<table>)")
+    _kind_and_format(p, "of the rebuilt table")
+    p.add_argument("--schemas", default="conf/schemas", metavar="DIR", help="directory of <table>.json value schemas")
+    p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
+                   help="directory of <table>.json great-expectations suites")
+    p.add_argument("--bootstrap", type=_optional, metavar="HOST:PORT", help="broker to mirror offsets to ('none': off)")
+    _common(p)
+    return p
+
+
 def split_names(values: list[str] | None) -> tuple[str, ...]:
     """Repeatable flags that also take a,b,c."""
     return tuple(name for value in values or () for name in value.split(",") if name)
@@ -94,6 +118,8 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--partition-by", default="day", metavar="SPEC",
                    help="partitioning of new tables by the record timestamp: day (record_date, the default), "
                         "hour (record_date, record_hour) or none")
+    _kind_and_format(p, "of a new table (default: [tables.<name>] kind in the settings file, else upsert for a "
+                        "topic whose cleanup.policy is compact, append otherwise); an existing table keeps its kind")
     p.add_argument("--allow-data-loss", action="store_true",
                    help="record offsets deleted by retention before ingestion as a gap instead of failing")
     p.add_argument("--schemas", default="conf/schemas", metavar="DIR",

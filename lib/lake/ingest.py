@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
-from . import delta, mirror, quality, run_metrics
+from . import delta, mirror, quality, run_metrics, table_kind
 from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
@@ -34,6 +36,7 @@ from .schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from .spark import collect
 from .source import list_partition, topic_partitions
 from .typed import hooks as typed
+from .upsert import KEY_BUCKET, MergePlan, UpsertSpec, plan_merge, remove_staging, upsert_schema
 from .values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 from .widening import widen_table, widened_columns
 
@@ -60,6 +63,9 @@ class IngestOptions:
     data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
     client: ClientSecurity = PLAINTEXT  # how the mirror reaches a secured broker (--command-config, [client])
     registry: typed.RegistrySource | None = None  # typed tables: where the schemas are (None: _schemas in root)
+    kind: str | None = None  # append | upsert for new tables (table_kind.py); None: settings, then cleanup.policy
+    value_format: str | None = None  # raw | debezium (upsert tables)
+    tables: dict[str, table_kind.TableSettings] = field(default_factory=dict)  # [tables.<name>] of the settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,13 @@ class Pipeline:
     topics: tuple[str, ...]
     value_schema: ValueSchema | None = None
     typed: typed.TypedSpec | None = None  # columns from the schema registry's subjects for the topics
+    upsert: UpsertSpec | None = None  # an upsert table (upsert.py); None: an append table
+
+    @property
+    def quarantines(self) -> bool:
+        """Whether the table has a quarantine table for records it cannot take."""
+        return self.value_schema is not None or self.typed is not None or (
+            self.upsert is not None and self.upsert.change.format != "raw")
 
 
 @dataclass(slots=True)
@@ -92,6 +105,7 @@ class TableOutcome:
     version: int | None = None  # the Delta version committed by this run; None: nothing to commit
     quality: quality.QualityReport | None = None  # None: no new files to validate
     mirror: mirror.MirrorResult | None = None
+    merge: MergePlan | None = None  # upsert tables: what the merge replaces
 
 
 @dataclass(slots=True)
@@ -129,13 +143,22 @@ def pipelines_for(options: IngestOptions) -> list[Pipeline]:
 
 
 def _table_schema(pipeline: Pipeline, partition_by: Sequence[str]) -> pa.Schema:
+    if pipeline.upsert is not None:
+        return upsert_schema(_data_schema(pipeline))
     schema = table_schema(tuple(partition_by))
     if pipeline.value_schema is None and pipeline.typed is None:
         return schema
+    return pa.schema(list(_data_schema(pipeline)) + [schema.field(name) for name in partition_by])
+
+
+def _data_schema(pipeline: Pipeline) -> pa.Schema:
+    """The columns stored in the data files (the typed ones included)."""
     data = DATA_SCHEMA
+    if pipeline.value_schema is None and pipeline.typed is None:
+        return data
     for f in (pipeline.typed.columns if pipeline.typed is not None else pipeline.value_schema.arrow):
         data = data.append(f)
-    return pa.schema(list(data) + [schema.field(name) for name in partition_by])
+    return data
 
 
 def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> None:
@@ -213,7 +236,15 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
         uri = pipeline.table_uri
         table = delta.load_table(uri)
         pipeline = registry.typed_pipeline(pipeline, table)
-        partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
+        pipeline = dataclasses.replace(pipeline, upsert=table_kind.resolve(
+            layout, table_name(uri), pipeline.topics, table, kind=options.kind, value_format=options.value_format,
+            settings=options.tables.get(table_name(uri))))
+        table_kind.heal(table, pipeline.upsert, pipeline.topics)
+        if pipeline.upsert is not None:
+            partition_by[uri] = [KEY_BUCKET]
+            partition_by[quarantine_uri(uri)] = []  # rows that are no change: few, by no key
+        else:
+            partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
         _check_schema(pipeline, table, partition_by[uri])
         suites[uri] = quality.Suite.load(options.expectations_dir, table_name(uri))
         quality.check_suite(suites[uri], table_name(uri))
@@ -226,7 +257,7 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                 target_task_bytes=options.target_task_bytes,
                                 allow_data_loss=options.allow_data_loss) for t, p in tps]
         outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
-        if pipeline.value_schema is not None or pipeline.typed is not None:
+        if pipeline.quarantines:
             if pipeline.value_schema is not None:
                 value_schemas[uri] = pipeline.value_schema.to_json()
             quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
@@ -244,19 +275,34 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                               partition_by=partition_by, value_schemas=value_schemas,
                                               quarantine_from=quarantine_from,
                                               typed_specs=typed.specs_of(result.tables),
-                                              task_suites=task_suites_of(suites)),
+                                              task_suites=task_suites_of(suites),
+                                              upserts={t.pipeline.table_uri: t.pipeline.upsert for t in result.tables
+                                                       if t.pipeline.upsert is not None}),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
     confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
-    # Every table's suite runs before the first commit: a failure commits nothing at all.
-    for outcome in result.tables:
-        uri = outcome.pipeline.table_uri
-        outcome.quality = validate_new_files(
-            spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
-            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                    for p in outcome.partitions},
-            root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
-    for outcome in result.tables:
-        _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri])
+    try:
+        for outcome in result.tables:
+            if outcome.pipeline.upsert is not None:
+                outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
+        # Every table's suite runs before the first commit: a failure commits nothing at all.
+        for outcome in result.tables:
+            uri = outcome.pipeline.table_uri
+            if outcome.merge is not None:
+                outcome.quality = validate_merged(spark, outcome, rows, suites[uri], root=options.root, run_id=run_id,
+                                                  data_docs=options.data_docs)
+                continue
+            outcome.quality = validate_new_files(
+                spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
+                ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                        for p in outcome.partitions},
+                root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
+        for outcome in result.tables:
+            _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri],
+                          quarantine_by=partition_by.get(quarantine_uri(outcome.pipeline.table_uri)))
+    finally:  # an upsert table's staged changes are spent once its run commits or fails
+        for outcome in result.tables:
+            if outcome.pipeline.upsert is not None:
+                remove_staging(outcome.pipeline.table_uri, run_id)
     bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap, protocol=options.client.security_protocol)
     for outcome in result.tables:
         outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),
@@ -324,10 +370,40 @@ def _describe(result: IngestResult) -> str:
     return "topiclake ingest: " + "; ".join(parts)
 
 
-def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str]) -> None:
+def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
+                  progress: ProgressCallback | None = None) -> MergePlan:
+    """Stage 2 of an upsert table (upsert.py): the staged changes merged into the touched buckets."""
+    uri = outcome.pipeline.table_uri
+    mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
+    staged = mine.filter(pc.is_valid(mine.column("path"))).select(["path", "partition_values"]).to_pylist()
+    return plan_merge(spark, uri, staged, data_schema=_data_schema(outcome.pipeline), run_id=run_id,
+                      job_group=f"topiclake-ingest-{run_id}", progress=progress)
+
+
+def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: quality.Suite, *, root: Path,
+                    run_id: str, data_docs: bool) -> quality.QualityReport | None:
+    """The quality gate of an upsert table: the per-task expectations judged each task's changes
+    (before they were collapsed per key, so their row count is the tasks' own); the driver-side
+    ones judge the merged files."""
+    uri = outcome.pipeline.table_uri
+    mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
+    outcomes = mine.column("quality").drop_null().to_pylist()
+    validated = sum(json.loads(o)["rows"] for o in outcomes)
+    return quality.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
+                            files=[a.path for a in outcome.merge.adds], file_records=validated,
+                            task_outcomes=outcomes, schema=_table_schema(outcome.pipeline, [KEY_BUCKET]),
+                            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                                    for p in outcome.partitions},
+                            root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
+
+
+def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str],
+                  quarantine_by: list[str] | None = None) -> None:
     pipeline = outcome.pipeline
     by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
     actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
+    if outcome.merge is not None:  # the staged files are counted above; the merge's files are committed
+        actions = outcome.merge.removes + outcome.merge.adds
     updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.plan.committed, p.plan.end_offset)
                for p in outcome.partitions if p.plan.moves]
     if not updates and not actions:
@@ -343,17 +419,21 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
                  for p in outcome.partitions if p.plan.lost is not None},
     }}
     schema = _table_schema(pipeline, partition_by)
-    evolve = pipeline.typed is not None and bool(actions)  # the schema changes with files that need it
+    evolve = pipeline.typed is not None and bool(actions) and pipeline.upsert is None  # grows with the files
     if evolve:
         table = delta.load_table(pipeline.table_uri)
         if table is not None and widened_columns(table, schema):
             widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
-    if pipeline.value_schema is not None or pipeline.typed is not None:
+    if pipeline.quarantines:
         # First, so that a crash between the two commits leaves the quarantine ahead, never
         # behind: the rerun skips the offsets it already holds (quarantine_from).
-        _commit_quarantine(outcome, rows, metadata, partition_by)
+        _commit_quarantine(outcome, rows, metadata, partition_by if quarantine_by is None else quarantine_by)
+    if pipeline.upsert is not None:
+        metadata["topiclake"]["kind"] = table_kind.UPSERT
     outcome.version = delta.commit(pipeline.table_uri, group=pipeline.group, actions=actions, offsets=updates,
-                                   schema=schema, partition_by=partition_by, metadata=metadata, evolve=evolve)
+                                   schema=schema, partition_by=partition_by, metadata=metadata, evolve=evolve,
+                                   precheck=outcome.merge.precheck if outcome.merge is not None else None,
+                                   configuration=table_kind.configuration(pipeline.upsert, pipeline.topics))
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
 
@@ -398,6 +478,9 @@ def format_summary(result: IngestResult) -> str:
         lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
         if t.quality is not None:
             lines.append(f"    {t.quality.describe()}")
+        if t.merge is not None and t.version is not None:
+            lines.append(f"    upsert: {t.merge.buckets_rewritten} of {t.merge.buckets_touched} touched key buckets "
+                         f"rewritten ({t.merge.rows} rows in them now)")
         if t.mirror is not None and t.mirror.bootstrap is not None:
             lines.append(f"    {t.mirror.describe()}")
         for p in t.partitions:

@@ -62,6 +62,7 @@ def _ingest(args, command: Command) -> int:
     from .ingest import IngestOptions, format_summary, pipelines_for, run
     from .interrupted import watch_ingest
     from .progress import report_progress
+    from .table_kind import table_settings
     from .typed.hooks import RegistrySource
 
     options = IngestOptions(
@@ -72,11 +73,45 @@ def _ingest(args, command: Command) -> int:
         expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
         client=preflight.client_security(args.config, args.command_config),
         registry=RegistrySource.from_settings(load_settings(args.config)),
+        kind=args.kind, value_format=args.value_format, tables=table_settings(load_settings(args.config)),
         **_given(target_task_bytes=args.target_task_bytes))
     command.on_interrupt = watch_ingest(pipelines_for(options), {t: list(range(n)) for t, n in partitions.items()})
     with report_progress("ingest") as progress:
         result = run(options, master=args.master, progress=progress, spark_conf=SPARK_CONF)
     print(format_summary(result), flush=True)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- rebuild
+
+def rebuild_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("rebuild", argv, flags.rebuild_parser, _rebuild, prog=prog)
+
+
+def _rebuild(args, command: Command) -> int:
+    from .errors import UsageError
+
+    root = preflight.resolve_root(args.config, args.data)
+    preflight.check_table(root, args.table)
+    if not args.kind:
+        raise UsageError("rebuild needs --kind append or --kind upsert")
+    topics = split_names(args.topic)
+    if topics:
+        preflight.check_topics(root, topics)
+    _prepare_spark(args)
+    from topiclake.segments.settings import load_settings
+
+    from .rebuild import RebuildOptions, format_result, rebuild
+    from .spark import get_session
+    from .table_kind import table_settings
+
+    options = RebuildOptions(root=root, table=args.table, kind=args.kind, value_format=args.value_format,
+                             topics=topics, group=args.group,
+                             ingest={"schemas_dir": Path(args.schemas), "expectations_dir": Path(args.expectations),
+                                     "bootstrap": args.bootstrap,
+                                     "tables": table_settings(load_settings(args.config))})
+    result = rebuild(get_session("topiclake-rebuild", master=args.master, conf=SPARK_CONF), options)
+    print(format_result(result), flush=True)
     return 0
 
 

@@ -83,14 +83,14 @@ def test_argument_mistakes_are_one_line_with_exit_2(tmp_path, name, args, messag
     assert line.endswith(f"(see {name}.py --help)")
 
 
-@pytest.mark.parametrize("name", ["ingest", "backfill", "coverage", "sql"])
+@pytest.mark.parametrize("name", ["ingest", "backfill", "coverage", "sql", "rebuild"])
 def test_the_commands_report_argument_mistakes_like_their_jobs(tmp_path, name):
     line = assert_one_line_error(run(cli(name) + ["--bogus"], cwd=tmp_path), 2)
     assert f"(see topiclake {name} --help)" in line
 
 
 def test_commands_and_jobs_take_the_same_flags(tmp_path):
-    for name in ("ingest", "backfill", "coverage", "sql"):
+    for name in ("ingest", "backfill", "coverage", "sql", "rebuild"):
         from_job = run(job(name) + ["--help"], cwd=tmp_path)
         from_cli = run(cli(name) + ["--help"], cwd=tmp_path)
         assert from_job.returncode == from_cli.returncode == 0
@@ -114,6 +114,7 @@ def test_an_unknown_topic_is_named_with_the_topics_there(root, tmp_path):
     ("ingest", ["--topic", "clicks"]),
     ("backfill", ["--table", "t", "--topic", "clicks", "--partition", "0", "--from", "0", "--to", "1"]),
     ("coverage", ["--table", "t", "--topic", "clicks"]),
+    ("rebuild", ["t", "--kind", "upsert"]),
     ("sql", ["SELECT 1"]),
     ("compact", []),
     ("retention", []),

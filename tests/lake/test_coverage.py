@@ -39,7 +39,7 @@ def test_every_gap_has_a_reason(spark, root, topic_writer):
     p0, p1 = report
     assert p0.committed == 9 and p0.held == (OffsetRange(0, 1), OffsetRange(2, 3), OffsetRange(5, 6),
                                              OffsetRange(8, 9))
-    assert p0.gaps == (OffsetRange(1, 2, "compaction"), OffsetRange(3, 5, "compaction"),
+    assert p0.gaps == (OffsetRange(1, 2, "compacted"), OffsetRange(3, 5, "compacted"),
                        OffsetRange(6, 7, "aborted"), OffsetRange(7, 8, "control"))
     assert p1.held == (OffsetRange(0, 1), OffsetRange(2, 3)) and p1.gaps == (OffsetRange(1, 2, "retention"),)
     assert p0.missing == () and "gap [6, 7) aborted" in format_coverage(report)

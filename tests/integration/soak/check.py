@@ -166,11 +166,11 @@ class Verdict:
 
 
 def removal_reason(log: PartitionLog, config: LogConfig, offset: int, key: bytes | None) -> str | None:
-    """Why a record absent from the log may be gone: "retention", "compaction", or None."""
+    """Why a record absent from the log may be gone: "retention", "compacted", or None."""
     if config.delete and offset < log.log_start_offset:
         return "retention"
     if config.compact and log.latest_by_key.get(key, -1) > offset:
-        return "compaction"
+        return "compacted"
     return None
 
 
@@ -188,7 +188,7 @@ def check_log(verdict: Verdict, logs: Mapping[tuple[str, int], PartitionLog], co
         reason = removal_reason(log, configs[ack.topic], ack.offset, ack.key)
         if reason == "retention":
             verdict.removed_by_retention += 1
-        elif reason == "compaction":
+        elif reason == "compacted":
             verdict.removed_by_compaction += 1
         else:
             lost.fail(f"{where}: acknowledged {ack.value[:40]!r}, not in the log (log start "
@@ -291,7 +291,7 @@ def check_tables(verdict: Verdict, logs: Mapping[tuple[str, int], PartitionLog],
             if (ack.offset in log.records or ack.offset >= (table.offsets.get(ack.partition) or 0)
                     or ledger.txn_outcomes.get(ack.txn) == "aborted"):
                 continue
-            if removal_reason(log, configs[topic], ack.offset, ack.key) != "compaction":
+            if removal_reason(log, configs[topic], ack.offset, ack.key) != "compacted":
                 once.fail(f"{topic}-{ack.partition}@{ack.offset}: acknowledged, left the log unread by the ingest")
                 verdict.lost += 1
 

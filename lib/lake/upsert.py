@@ -1,0 +1,346 @@
+"""Upsert tables: one row per key, the row of its newest change; a delete (tombstone) removes it.
+
+An upsert table is partitioned by `key_bucket`, a stable hash of the key modulo N buckets (N fixed
+when the table is created, in its configuration). A run merges in two RDD jobs:
+
+1. Stage (the ingest tasks, executors): each task's decoded rows become changes (changes.extract),
+   collapsed to the newest change per key (`newest_per_key`), written as one staging file per
+   touched bucket under `<table>/_topiclake_staging/<run_id>/` (Delta never reads `_` directories;
+   vacuum leaves them alone). The task returns one row per staging file.
+2. Merge (one task per touched bucket, executors): the bucket's current files (from the snapshot
+   the driver planned on) plus its staging files; per key the newest row wins, deleted winners are
+   dropped; the survivors are written as one new Parquet file with the stats ingest writes. A
+   bucket where nothing changes is left as it is.
+
+The driver then makes ONE commit: remove actions for the replaced files, add actions, and the
+group's offsets (delta.commit), with a precheck that every removed file is still in the snapshot
+it commits on (an OPTIMIZE or DELETE in between stops the run, nothing committed).
+
+Which change is newest (`newest_per_key`): within one topic partition, the higher offset, always
+(an older offset never overwrites a newer one, so replaying an old range can never move a key
+back). Across partitions (a key that moved partition, or a multi-topic table): the newer
+timestamp, then the higher (topic, partition, offset) as a deterministic tie break.
+
+All of it is pyarrow compute over columns: sort_indices, group_by, take; no per-record objects.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .changes import ChangeSpec, Changes
+
+KEY_BUCKET = "key_bucket"
+KEY_BUCKET_TYPE = pa.int32()
+DEFAULT_BUCKETS = 16
+STAGING_DIR = "_topiclake_staging"
+DELETED = "_topiclake_deleted"  # staging files only: True where the change deletes its key
+_KEY_COLUMNS_META = b"topiclake.key_columns"
+_POSITION = "_topiclake_position"
+_STALE_STAGING_S = 24 * 3600  # staging dirs of killed runs older than this are removed by later runs
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertSpec:
+    """How a table is kept as an upsert table (picklable: it travels with the tasks)."""
+
+    change: ChangeSpec = ChangeSpec()
+    buckets: int = DEFAULT_BUCKETS
+
+
+def upsert_schema(data: pa.Schema) -> pa.Schema:
+    """The table schema of an upsert table: its data columns, then the bucket partition column."""
+    return data.append(pa.field(KEY_BUCKET, KEY_BUCKET_TYPE))
+
+
+# ------------------------------------------------------------------------------------------ hashing
+
+_MULTIPLIER = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime, as a polynomial base
+
+
+def key_hash(rows: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:
+    """A stable 64-bit hash per row of its key columns (the same bytes give the same hash in every
+    process and version: no per-process seed). Non-binary columns hash their text form."""
+    out = np.zeros(rows.num_rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for name in key_columns:
+            out = out * np.uint64(31) + _binary_hash(rows.column(name))
+        return _mix(out)
+
+
+def bucket_of(rows: pa.Table, key_columns: tuple[str, ...], buckets: int) -> np.ndarray:
+    return (key_hash(rows, key_columns) % np.uint64(buckets)).astype(np.int32)
+
+
+def _binary_hash(column) -> np.ndarray:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_binary(array.type) or pa.types.is_string(array.type)):
+        array = pc.cast(array, pa.string())
+    if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.binary())
+    n = len(array)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=n + 1, offset=array.offset * 4).astype(np.int64)
+    data_buffer = array.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    first, last = offsets[0], offsets[-1]
+    lengths = np.diff(offsets)
+    with np.errstate(over="ignore"):
+        if last > first:
+            starts = offsets[:-1] - first
+            within = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
+            powers = np.cumprod(np.full(int(lengths.max()), _MULTIPLIER, dtype=np.uint64)) // _MULTIPLIER
+            powers[0] = 1  # [1, p, p^2, ...] modulo 2^64
+            terms = data[first:last].astype(np.uint64) * powers[within]
+            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+            hashes = sums[offsets[1:] - first] - sums[offsets[:-1] - first]
+        else:
+            hashes = np.zeros(n, np.uint64)
+        hashes = hashes + lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    if array.null_count:
+        hashes[np.asarray(array.is_null())] = np.uint64(0x5BD1E995)
+    return hashes
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit reaches the low bits the bucket is taken from."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+# ------------------------------------------------------------------------------------ newest change
+
+def newest_per_key(rows: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
+    """The newest row per key (see the module docstring for the order)."""
+    if rows.num_rows <= 1:
+        return rows
+    keys = list(key_columns)
+    if _one_partition(rows):  # a task's records, or a single-partition topic: offsets decide
+        return _last_of_groups(rows, keys, ["offset"])
+    rows = _last_of_groups(rows, keys + ["topic", "partition"], ["offset"])
+    if _unique(rows, keys):  # every key in one partition only, as Kafka's partitioner puts them
+        return rows
+    return _last_of_groups(rows, keys, ["timestamp", "topic", "partition", "offset"])
+
+
+def _unique(rows: pa.Table, keys: list[str]) -> bool:
+    if len(keys) == 1:
+        return pc.count_distinct(rows.column(keys[0]), mode="all").as_py() == rows.num_rows
+    return rows.select(keys).group_by(keys).aggregate([]).num_rows == rows.num_rows
+
+
+def _one_partition(rows: pa.Table) -> bool:
+    return all(pc.count_distinct(rows.column(c)).as_py() == 1 and rows.column(c).null_count == 0
+               for c in ("topic", "partition"))
+
+
+def _last_of_groups(rows: pa.Table, keys: list[str], order: list[str]) -> pa.Table:
+    """Per group of `keys`, the row that sorts last by `order`."""
+    ordered = rows if _ascending(rows, order) else rows.take(
+        pc.sort_indices(rows, [(c, "ascending", "at_start") for c in order]))
+    positions = pa.table({**{k: ordered.column(k) for k in keys},
+                          _POSITION: pa.array(np.arange(ordered.num_rows, dtype=np.int64))})
+    last = positions.group_by(keys, use_threads=False).aggregate([(_POSITION, "max")])
+    return ordered.take(last.column(f"{_POSITION}_max"))
+
+
+def _ascending(rows: pa.Table, order: list[str]) -> bool:
+    """A task's records are in offset order already: no sort needed."""
+    if len(order) != 1 or rows.column(order[0]).null_count:
+        return False
+    values = rows.column(order[0]).to_numpy()
+    return bool(np.all(values[1:] >= values[:-1]))
+
+
+# ------------------------------------------------------------------------------ stage 1: executors
+
+def staging_dir(run_id: str) -> str:
+    return f"{STAGING_DIR}/{run_id}"
+
+
+def stage_changes(changes: Changes, *, buckets: int, table_uri: str, run_id: str, task_name: str,
+                  compression: str) -> list[tuple[int, str, int]]:
+    """Write a task's changes, newest per key, as one staging file per bucket; (bucket, relative
+    path, rows) per file."""
+    deleted = changes.deleted if isinstance(changes.deleted, pa.Array) else pa.array(changes.deleted)
+    rows = changes.rows.append_column(DELETED, deleted.cast(pa.bool_()))
+    rows = newest_per_key(rows, changes.key_columns)
+    if rows.num_rows == 0:
+        return []
+    bucket = pa.array(bucket_of(rows, changes.key_columns, buckets))
+    rows = rows.replace_schema_metadata({_KEY_COLUMNS_META: json.dumps(list(changes.key_columns)).encode()})
+    fs, base = pafs.FileSystem.from_uri(table_uri)
+    out = []
+    for b in pc.unique(bucket).to_pylist():
+        part = rows.filter(pc.equal(bucket, b))
+        path = f"{staging_dir(run_id)}/bucket-{b}/{task_name}-{uuid.uuid4().hex[:12]}.{compression}.parquet"
+        fs.create_dir(f"{base}/{path.rsplit('/', 1)[0]}", recursive=True)
+        pq.write_table(part, f"{base}/{path}", filesystem=fs, compression=compression)
+        out.append((b, path, part.num_rows))
+    return out
+
+
+# ------------------------------------------------------------------------------ stage 2: executors
+
+def merge_bucket(job: dict) -> dict:
+    """One bucket: current files + staging files -> one new file (or none). `unchanged`: no change
+    wins over what the bucket holds, so its files stay."""
+    from .backfill import plain_layout
+    from .decode import file_stats, write_parquet
+
+    fs, base = pafs.FileSystem.from_uri(job["table_uri"])
+    schema = pa.ipc.read_schema(pa.py_buffer(job["schema"]))  # the data columns, no partition column
+    staged = [pq.read_table(f"{base}/{p}", filesystem=fs) for p in job["changes"]]
+    key_columns = tuple(json.loads(staged[0].schema.metadata[_KEY_COLUMNS_META]))
+    current = [_conform(plain_layout(pq.read_table(f"{base}/{p}", filesystem=fs)), schema) for p in job["current"]]
+    held = sum(t.num_rows for t in current)
+    changes = [_conform(plain_layout(t), schema).append_column(DELETED, t.column(DELETED)) for t in staged]
+    rows = pa.concat_tables([t.append_column(DELETED, pa.repeat(pa.scalar(False), t.num_rows)) for t in current]
+                            + changes)
+    source = pa.array(np.concatenate([np.zeros(held, np.int8), np.ones(rows.num_rows - held, np.int8)]))
+    winners = newest_per_key(rows.append_column("_topiclake_source", source), key_columns)
+    kept = winners.filter(pc.invert(winners.column(DELETED)))
+    new_kept = pc.sum(pc.cast(pc.equal(kept.column("_topiclake_source"), 1), pa.int64())).as_py() or 0
+    if new_kept == 0 and kept.num_rows == held:
+        return {"bucket": job["bucket"], "unchanged": True, "add": None, "records": held}
+    kept = kept.drop_columns([DELETED, "_topiclake_source"])
+    add = None
+    if kept.num_rows:
+        kept = kept.take(pc.sort_indices(kept, [("topic", "ascending"), ("partition", "ascending"),
+                                                ("offset", "ascending")]))
+        name = f"{KEY_BUCKET}={job['bucket']}/part-upsert-{job['run_id']}-{uuid.uuid4().hex[:12]}.snappy.parquet"
+        fs.create_dir(f"{base}/{KEY_BUCKET}={job['bucket']}", recursive=True)
+        write_parquet(kept, f"{base}/{name}", filesystem=fs)
+        info = fs.get_file_info(f"{base}/{name}")
+        add = {"path": name, "size": info.size, "partition_values": json.dumps({KEY_BUCKET: str(job["bucket"])}),
+               "modification_time": int(time.time() * 1000), "num_records": kept.num_rows,
+               "stats": file_stats(kept)}
+    return {"bucket": job["bucket"], "unchanged": False, "add": add, "records": kept.num_rows}
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The data columns in the table's order and types."""
+    return table.select(schema.names).cast(schema)
+
+
+# ------------------------------------------------------------------------------------------ driver
+
+@dataclass(slots=True)
+class MergePlan:
+    """What a merge commits: remove and add actions, and the check that each rewritten bucket still
+    holds exactly the files the merge read, in the snapshot the commit lands on."""
+
+    removes: list  # deltalake RemoveAction
+    adds: list  # deltalake AddAction
+    planned: dict[int, frozenset[str]]  # rewritten bucket -> the files the merge read (and removes)
+    buckets_touched: int = 0
+    rows: int = 0  # rows the rewritten buckets hold now
+
+    @property
+    def removed_paths(self) -> frozenset[str]:
+        return frozenset(p for paths in self.planned.values() for p in paths)
+
+    def precheck(self, snapshot) -> None:
+        """Another writer's OPTIMIZE or DELETE removed a file the merge replaces, or another writer
+        (a backfill, another group feeding the table) added one to a bucket it rewrites: either way
+        the merged file is stale; nothing is committed."""
+        from . import delta
+        from .errors import ConcurrentWriterError
+
+        if not self.planned:
+            return
+        now: dict[int, set[str]] = {b: set() for b in self.planned}
+        files = delta.active_files(snapshot)
+        column = f"partition.{KEY_BUCKET}"
+        if column in files.column_names:
+            for path, bucket in zip(files.column("path").to_pylist(), files.column(column).to_pylist()):
+                if bucket is not None and int(bucket) in now:
+                    now[int(bucket)].add(path)
+        changed = sorted(b for b, paths in self.planned.items() if now[b] != paths)
+        if changed:
+            raise ConcurrentWriterError(
+                f"table {snapshot.table_uri}: another writer changed the files of key bucket(s) {changed} since "
+                "this merge read them (an OPTIMIZE, DELETE, backfill or other ingest); nothing was committed, "
+                "run again")
+
+    @property
+    def buckets_rewritten(self) -> int:
+        return len(self.planned)
+
+
+def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Schema, run_id: str,
+               job_group: str | None = None, progress=None) -> MergePlan:
+    """Stage 2: one Spark task per touched bucket. `staged`: stage-1 rows (path, partition_values).
+    The current files come from the table's snapshot now (None: a new table)."""
+    from deltalake.transaction import RemoveAction
+
+    from . import delta
+    from .progress import spark_job_group
+    from .spark import collect
+
+    by_bucket: dict[int, list[str]] = {}
+    for row in staged:
+        by_bucket.setdefault(int(json.loads(row["partition_values"])[KEY_BUCKET]), []).append(row["path"])
+    snapshot = delta.load_table(table_uri)
+    current: dict[int, list[dict]] = {}
+    if snapshot is not None:
+        for f in delta.active_files(snapshot).to_pylist():
+            bucket = f.get(f"partition.{KEY_BUCKET}")
+            if bucket is not None and int(bucket) in by_bucket:
+                current.setdefault(int(bucket), []).append(f)
+    schema = data_schema.serialize().to_pybytes()
+    jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths, "current": [f["path"] for f in current.get(b, [])],
+             "schema": schema, "run_id": run_id} for b, paths in sorted(by_bucket.items())]
+    plan = MergePlan([], [], {}, buckets_touched=len(jobs))
+    if not jobs:
+        return plan
+    sc = spark.sparkContext
+    with spark_job_group(sc, job_group or f"topiclake-merge-{run_id}",
+                         f"topiclake upsert merge: {len(jobs)} buckets of {table_uri}", progress):
+        results = collect(sc.parallelize(jobs, len(jobs)).map(merge_bucket))
+    now_ms = int(time.time() * 1000)
+    for result in results:
+        if result["unchanged"]:
+            continue
+        plan.planned[result["bucket"]] = frozenset(f["path"] for f in current.get(result["bucket"], []))
+        plan.rows += result["records"]
+        for f in current.get(result["bucket"], []):
+            plan.removes.append(RemoveAction(f["path"], True, now_ms, f["size_bytes"],
+                                             {KEY_BUCKET: str(result["bucket"])}))
+        if result["add"] is not None:
+            plan.adds.append(delta.add_action(result["add"]))
+    return plan
+
+
+def remove_staging(table_uri: str, run_id: str) -> None:
+    """After the commit (or a failed run): the run's staging files, and stale ones of killed runs."""
+    if "://" in table_uri and not table_uri.startswith("file://"):
+        return
+    root = table_uri.removeprefix("file://")
+    shutil.rmtree(f"{root}/{staging_dir(run_id)}", ignore_errors=True)
+    import os
+
+    staging = f"{root}/{STAGING_DIR}"
+    try:
+        entries = list(os.scandir(staging))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if time.time() - entry.stat().st_mtime > _STALE_STAGING_S:
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
