@@ -97,7 +97,7 @@ def _topics_from_history(table) -> tuple[str, ...]:
     """The topics of a table made before tables recorded them: from its ingest commits."""
     topics = set()
     for commit in table.history():
-        info = delta._topiclake_info(commit)
+        info = delta.topiclake_info(commit)
         for tp in (info.get("offsets") or {}):
             topics.add(tp.rsplit(":", 1)[0])
     return tuple(sorted(topics))
