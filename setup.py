@@ -5,7 +5,8 @@ from setuptools import Extension, find_packages, setup
 setup(
     packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")],
     package_dir={"topiclake": "lib"},
-    package_data={"topiclake.lake": ["log4j2.properties", "jars/pom.xml"]},
+    package_data={"topiclake.lake": ["log4j2.properties", "jars/pom.xml"],
+                  "topiclake.console": ["templates/*.html", "static/*.css"]},
     ext_modules=[
         Extension(
             "topiclake.segments._native._decode",

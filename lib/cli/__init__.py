@@ -57,5 +57,9 @@ from . import data_docs  # noqa: E402  (data-docs: great-expectations' site of t
 
 data_docs.register(app)
 
+from . import console  # noqa: E402  (console: the web console, topiclake.console)
+
+console.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -92,7 +92,7 @@ def group_offset(table: DeltaTable, group: str, topic: str, partition: int,
             if target is not None and target < version:
                 version, restores = target, restores + 1
                 continue
-        info = _topiclake_info(commit)
+        info = topiclake_info(commit)
         if info.get("group") == group and key in (info.get("offsets") or {}):
             break
     at = table if version == table.version() else DeltaTable(table.table_uri, version=version)
@@ -136,7 +136,7 @@ def _restored_version(table: DeltaTable, parameters: dict) -> int | None:
     return None
 
 
-def _topiclake_info(commit: dict) -> dict:
+def topiclake_info(commit: dict) -> dict:
     """What a topiclake commit says of itself: its `topiclake` field (delta-rs commits), else its
     userMetadata (delta-spark commits)."""
     info = commit.get("topiclake")

@@ -1,0 +1,243 @@
+"""The console in a real browser, against a real broker with real data (issue 22).
+
+One broker process (schema registry on); topics produced with confluent-kafka (Avro values
+through the registry, UTF-8 and binary values); a consumer group with committed offsets behind
+the log end; a Delta table from a real ingest (the shared Spark session) with its stored
+validation and Data Docs site. `topiclake console` runs as its own process; headless Chromium
+loads each page, the numbers shown are checked against the CLI (`topiclake groups lag`), the
+Kafka clients and deltalake, and each page is saved as a screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, SerializingProducer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+
+from topiclake.lake.ingest import IngestOptions, ingest
+
+from ..integration.broker_process import REPO, BrokerProcess
+from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)
+from .conftest import ConsoleProcess, cells, screenshot
+
+pytestmark = pytest.mark.slow
+
+ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "shop",
+                "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
+GROUP = "billing"
+COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the log end on purpose
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, spark):  # noqa: F811
+    tmp = tmp_path_factory.mktemp("console")
+    config = tmp / "broker.toml"
+    config.write_text("[groups]\ninitial_rebalance_delay_ms = 0\n")
+    broker = BrokerProcess(tmp / "data", config=config, args=("--registry-listen", "127.0.0.1:0")).start()
+    try:
+        registry_url = broker.registry_url()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("orders", 2), NewTopic("clicks", 1)]).values():
+            future.result(15)
+        serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(ORDER_SCHEMA))
+        orders = SerializingProducer({"bootstrap.servers": broker.bootstrap, "value.serializer": serializer})
+        for i in range(7):
+            orders.produce("orders", value={"id": i, "item": f"item-{i}"}, partition=i % 2)
+        assert orders.flush(15) == 0
+        clicks = Producer({"bootstrap.servers": broker.bootstrap})
+        for value in (b"home", b"cart", "caf\u00e9".encode(), b"\x00\xff\x10binary", b"checkout"):
+            clicks.produce("clicks", value, partition=0)
+        assert clicks.flush(15) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
+        consumer.close()
+        outcome = ingest(spark, IngestOptions(topics=("orders",), root=broker.data, bootstrap="none",
+                                              data_docs=True)).tables[0]
+        assert outcome.version == 0 and outcome.quality.success
+        console = ConsoleProcess(broker.data, broker.bootstrap).start()
+        try:
+            yield broker, console
+        finally:
+            console.stop()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def page(chromium, world):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    yield context.new_page()
+    context.close()
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """(low, high) per partition, from librdkafka: another client than the console's."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "console-test-watermarks"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def cli_lag(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """`topiclake groups lag`: (topic, partition) -> (current offset, log end offset, lag)."""
+    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "lag", group, "--bootstrap", bootstrap],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[1:] if line.strip()]
+    return {(r[0], int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
+def test_cluster_page_shows_the_broker_and_the_root(page, world, artifacts):
+    broker, console = world
+    page.goto(console.url + "/")
+    meta = json.loads((broker.data / "cluster" / "meta.json").read_text())
+    assert meta["cluster_id"] in page.locator("h1").inner_text()
+    assert page.locator("#broker-count").inner_text() == "1"
+    assert cells(page, "#brokers td:nth-child(3)") == [str(broker.port)]
+    assert f"127.0.0.1:{broker.port}" in page.locator("#registrations").inner_text()
+    assert "live until" in page.locator("#registrations").inner_text()
+    screenshot(page, artifacts, "cluster")
+
+
+def test_topics_pages_show_the_offsets_the_clients_see(page, world, artifacts):
+    broker, console = world
+    page.goto(console.url + "/topics")
+    orders = watermarks(broker.bootstrap, "orders", 2)
+    clicks = watermarks(broker.bootstrap, "clicks", 1)
+    row = page.locator('#topics tr[data-topic="orders"]')
+    assert row.locator("td.end").inner_text() == str(sum(h for _, h in orders.values())) == "7"
+    assert page.locator('#topics tr[data-topic="clicks"] td.records').inner_text() == "5"
+    assert page.locator('#topics tr[data-topic="__consumer_offsets"]').count() == 0  # internal: behind a link
+    screenshot(page, artifacts, "topics")
+
+    page.goto(console.url + "/topics/orders")
+    for partition, (low, high) in orders.items():
+        shown = page.locator(f'#partitions tr[data-partition="{partition}"]')
+        assert (shown.locator("td.start").inner_text(), shown.locator("td.end").inner_text()) == (str(low), str(high))
+    configs = page.locator("#configs").inner_text()
+    assert "retention.ms" in configs and "cleanup.policy" in configs
+    screenshot(page, artifacts, "topic")
+    assert clicks == {0: (0, 5)}
+
+
+def test_record_browser_decodes_registry_values_and_shows_raw_ones(page, world, artifacts):
+    _broker, console = world
+    page.goto(console.url + "/topics/orders/records?partition=0&from=0&to=10")
+    offsets = cells(page, "#records tr[data-offset] td:nth-child(1)")
+    assert offsets == ["0", "1", "2", "3"]  # ids 0, 2, 4, 6 went to partition 0
+    values = [json.loads(v) for v in cells(page, "#records tr[data-offset] td:nth-child(4)")]
+    assert values == [{"id": i, "item": f"item-{i}"} for i in (0, 2, 4, 6)]
+    assert all(f.startswith("registry id ") for f in cells(page, "#records tr[data-offset] td:nth-child(5)"))
+    screenshot(page, artifacts, "records-avro")
+
+    page.goto(console.url + "/topics/clicks/records?partition=0&from=1&to=4")
+    assert cells(page, "#records tr[data-offset] td:nth-child(1)") == ["1", "2", "3"]
+    assert cells(page, "#records tr[data-offset] td:nth-child(4)")[:2] == ["cart", "caf\u00e9"]
+    assert cells(page, "#records tr[data-offset] td:nth-child(5)") == ["utf-8", "utf-8", "hex"]
+    assert cells(page, "#records tr[data-offset] td:nth-child(4)")[2] == "00 ff 10 62 69 6e 61 72 79"
+    page.goto(console.url + "/topics/clicks/records?partition=0&from=x")
+    assert "from must be an integer" in page.content()
+
+
+def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
+    broker, console = world
+    expected = cli_lag(broker.bootstrap, GROUP)
+    assert {tp: row[0] for tp, row in expected.items()} == COMMITTED
+    page.goto(console.url + "/groups")
+    assert page.locator(f'#groups tr[data-group="{GROUP}"] td.lag').inner_text() == \
+        str(sum(lag for _, _, lag in expected.values()))
+    screenshot(page, artifacts, "groups")
+
+    page.goto(console.url + f"/groups/{GROUP}")
+    shown = {}
+    for row in page.locator("#lag tr[data-tp]").all():
+        topic, partition = row.locator("td").nth(0).inner_text(), int(row.locator("td").nth(1).inner_text())
+        shown[(topic, partition)] = (int(row.locator("td.committed").inner_text()),
+                                     int(row.locator("td.end").inner_text()), int(row.locator("td.lag").inner_text()))
+    assert shown == expected
+    # the lag-over-time plot: the console samples every 0.5 s here
+    deadline = time.monotonic() + 20
+    while page.locator("svg.chart polyline").count() == 0:
+        assert time.monotonic() < deadline, "no lag plot after 20 s of sampling"
+        time.sleep(0.5)
+        page.reload()
+    assert "orders: 4" in page.locator(".legend").inner_text()  # (4-2) + (3-1)
+    screenshot(page, artifacts, "group")
+
+
+def test_tables_pages_show_the_delta_table(page, world, artifacts):
+    broker, console = world
+    table, data = read_table(broker.data / "tables" / "orders")
+    page.goto(console.url + "/tables")
+    row = page.locator('#tables tr[data-table="orders"]')
+    assert row.locator("td.rows").inner_text() == str(data.num_rows) == "7"
+    screenshot(page, artifacts, "tables")
+
+    page.goto(console.url + "/tables/orders")
+    assert page.locator("#version").inner_text() == str(table.version())
+    assert page.locator("#rows").inner_text() == "7"
+    ends = watermarks(broker.bootstrap, "orders", 2)
+    coverage = page.locator("table.coverage")
+    assert coverage.count() == 1
+    for partition, (_low, high) in ends.items():
+        tp = coverage.locator(f'tr[data-tp="orders-{partition}"]')
+        assert tp.locator("td.committed").inner_text() == str(high)
+        assert tp.locator("td").nth(4).inner_text() == "none"  # no gap
+    assert "success" in page.locator("#quality").inner_text()
+    screenshot(page, artifacts, "table")
+
+    page.click("#data-docs")
+    page.wait_for_load_state()
+    assert page.url.endswith("/quality/index.html") and "Expectations" in page.content()
+    screenshot(page, artifacts, "data-docs")
+
+
+def test_schemas_pages_list_the_registry(page, world, artifacts):
+    _broker, console = world
+    page.goto(console.url + "/schemas")
+    assert page.locator('#subjects tr[data-subject="orders-value"] td.versions').inner_text() == "1"
+    screenshot(page, artifacts, "schemas")
+    page.goto(console.url + "/schemas/orders-value")
+    assert '"name": "Order"' in page.locator("pre.schema").inner_text().replace('"name":"Order"', '"name": "Order"')
+
+
+def test_throughput_is_plotted_and_a_missing_topic_is_a_page_not_a_crash(page, world, artifacts):
+    broker, console = world
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(30):
+        producer.produce("clicks", f"more-{i}".encode(), partition=0)
+        producer.flush(5)
+        time.sleep(0.05)
+    time.sleep(1.2)
+    page.goto(console.url + "/")
+    assert page.locator("svg.chart polyline").count() == 2  # records/s and bytes/s
+    screenshot(page, artifacts, "cluster-throughput")
+    response = page.goto(console.url + "/topics/no-such-topic")
+    assert response.status == 502 and "UNKNOWN_TOPIC_OR_PARTITION" in page.locator("#error").inner_text()
+    assert page.goto(console.url + "/healthz").status == 200
+
+
+def test_first_paint_under_500_ms_with_100_topics(page, world, artifacts):
+    broker, console = world
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(f"load-{i:03d}", 1) for i in range(100)]).values():
+        future.result(30)
+    for path in ("/", "/topics"):
+        page.goto(console.url + path)  # warm: connection, templates
+        timings = []
+        for _ in range(3):
+            page.goto(console.url + path)
+            timings.append(page.evaluate(
+                "performance.getEntriesByName('first-contentful-paint')[0]?.startTime "
+                "?? performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"))
+        print(f"first paint of {path} with 102 topics: {sorted(timings)} ms")
+        assert min(timings) < 500, timings
+    assert page.locator("#topics tr[data-topic]").count() == 102
