@@ -124,7 +124,9 @@ def detail(layout: StorageLayout, name: str) -> TableDetail:
                       "operation": info.get("operation") or commit.get("operation"), "group": info.get("group"),
                       "run_id": info.get("run_id"), "ranges": info.get("ranges") or {},
                       "files": metrics.get("num_added_files") or metrics.get("numFiles") or metrics.get("numAddedFiles")})
-    columns = [(f.name, str(f.type)) for f in table.schema().to_arrow()]
+    import pyarrow as pa
+
+    columns = [(f.name, str(f.type)) for f in pa.schema(table.schema().to_arrow())]
     return TableDetail(table_summary, shown, committed_ranges(table, history), columns,
                        quality_results(layout.root, name))
 
@@ -176,12 +178,21 @@ def quality_results(root: Path, table: str, limit: int = 20) -> list[dict]:
             continue
         checks = outcome.get("results") or []
         page = site / "validations" / relative.with_suffix(".html")
-        found.append({"run": relative.parts[-3], "when": relative.parts[-2], "success": outcome.get("success"),
+        found.append({"run": relative.parts[-3], "when": _result_time(relative.parts[-2]), "success": outcome.get("success"),
                       "passed": sum(1 for r in checks if r.get("success")), "total": len(checks),
                       "failed": [r.get("expectation_config", {}).get("type") for r in checks if not r.get("success")],
                       "page": f"/quality/validations/{relative.with_suffix('.html').as_posix()}"
                       if page.is_file() else None})
     return sorted(found, key=lambda r: r["when"], reverse=True)[:limit]
+
+
+def _result_time(text: str) -> str:
+    """great-expectations' run time directory name (20240501T120000.123456Z), readable."""
+    try:
+        parsed = datetime.datetime.strptime(text, "%Y%m%dT%H%M%S.%fZ")
+    except ValueError:
+        return text
+    return parsed.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def iso(ms: int | None) -> str:

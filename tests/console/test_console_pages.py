@@ -55,6 +55,7 @@ def world(tmp_path_factory, spark):  # noqa: F811
         for value in (b"home", b"cart", "caf\u00e9".encode(), b"\x00\xff\x10binary", b"checkout"):
             clicks.produce("clicks", value, partition=0)
         assert clicks.flush(15) == 0
+        del orders, clicks  # librdkafka's threads would outlive the broker
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
         consumer.close()
@@ -238,6 +239,6 @@ def test_first_paint_under_500_ms_with_100_topics(page, world, artifacts):
             timings.append(page.evaluate(
                 "performance.getEntriesByName('first-contentful-paint')[0]?.startTime "
                 "?? performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"))
-        print(f"first paint of {path} with 102 topics: {sorted(timings)} ms")
+        print(f"first paint of {path} with 103 topics: {sorted(timings)} ms")
         assert min(timings) < 500, timings
-    assert page.locator("#topics tr[data-topic]").count() == 102
+    assert page.locator("#topics tr[data-topic]").count() == 103  # and orders, clicks, _schemas
