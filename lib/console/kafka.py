@@ -9,7 +9,6 @@ is a `BrokerError` with one line, which a page shows instead of its content.
 from __future__ import annotations
 
 import datetime
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -192,15 +191,9 @@ def list_groups(client: ProtocolClient) -> list[GroupListing]:
 
 def _retrying(client: ProtocolClient, request, error_of, what: str):
     """A coordinator request, asked again while the coordinator is loading (a retriable error)."""
-    deadline = time.monotonic() + COORDINATOR_WAIT_S
-    while True:
-        response = client.request(request)
-        code = error_of(response)
-        if code.value == 0:
-            return response
-        if not code.retriable or time.monotonic() >= deadline:
-            raise BrokerError(f"{what}: {code.name.upper()}")
-        time.sleep(0.1)
+    response = client.request_while_retriable(request, error_of, wait_s=COORDINATOR_WAIT_S)
+    _check(error_of(response), what)
+    return response
 
 
 def committed_offsets(client: ProtocolClient, group: str) -> dict[tuple[str, int], int]:

@@ -59,6 +59,12 @@ class ConsoleProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def __enter__(self) -> "ConsoleProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:

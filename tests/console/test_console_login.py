@@ -4,6 +4,8 @@ as that user, so a user sees only what their ACLs let them describe."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -53,43 +55,41 @@ def world(tmp_path_factory):
             future.result(15)
         for table in ("public", "secret"):  # tables named after their topics, as ingest names them
             write_deltalake(str(broker.data / "tables" / table), pa.table({"offset": [0, 1, 2]}))
-        console = ConsoleProcess(broker.data, broker.address("SASL_PLAINTEXT"),
-                                 args=("--security-protocol", "SASL_PLAINTEXT")).start()
-        try:
+        with ConsoleProcess(broker.data, broker.address("SASL_PLAINTEXT"),
+                            args=("--security-protocol", "SASL_PLAINTEXT")) as console:
             yield broker, console
-        finally:
-            console.stop()
     finally:
         broker.stop()
 
 
-def login(browser, console, user: str, password: str):
+@contextmanager
+def logged_in(browser, console, user: str, password: str):
+    """A fresh browser context that asked for /topics and went through the login form."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.goto(console.url + "/topics")
-    assert page.url.startswith(console.url + "/login")
-    page.fill("#username", user)
-    page.fill("#password", password)
-    page.click("#login")
-    page.wait_for_load_state()
-    return context, page
-
-
-def test_a_wrong_password_is_refused(chromium, world, artifacts):
-    _broker, console = world
-    context, page = login(chromium, console, "alice", "not-her-password")
     try:
-        assert "/login" in page.url and "refused" in page.locator("#error").inner_text()
-        screenshot(page, artifacts, "login-refused")
-        assert page.goto(console.url + "/groups").url.startswith(console.url + "/login")  # still no session
+        page = context.new_page()
+        page.goto(console.url + "/topics")
+        assert page.url.startswith(console.url + "/login")
+        page.fill("#username", user)
+        page.fill("#password", password)
+        page.click("#login")
+        page.wait_for_load_state()
+        yield page
     finally:
         context.close()
 
 
+def test_a_wrong_password_is_refused(chromium, world, artifacts):
+    _broker, console = world
+    with logged_in(chromium, console, "alice", "not-her-password") as page:
+        assert "/login" in page.url and "refused" in page.locator("#error").inner_text()
+        screenshot(page, artifacts, "login-refused")
+        assert page.goto(console.url + "/groups").url.startswith(console.url + "/login")  # still no session
+
+
 def test_a_limited_user_sees_only_what_their_acls_allow(chromium, world, artifacts):
     _broker, console = world
-    context, page = login(chromium, console, "alice", USERS["alice"])
-    try:
+    with logged_in(chromium, console, "alice", USERS["alice"]) as page:
         assert page.url == console.url + "/topics"
         assert cells(page, "#topics tr[data-topic] td:first-child") == ["public"]
         screenshot(page, artifacts, "topics-as-alice")
@@ -107,14 +107,11 @@ def test_a_limited_user_sees_only_what_their_acls_allow(chromium, world, artifac
         page.click("text=Log out")
         page.wait_for_load_state()
         assert "/login" in page.url
-    finally:
-        context.close()
 
 
 def test_the_super_user_sees_everything(chromium, world, artifacts):
     _broker, console = world
-    context, page = login(chromium, console, "admin", USERS["admin"])
-    try:
+    with logged_in(chromium, console, "admin", USERS["admin"]) as page:
         names = cells(page, "#topics tr[data-topic] td:first-child")
         assert {"public", "secret"} <= set(names)
         page.goto(console.url + "/tables")
@@ -122,5 +119,3 @@ def test_the_super_user_sees_everything(chromium, world, artifacts):
         page.goto(console.url + "/groups")
         assert {"readers-public", "readers-secret"} <= set(cells(page, "#groups tr[data-group] td:first-child"))
         screenshot(page, artifacts, "groups-as-admin")
-    finally:
-        context.close()

@@ -16,8 +16,8 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, SerializingProducer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer, SerializingProducer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "shop",
                 "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
 GROUP = "billing"
+SHARE_GROUP = "shippers"  # a share group on clicks, its start offset moved back to 2
 COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the log end on purpose
 
 
@@ -59,16 +60,42 @@ def world(tmp_path_factory, spark):  # noqa: F811
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
         consumer.close()
+        share_group_behind(broker.bootstrap, SHARE_GROUP, "clicks", start=2)
         outcome = ingest(spark, IngestOptions(topics=("orders",), root=broker.data, bootstrap="none",
                                               data_docs=True)).tables[0]
         assert outcome.version == 0 and outcome.quality.success
-        console = ConsoleProcess(broker.data, broker.bootstrap).start()
-        try:
+        with ConsoleProcess(broker.data, broker.bootstrap) as console:
             yield broker, console
-        finally:
-            console.stop()
     finally:
         broker.stop()
+
+
+def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> None:
+    """A share group that consumed the whole partition with confluent-kafka's ShareConsumer, then
+    (empty again) had its share-partition start offset moved back to `start`."""
+    from kio.schema.alter_share_group_offsets.v0 import request as alter
+
+    from topiclake.broker.client import ProtocolClient
+
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the futures resolve
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "implicit"})
+    consumer.subscribe([topic])
+    deadline, seen = time.monotonic() + 20, 0
+    while seen < 5:
+        assert time.monotonic() < deadline, "the share consumer got no records"
+        seen += len([m for m in consumer.poll(timeout=0.3) if m.error() is None])
+    consumer.commit_sync(10)
+    consumer.close()
+    with ProtocolClient(bootstrap) as client:
+        done = client.request(alter.AlterShareGroupOffsetsRequest(group_id=group, topics=(
+            alter.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+                alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=start),)),)))
+    assert done.error_code.value == 0 and done.responses[0].partitions[0].error_code.value == 0
 
 
 @pytest.fixture
@@ -172,6 +199,22 @@ def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
         page.reload()
     assert "orders: 4" in page.locator(".legend").inner_text()  # (4-2) + (3-1)
     screenshot(page, artifacts, "group")
+
+
+def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
+    broker, console = world
+    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "lag", SHARE_GROUP, "--bootstrap",
+                           broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    expected = [line.split()[:5] for line in done.stdout.splitlines()[1:] if line.strip()]
+    assert expected == [["clicks", "0", "2", "5", "3"]]
+    page.goto(console.url + "/groups")
+    row = page.locator(f'#groups tr[data-group="{SHARE_GROUP}"]')
+    assert row.locator("td").nth(1).inner_text() == "share" and row.locator("td.lag").inner_text() == "3"
+    page.goto(console.url + f"/groups/{SHARE_GROUP}")
+    shown = [[row.locator("td").nth(i).inner_text() for i in range(5)] for row in page.locator("#lag tr[data-tp]").all()]
+    assert shown == expected
+    screenshot(page, artifacts, "share-group")
 
 
 def test_tables_pages_show_the_delta_table(page, world, artifacts):
