@@ -90,8 +90,9 @@ async def _errors(request: web.Request, handler):
     try:
         return await handler(request)
     except kafka.BrokerError as exc:
-        status = 403 if "AUTHORIZATION_FAILED" in str(exc) else 502
-        return _render(request, "error.html", {"message": str(exc)}, status=status)
+        message = str(exc)
+        status = 403 if "AUTHORIZATION_FAILED" in message else 404 if "UNKNOWN_" in message else 502
+        return _render(request, "error.html", {"message": message}, status=status)
     except (OSError, EOFError) as exc:
         return _render(request, "error.html", {"message": f"the broker at {request.app[ACCESS].bootstrap} "
                                                           f"did not answer: {exc}"}, status=502)
@@ -219,7 +220,7 @@ async def records_page(request: web.Request) -> web.Response:
         topic = kafka.topics(client, [name])[0]
         p = next((p for p in topic.partitions if p.partition == partition), None)
         if p is None:
-            raise kafka.BrokerError(f"topic {name} has no partition {partition}")
+            raise kafka.BrokerError(f"topic {name} has no partition {partition}: UNKNOWN_TOPIC_OR_PARTITION")
         first = max(p.start, end - DEFAULT_RECORDS if start is None and end is not None else
                     (p.end - DEFAULT_RECORDS if start is None else start))
         last = min(p.end, end if end is not None else first + DEFAULT_RECORDS, first + MAX_RECORDS)

@@ -265,7 +265,7 @@ def test_throughput_is_plotted_and_a_missing_topic_is_a_page_not_a_crash(page, w
     assert page.locator("svg.chart polyline").count() == 2  # records/s and bytes/s
     screenshot(page, artifacts, "cluster-throughput")
     response = page.goto(console.url + "/topics/no-such-topic")
-    assert response.status == 502 and "UNKNOWN_TOPIC_OR_PARTITION" in page.locator("#error").inner_text()
+    assert response.status == 404 and "UNKNOWN_TOPIC_OR_PARTITION" in page.locator("#error").inner_text()
     assert page.goto(console.url + "/healthz").status == 200
 
 
