@@ -129,7 +129,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def login_page(request: web.Request) -> web.Response:
     if not request.app[ACCESS].login_required:
         raise web.HTTPSeeOther("/")
-    return _render(request, "login.html", {"error": None, "next": request.query.get("next", "/")})
+    return _render(request, "login.html", {"error": None, "username": None, "next": request.query.get("next", "/")})
 
 
 async def login(request: web.Request) -> web.Response:
@@ -138,12 +138,12 @@ async def login(request: web.Request) -> web.Response:
     target = str(form.get("next") or "/")
     if not target.startswith("/") or target.startswith("//"):
         target = "/"
+    username = str(form.get("username", ""))
     try:
-        token, _identity = await asyncio.to_thread(access.login, str(form.get("username", "")),
-                                                   str(form.get("password", "")),
+        token, _identity = await asyncio.to_thread(access.login, username, str(form.get("password", "")),
                                                    str(form.get("mechanism", "SCRAM-SHA-256")))
     except LoginRefused as exc:
-        return _render(request, "login.html", {"error": str(exc), "next": target}, status=401)
+        return _render(request, "login.html", {"error": str(exc), "username": username, "next": target}, status=401)
     response = web.HTTPSeeOther(target)
     response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
     return response

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer, SerializingProducer, ShareConsum
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from kio.schema.errors import ErrorCode
 
 from topiclake.lake.ingest import IngestOptions, ingest
 
@@ -85,17 +86,23 @@ def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> No
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                               "share.acknowledgement.mode": "implicit"})
     consumer.subscribe([topic])
-    deadline, seen = time.monotonic() + 20, 0
+    deadline, seen = time.monotonic() + 60, 0
     while seen < 5:
-        assert time.monotonic() < deadline, "the share consumer got no records"
+        assert time.monotonic() < deadline, f"the share consumer got {seen} of 5 records in 60 s"
         seen += len([m for m in consumer.poll(timeout=0.3) if m.error() is None])
     consumer.commit_sync(10)
     consumer.close()
+    request = alter.AlterShareGroupOffsetsRequest(group_id=group, topics=(
+        alter.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+            alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=start),)),))
     with ProtocolClient(bootstrap) as client:
-        done = client.request(alter.AlterShareGroupOffsetsRequest(group_id=group, topics=(
-            alter.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
-                alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=start),)),)))
-    assert done.error_code.value == 0 and done.responses[0].partitions[0].error_code.value == 0
+        deadline = time.monotonic() + 20
+        while True:  # NON_EMPTY_GROUP until the coordinator has seen the consumer leave
+            done = client.request(request)
+            if done.error_code != ErrorCode.non_empty_group or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert done.error_code == ErrorCode.none and done.responses[0].partitions[0].error_code == ErrorCode.none, done
 
 
 @pytest.fixture
