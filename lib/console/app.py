@@ -2,14 +2,12 @@
 
 Every page runs its broker calls and file reads on a worker thread (the protocol client and
 delta-rs block), as the request's identity; a broker that fails or refuses is the page's error
-banner (HTTP 502 or 403), never a crash of the console.
+banner (HTTP 502, 403 or 404), never a crash of the console.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from pathlib import Path
 
 import jinja2
@@ -21,7 +19,6 @@ from . import kafka, plots, records, root, tables
 from .access import Access, Identity, LoginRefused
 from .sampler import Sampler, group_lag_series, rates, topic_records, topic_size
 
-log = logging.getLogger(__name__)
 
 COOKIE = "topiclake_console"
 MAX_RECORDS = 500  # a record browser page
@@ -172,7 +169,7 @@ async def cluster_page(request: web.Request) -> web.Response:
         "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
         "registrations": root.registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
         "topic_count": len(topic_list), "partition_count": sum(len(t.partitions) for t in topic_list),
-        "group_count": len(groups), "throughput": throughput, "bytes_plot": bytes_plot, "now_ms": time.time() * 1000})
+        "group_count": len(groups), "throughput": throughput, "bytes_plot": bytes_plot})
 
 
 # ----------------------------------------------------------------------------------- topics

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from pathlib import Path
 
 from aiohttp import web
@@ -15,8 +14,6 @@ from topiclake.segments.storage import StorageLayout
 from . import root
 from .access import Access
 from .app import create_app
-
-log = logging.getLogger(__name__)
 
 
 class ConsoleConfigError(Exception):

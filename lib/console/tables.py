@@ -90,13 +90,29 @@ def summary(layout: StorageLayout, name: str) -> TableSummary:
     try:
         table = DeltaTable(str(out.path))
         out.version = table.version()
-        history = _history(table, None)
-        out.topics = _topics_of(history)
-        out.last_commit_ms = history[0].get("timestamp") if history else None
-        out.rows = row_count(table)
+        topics, out.last_commit_ms, out.rows = _facts(table)
+        out.topics = set(topics)
     except (DeltaError, OSError, ValueError) as exc:
         out.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return out
+
+
+_FACTS: dict[tuple[str, int], tuple[frozenset[str], int | None, int]] = {}
+_FACTS_KEPT = 512
+
+
+def _facts(table) -> tuple[frozenset[str], int | None, int]:
+    """(topics, newest commit time, rows) of the table's current version, read once per version:
+    the topics need the whole history, which a long-lived table makes long. (The latest version
+    only: delta-rs's history of a time-travelled table mislabels versions.)"""
+    key = (table.table_uri, table.version())
+    if key not in _FACTS:
+        history = _history(table, None)
+        if len(_FACTS) >= _FACTS_KEPT:
+            _FACTS.pop(next(iter(_FACTS)))
+        _FACTS[key] = (frozenset(_topics_of(history)), history[0].get("timestamp") if history else None,
+                       row_count(table))
+    return _FACTS[key]
 
 
 def row_count(table) -> int:
@@ -170,7 +186,7 @@ def quality_results(root: Path, table: str, limit: int = 20) -> list[dict]:
     found = []
     for path in results.rglob("*.json"):
         relative = path.relative_to(results)
-        if table not in relative.parts[:-3] and ".".join(relative.parts[:-3]) != table:
+        if ".".join(relative.parts[:-3]) != table:  # the suite is the table's name, its dots as directories
             continue
         try:
             outcome = json.loads(path.read_text())
