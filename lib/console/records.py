@@ -15,6 +15,7 @@ import pyarrow as pa
 from topiclake.segments.batch import Record
 
 HEX_SHOWN = 256  # bytes of a binary value shown as hex
+TEXT_SHOWN = 4096  # characters of a text or decoded value shown (a page stays small)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class ShownRecord:
     error: str | None = None  # why a framed value could not be decoded
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_SHOWN else f"{text[:TEXT_SHOWN]} … ({len(text):,} characters)"
+
+
 def raw(data: bytes | None) -> tuple[str, str]:
     """(text, format) of bytes without a schema."""
     if data is None:
@@ -35,7 +40,7 @@ def raw(data: bytes | None) -> tuple[str, str]:
     try:
         text = data.decode("utf-8")
         if text.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in text):
-            return text, "utf-8"
+            return _cut(text), "utf-8"
     except UnicodeDecodeError:
         pass
     shown = data[:HEX_SHOWN].hex(" ")
@@ -55,7 +60,7 @@ def _jsonable(value):
 
 
 def _shown(value) -> str:
-    return json.dumps(_jsonable(value), ensure_ascii=False, sort_keys=False)
+    return _cut(json.dumps(_jsonable(value), ensure_ascii=False, sort_keys=False))
 
 
 def decode(root: Path, topic: str, records: list[Record]) -> list[ShownRecord]:

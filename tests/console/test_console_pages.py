@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow
 ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "shop",
                 "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
 GROUP = "billing"
+LIVE_GROUP = "live-readers"  # one member, subscribed to orders while the tests run
 SHARE_GROUP = "shippers"  # a share group on clicks, its start offset moved back to 2
 COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the log end on purpose
 
@@ -62,11 +63,21 @@ def world(tmp_path_factory, spark):  # noqa: F811
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
         consumer.close()
         share_group_behind(broker.bootstrap, SHARE_GROUP, "clicks", start=2)
+        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": LIVE_GROUP, "client.id": "console-test",
+                           "auto.offset.reset": "earliest"})
+        member.subscribe(["orders"])
+        deadline = time.monotonic() + 60
+        while len(member.assignment()) < 2:  # librdkafka heartbeats on its own thread from then on
+            assert time.monotonic() < deadline, "the consumer got no assignment"
+            member.poll(0.2)
         outcome = ingest(spark, IngestOptions(topics=("orders",), root=broker.data, bootstrap="none",
                                               data_docs=True)).tables[0]
         assert outcome.version == 0 and outcome.quality.success
-        with ConsoleProcess(broker.data, broker.bootstrap) as console:
-            yield broker, console
+        try:
+            with ConsoleProcess(broker.data, broker.bootstrap) as console:
+                yield broker, console
+        finally:
+            member.close()
     finally:
         broker.stop()
 
@@ -206,6 +217,23 @@ def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
         page.reload()
     assert "orders: 4" in page.locator(".legend").inner_text()  # (4-2) + (3-1)
     screenshot(page, artifacts, "group")
+
+
+def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(page, world, artifacts):
+    broker, console = world
+    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "describe", LIVE_GROUP, "--bootstrap",
+                           broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    described = dict(field.split(": ", 1) for field in done.stdout.splitlines()[1].strip().split("\t"))
+    page.goto(console.url + f"/groups/{LIVE_GROUP}")
+    assert page.locator("#state").inner_text() == "Stable" == done.stdout.split("State: ")[1].split("\t")[0]
+    members = page.locator("#members tr").nth(1).locator("td")
+    assert members.nth(0).inner_text() == described["Member"]
+    assert members.nth(1).inner_text() == described["Client"] == "console-test"
+    assert members.nth(3).inner_text() == described["Assignment"].replace(",", ", ") == "orders-0, orders-1"
+    owners = cells(page, "#lag tr[data-tp] td:nth-child(6)")
+    assert owners == [described["Member"]] * 2
+    screenshot(page, artifacts, "group-live")
 
 
 def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
