@@ -16,6 +16,12 @@ import pytest
 from tests.integration.broker_process import REPO, free_port
 
 CHROMIUM = "/usr/bin/chromium"
+FIRST_PAINT_JS = """new Promise(resolve => {
+    const loaded = () => performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd;
+    new PerformanceObserver(list => resolve(list.getEntries()[0].startTime))
+        .observe({type: 'paint', buffered: true});
+    setTimeout(() => resolve(loaded()), 2000);  // no paint entry (a page with nothing to paint): DOM ready
+})"""  # the first contentful paint of the page, in ms since the navigation began
 
 
 class ConsoleProcess:
