@@ -218,9 +218,25 @@ def share_offsets(client: ProtocolClient, group: str) -> dict[tuple[str, int], t
 
 def group(client: ProtocolClient, group_id: str, group_type: str = "classic") -> GroupDetail:
     """A group's members, assignments and lag per partition: what `topiclake groups describe`
-    and `groups lag` show (lag = log end offset - committed offset, never below 0)."""
+    and `groups lag` show (lag = log end offset - committed offset, never below 0). A KIP-848
+    consumer group's assignments come from ConsumerGroupDescribe (DescribeGroups describes such
+    a group in classic terms, without them)."""
     if group_type == "share":
         return _share_group(client, group_id)
+    describe = _consumer_group if group_type == "consumer" else _classic_group
+    detail = describe(client, group_id)
+    owners = {tp: (m.member_id,) for m in detail.members for tp in m.assignment}
+    committed = committed_offsets(client, group_id)
+    keys = sorted(set(committed) | set(owners))
+    ends = list_offsets(client, keys, LATEST)
+    for key in keys:
+        current, end = committed.get(key), ends.get(key, -1)
+        detail.lags.append(PartitionLag(*key, current, end, None if current is None else max(end - current, 0),
+                                        owners.get(key, ())))
+    return detail
+
+
+def _classic_group(client: ProtocolClient, group_id: str) -> GroupDetail:
     from kio.schema.describe_groups.v5 import request as req
 
     from topiclake.broker.group.consumer_protocol import decode_assignment
@@ -232,16 +248,18 @@ def group(client: ProtocolClient, group_id: str, group_type: str = "classic") ->
         parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else ()
         members.append(Member(m.member_id, m.client_id, m.client_host or "",
                               tuple(sorted((t, p) for t, ps in parts for p in ps))))
-    detail = GroupDetail(group_id, group_type, d.group_state, d.protocol_data or "", members)
-    owners = {tp: (m.member_id,) for m in members for tp in m.assignment}
-    committed = committed_offsets(client, group_id)
-    keys = sorted(set(committed) | set(owners))
-    ends = list_offsets(client, keys, LATEST)
-    for key in keys:
-        current, end = committed.get(key), ends.get(key, -1)
-        detail.lags.append(PartitionLag(*key, current, end, None if current is None else max(end - current, 0),
-                                        owners.get(key, ())))
-    return detail
+    return GroupDetail(group_id, "classic", d.group_state, d.protocol_data or "", members)
+
+
+def _consumer_group(client: ProtocolClient, group_id: str) -> GroupDetail:
+    from kio.schema.consumer_group_describe.v1 import request as req
+
+    d = _retrying(client, req.ConsumerGroupDescribeRequest(group_ids=(group_id,), include_authorized_operations=False),
+                  lambda r: r.groups[0].error_code, f"describing consumer group {group_id}").groups[0]
+    members = [Member(m.member_id, m.client_id, m.client_host or "",
+                      tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
+               for m in d.members]
+    return GroupDetail(group_id, "consumer", d.group_state, d.assignor_name or "", members)
 
 
 def _share_group(client: ProtocolClient, group_id: str) -> GroupDetail:

@@ -34,6 +34,7 @@ ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "shop",
                 "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}]}
 GROUP = "billing"
 LIVE_GROUP = "live-readers"  # one member, subscribed to orders while the tests run
+KIP848_GROUP = "live-848"  # the same with the KIP-848 consumer protocol
 SHARE_GROUP = "shippers"  # a share group on clicks, its start offset moved back to 2
 COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the log end on purpose
 
@@ -63,13 +64,8 @@ def world(tmp_path_factory, spark):  # noqa: F811
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
         consumer.close()
         share_group_behind(broker.bootstrap, SHARE_GROUP, "clicks", start=2)
-        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": LIVE_GROUP, "client.id": "console-test",
-                           "auto.offset.reset": "earliest"})
-        member.subscribe(["orders"])
-        deadline = time.monotonic() + 60
-        while len(member.assignment()) < 2:  # librdkafka heartbeats on its own thread from then on
-            assert time.monotonic() < deadline, "the consumer got no assignment"
-            member.poll(0.2)
+        members = [live_member(broker.bootstrap, LIVE_GROUP),
+                   live_member(broker.bootstrap, KIP848_GROUP, **{"group.protocol": "consumer"})]
         outcome = ingest(spark, IngestOptions(topics=("orders",), root=broker.data, bootstrap="none",
                                               data_docs=True)).tables[0]
         assert outcome.version == 0 and outcome.quality.success
@@ -77,9 +73,23 @@ def world(tmp_path_factory, spark):  # noqa: F811
             with ConsoleProcess(broker.data, broker.bootstrap) as console:
                 yield broker, console
         finally:
-            member.close()
+            for member in members:
+                member.close()
     finally:
         broker.stop()
+
+
+def live_member(bootstrap: str, group: str, **conf) -> Consumer:
+    """A consumer subscribed to orders that holds both its partitions (librdkafka heartbeats on
+    its own thread from then on); no offset committed."""
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"{group}-client",
+                       "enable.auto.commit": False, **conf})
+    member.subscribe(["orders"])
+    deadline = time.monotonic() + 60
+    while len(member.assignment()) < 2:
+        assert time.monotonic() < deadline, f"the consumer of {group} got no assignment"
+        member.poll(0.2)
+    return member
 
 
 def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> None:
@@ -229,11 +239,25 @@ def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(pa
     assert page.locator("#state").inner_text() == "Stable" == done.stdout.split("State: ")[1].split("\t")[0]
     members = page.locator("#members tr").nth(1).locator("td")
     assert members.nth(0).inner_text() == described["Member"]
-    assert members.nth(1).inner_text() == described["Client"] == "console-test"
+    assert members.nth(1).inner_text() == described["Client"] == f"{LIVE_GROUP}-client"
     assert members.nth(3).inner_text() == described["Assignment"].replace(",", ", ") == "orders-0, orders-1"
     owners = cells(page, "#lag tr[data-tp] td:nth-child(6)")
     assert owners == [described["Member"]] * 2
     screenshot(page, artifacts, "group-live")
+
+
+def test_a_kip848_group_shows_its_assignment(page, world, artifacts):
+    """DescribeGroups describes a consumer-protocol group without assignments (so does `groups
+    describe`); the console asks ConsumerGroupDescribe for them."""
+    _broker, console = world
+    page.goto(console.url + "/groups")
+    assert page.locator(f'#groups tr[data-group="{KIP848_GROUP}"] td').nth(1).inner_text() == "consumer"
+    page.goto(console.url + f"/groups/{KIP848_GROUP}")
+    members = page.locator("#members tr").nth(1).locator("td")
+    assert members.nth(1).inner_text() == f"{KIP848_GROUP}-client"
+    assert members.nth(3).inner_text() == "orders-0, orders-1"
+    assert cells(page, "#lag tr[data-tp] td.committed") == ["-", "-"]  # nothing committed
+    screenshot(page, artifacts, "group-kip848")
 
 
 def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
