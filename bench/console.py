@@ -22,13 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import REPO, _free_port, running_broker  # noqa: E402
 
-CHROMIUM = Path("/usr/bin/chromium")
-FIRST_PAINT_JS = """new Promise(resolve => {
-    const loaded = () => performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd;
-    new PerformanceObserver(list => resolve(list.getEntries()[0].startTime))
-        .observe({type: 'paint', buffered: true});
-    setTimeout(() => resolve(loaded()), 2000);  // no paint entry (a page with nothing to paint): DOM ready
-})"""  # the first contentful paint of the page, in ms since the navigation began
+sys.path.insert(0, str(REPO))
+from tests.console.conftest import CHROMIUM, FIRST_PAINT_JS  # noqa: E402  (the tests' browser and paint probe)
 
 
 def fill(bootstrap: str, data: Path, topics: int, groups: int, tables: int) -> None:
@@ -77,7 +72,7 @@ def first_paints(base: str, paths: list[str]) -> dict:
 
     out = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
         for path in paths:
             page.goto(base + path)
@@ -120,7 +115,7 @@ def main() -> None:
             for path in paths:
                 result["pages"][path] = page_times(base + path, args.repeat)
                 print(f"{path:<42} {result['pages'][path]}")
-            if CHROMIUM.exists():
+            if Path(CHROMIUM).exists():
                 result["first_paint_ms"] = first_paints(base, ["/", "/topics", "/groups", "/tables"])
                 print(f"first contentful paint (ms): {result['first_paint_ms']}")
         finally:

@@ -142,12 +142,17 @@ def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[i
         consumer.close()
 
 
-def cli_lag(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int, int]]:
-    """`topiclake groups lag`: (topic, partition) -> (current offset, log end offset, lag)."""
-    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "lag", group, "--bootstrap", bootstrap],
+def groups_cli(bootstrap: str, *args: str) -> list[str]:
+    """The non-empty lines of `topiclake groups ARGS` (exit 0)."""
+    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", *args, "--bootstrap", bootstrap],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
-    rows = [line.split() for line in done.stdout.splitlines()[1:] if line.strip()]
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def cli_lag(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """`topiclake groups lag`: (topic, partition) -> (current offset, log end offset, lag)."""
+    rows = [line.split() for line in groups_cli(bootstrap, "lag", group)[1:]]
     return {(r[0], int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
 
@@ -231,12 +236,10 @@ def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
 
 def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(page, world, artifacts):
     broker, console = world
-    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "describe", LIVE_GROUP, "--bootstrap",
-                           broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert done.returncode == 0, done.stderr
-    described = dict(field.split(": ", 1) for field in done.stdout.splitlines()[1].strip().split("\t"))
+    group_line, member_line = groups_cli(broker.bootstrap, "describe", LIVE_GROUP)
+    described = dict(field.split(": ", 1) for field in member_line.strip().split("\t"))
     page.goto(console.url + f"/groups/{LIVE_GROUP}")
-    assert page.locator("#state").inner_text() == "Stable" == done.stdout.split("State: ")[1].split("\t")[0]
+    assert page.locator("#state").inner_text() == "Stable" == group_line.split("State: ")[1].split("\t")[0]
     members = page.locator("#members tr").nth(1).locator("td")
     assert members.nth(0).inner_text() == described["Member"]
     assert members.nth(1).inner_text() == described["Client"] == f"{LIVE_GROUP}-client"
@@ -262,10 +265,7 @@ def test_a_kip848_group_shows_its_assignment(page, world, artifacts):
 
 def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
     broker, console = world
-    done = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "lag", SHARE_GROUP, "--bootstrap",
-                           broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert done.returncode == 0, done.stderr
-    expected = [line.split()[:5] for line in done.stdout.splitlines()[1:] if line.strip()]
+    expected = [line.split()[:5] for line in groups_cli(broker.bootstrap, "lag", SHARE_GROUP)[1:]]
     assert expected == [["clicks", "0", "2", "5", "3"]]
     page.goto(console.url + "/groups")
     row = page.locator(f'#groups tr[data-group="{SHARE_GROUP}"]')
