@@ -231,16 +231,8 @@ async def records_page(request: web.Request) -> web.Response:
 
 # ----------------------------------------------------------------------------------- groups
 async def groups_page(request: web.Request) -> web.Response:
-    def describe_all(client):
-        out = []
-        for listing in kafka.list_groups(client):
-            try:
-                out.append((listing, kafka.group(client, listing.group_id, listing.group_type), None))
-            except kafka.BrokerError as exc:
-                out.append((listing, None, str(exc)))
-        return out
-
-    return _render(request, "groups.html", {"groups": await _call(request, describe_all)})
+    described = await _call(request, lambda client: kafka.groups(client, kafka.list_groups(client)))
+    return _render(request, "groups.html", {"groups": described})
 
 
 async def group_page(request: web.Request) -> web.Response:
@@ -250,7 +242,7 @@ async def group_page(request: web.Request) -> web.Response:
         listing = next((g for g in kafka.list_groups(client) if g.group_id == group_id), None)
         if listing is None:
             return None
-        return kafka.group(client, group_id, listing.group_type)
+        return kafka.group(client, listing)
 
     detail = await _call(request, describe)
     if detail is None:

@@ -12,6 +12,8 @@ import datetime
 import uuid
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from topiclake.broker.client import ProtocolClient
 from topiclake.segments.batch import Record, iter_batches
 
@@ -189,110 +191,157 @@ def list_groups(client: ProtocolClient) -> list[GroupListing]:
                   key=lambda g: g.group_id)
 
 
-def _retrying(client: ProtocolClient, request, error_of, what: str):
-    """A coordinator request, asked again while the coordinator is loading (a retriable error)."""
-    response = client.request_while_retriable(request, error_of, wait_s=COORDINATOR_WAIT_S)
-    _check(error_of(response), what)
-    return response
+# ------------------------------------------------------------------------------------ groups
+# Every group call is batched: one describe request per group type, one OffsetFetch for all the
+# consumer groups, one DescribeShareGroupOffsets for all the share groups, one ListOffsets for
+# every partition involved; so a page of many groups costs a handful of round trips.
+
+def _all_settled(errors_of):
+    """error_of for request_while_retriable over a batch: retriable while any group's is."""
+    def error_of(response):
+        codes = list(errors_of(response))
+        return next((c for c in codes if c.retriable), next((c for c in codes if c.value != 0), ErrorCode.none))
+    return error_of
 
 
-def committed_offsets(client: ProtocolClient, group: str) -> dict[tuple[str, int], int]:
-    from kio.schema.offset_fetch.v7 import request as req
-
-    resp = _retrying(client, req.OffsetFetchRequest(group_id=group, topics=None, require_stable=False),
-                     lambda r: r.error_code, f"fetching the offsets of group {group}")
-    return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions
-            if p.committed_offset >= 0}
-
-
-def share_offsets(client: ProtocolClient, group: str) -> dict[tuple[str, int], tuple[int, int]]:
-    """(topic, partition) -> (share-partition start offset, lag)."""
-    from kio.schema.describe_share_group_offsets.v1 import request as req
-
-    resp = _retrying(client, req.DescribeShareGroupOffsetsRequest(groups=(
-        req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),)),
-        lambda r: r.groups[0].error_code, f"describing the offsets of share group {group}")
-    return {(t.topic_name, p.partition_index): (p.start_offset, p.lag)
-            for t in resp.groups[0].topics for p in t.partitions}
+def _batch(client: ProtocolClient, request, groups_of):
+    """The per-group answers of a batched coordinator request, once no group's coordinator is
+    still loading (or COORDINATOR_WAIT_S passed)."""
+    response = client.request_while_retriable(request, _all_settled(lambda r: (g.error_code for g in groups_of(r))),
+                                              wait_s=COORDINATOR_WAIT_S)
+    return groups_of(response)
 
 
-def group(client: ProtocolClient, group_id: str, group_type: str = "classic") -> GroupDetail:
-    """A group's members, assignments and lag per partition: what `topiclake groups describe`
-    and `groups lag` show (lag = log end offset - committed offset, never below 0). A KIP-848
-    consumer group's assignments come from ConsumerGroupDescribe (DescribeGroups describes such
-    a group in classic terms, without them)."""
-    if group_type == "share":
-        return _share_group(client, group_id)
-    describe = _consumer_group if group_type == "consumer" else _classic_group
-    detail = describe(client, group_id)
-    owners = {tp: (m.member_id,) for m in detail.members for tp in m.assignment}
-    committed = committed_offsets(client, group_id)
-    keys = sorted(set(committed) | set(owners))
-    ends = list_offsets(client, keys, LATEST)
-    for key in keys:
-        current, end = committed.get(key), ends.get(key, -1)
-        detail.lags.append(PartitionLag(*key, current, end, None if current is None else max(end - current, 0),
-                                        owners.get(key, ())))
-    return detail
-
-
-def _classic_group(client: ProtocolClient, group_id: str) -> GroupDetail:
-    from kio.schema.describe_groups.v5 import request as req
+def _describe(client: ProtocolClient, listings: list[GroupListing]) -> dict[str, GroupDetail | str]:
+    """group id -> its members and state, or why it could not be described."""
+    from kio.schema.consumer_group_describe.v1 import request as consumer_req
+    from kio.schema.describe_groups.v5 import request as classic_req
+    from kio.schema.share_group_describe.v1 import request as share_req
 
     from topiclake.broker.group.consumer_protocol import decode_assignment
 
-    d = _retrying(client, req.DescribeGroupsRequest(groups=(group_id,), include_authorized_operations=False),
-                  lambda r: r.groups[0].error_code, f"describing group {group_id}").groups[0]
-    members = []
-    for m in d.members:
-        parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else ()
-        members.append(Member(m.member_id, m.client_id, m.client_host or "",
-                              tuple(sorted((t, p) for t, ps in parts for p in ps))))
-    return GroupDetail(group_id, "classic", d.group_state, d.protocol_data or "", members)
+    ids = {kind: tuple(g.group_id for g in listings if g.group_type == kind) for kind in ("classic", "consumer", "share")}
+    ids["classic"] += tuple(g.group_id for g in listings if g.group_type not in ids)  # a type this console predates
+    out: dict[str, GroupDetail | str] = {}
+    if ids["classic"]:
+        for d in _batch(client, classic_req.DescribeGroupsRequest(groups=ids["classic"], include_authorized_operations=False),
+                        lambda r: r.groups):
+            members = []
+            for m in d.members:
+                parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else ()
+                members.append(Member(m.member_id, m.client_id, m.client_host or "",
+                                      tuple(sorted((t, p) for t, ps in parts for p in ps))))
+            out[d.group_id] = (GroupDetail(d.group_id, "classic", d.group_state, d.protocol_data or "", members)
+                               if d.error_code.value == 0 else d.error_code.name.upper())
+    for kind, request, of in (
+            ("consumer", lambda: consumer_req.ConsumerGroupDescribeRequest(group_ids=ids["consumer"],
+                                                                           include_authorized_operations=False),
+             lambda r: r.groups),
+            ("share", lambda: share_req.ShareGroupDescribeRequest(group_ids=ids["share"],
+                                                                  include_authorized_operations=False),
+             lambda r: r.groups)):
+        if not ids[kind]:
+            continue
+        for d in _batch(client, request(), of):
+            members = [Member(m.member_id, m.client_id, m.client_host or "",
+                              tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions
+                                           for p in tp.partitions)))
+                       for m in d.members]
+            out[d.group_id] = (GroupDetail(d.group_id, kind, d.group_state, d.assignor_name or "", members)
+                               if d.error_code.value == 0 else d.error_code.name.upper())
+    return out
 
 
-def _consumer_group(client: ProtocolClient, group_id: str) -> GroupDetail:
-    from kio.schema.consumer_group_describe.v1 import request as req
+def _committed(client: ProtocolClient, group_ids: list[str]) -> dict[str, dict[tuple[str, int], int] | str]:
+    """group id -> (topic, partition) -> committed offset, for consumer groups (or an error)."""
+    from kio.schema.offset_fetch.v8 import request as req
 
-    d = _retrying(client, req.ConsumerGroupDescribeRequest(group_ids=(group_id,), include_authorized_operations=False),
-                  lambda r: r.groups[0].error_code, f"describing consumer group {group_id}").groups[0]
-    members = [Member(m.member_id, m.client_id, m.client_host or "",
-                      tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
-               for m in d.members]
-    return GroupDetail(group_id, "consumer", d.group_state, d.assignor_name or "", members)
+    if not group_ids:
+        return {}
+    answers = _batch(client, req.OffsetFetchRequest(groups=tuple(req.OffsetFetchRequestGroup(group_id=g, topics=None)
+                                                                 for g in group_ids), require_stable=False),
+                     lambda r: r.groups)
+    return {g.group_id: {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions
+                         if p.committed_offset >= 0} if g.error_code.value == 0 else g.error_code.name.upper()
+            for g in answers}
 
 
-def _share_group(client: ProtocolClient, group_id: str) -> GroupDetail:
-    from kio.schema.share_group_describe.v1 import request as req
+def _share_starts(client: ProtocolClient, group_ids: list[str]) -> dict[str, dict[tuple[str, int], tuple[int, int]] | str]:
+    """group id -> (topic, partition) -> (share-partition start offset, lag), for share groups."""
+    from kio.schema.describe_share_group_offsets.v1 import request as req
 
-    d = client.request(req.ShareGroupDescribeRequest(group_ids=(group_id,),
-                                                     include_authorized_operations=False)).groups[0]
-    _check(d.error_code, f"describing share group {group_id}")
-    members = [Member(m.member_id, m.client_id, m.client_host or "",
-                      tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
-               for m in d.members]
-    detail = GroupDetail(group_id, "share", d.group_state, d.assignor_name or "", members)
-    owners: dict[tuple[str, int], list[str]] = {}
-    for m in members:
-        for tp in m.assignment:
-            owners.setdefault(tp, []).append(m.member_id)
-    starts = share_offsets(client, group_id)
-    keys = sorted(set(starts) | set(owners))
-    ends = list_offsets(client, keys, LATEST)
-    for key in keys:
-        start, lag = starts.get(key, (-1, -1))
-        detail.lags.append(PartitionLag(*key, start if start >= 0 else None, ends.get(key, -1),
-                                        lag if lag >= 0 else None, tuple(owners.get(key, ()))))
+    if not group_ids:
+        return {}
+    answers = _batch(client, req.DescribeShareGroupOffsetsRequest(groups=tuple(
+        req.DescribeShareGroupOffsetsRequestGroup(group_id=g, topics=None) for g in group_ids)), lambda r: r.groups)
+    return {g.group_id: {(t.topic_name, p.partition_index): (p.start_offset, p.lag) for t in g.topics
+                         for p in t.partitions} if g.error_code.value == 0 else g.error_code.name.upper()
+            for g in answers}
+
+
+def _offsets_of(client: ProtocolClient, listings: list[GroupListing]) -> dict[str, dict | str]:
+    """group id -> its committed offsets (consumer groups) or share-partition starts and lags."""
+    share = [g.group_id for g in listings if g.group_type == "share"]
+    return {**_committed(client, [g.group_id for g in listings if g.group_type != "share"]),
+            **_share_starts(client, share)}
+
+
+def groups(client: ProtocolClient, listings: list[GroupListing]) -> list[tuple[GroupListing, GroupDetail | None, str | None]]:
+    """Each group's members, assignments and lag per partition (or why it could not be
+    described): what `topiclake groups describe` and `groups lag` show; lag = log end offset -
+    committed offset, never below 0; a share group's is the broker's (records not yet delivered
+    and done past the share-partition start offset)."""
+    described, offsets = _describe(client, listings), _offsets_of(client, listings)
+    keys = set()
+    for listing in listings:
+        detail, held = described.get(listing.group_id), offsets.get(listing.group_id)
+        if isinstance(detail, GroupDetail) and isinstance(held, dict):
+            keys |= set(held) | {tp for m in detail.members for tp in m.assignment}
+    ends = list_offsets(client, sorted(keys), LATEST)
+    out = []
+    for listing in listings:
+        detail, held = described.get(listing.group_id, "NOT DESCRIBED"), offsets.get(listing.group_id, {})
+        problem = detail if isinstance(detail, str) else held if isinstance(held, str) else None
+        if problem is not None:
+            out.append((listing, None, f"describing group {listing.group_id}: {problem}"))
+            continue
+        owners: dict[tuple[str, int], list[str]] = {}
+        for m in detail.members:
+            for tp in m.assignment:
+                owners.setdefault(tp, []).append(m.member_id)
+        for key in sorted(set(held) | set(owners)):
+            end = ends.get(key, -1)
+            if listing.group_type == "share":
+                start, lag = held.get(key, (-1, -1))
+                current, shown_lag = (start if start >= 0 else None), (lag if lag >= 0 else None)
+            else:
+                current = held.get(key)
+                shown_lag = None if current is None else max(end - current, 0)
+            detail.lags.append(PartitionLag(*key, current, end, shown_lag, tuple(owners.get(key, ()))))
+        out.append((listing, detail, None))
+    return out
+
+
+def group(client: ProtocolClient, listing: GroupListing) -> GroupDetail:
+    _listing, detail, problem = groups(client, [listing])[0]
+    if problem is not None:
+        raise BrokerError(problem)
     return detail
 
 
-def group_lags(client: ProtocolClient, listing: GroupListing, ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-    """A group's lag per partition against already known log end offsets (the sampler's cheap
-    path: one OffsetFetch or DescribeShareGroupOffsets per group, no ListOffsets)."""
-    if listing.group_type == "share":
-        return {tp: lag for tp, (_start, lag) in share_offsets(client, listing.group_id).items() if lag >= 0}
-    return {tp: max(ends[tp] - offset, 0) for tp, offset in committed_offsets(client, listing.group_id).items()
-            if tp in ends}
+def group_lags(client: ProtocolClient, listings: list[GroupListing],
+               ends: dict[tuple[str, int], int]) -> dict[str, dict[tuple[str, int], int]]:
+    """group id -> lag per partition against already known log end offsets (the sampler's
+    cheap path: two requests for all the groups, no describe, no ListOffsets); groups whose
+    offsets the user may not read are left out."""
+    out = {}
+    for group_id, held in _offsets_of(client, listings).items():
+        if isinstance(held, str):
+            continue
+        out[group_id] = {tp: (value[1] if isinstance(value, tuple) else max(ends[tp] - value, 0))
+                         for tp, value in held.items()
+                         if (value[1] >= 0 if isinstance(value, tuple) else tp in ends)}
+    return out
 
 
 def fetch_records(client: ProtocolClient, topic: str, partition: int, start: int, end: int) -> list[Record]:

@@ -66,12 +66,7 @@ class Sampler:
                 topics = kafka.topics(client, offsets=False)
                 keys = [(t.name, p.partition) for t in topics for p in t.partitions]
                 ends = kafka.list_offsets(client, keys, kafka.LATEST)
-                lags = {}
-                for listing in kafka.list_groups(client):
-                    try:
-                        lags[listing.group_id] = kafka.group_lags(client, listing, ends)
-                    except kafka.BrokerError:
-                        continue  # a group the user may list but not read the offsets of
+                lags = kafka.group_lags(client, kafka.list_groups(client), ends)
         except (OSError, ValueError, EOFError, kafka.BrokerError) as exc:
             log.warning("console sample as %r failed: %s", identity.name or "console", exc)
             return None
