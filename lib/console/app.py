@@ -268,8 +268,7 @@ def _fed_by(table: str) -> str:
 
 
 async def tables_page(request: web.Request) -> web.Response:
-    return _render(request, "tables.html", {"tables": await _visible_tables(request),
-                                            "data_docs": (tables.quality_dir(request.app[LAYOUT].root) / "index.html").is_file()})
+    return _render(request, "tables.html", {"tables": await _visible_tables(request), "data_docs": _data_docs_index(request)})
 
 
 async def table_page(request: web.Request) -> web.Response:
@@ -278,19 +277,31 @@ async def table_page(request: web.Request) -> web.Response:
         return _not_found(request, f"no table {name!r} (or you may not describe its topics)")
     layout = request.app[LAYOUT]
     detail = await asyncio.to_thread(tables.detail, layout, name)
-    return _render(request, "table.html", {"table": detail, "s": detail.summary,
-                                           "data_docs": (tables.quality_dir(layout.root) / "index.html").is_file()})
+    return _render(request, "table.html", {"table": detail, "s": detail.summary, "data_docs": _data_docs_index(request)})
+
+
+def _data_docs_index(request: web.Request) -> bool:
+    """Whether to link the Data Docs index: built, and no logins (it lists every table)."""
+    index = tables.quality_dir(request.app[LAYOUT].root) / "index.html"
+    return not request.app[ACCESS].login_required and index.is_file()
 
 
 async def quality_file(request: web.Request) -> web.StreamResponse:
-    """The Data Docs site under <root>/quality, as static files."""
+    """The Data Docs site under <root>/quality, as static files. With logins, only the pages of
+    tables the user may see (and the site's assets): the index lists every table's validations."""
     site = tables.quality_dir(request.app[LAYOUT].root)
-    target = root.safe_join(site, request.match_info["path"] or "index.html")
+    relative = request.match_info["path"] or "index.html"
+    target = root.safe_join(site, relative)
     if target is not None and target.is_dir():
         target = target / "index.html"
     if target is None or not target.is_file():
-        return _not_found(request, f"no file {request.match_info['path']!r} in the Data Docs site "
-                                   "(build it with `topiclake data-docs`)")
+        return _not_found(request, f"no file {relative!r} in the Data Docs site (build it with `topiclake data-docs`)")
+    if request.app[ACCESS].login_required:
+        suite = tables.data_docs_suite(target.relative_to(site.resolve()))
+        visible = {s.name for s in await _visible_tables(request)}
+        if (suite not in visible) if suite is not None else not tables.is_data_docs_asset(relative):
+            return _render(request, "error.html", {"message": "with logins, Data Docs pages are shown from the "
+                                                              "pages of the tables you may see"}, status=403)
     return web.FileResponse(target)
 
 

@@ -202,6 +202,24 @@ def quality_results(root: Path, table: str, limit: int = 20) -> list[dict]:
     return sorted(found, key=lambda r: r["when"], reverse=True)[:limit]
 
 
+DATA_DOCS_ASSETS = ("static/",)
+
+
+def data_docs_suite(relative: Path) -> str | None:
+    """The suite (= table) a Data Docs page is about, from its path in the site:
+    validations/<suite dirs>/<run>/<time>/<batch>.html or expectations/<suite dirs>.html."""
+    parts = relative.with_suffix("").parts
+    if len(parts) > 4 and parts[0] == "validations":
+        return ".".join(parts[1:-3])
+    if len(parts) > 1 and parts[0] == "expectations":
+        return ".".join(parts[1:])
+    return None
+
+
+def is_data_docs_asset(relative: str) -> bool:
+    return relative.startswith(DATA_DOCS_ASSETS)
+
+
 def _result_time(text: str) -> str:
     """great-expectations' run time directory name (20240501T120000.123456Z), readable."""
     try:

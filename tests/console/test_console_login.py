@@ -55,6 +55,10 @@ def world(tmp_path_factory):
             future.result(15)
         for table in ("public", "secret"):  # tables named after their topics, as ingest names them
             write_deltalake(str(broker.data / "tables" / table), pa.table({"offset": [0, 1, 2]}))
+            page = broker.data / "quality" / "validations" / table / "run-1" / "20240501T000000.000000Z"
+            page.mkdir(parents=True)  # where great-expectations' site keeps a validation's page
+            (page / "new-files.html").write_text(f"<html><body>validation of {table}</body></html>")
+        (broker.data / "quality" / "index.html").write_text("<html><body>every table's validations</body></html>")
         with ConsoleProcess(broker.data, broker.address("SASL_PLAINTEXT"),
                             args=("--security-protocol", "SASL_PLAINTEXT")) as console:
             yield broker, console
@@ -100,6 +104,11 @@ def test_a_limited_user_sees_only_what_their_acls_allow(chromium, world, artifac
         assert cells(page, "#tables tr[data-table] td:first-child") == ["public"]
         assert page.goto(console.url + "/tables/secret").status == 404
         assert page.goto(console.url + "/topics/secret").status == 403
+        validation = "/quality/validations/{}/run-1/20240501T000000.000000Z/new-files.html"
+        assert page.goto(console.url + validation.format("public")).status == 200
+        assert "validation of public" in page.content()
+        assert page.goto(console.url + validation.format("secret")).status == 403
+        assert page.goto(console.url + "/quality/index.html").status == 403  # it lists every table
         page.goto(console.url + "/topics/public/records?partition=0&from=0&to=3")
         assert cells(page, "#records tr[data-offset] td:nth-child(4)") == ["public-0", "public-1", "public-2"]
         page.goto(console.url + "/")
