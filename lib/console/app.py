@@ -168,7 +168,8 @@ async def cluster_page(request: web.Request) -> web.Response:
     return _render(request, "cluster.html", {
         "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
         "registrations": root.registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
-        "topic_count": len(topic_list), "partition_count": sum(len(t.partitions) for t in topic_list),
+        "topic_count": sum(1 for t in topic_list if not t.internal),
+        "internal_count": sum(1 for t in topic_list if t.internal), "partition_count": sum(len(t.partitions) for t in topic_list),
         "group_count": len(groups), "throughput": throughput, "bytes_plot": bytes_plot})
 
 

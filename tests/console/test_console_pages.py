@@ -162,6 +162,7 @@ def test_cluster_page_shows_the_broker_and_the_root(page, world, artifacts):
     meta = json.loads((broker.data / "cluster" / "meta.json").read_text())
     assert meta["cluster_id"] in page.locator("h1").inner_text()
     assert page.locator("#broker-count").inner_text() == "1"
+    assert page.locator("#topic-count").inner_text() == "3"  # orders, clicks, _schemas (+ __consumer_offsets)
     assert cells(page, "#brokers td:nth-child(3)") == [str(broker.port)]
     assert f"127.0.0.1:{broker.port}" in page.locator("#registrations").inner_text()
     assert "live until" in page.locator("#registrations").inner_text()
