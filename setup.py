@@ -6,7 +6,8 @@ setup(
     # lake/jars holds only Delta's pom.xml (data, not code): named here so setuptools ships it
     packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")] + ["topiclake.lake.jars"],
     package_dir={"topiclake": "lib"},
-    package_data={"topiclake.lake": ["log4j2.properties"], "topiclake.lake.jars": ["pom.xml"]},
+    package_data={"topiclake.lake": ["log4j2.properties"], "topiclake.lake.jars": ["pom.xml"],
+                  "topiclake.console": ["templates/*.html", "static/*.css"]},
     ext_modules=[
         Extension(
             "topiclake.segments._native._decode",

@@ -38,6 +38,14 @@ if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
 fi
 # --- end test peers
 
+# --- console (issue 22): headless Chromium from Debian's `chromium`, which the console's browser tests
+# drive with Playwright (executable_path=/usr/bin/chromium: Playwright downloads no browser here).
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Chromium (console browser tests)..." >&2
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+# --- end console
+
 if [ ! -x .venv/bin/python ]; then
     echo "Creating .venv..." >&2
     "$PYTHON" -m venv .venv

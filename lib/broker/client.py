@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+import time
+from typing import Any, Callable
 
 from topiclake.security import scram
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
@@ -102,3 +103,16 @@ class ProtocolClient:
         if correlation_id != self._correlation:
             raise ConnectionError(f"response for correlation id {correlation_id}, expected {self._correlation}")
         return response
+
+    def request_while_retriable(self, body: Any, error_of: Callable[[Any], Any], *, wait_s: float = 30.0,
+                                pause_s: float = 0.1) -> Any:
+        """The response to `body`, asked again while `error_of(response)` is a retriable error
+        code (a coordinator still loading its groups right after a broker start), as Kafka's admin
+        client retries; after `wait_s`, or at a non-retriable error, that last response."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            response = self.request(body)
+            code = error_of(response)
+            if code.value == 0 or not code.retriable or time.monotonic() >= deadline:
+                return response
+            time.sleep(pause_s)

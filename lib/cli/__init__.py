@@ -62,5 +62,9 @@ from . import metrics  # noqa: E402  (metrics: the jobs' last runs, tables' lag 
 
 metrics.register(app)
 
+from . import console  # noqa: E402  (console: the web console, topiclake.console)
+
+console.register(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -6,7 +6,6 @@ partition's share-partition start offset in place of a committed offset."""
 from __future__ import annotations
 
 import datetime
-import time
 import uuid
 from pathlib import Path
 
@@ -31,15 +30,11 @@ def register(app: typer.Typer) -> None:
 def _coordinator_request(client, request, error_of, what: str):
     """The response to a group-coordinator request, asked again while the coordinator is still
     loading (right after a broker start), as Kafka's admin client retries retriable errors."""
-    deadline = time.monotonic() + COORDINATOR_WAIT_S
-    while True:
-        response = client.request(request)
-        code = error_of(response)
-        if code.value == 0:
-            return response
-        if not code.retriable or time.monotonic() >= deadline:
-            fail(f"{what}: {code.name.upper()}")
-        time.sleep(0.1)
+    response = client.request_while_retriable(request, error_of, wait_s=COORDINATOR_WAIT_S)
+    code = error_of(response)
+    if code.value != 0:
+        fail(f"{what}: {code.name.upper()}")
+    return response
 
 
 def _describe(client, group: str):

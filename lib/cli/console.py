@@ -1,0 +1,42 @@
+"""`topiclake console`: the web console over a storage root and its broker (topiclake.console),
+in its own process: the broker never loads the lake, the console never loads the broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .output import fail
+from .protocol import COMMAND_CONFIG, client_security
+
+
+def register(app: typer.Typer) -> None:
+    app.command("console")(console)
+
+
+def console(
+    data: Path = typer.Option(..., "--data", help="Storage root (the broker's and the tables')."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "--bootstrap-server",
+                                            help="Broker host:port (default: a live broker registered in the root)."),
+    listen: str = typer.Option("127.0.0.1:8080", "--listen", help="HOST:PORT the console serves on."),
+    security_protocol: Optional[str] = typer.Option(
+        None, "--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (default: the registered "
+                                          "listener's, else the --command-config's). With SASL every browser logs in "
+                                          "with a broker user."),
+    command_config: Path = COMMAND_CONFIG,
+    sample_interval: float = typer.Option(5.0, "--sample-interval", help="Seconds between throughput/lag samples."),
+) -> None:
+    """Serve the web console: cluster, topics and records, groups and lag, Delta tables, schemas."""
+    from topiclake.console.server import ConsoleConfigError, serve
+
+    security = client_security(command_config) if command_config is not None else None
+    try:
+        serve(data, bootstrap=bootstrap, listen=listen, security=security, security_protocol=security_protocol,
+              sample_interval_s=sample_interval,
+              on_ready=lambda url: typer.echo(f"topiclake console on {url} (root {data}); Ctrl-C stops it", err=True))
+    except ConsoleConfigError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        pass

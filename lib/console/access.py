@@ -1,0 +1,140 @@
+"""Who the console talks to the broker as.
+
+Without SASL on the broker's listener the console has one identity (its own client settings).
+With SASL, every browser session logs in with a broker user (PLAIN or SCRAM): the login is
+checked by the broker itself (a SASL handshake with those credentials), and the console then
+makes that session's describe calls as that user. Credentials live only in this process's
+memory, for as long as the session (idle sessions expire); the browser holds a random token in
+an HttpOnly cookie.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from topiclake.broker.client import AuthenticationError, ProtocolClient
+from topiclake.security.client_config import SASL_MECHANISMS, ClientSecurity
+
+SESSION_IDLE_S = 8 * 3600
+REQUEST_TIMEOUT_S = 15.0
+CLIENT_ID = "topiclake-console"
+
+
+class LoginRefused(Exception):
+    """The broker refused the user's credentials (or is not reachable to check them)."""
+
+
+@dataclass
+class Identity:
+    """One broker user (or the console's own settings when the broker has no SASL), with one
+    connection reused by its requests one at a time."""
+
+    name: str
+    security: ClientSecurity
+    bootstrap: str
+    _client: ProtocolClient | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @contextmanager
+    def client(self) -> Iterator[ProtocolClient]:
+        """The identity's connection for a few requests; a broken one is dropped (and made anew
+        by the next caller), so a broker restart costs one failed page, not the console."""
+        with self._lock:
+            if self._client is None:
+                self._client = ProtocolClient(self.bootstrap, timeout=REQUEST_TIMEOUT_S, client_id=CLIENT_ID,
+                                              security=self.security)
+            try:
+                yield self._client
+            except (OSError, ValueError, EOFError):
+                self._drop()
+                raise
+
+    def _drop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+class Access:
+    """The console's identities: one fixed one, or one per logged-in session."""
+
+    def __init__(self, bootstrap: str, security: ClientSecurity):
+        self.bootstrap = bootstrap
+        self.base = security
+        self.login_required = security.uses_sasl
+        self._sessions: dict[str, tuple[Identity, float]] = {}
+        self._lock = threading.Lock()
+        self.anonymous = None if self.login_required else Identity("", security, bootstrap)
+
+    def login(self, username: str, password: str, mechanism: str) -> tuple[str, Identity]:
+        """(session token, identity) once the broker accepted the credentials."""
+        if mechanism not in SASL_MECHANISMS:
+            raise LoginRefused(f"unknown mechanism {mechanism!r}")
+        if not username:
+            raise LoginRefused("a user name is needed")
+        security = dataclasses.replace(self.base, sasl_mechanism=mechanism, sasl_username=username,
+                                       sasl_password=password)
+        identity = Identity(username, security, self.bootstrap)
+        try:
+            identity._client = ProtocolClient(self.bootstrap, timeout=REQUEST_TIMEOUT_S, client_id=CLIENT_ID,
+                                              security=security)
+        except AuthenticationError:
+            raise LoginRefused("the broker refused this user name and password") from None
+        except OSError as exc:
+            raise LoginRefused(f"cannot reach the broker at {self.bootstrap}: {exc}") from None
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._expire()
+            self._sessions[token] = (identity, time.monotonic())
+        return token, identity
+
+    def identity(self, token: str | None) -> Identity | None:
+        """The identity of a request: the fixed one, or its session's (None: log in first)."""
+        if not self.login_required:
+            return self.anonymous
+        with self._lock:
+            found = self._sessions.get(token or "")
+            if found is None or time.monotonic() - found[1] > SESSION_IDLE_S:
+                return None
+            self._sessions[token] = (found[0], time.monotonic())
+            return found[0]
+
+    def logout(self, token: str | None) -> Identity | None:
+        with self._lock:
+            found = self._sessions.pop(token or "", None)
+        if found is None:
+            return None
+        found[0].close()
+        return found[0]
+
+    def identities(self) -> list[Identity]:
+        """Everyone the console currently acts for (the sampler samples as each)."""
+        if not self.login_required:
+            return [self.anonymous]
+        with self._lock:
+            self._expire()
+            unique = {identity.name: identity for identity, _ in self._sessions.values()}
+        return list(unique.values())
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for token in [t for t, (_, seen) in self._sessions.items() if now - seen > SESSION_IDLE_S]:
+            self._sessions.pop(token)[0].close()
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for identity, _ in sessions:
+            identity.close()
+        if self.anonymous is not None:
+            self.anonymous.close()

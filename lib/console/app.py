@@ -1,0 +1,340 @@
+"""The console's web app (aiohttp): routes, login, and the pages rendered with Jinja2.
+
+Every page runs its broker calls and file reads on a worker thread (the protocol client and
+delta-rs block), as the request's identity; a broker that fails or refuses is the page's error
+banner (HTTP 502, 403 or 404), never a crash of the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import jinja2
+from aiohttp import web
+
+from topiclake.segments.storage import StorageLayout
+
+from . import kafka, plots, records, root, tables
+from .access import Access, Identity, LoginRefused
+from .sampler import Sampler, group_lag_series, rates, topic_records, topic_size
+
+
+COOKIE = "topiclake_console"
+MAX_RECORDS = 500  # a record browser page
+DEFAULT_RECORDS = 50
+IDENTITY = web.AppKey("identity", object)
+ACCESS = web.AppKey("access", Access)
+SAMPLER = web.AppKey("sampler", Sampler)
+LAYOUT = web.AppKey("layout", StorageLayout)
+TEMPLATES = web.AppKey("templates", jinja2.Environment)
+OPEN_PATHS = ("/login", "/static/", "/healthz")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("topiclake.console", "templates"),
+                             autoescape=jinja2.select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
+    env.filters["bytes"] = root.human_bytes
+    env.filters["age"] = tables.age
+    env.filters["iso_ms"] = tables.iso
+    env.filters["thousands"] = lambda n: "-" if n is None else f"{n:,}"
+    return env
+
+
+def create_app(layout: StorageLayout, access: Access, *, sample_interval_s: float = 5.0) -> web.Application:
+    app = web.Application(middlewares=[_authenticate, _errors])
+    app[LAYOUT] = layout
+    app[ACCESS] = access
+    app[SAMPLER] = Sampler(access, layout, interval_s=sample_interval_s)
+    app[TEMPLATES] = _environment()
+    app.add_routes([
+        web.get("/", cluster_page), web.get("/healthz", healthz),
+        web.get("/login", login_page), web.post("/login", login), web.post("/logout", logout),
+        web.get("/topics", topics_page), web.get("/topics/{topic}", topic_page),
+        web.get("/topics/{topic}/records", records_page),
+        web.get("/groups", groups_page), web.get("/groups/{group}", group_page),
+        web.get("/tables", tables_page), web.get("/tables/{table}", table_page),
+        web.get("/schemas", schemas_page), web.get("/schemas/{subject}", subject_page),
+        web.get("/quality/{path:.*}", quality_file),
+        web.static("/static", Path(__file__).parent / "static"),
+    ])
+    app.on_startup.append(_start_sampler)
+    app.on_cleanup.append(_stop)
+    return app
+
+
+async def _start_sampler(app: web.Application) -> None:
+    app[SAMPLER].start()
+
+
+async def _stop(app: web.Application) -> None:
+    await asyncio.to_thread(app[SAMPLER].stop)
+    await asyncio.to_thread(app[ACCESS].close)
+
+
+# ------------------------------------------------------------------------------- middlewares
+@web.middleware
+async def _authenticate(request: web.Request, handler):
+    identity = request.app[ACCESS].identity(request.cookies.get(COOKIE))
+    if identity is None and not request.path.startswith(OPEN_PATHS):
+        raise web.HTTPSeeOther(f"/login?next={request.path_qs}" if request.path != "/" else "/login")
+    request[IDENTITY] = identity
+    return await handler(request)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except kafka.BrokerError as exc:
+        message = str(exc)
+        status = 403 if "AUTHORIZATION_FAILED" in message else 404 if "UNKNOWN_" in message else 502
+        return _render(request, "error.html", {"message": message}, status=status)
+    except (OSError, EOFError) as exc:
+        return _render(request, "error.html", {"message": f"the broker at {request.app[ACCESS].bootstrap} "
+                                                          f"did not answer: {exc}"}, status=502)
+
+
+def _render(request: web.Request, template: str, context: dict, *, status: int = 200) -> web.Response:
+    identity = request.get(IDENTITY)
+    body = request.app[TEMPLATES].get_template(template).render(
+        user=identity.name if identity is not None else None, login_required=request.app[ACCESS].login_required,
+        path=request.path, **context)
+    return web.Response(text=body, content_type="text/html", status=status)
+
+
+async def _call(request: web.Request, work):
+    """`work(client)` on a worker thread with the request's identity's broker connection."""
+    identity: Identity = request[IDENTITY]
+
+    def run():
+        with identity.client() as client:
+            return work(client)
+
+    return await asyncio.to_thread(run)
+
+
+def _not_found(request: web.Request, what: str) -> web.Response:
+    return _render(request, "error.html", {"message": what}, status=404)
+
+
+# ------------------------------------------------------------------------------------ login
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def login_page(request: web.Request) -> web.Response:
+    if not request.app[ACCESS].login_required:
+        raise web.HTTPSeeOther("/")
+    return _render(request, "login.html", {"error": None, "username": None, "next": request.query.get("next", "/")})
+
+
+async def login(request: web.Request) -> web.Response:
+    form = await request.post()
+    access = request.app[ACCESS]
+    target = str(form.get("next") or "/")
+    if not target.startswith("/") or target.startswith("//"):
+        target = "/"
+    username = str(form.get("username", ""))
+    try:
+        token, _identity = await asyncio.to_thread(access.login, username, str(form.get("password", "")),
+                                                   str(form.get("mechanism", "SCRAM-SHA-256")))
+    except LoginRefused as exc:
+        return _render(request, "login.html", {"error": str(exc), "username": username, "next": target}, status=401)
+    response = web.HTTPSeeOther(target)
+    response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+    return response
+
+
+async def logout(request: web.Request) -> web.Response:
+    identity = request.app[ACCESS].logout(request.cookies.get(COOKIE))
+    if identity is not None:
+        request.app[SAMPLER].forget(identity)
+    response = web.HTTPSeeOther("/login" if request.app[ACCESS].login_required else "/")
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+# ---------------------------------------------------------------------------------- cluster
+async def cluster_page(request: web.Request) -> web.Response:
+    layout = request.app[LAYOUT]
+    described, topic_list, groups = await _call(request, lambda c: (kafka.cluster(c), kafka.topics(c, offsets=False),
+                                                                   kafka.list_groups(c)))
+    samples = request.app[SAMPLER].history(request[IDENTITY])
+    throughput = plots.line_chart({"records/s": rates(samples, topic_records(None))}, unit="/s",
+                                  title="Produced records per second, all topics")
+    bytes_plot = plots.line_chart({"bytes/s": rates(samples, topic_size(None))}, unit=" B/s",
+                                  title="Log bytes written per second, all topics")
+    return _render(request, "cluster.html", {
+        "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
+        "registrations": root.registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
+        "topic_count": sum(1 for t in topic_list if not t.internal),
+        "internal_count": sum(1 for t in topic_list if t.internal), "partition_count": sum(len(t.partitions) for t in topic_list),
+        "group_count": len(groups), "throughput": throughput, "bytes_plot": bytes_plot})
+
+
+# ----------------------------------------------------------------------------------- topics
+async def topics_page(request: web.Request) -> web.Response:
+    layout = request.app[LAYOUT]
+    topic_list = await _call(request, kafka.topics)
+    sizes = await asyncio.to_thread(lambda: {t.name: root.topic_bytes(layout, t.name, [p.partition for p in t.partitions])
+                                             for t in topic_list})
+    show_internal = request.query.get("internal") == "1"
+    shown = [t for t in topic_list if show_internal or not t.internal]
+    return _render(request, "topics.html", {"topics": shown, "sizes": sizes, "hidden_internal": len(topic_list) - len(shown),
+                                            "show_internal": show_internal})
+
+
+async def topic_page(request: web.Request) -> web.Response:
+    name = request.match_info["topic"]
+    layout = request.app[LAYOUT]
+    topic, configs = await _call(request, lambda c: (kafka.topics(c, [name])[0], kafka.topic_configs(c, name)))
+    sizes = {p.partition: root.partition_bytes(layout, name, p.partition) for p in topic.partitions}
+    samples = request.app[SAMPLER].history(request[IDENTITY])
+    throughput = plots.line_chart({name: rates(samples, topic_records(name))}, unit="/s",
+                                  title=f"Produced records per second, {name}")
+    return _render(request, "topic.html", {"topic": topic, "configs": configs, "sizes": sizes,
+                                           "throughput": throughput, "records_shown": DEFAULT_RECORDS})
+
+
+def _int_query(request: web.Request, name: str, default: int | None) -> int | None:
+    text = request.query.get(name, "")
+    if text.strip() == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be an integer, not {text!r}\n") from None
+
+
+async def records_page(request: web.Request) -> web.Response:
+    name = request.match_info["topic"]
+    partition = _int_query(request, "partition", 0)
+    start = _int_query(request, "from", None)
+    end = _int_query(request, "to", None)
+    layout = request.app[LAYOUT]
+
+    def browse(client):
+        topic = kafka.topics(client, [name])[0]
+        p = next((p for p in topic.partitions if p.partition == partition), None)
+        if p is None:
+            raise kafka.BrokerError(f"topic {name} has no partition {partition}: UNKNOWN_TOPIC_OR_PARTITION")
+        first = max(p.start, end - DEFAULT_RECORDS if start is None and end is not None else
+                    (p.end - DEFAULT_RECORDS if start is None else start))
+        last = min(p.end, end if end is not None else first + DEFAULT_RECORDS, first + MAX_RECORDS)
+        return topic, p, first, last, kafka.fetch_records(client, name, partition, first, last) if last > first else []
+
+    topic, p, first, last, fetched = await _call(request, browse)
+    shown = await asyncio.to_thread(records.decode, layout.root, name, fetched)
+    return _render(request, "records.html", {"topic": topic, "partition": p, "first": first, "last": last,
+                                             "records": shown, "page": DEFAULT_RECORDS, "max_records": MAX_RECORDS})
+
+
+# ----------------------------------------------------------------------------------- groups
+async def groups_page(request: web.Request) -> web.Response:
+    described = await _call(request, lambda client: kafka.groups(client, kafka.list_groups(client)))
+    return _render(request, "groups.html", {"groups": described})
+
+
+async def group_page(request: web.Request) -> web.Response:
+    group_id = request.match_info["group"]
+
+    def describe(client):
+        listing = next((g for g in kafka.list_groups(client) if g.group_id == group_id), None)
+        if listing is None:
+            return None
+        return kafka.group(client, listing)
+
+    detail = await _call(request, describe)
+    if detail is None:
+        return _not_found(request, f"no group {group_id!r} (or you may not describe it)")
+    samples = request.app[SAMPLER].history(request[IDENTITY])
+    lag_plot = plots.line_chart(group_lag_series(samples, group_id), title=f"Lag of {group_id} per topic (records)")
+    return _render(request, "group.html", {"group": detail, "lag_plot": lag_plot})
+
+
+# ----------------------------------------------------------------------------------- tables
+async def _visible_tables(request: web.Request) -> list[tables.TableSummary]:
+    """The root's tables, without those fed by a topic this user may not describe."""
+    layout = request.app[LAYOUT]
+    allowed = await _call(request, kafka.topic_names)
+    summaries = await asyncio.to_thread(lambda: [tables.summary(layout, n) for n in tables.table_names(layout)])
+    return [s for s in summaries if (s.topics or {_fed_by(s.name)}) <= allowed]
+
+
+def _fed_by(table: str) -> str:
+    """The topic a table with no ingest commit is taken to hold: its name (the ingest's default),
+    without the quarantine suffix."""
+    return table.removesuffix(tables.QUARANTINE_SUFFIX)
+
+
+async def tables_page(request: web.Request) -> web.Response:
+    return _render(request, "tables.html", {"tables": await _visible_tables(request), "data_docs": _data_docs_index(request)})
+
+
+async def table_page(request: web.Request) -> web.Response:
+    name = request.match_info["table"]
+    if name not in {s.name for s in await _visible_tables(request)}:
+        return _not_found(request, f"no table {name!r} (or you may not describe its topics)")
+    layout = request.app[LAYOUT]
+    detail = await asyncio.to_thread(tables.detail, layout, name)
+    return _render(request, "table.html", {"table": detail, "s": detail.summary, "data_docs": _data_docs_index(request)})
+
+
+def _data_docs_index(request: web.Request) -> bool:
+    """Whether to link the Data Docs index: built, and no logins (it lists every table)."""
+    index = tables.quality_dir(request.app[LAYOUT].root) / "index.html"
+    return not request.app[ACCESS].login_required and index.is_file()
+
+
+async def quality_file(request: web.Request) -> web.StreamResponse:
+    """The Data Docs site under <root>/quality, as static files. With logins, only the pages of
+    tables the user may see (and the site's assets): the index lists every table's validations."""
+    site = tables.quality_dir(request.app[LAYOUT].root)
+    relative = request.match_info["path"] or "index.html"
+    target = root.safe_join(site, relative)
+    if target is not None and target.is_dir():
+        target = target / "index.html"
+    if target is None or not target.is_file():
+        return _not_found(request, f"no file {relative!r} in the Data Docs site (build it with `topiclake data-docs`)")
+    if request.app[ACCESS].login_required:
+        suite = tables.data_docs_suite(target.relative_to(site.resolve()))
+        visible = {s.name for s in await _visible_tables(request)}
+        if (suite not in visible) if suite is not None else not tables.is_data_docs_asset(relative):
+            return _render(request, "error.html", {"message": "with logins, Data Docs pages are shown from the "
+                                                              "pages of the tables you may see"}, status=403)
+    return web.FileResponse(target)
+
+
+# ---------------------------------------------------------------------------------- schemas
+def _registry(request: web.Request):
+    from topiclake.registry.log_replay import load_state
+
+    return load_state(request.app[LAYOUT].root)
+
+
+async def schemas_page(request: web.Request) -> web.Response:
+    state = await asyncio.to_thread(_registry, request)
+    allowed = await _call(request, kafka.topic_names)
+    subjects = [(s, state.versions(s)) for s in state.subject_names() if _subject_visible(request, s, allowed)]
+    return _render(request, "schemas.html", {"subjects": subjects})
+
+
+def _subject_visible(request: web.Request, subject: str, allowed: set[str]) -> bool:
+    """With logins, a subject is shown when it belongs to a topic the user may describe
+    (<topic>-value, <topic>-key, <topic>-<record name>); RecordNameStrategy subjects, which name
+    no topic, only without logins."""
+    if not request.app[ACCESS].login_required:
+        return True
+    return any(subject.startswith(f"{topic}-") for topic in allowed)
+
+
+async def subject_page(request: web.Request) -> web.Response:
+    subject = request.match_info["subject"]
+    state = await asyncio.to_thread(_registry, request)
+    allowed = await _call(request, kafka.topic_names)
+    versions = state.versions(subject, deleted=True)
+    if not versions or not _subject_visible(request, subject, allowed):
+        return _not_found(request, f"no subject {subject!r}")
+    return _render(request, "subject.html", {"subject": subject, "versions": versions,
+                                             "compatibility": state.compatibility(subject)})

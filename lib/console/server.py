@@ -1,0 +1,81 @@
+"""Starting the console: which broker and how (bootstrap, security), then the web server."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+from aiohttp import web
+
+from topiclake.security.client_config import PLAINTEXT, ClientSecurity
+from topiclake.segments.storage import StorageLayout
+
+from . import root
+from .access import Access
+from .app import create_app
+
+
+class ConsoleConfigError(Exception):
+    """The console cannot start as asked (one line)."""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConsoleConfigError(f"--listen {listen!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecurity | None,
+            security_protocol: str | None) -> tuple[str, ClientSecurity]:
+    """(bootstrap, security): --bootstrap, else the first listener of a live broker registered in
+    the root, whose protocol (SASL_PLAINTEXT, ...) is then the one spoken unless said otherwise."""
+    registered = root.registered_endpoint(layout)
+    if bootstrap is None:
+        if registered is None:
+            raise ConsoleConfigError(f"no live broker registered under {layout.brokers_dir}: start one, "
+                                     "or give --bootstrap HOST:PORT")
+        protocol, bootstrap = registered
+        security_protocol = security_protocol or protocol
+    security = security or PLAINTEXT
+    if security_protocol and security_protocol != security.security_protocol:
+        try:  # a SASL protocol: the user and password come from each browser login (access.py)
+            security = dataclasses.replace(security, security_protocol=security_protocol,
+                                           sasl_mechanism=security.sasl_mechanism or "SCRAM-SHA-256",
+                                           sasl_username=security.sasl_username or "-",
+                                           sasl_password=security.sasl_password or "")
+        except Exception as exc:  # InvalidConfigError: an unknown protocol name
+            raise ConsoleConfigError(str(exc)) from None
+    return bootstrap, security
+
+
+def serve(root_dir: Path, *, bootstrap: str | None = None, listen: str = "127.0.0.1:8080",
+          security: ClientSecurity | None = None, security_protocol: str | None = None,
+          sample_interval_s: float = 5.0, on_ready=None) -> None:
+    """Run the console until interrupted. `on_ready(url)` is called once it listens."""
+    layout = StorageLayout(root_dir)
+    if not layout.root.is_dir():
+        raise ConsoleConfigError(f"storage root {layout.root} does not exist")
+    host, port = parse_listen(listen)
+    bootstrap, security = resolve(layout, bootstrap, security, security_protocol)
+    app = create_app(layout, Access(bootstrap, security), sample_interval_s=sample_interval_s)
+    asyncio.run(_run(app, host, port, on_ready))
+
+
+async def _run(app: web.Application, host: str, port: int, on_ready) -> None:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConsoleConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound = site._server.sockets[0].getsockname()[1] if port == 0 else port
+    if on_ready is not None:
+        on_ready(f"http://{host}:{bound}/")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
