@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
+from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.delta import app_id
 from topiclake.lake.ingest import IngestOptions, ingest
 from topiclake.lake.jobs import ingest_main
@@ -164,6 +165,12 @@ def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(s
     assert table_of(uri, columns) == expected
     assert read_table(proc.data / "tables" / f"{topic}_quarantine")[1].num_rows == 1
 
+    # A backfill replays the partitions' events through the merge: no key moves back, none returns.
+    for p in range(PARTITIONS):
+        backfill(spark, BackfillOptions(root=proc.data, table=topic, topic=topic, partition=p, from_offset=0,
+                                        to_offset=events.ends[p]))
+    assert table_of(uri, columns) == expected
+
 
 def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registry_broker, clients,  # noqa: F811
                                                                     capsys):
@@ -220,3 +227,21 @@ def test_registry_avro_key_and_value(spark, registry_broker, clients):  # noqa: 
     spark_columns = ["id", "first_name", "price", "birth", "cdc_op", "offset"]
     assert spark_table_of(spark, uri, spark_columns) == comparable(events.rows(), spark_columns)
     assert isinstance(events.rows()[0]["birth"], dt.date)
+    backfill(spark, BackfillOptions(root=proc.data, table=topic, topic=topic, partition=0, from_offset=0,
+                                    to_offset=events.ends[0]))  # Avro events decoded by the typed path again
+    assert table_of(uri, columns) == comparable(events.rows(), columns)
+
+
+def test_the_debezium_format_implies_an_upsert_table_from_the_flag_or_the_settings(root):
+    from topiclake.lake.errors import UsageError
+    from topiclake.lake.table_kind import TableSettings, resolve
+    from topiclake.segments.storage import StorageLayout, TopicRegistry
+
+    layout = StorageLayout(root)
+    TopicRegistry(layout).create("dbz", 1, {})  # cleanup.policy delete: append, but for the format
+    by_flag = resolve(layout, "dbz", ["dbz"], None, value_format="debezium")
+    by_settings = resolve(layout, "dbz", ["dbz"], None, settings=TableSettings(format="debezium"))
+    assert by_flag == by_settings and by_flag.change.format == "debezium"
+    assert resolve(layout, "dbz", ["dbz"], None) is None
+    with pytest.raises(UsageError, match="format debezium needs an upsert table"):
+        resolve(layout, "dbz", ["dbz"], None, kind="append", value_format="debezium")
