@@ -198,10 +198,11 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         guard = Transaction(GUARD_APP_ID, (table.transaction_version(GUARD_APP_ID) or 0) + 1)
         mode, commit_schema, filters = (_evolution(table, schema, partition_by, actions) if evolve
                                         else ("append", table.schema(), None))
+        # An overwrite removes the files its filters select: its removes are not actions (delta-rs refuses them).
+        written = list(actions) if mode == "append" else [a for a in actions if isinstance(a, AddAction)]
         try:
             table.create_write_transaction(
-                list(actions) if mode == "append" else [a for a in actions if isinstance(a, AddAction)], mode=mode, schema=commit_schema, partition_by=list(partition_by),
-                partition_filters=filters,
+                written, mode=mode, schema=commit_schema, partition_by=list(partition_by), partition_filters=filters,
                 commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
                                                    app_transactions=txns + [guard]))
         except CommitFailedError as exc:

@@ -42,12 +42,21 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
 
 @pytest.fixture
-def clients():
-    """The test's producers, gone before the session's broker stops (no client left polling it)."""
+def new_topic(registry_broker):  # noqa: F811
+    """A function: a new topic of PARTITIONS partitions and the Events to produce to it (by a given
+    producer, else a plain one). The producers are gone before the session's broker stops."""
+    proc, _ = registry_broker
     made = []
-    yield made.append
+
+    def make(prefix: str, producer=None) -> Events:
+        topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        create_topic(proc.bootstrap, topic)
+        made.append(Events(producer or Producer({"bootstrap.servers": proc.bootstrap}), topic))
+        return made[-1]
+
+    yield make
     made.clear()
-    gc.collect()  # a serializing producer sits in a reference cycle
+    gc.collect()  # a serializing producer sits in a reference cycle: no client left polling a stopped broker
 
 
 class Events:
@@ -109,12 +118,10 @@ def comparable(rows: list[dict], columns) -> list[dict]:
 
 
 def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(spark, registry_broker,  # noqa: F811
-                                                                                clients):
+                                                                                new_topic):
     proc, _ = registry_broker
-    topic = f"dbz-wrapped-{uuid.uuid4().hex[:6]}"
-    create_topic(proc.bootstrap, topic)
-    events = Events(Producer({"bootstrap.servers": proc.bootstrap}), topic)
-    clients(events)
+    events = new_topic("dbz-wrapped")
+    topic = events.topic
     history_into(events)
     events.send(dbz.json_key(9), b"{not json", change_id=9, op="bad", row=None, pos=None)  # quarantined
     events.latest.pop(9)
@@ -172,13 +179,11 @@ def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(s
     assert table_of(uri, columns) == expected
 
 
-def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registry_broker, clients,  # noqa: F811
+def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registry_broker, new_topic,  # noqa: F811
                                                                     capsys):
     proc, _ = registry_broker
-    topic = f"dbz-plain-{uuid.uuid4().hex[:6]}"
-    create_topic(proc.bootstrap, topic)
-    events = Events(Producer({"bootstrap.servers": proc.bootstrap}), topic)
-    clients(events)
+    events = new_topic("dbz-plain")
+    topic = events.topic
     history_into(events, wrapped=False)
     # --format debezium alone: a CDC table is an upsert table
     assert ingest_main(["--topic", topic, "--format", "debezium", "--data", str(proc.data), "--bootstrap", "none"]) == 0
@@ -198,22 +203,20 @@ def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registr
             sent["first_name"], sent["weight"], sent["created"], sent["price"], want["cdc_op"], want["offset"])
 
 
-def test_registry_avro_key_and_value(spark, registry_broker, clients):  # noqa: F811
+def test_registry_avro_key_and_value(spark, registry_broker, new_topic):  # noqa: F811
     proc, http = registry_broker
-    topic = f"dbz-avro-{uuid.uuid4().hex[:6]}"
-    create_topic(proc.bootstrap, topic)
     client = SchemaRegistryClient({"url": http.url})
     producer = SerializingProducer({
         "bootstrap.servers": proc.bootstrap,
         "key.serializer": AvroSerializer(client, json.dumps(dbz.AVRO_KEY)),
         "value.serializer": AvroSerializer(client, json.dumps(dbz.AVRO_ENVELOPE)),
     })
-    events = Events(producer, topic)
-    clients(events)
+    events = new_topic("dbz-avro", producer)
+    topic = events.topic
     datums, changes = dbz.avro_history()
     for (key, value), change in zip(datums, changes):
         events.send(key, value, change_id=change["id"], op=change["op"], row=change["row"], pos=change["pos"])
-    del producer
+    del producer  # new_topic's teardown lets it go
 
     uri = proc.data / "tables" / topic
     result = ingest(spark, IngestOptions(topics=(topic,), root=proc.data, bootstrap="none", value_format="debezium"))
