@@ -172,8 +172,7 @@ def _data_schema(pipeline: Pipeline) -> pa.Schema:
 
 def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> None:
     """Typed columns are fixed when a table is created: a declared schema must match it."""
-    if table is None or pipeline.typed is not None or (pipeline.upsert is not None
-                                                        and pipeline.upsert.change.format == DEBEZIUM):
+    if table is None or pipeline.typed is not None or _is_cdc(pipeline.upsert):
         return  # registry and CDC columns evolve (typed.plan and cdc_plan keep the old ones)
     have = [f.name for f in table.schema().fields]
     want = _table_schema(pipeline, partition_by).names
@@ -247,7 +246,7 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
         table = delta.load_table(uri)
         upsert = table_kind.resolve(layout, table_name(uri), pipeline.topics, table, kind=options.kind,
                                     value_format=options.value_format, settings=options.tables.get(table_name(uri)))
-        cdc = upsert is not None and upsert.change.format == DEBEZIUM
+        cdc = _is_cdc(upsert)
         # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
         pipeline = dataclasses.replace(registry.typed_pipeline(pipeline, None if cdc else table), upsert=upsert)
         table_kind.heal(table, pipeline.upsert, pipeline.topics)
@@ -326,6 +325,11 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                                source=source, timeout_s=options.mirror_timeout_s,
                                                security=options.client)
     result.duration_s = time.monotonic() - started
+
+
+def _is_cdc(upsert: UpsertSpec | None) -> bool:
+    """A table of Debezium change events (its columns planned or not yet)."""
+    return upsert is not None and upsert.change.format == DEBEZIUM
 
 
 def _with_cdc_plan(pipeline: Pipeline, table, plans: Sequence[PartitionPlan]) -> Pipeline:
