@@ -42,6 +42,7 @@ from deltalake import DeltaTable, Schema as DeltaSchema
 from topiclake.segments.storage import StorageLayout
 
 from . import delta, delta_spark, quality, run_metrics, table_kind
+from .changes import DEBEZIUM
 from .decode import TaskWriter, file_stats
 from .coverage import group_starts
 from .errors import ConcurrentWriterError, DataLossError, UsageError
@@ -256,10 +257,14 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
                            target_bytes=options.target_task_bytes))
     data_schema = pa.schema([f.with_type(_plain(f.type)) for f in pa.schema(table.schema().to_arrow())
                              if f.name != KEY_BUCKET])
-    typed = typed_columns_of(table)
+    typed, registry_spec = typed_columns_of(table), None
+    if spec.change.format == DEBEZIUM:  # its columns are after's fields, not declared typed columns
+        spec, registry_spec = _cdc_spec(options.root, table, topic, spec)
+        typed = None
     writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000,
                         partition_by={uri: [KEY_BUCKET]}, value_schemas={uri: typed.to_json()} if typed else None,
-                        quarantine_from={(uri, topic, partition): end}, upserts={uri: spec})
+                        quarantine_from={(uri, topic, partition): end}, upserts={uri: spec},
+                        typed_specs={uri: registry_spec} if registry_spec is not None else None)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
     if checked.files.epochs is not None:
@@ -281,6 +286,21 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
         remove_staging(uri, run_id)
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _cdc_spec(root: Path, table, topic: str, spec):
+    """A CDC table's upsert spec with its columns and key planned (cdc_plan.plan_table), and the
+    registry's typed spec its Avro events are decoded with first (None: JSON events). No sample:
+    the range was ingested, so the table has every column its events carry."""
+    import dataclasses
+
+    from .cdc_plan import plan_table
+    from .typed.plan import plan_typed
+
+    registry = typed_hooks.Registry(root, None)
+    registry_spec = plan_typed(registry.state, (topic,)) if registry.state.subjects else None
+    change = plan_table((topic,), table, spec.change, typed=registry_spec)
+    return dataclasses.replace(spec, change=change), registry_spec
 
 
 def range_predicate(topic: str, partition: int, start: int, end: int) -> str:

@@ -36,6 +36,7 @@ from .changes import DEBEZIUM, ChangeSpec
 from .errors import LakeError
 from .schema import DATA_SCHEMA, PARTITION_COLUMNS
 from .typed.columns import Incompatible, merge
+from .upsert import KEY_BUCKET
 from .values import ValueSchema
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,17 @@ def plan_cdc(topics: Sequence[str], *, typed=None, value_schema: ValueSchema | N
     return _spec(source, columns, tuple(key_types))
 
 
+def plan_table(topics: Sequence[str], table, recorded: ChangeSpec, *, typed=None,
+               value_schema: ValueSchema | None = None, samples: Iterable[pa.Table] = ()) -> ChangeSpec:
+    """plan_cdc for the Delta table `table` (None: one this run creates): an existing table keeps
+    its columns and the primary key it recorded (`recorded`: its table_kind spec), so a run whose
+    sample holds no key (only new columns, or nothing new) still plans the same key."""
+    existing = pa.schema(table.schema().to_arrow()) if table is not None else None
+    key_fields = [types.field_of(c) for c in recorded.key_columns] if table is not None else None
+    return plan_cdc(topics, typed=typed, value_schema=value_schema, samples=samples, existing=existing,
+                    key_fields=key_fields)
+
+
 def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
     """The newest `limit` records of the first and the last task of each partition plan (plan.py's
     PartitionPlan), read on the driver when plan_cdc needs them (lazily: registry Avro with a
@@ -101,7 +113,7 @@ def _with_existing(planned: dict[str, tuple[pa.DataType, str]], existing: pa.Sch
     """The table's own columns first, with their types; then the planned fields it lacks."""
     if existing is None:
         return planned
-    ours = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | set(types.METADATA.names)
+    ours = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {KEY_BUCKET} | set(types.METADATA.names)
     out = {}
     for f in existing:
         if f.name in ours:

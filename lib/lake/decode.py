@@ -275,13 +275,14 @@ def file_stats(table: pa.Table) -> str:
     Timestamps in Delta stats are ISO-8601 with milliseconds; our timestamps are whole
     milliseconds, so the truncation loses nothing."""
     mins, maxs = {}, {}
-    for name in _STATS_COLUMNS:
+    present = set(table.column_names)  # a CDC table has no key, value, timestamp_type... (cdc.py)
+    for name in (n for n in _STATS_COLUMNS if n in present):
         col = table.column(name)
         if col.null_count == len(col):
             continue
         mm = pc.min_max(col)
         mins[name], maxs[name] = _stat_value(mm["min"].as_py()), _stat_value(mm["max"].as_py())
-    nulls = {name: table.column(name).null_count for name in _NULL_COUNT_COLUMNS}
+    nulls = {name: table.column(name).null_count for name in _NULL_COUNT_COLUMNS if name in present}
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 

@@ -196,11 +196,13 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         if precheck is not None:
             precheck(table)
         guard = Transaction(GUARD_APP_ID, (table.transaction_version(GUARD_APP_ID) or 0) + 1)
-        mode, commit_schema, filters = _evolution(table, schema, partition_by) if evolve else ("append", table.schema(), None)
+        mode, commit_schema, filters = (_evolution(table, schema, partition_by, actions) if evolve
+                                        else ("append", table.schema(), None))
+        # An overwrite removes the files its filters select: its removes are not actions (delta-rs refuses them).
+        written = list(actions) if mode == "append" else [a for a in actions if isinstance(a, AddAction)]
         try:
             table.create_write_transaction(
-                list(actions), mode=mode, schema=commit_schema, partition_by=list(partition_by),
-                partition_filters=filters,
+                written, mode=mode, schema=commit_schema, partition_by=list(partition_by), partition_filters=filters,
                 commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
                                                    app_transactions=txns + [guard]))
         except CommitFailedError as exc:
@@ -211,10 +213,13 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
     raise ConcurrentWriterError(f"table {uri}: gave up after {max_attempts} commit attempts lost to other writers")
 
 
-def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequence[str]):
+def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequence[str],
+               actions: Sequence[AddAction | RemoveAction] = ()):
     """(mode, schema, partition filters) of a commit that may grow the schema. delta-rs writes a
     new schema only in an overwrite; an overwrite whose filter matches no file (`IN ()`) removes
-    nothing, so the commit is the adds, the new metadata and the txns together."""
+    nothing, so the commit is the adds, the new metadata and the txns together. delta-rs refuses
+    remove actions in an overwrite: a commit that removes files (an upsert merge) must remove whole
+    partitions of the first partition column, which the overwrite's filter then names."""
     if schema is None:
         return "append", table.schema(), None
     want = DeltaSchema.from_arrow(schema)
@@ -227,7 +232,27 @@ def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequen
         raise ConcurrentWriterError(f"table {table.table_uri}: columns {changed} have other types than this run "
                                     "planned with (another writer changed them); nothing was committed, run again")
     column = partition_by[0] if partition_by else table.schema().fields[0].name
-    return "overwrite", want, [(column, "in", [])]
+    return "overwrite", want, [(column, "in", _removed_partitions(table, column, actions))]
+
+
+def _removed_partitions(table: DeltaTable, column: str, actions: Sequence[AddAction | RemoveAction]) -> list[str]:
+    """The values of `column` whose files the actions remove, all of them (else the overwrite
+    would remove files the commit did not plan to: ConcurrentWriterError, nothing committed)."""
+    removed = {a.path for a in actions if isinstance(a, RemoveAction)}
+    if not removed:
+        return []
+    values = {a.partition_values.get(column) for a in actions if isinstance(a, RemoveAction)}
+    if None in values:
+        raise ValueError(f"table {table.table_uri}: a commit that grows the schema removes whole {column} partitions")
+    values = sorted(values)
+    files = active_files(table)
+    key = f"partition.{column}"
+    held = {path for path, value in zip(files.column("path").to_pylist(), files.column(key).to_pylist())
+            if str(value) in values} if key in files.column_names else set()
+    if held != removed:
+        raise ConcurrentWriterError(f"table {table.table_uri}: the files of {column} {values} are not the ones this "
+                                    "commit replaces (another writer changed them); nothing was committed, run again")
+    return values
 
 
 def set_properties(uri: str, properties: dict[str, str]) -> None:

@@ -80,7 +80,8 @@ def _kind_and_format(p: OneLineParser, which: str) -> None:
                    help=f"append: every record a row; upsert: one row per key, its latest value, {which}")
     p.add_argument("--format", dest="value_format", type=_optional, metavar="raw|debezium",
                    help="how an upsert table reads its records: raw (key and value; a null value deletes) or "
-                        "debezium (change events); default: [tables.<name>] format, else raw")
+                        "debezium (Debezium change events, the rows they describe; implies --kind upsert); "
+                        "default: [tables.<name>] format, else raw")
 
 
 def rebuild_parser(prog: str | None = None) -> OneLineParser:
@@ -118,8 +119,9 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--partition-by", default="day", metavar="SPEC",
                    help="partitioning of new tables by the record timestamp: day (record_date, the default), "
                         "hour (record_date, record_hour) or none")
-    _kind_and_format(p, "of a new table (default: [tables.<name>] kind in the settings file, else upsert for a "
-                        "topic whose cleanup.policy is compact, append otherwise); an existing table keeps its kind")
+    _kind_and_format(p, "of a new table (default: [tables.<name>] kind in the settings file, else upsert for "
+                        "--format debezium or a topic whose cleanup.policy is compact, append otherwise); an "
+                        "existing table keeps its kind")
     p.add_argument("--allow-data-loss", action="store_true",
                    help="record offsets deleted by retention before ingestion as a gap instead of failing")
     p.add_argument("--schemas", default="conf/schemas", metavar="DIR",

@@ -27,6 +27,7 @@ from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
 from . import delta, mirror, quality, run_metrics, table_kind
+from .changes import DEBEZIUM
 from .decode import RESULT_SCHEMA, TaskWriter
 from .errors import LakeError
 from .offsets import EARLIEST, LATEST, parse_offset_spec
@@ -78,6 +79,11 @@ class Pipeline:
     value_schema: ValueSchema | None = None
     typed: typed.TypedSpec | None = None  # columns from the schema registry's subjects for the topics
     upsert: UpsertSpec | None = None  # an upsert table (upsert.py); None: an append table
+
+    @property
+    def cdc(self):
+        """A CDC table's plan (cdc.CdcSpec: its columns, from Debezium events), else None."""
+        return self.upsert.change.cdc if self.upsert is not None else None
 
     @property
     def quarantines(self) -> bool:
@@ -152,7 +158,10 @@ def _table_schema(pipeline: Pipeline, partition_by: Sequence[str]) -> pa.Schema:
 
 
 def _data_schema(pipeline: Pipeline) -> pa.Schema:
-    """The columns stored in the data files (the typed ones included)."""
+    """The columns stored in the data files (the typed ones included; a CDC table's are after's
+    fields and the CDC metadata, cdc.py)."""
+    if pipeline.cdc is not None:
+        return pipeline.cdc.schema
     data = DATA_SCHEMA
     if pipeline.value_schema is None and pipeline.typed is None:
         return data
@@ -163,8 +172,8 @@ def _data_schema(pipeline: Pipeline) -> pa.Schema:
 
 def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> None:
     """Typed columns are fixed when a table is created: a declared schema must match it."""
-    if table is None or pipeline.typed is not None:  # registry columns evolve (typed.plan keeps the old ones)
-        return
+    if table is None or pipeline.typed is not None or _is_cdc(pipeline.upsert):
+        return  # registry and CDC columns evolve (typed.plan and cdc_plan keep the old ones)
     have = [f.name for f in table.schema().fields]
     want = _table_schema(pipeline, partition_by).names
     if have != want:
@@ -235,10 +244,11 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
     for pipeline in pipelines_for(options):
         uri = pipeline.table_uri
         table = delta.load_table(uri)
-        pipeline = registry.typed_pipeline(pipeline, table)
-        pipeline = dataclasses.replace(pipeline, upsert=table_kind.resolve(
-            layout, table_name(uri), pipeline.topics, table, kind=options.kind, value_format=options.value_format,
-            settings=options.tables.get(table_name(uri))))
+        upsert = table_kind.resolve(layout, table_name(uri), pipeline.topics, table, kind=options.kind,
+                                    value_format=options.value_format, settings=options.tables.get(table_name(uri)))
+        cdc = _is_cdc(upsert)
+        # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
+        pipeline = dataclasses.replace(registry.typed_pipeline(pipeline, None if cdc else table), upsert=upsert)
         table_kind.heal(table, pipeline.upsert, pipeline.topics)
         if pipeline.upsert is not None:
             partition_by[uri] = [KEY_BUCKET]
@@ -256,9 +266,15 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                 committed=committed[(t, p)], starting=starting, ending=ending,
                                 target_task_bytes=options.target_task_bytes,
                                 allow_data_loss=options.allow_data_loss) for t, p in tps]
+        if cdc:
+            if table is None and not any(plan.tasks for plan in plans):
+                log.warning("table %s: no Debezium change events yet to plan its columns and key from; "
+                            "the first run that reads one creates it", uri)
+                continue
+            pipeline = _with_cdc_plan(pipeline, table, plans)
         outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
         if pipeline.quarantines:
-            if pipeline.value_schema is not None:
+            if pipeline.value_schema is not None and not cdc:  # a CDC table's declared types go to plan_cdc
                 value_schemas[uri] = pipeline.value_schema.to_json()
             quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
             for part in outcome.partitions:
@@ -309,6 +325,23 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                                source=source, timeout_s=options.mirror_timeout_s,
                                                security=options.client)
     result.duration_s = time.monotonic() - started
+
+
+def _is_cdc(upsert: UpsertSpec | None) -> bool:
+    """A table of Debezium change events (its columns planned or not yet)."""
+    return upsert is not None and upsert.change.format == DEBEZIUM
+
+
+def _with_cdc_plan(pipeline: Pipeline, table, plans: Sequence[PartitionPlan]) -> Pipeline:
+    """A CDC table's pipeline with its columns and primary key planned on the driver (cdc_plan):
+    from the registry for Avro (its typed spec), else from a sample of this run's events, read
+    lazily; the declared conf/schemas types (schema-less JSON) go there, not to decode_values,
+    which would read the envelope as the row."""
+    from .cdc_plan import plan_table, samples_of
+
+    change = plan_table(pipeline.topics, table, pipeline.upsert.change, typed=pipeline.typed,
+                        value_schema=pipeline.value_schema, samples=samples_of(plans))
+    return dataclasses.replace(pipeline, upsert=dataclasses.replace(pipeline.upsert, change=change))
 
 
 def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: str, job_group: str,
@@ -419,8 +452,9 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
                  for p in outcome.partitions if p.plan.lost is not None},
     }}
     schema = _table_schema(pipeline, partition_by)
-    evolve = pipeline.typed is not None and bool(actions) and pipeline.upsert is None  # grows with the files
-    if evolve:
+    # Registry and CDC columns grow with the files: new ones are committed with them (old rows null).
+    evolve = bool(actions) and (pipeline.cdc is not None or (pipeline.typed is not None and pipeline.upsert is None))
+    if evolve and pipeline.cdc is None:  # a CDC table keeps its columns' types (cdc_plan): never widened
         table = delta.load_table(pipeline.table_uri)
         if table is not None and widened_columns(table, schema):
             widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")

@@ -1,9 +1,10 @@
 """A table's kind: `append` (every record a row) or `upsert` (one row per key, upsert.py).
 
 The kind of a new table, in order: `--kind` on the command line, `kind` in the settings file's
-`[tables.<name>]`, else the topics' cleanup.policy (compact, or compact,delete -> upsert; delete
--> append; a multi-topic table needs one answer for all). Likewise the value format (`--format`,
-`format`, default raw) and the number of key buckets (`buckets`, default 16).
+`[tables.<name>]`, else upsert when the value format is debezium (change events only make sense
+applied to their rows), else the topics' cleanup.policy (compact, or compact,delete -> upsert;
+delete -> append; a multi-topic table needs one answer for all). Likewise the value format
+(`--format`, `format`, default raw) and the number of key buckets (`buckets`, default 16).
 
 The kind, format, key columns, buckets and topics of an upsert table are recorded in the table's
 properties when it is created (`topiclake.kind`, `topiclake.valueFormat`, `topiclake.keyColumns`,
@@ -21,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .changes import FORMATS, RAW, ChangeSpec
+from .changes import DEBEZIUM, FORMATS, RAW, ChangeSpec
 from .errors import UsageError
 from .upsert import DEFAULT_BUCKETS, KEY_BUCKET, UpsertSpec
 
@@ -116,14 +117,14 @@ def resolve(layout: StorageLayout, name: str, topics: Sequence[str], table, *, k
     if have is not None:
         have_format = have.spec.change.format if have.spec is not None else RAW
         if (asked_kind and asked_kind != have.kind) or (asked_format and asked_format != have_format):
-            want = asked_kind or have.kind
+            want = asked_kind or (UPSERT if asked_format == DEBEZIUM else have.kind)
             raise KindMismatchError(
                 f"table {name} is an {have.kind} table (format {have_format}); this run asks for "
                 f"{want} (format {asked_format or have_format}); a table never changes kind on its own: run "
                 f"`topiclake rebuild {name} --kind {want}" + (f" --format {asked_format}`" if asked_format else "`")
                 + " to rebuild it from the log")
         return have.spec
-    chosen = asked_kind or default_kind(layout, topics)
+    chosen = asked_kind or (UPSERT if asked_format == DEBEZIUM else default_kind(layout, topics))
     if chosen == APPEND:
         if asked_format and asked_format != RAW:
             raise UsageError(f"table {name}: format {asked_format} needs an upsert table", hint="add --kind upsert")

@@ -232,7 +232,11 @@ def merge_bucket(job: dict) -> dict:
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """The data columns in the table's order and types."""
+    """The data columns in the table's order and types; a column added after the file was written
+    (a CDC table's new field, committed with this merge) is null in its rows."""
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
     return table.select(schema.names).cast(schema)
 
 

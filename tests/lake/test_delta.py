@@ -8,6 +8,8 @@ from topiclake.lake import delta
 from topiclake.lake.errors import ConcurrentWriterError
 from topiclake.lake.schema import table_schema
 
+from .conftest import read_table
+
 SCHEMA = table_schema()
 PART = ["record_date"]
 
@@ -67,3 +69,48 @@ def test_stale_snapshot_commit_fails_because_of_the_guard(tmp_path):
 def test_offsets_never_go_back(tmp_path):
     with pytest.raises(ValueError, match="go back from 9 to 3"):
         commit(tmp_path / "t", delta.OffsetUpdate("t", 0, 9, 3))
+
+
+def _bucket_file(uri, bucket: int, name: str, table):
+    """A data file in key bucket `bucket`, written by pyarrow, as its AddAction."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    (uri / f"key_bucket={bucket}").mkdir(parents=True, exist_ok=True)
+    path = f"key_bucket={bucket}/{name}.parquet"
+    pq.write_table(table, uri / path)
+    return delta.add_action({"path": path, "size": (uri / path).stat().st_size, "modification_time": 0,
+                             "partition_values": json.dumps({"key_bucket": str(bucket)}),
+                             "stats": json.dumps({"numRecords": table.num_rows})})
+
+
+def test_a_commit_that_grows_the_schema_replaces_whole_buckets_and_nothing_else(tmp_path):
+    """An upsert merge that adds columns (a CDC table's new field): delta-rs writes a schema only in
+    an overwrite, which takes no remove actions; it overwrites exactly the buckets the merge rewrites."""
+    import pyarrow as pa
+    from deltalake.transaction import RemoveAction
+
+    uri = tmp_path / "t"
+    old = pa.schema([("id", pa.int64())])
+    new = old.append(pa.field("phone", pa.string()))
+    files = [_bucket_file(uri, b, n, pa.table({"id": [i]}, schema=old)) for b, n, i in ((0, "a", 1), (1, "b", 2),
+                                                                                        (1, "c", 3), (2, "e", 4))]
+    part = pa.field("key_bucket", pa.int32())
+    delta.commit(str(uri), group="g", actions=files, offsets=[], schema=old.append(part), partition_by=["key_bucket"],
+                 metadata={})
+
+    def merge(removed, bucket):
+        merged = _bucket_file(uri, bucket, f"m{bucket}", pa.table({"id": [9], "phone": ["+41"]}, schema=new))
+        removes = [RemoveAction(f.path, True, 0, f.size, f.partition_values) for f in removed]
+        return delta.commit(str(uri), group="g", actions=removes + [merged], offsets=[], schema=new.append(part),
+                            partition_by=["key_bucket"], metadata={}, evolve=True)
+
+    with pytest.raises(ConcurrentWriterError, match=r"key_bucket \['1'\] are not the ones this commit replaces"):
+        merge([files[1]], 1)  # bucket 1 holds c too: the overwrite would remove a file not planned
+    merge(files[1:3], 1)
+    table, data = read_table(uri)
+    assert sorted(p.split("/")[-1] for p in table.file_uris()) == ["a.parquet", "e.parquet", "m1.parquet"]
+    assert [f.name for f in table.schema().fields] == ["id", "phone", "key_bucket"]
+    rows = sorted(data.to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["phone"]) for r in rows] == [(1, None), (4, None), (9, "+41")]
