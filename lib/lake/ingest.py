@@ -248,7 +248,10 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                     value_format=options.value_format, settings=options.tables.get(table_name(uri)))
         cdc = _is_cdc(upsert)
         # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
-        pipeline = dataclasses.replace(registry.typed_pipeline(pipeline, None if cdc else table), upsert=upsert)
+        pipeline = registry.typed_pipeline(pipeline, None if cdc else table)
+        if table is None:
+            upsert = table_kind.with_typed_key(upsert, pipeline.typed)
+        pipeline = dataclasses.replace(pipeline, upsert=upsert)
         table_kind.heal(table, pipeline.upsert, pipeline.topics)
         if pipeline.upsert is not None:
             partition_by[uri] = [KEY_BUCKET]

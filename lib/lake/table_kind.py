@@ -16,6 +16,8 @@ change.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -130,6 +132,21 @@ def resolve(layout: StorageLayout, name: str, topics: Sequence[str], table, *, k
             raise UsageError(f"table {name}: format {asked_format} needs an upsert table", hint="add --kind upsert")
         return None
     return UpsertSpec(ChangeSpec(format=asked_format or RAW), settings.buckets or DEFAULT_BUCKETS)
+
+
+def with_typed_key(spec: UpsertSpec | None, typed_spec) -> UpsertSpec | None:
+    """A new raw upsert table whose topic has a key subject in the registry keys its rows by the
+    decoded key columns, not the key bytes: a key written under a later schema version (another
+    schema id in its bytes) is still the same row."""
+    if spec is None or spec.change.format != RAW or typed_spec is None:
+        return spec
+    side = next((s for s in typed_spec.sides if s.name == "key"), None)
+    if side is None:
+        return spec
+    columns = tuple(column for _, column in side.columns) or ((side.column,) if side.column else ())
+    if not columns:
+        return spec
+    return dataclasses.replace(spec, change=dataclasses.replace(spec.change, key_columns=columns))
 
 
 def creation_config(table) -> dict[str, str]:

@@ -74,8 +74,18 @@ def key_hash(rows: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:
     out = np.zeros(rows.num_rows, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for name in key_columns:
-            out = out * np.uint64(31) + _binary_hash(rows.column(name))
+            for leaf in _leaves(rows.column(name)):
+                out = out * np.uint64(31) + _binary_hash(leaf)
         return _mix(out)
+
+
+def _leaves(column) -> list:
+    """A key column's comparable parts: itself, or a struct's fields, depth first (a registry-typed
+    key is a record)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_struct(array.type):
+        return [array]
+    return [leaf for child in array.flatten() for leaf in _leaves(child)]
 
 
 def bucket_of(rows: pa.Table, key_columns: tuple[str, ...], buckets: int) -> np.ndarray:
@@ -127,13 +137,35 @@ def newest_per_key(rows: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
     """The newest row per key (see the module docstring for the order)."""
     if rows.num_rows <= 1:
         return rows
-    keys = list(key_columns)
+    rows, keys, added = _groupable_keys(rows, key_columns)
+    newest = _newest(rows, keys)
+    return newest.drop_columns(added) if added else newest
+
+
+def _newest(rows: pa.Table, keys: list[str]) -> pa.Table:
     if _one_partition(rows):  # a task's records, or a single-partition topic: offsets decide
         return _last_of_groups(rows, keys, ["offset"])
     rows = _last_of_groups(rows, keys + ["topic", "partition"], ["offset"])
     if _unique(rows, keys):  # every key in one partition only, as Kafka's partitioner puts them
         return rows
     return _last_of_groups(rows, keys, ["timestamp", "topic", "partition", "offset"])
+
+
+def _groupable_keys(rows: pa.Table, key_columns: tuple[str, ...]) -> tuple[pa.Table, list[str], list[str]]:
+    """Arrow groups by no struct: a struct key column is grouped by its fields, added as temporary
+    columns; (rows, the key column names to group by, the temporary ones)."""
+    keys, added = [], []
+    for name in key_columns:
+        column = rows.column(name)
+        if not pa.types.is_struct(column.type):
+            keys.append(name)
+            continue
+        for leaf in _leaves(column):
+            temporary = f"_topiclake_key_{len(added)}"
+            rows = rows.append_column(temporary, leaf)
+            keys.append(temporary)
+            added.append(temporary)
+    return rows, keys, added
 
 
 def _unique(rows: pa.Table, keys: list[str]) -> bool:
