@@ -79,9 +79,11 @@ def artifacts() -> Path:
     return directory
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium():
-    """Headless Chromium from Debian's package (never a Playwright browser download)."""
+    """Headless Chromium from Debian's package (never a Playwright browser download). Package
+    scope: Playwright's sync API runs an event loop on the main thread while it is open, and every
+    later test that calls asyncio.run (aiokafka's) would find it running."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run bin/test as root once (bin/_env.sh installs Debian's chromium), "
                     "or apt-get install chromium")
