@@ -274,12 +274,13 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
     try:
         plan = plan_merge(spark, uri, staged.select(["path", "partition_values"]).to_pylist(),
                           data_schema=data_schema, run_id=run_id, job_group=f"topiclake-backfill-{run_id}")
-        if plan.adds or plan.removes:
+        if not plan.empty:
             result.version = delta.commit(
                 uri, group=checked.group, actions=plan.removes + plan.adds, offsets=[], schema=None,
-                partition_by=[KEY_BUCKET], precheck=plan.precheck,
+                partition_by=[KEY_BUCKET], precheck=plan.precheck, transactions=plan.transactions,
                 metadata={"topiclake": {"operation": "backfill", "run_id": run_id, "topic": topic,
                                         "partition": partition, "range": [start, end], "kind": "upsert"}})
+            plan.committed(uri)
             result.added = [a.path for a in plan.adds]
             result.removed = sorted(plan.removed_paths)
     finally:

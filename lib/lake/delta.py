@@ -161,7 +161,8 @@ def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
            schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
            precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS,
-           evolve: bool = False, configuration: dict[str, str] | None = None) -> int:
+           evolve: bool = False, configuration: dict[str, str] | None = None,
+           transactions: Sequence[Transaction] = ()) -> int:
     """Commit files and offsets in ONE Delta commit; returns the new table version.
 
     `evolve`: `schema` may add columns (or struct fields) to the table's; the new schema is
@@ -172,14 +173,20 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
     second, metadata-only commit (what DESCRIBE DETAIL and other readers show); table_kind reads
     the commitInfo when a crash fell between the two.
 
+    `transactions`: more txn actions to commit with the offsets (an upsert merge's tombstone
+    generations, tombstones.py).
+
     Raises ConcurrentWriterError when another writer moved any of these offsets since planning,
-    or when `precheck` (called with the snapshot each attempt commits on) raises it.
+    or when `precheck` (called with the snapshot each attempt commits on) raises it. With a
+    precheck, the commit lands on exactly that snapshot or not at all: delta-rs would otherwise
+    rebase it over a concurrent commit its conflict checker lets through (an OPTIMIZE's removes
+    and adds do not conflict with ours there), and the check would have judged another table.
     """
     for update in offsets:
         if update.expected is not None and update.new < update.expected:
             raise ValueError(f"group {group!r} topic {update.topic!r} partition {update.partition}: "
                              f"offset would go back from {update.expected} to {update.new}")
-    txns = [Transaction(app_id(group, u.topic, u.partition), u.new) for u in offsets]
+    txns = [Transaction(app_id(group, u.topic, u.partition), u.new) for u in offsets] + list(transactions)
     for attempt in range(1, max_attempts + 1):
         table = load_table(uri)
         if table is None:
@@ -189,7 +196,11 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
                 metadata = {**metadata, "topiclake": {**metadata.get("topiclake", {}), "table": configuration}}
             if _create(uri, actions, txns, schema, partition_by, metadata):
                 if configuration:
-                    set_properties(uri, configuration)
+                    try:
+                        set_properties(uri, configuration)
+                    except (DeltaError, OSError) as exc:  # the data and offsets are committed; table_kind heals it
+                        log.warning("table %s: created, but its properties were not written (the next run writes "
+                                    "them): %s", uri, exc)
                 return 0
             continue  # another writer created it first: check its offsets on the next pass
         _check_unchanged(table, uri, group, offsets)
@@ -204,7 +215,8 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
             table.create_write_transaction(
                 written, mode=mode, schema=commit_schema, partition_by=list(partition_by), partition_filters=filters,
                 commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
-                                                   app_transactions=txns + [guard]))
+                                                   app_transactions=txns + [guard],
+                                                   max_commit_retries=0 if precheck is not None else None))
         except CommitFailedError as exc:
             log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
             continue

@@ -438,11 +438,12 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
     pipeline = outcome.pipeline
     by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
     actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
+    transactions = []
     if outcome.merge is not None:  # the staged files are counted above; the merge's files are committed
-        actions = outcome.merge.removes + outcome.merge.adds
+        actions, transactions = outcome.merge.removes + outcome.merge.adds, outcome.merge.transactions
     updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.plan.committed, p.plan.end_offset)
                for p in outcome.partitions if p.plan.moves]
-    if not updates and not actions:
+    if not updates and not actions and not transactions:
         log.info("table %s: nothing new for group %s", pipeline.table_uri, pipeline.group)
         return
     metadata = {"topiclake": {
@@ -470,7 +471,10 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
     outcome.version = delta.commit(pipeline.table_uri, group=pipeline.group, actions=actions, offsets=updates,
                                    schema=schema, partition_by=partition_by, metadata=metadata, evolve=evolve,
                                    precheck=outcome.merge.precheck if outcome.merge is not None else None,
-                                   configuration=table_kind.configuration(pipeline.upsert, pipeline.topics))
+                                   configuration=table_kind.configuration(pipeline.upsert, pipeline.topics),
+                                   transactions=transactions)
+    if outcome.merge is not None:
+        outcome.merge.committed(pipeline.table_uri)
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
 

@@ -30,7 +30,7 @@ import json
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from . import tombstones
 from .changes import ChangeSpec, Changes
 
 KEY_BUCKET = "key_bucket"
@@ -47,6 +48,7 @@ STAGING_DIR = "_topiclake_staging"
 DELETED = "_topiclake_deleted"  # staging files only: True where the change deletes its key
 _KEY_COLUMNS_META = b"topiclake.key_columns"
 _POSITION = "_topiclake_position"
+_SOURCE = "_topiclake_source"  # merge only: 0 what the bucket held, 1 this run's change
 _STALE_STAGING_S = 24 * 3600  # staging dirs of killed runs older than this are removed by later runs
 
 
@@ -228,10 +230,12 @@ def stage_changes(changes: Changes, *, buckets: int, table_uri: str, run_id: str
 # ------------------------------------------------------------------------------ stage 2: executors
 
 def merge_bucket(job: dict) -> dict:
-    """One bucket: current files + staging files -> one new file (or none). `unchanged`: no change
-    wins over what the bucket holds, so its files stay."""
+    """One bucket: current files + remembered deletes (tombstones.py) + staging files -> one new
+    data file (or none) and, where the deletes changed, a new tombstone file. `data_changed` False:
+    no change wins over what the bucket's files hold, so they stay."""
     from .backfill import plain_layout
     from .decode import file_stats, write_parquet
+    from .errors import ConcurrentWriterError
 
     fs, base = pafs.FileSystem.from_uri(job["table_uri"])
     schema = pa.ipc.read_schema(pa.py_buffer(job["schema"]))  # the data columns, no partition column
@@ -239,17 +243,47 @@ def merge_bucket(job: dict) -> dict:
     key_columns = tuple(json.loads(staged[0].schema.metadata[_KEY_COLUMNS_META]))
     current = [_conform(plain_layout(pq.read_table(f"{base}/{p}", filesystem=fs)), schema) for p in job["current"]]
     held = sum(t.num_rows for t in current)
+    remembered = []
+    if job["tombstones"] is not None:
+        try:
+            file = pq.read_table(f"{base}/{job['tombstones']}", filesystem=fs)
+        except FileNotFoundError:  # superseded by a commit after this run planned: it cannot commit
+            raise ConcurrentWriterError(f"table {job['table_uri']}: another writer changed key bucket {job['bucket']} "
+                                        "since this merge planned; nothing was committed, run again") from None
+        deletes_held = file.num_rows
+        file = tombstones.unexpired(file, now_us=job["now_us"], retention_ms=job["retention_ms"])
+        remembered = [_conform(plain_layout(file), schema).append_column(
+            DELETED, pa.repeat(pa.scalar(True), file.num_rows)).append_column(file.field(tombstones.REMEMBERED_AT),
+                                                                              file.column(tombstones.REMEMBERED_AT))]
+    else:
+        deletes_held = 0
+    unremembered = pa.field(tombstones.REMEMBERED_AT, pa.int64())
     changes = [_conform(plain_layout(t), schema).append_column(DELETED, t.column(DELETED)) for t in staged]
     rows = pa.concat_tables([t.append_column(DELETED, pa.repeat(pa.scalar(False), t.num_rows)) for t in current]
-                            + changes)
-    source = pa.array(np.concatenate([np.zeros(held, np.int8), np.ones(rows.num_rows - held, np.int8)]))
-    winners = newest_per_key(rows.append_column("_topiclake_source", source), key_columns)
-    kept = winners.filter(pc.invert(winners.column(DELETED)))
-    new_kept = pc.sum(pc.cast(pc.equal(kept.column("_topiclake_source"), 1), pa.int64())).as_py() or 0
-    if new_kept == 0 and kept.num_rows == held:
-        return {"bucket": job["bucket"], "unchanged": True, "add": None, "records": held}
-    kept = kept.drop_columns([DELETED, "_topiclake_source"])
-    add = None
+                            + remembered + changes, promote_options="default")  # REMEMBERED_AT null but in tombstones
+    if unremembered.name not in rows.column_names:
+        rows = rows.append_column(unremembered, pa.nulls(rows.num_rows, pa.int64()))
+    old_rows = held + sum(t.num_rows for t in remembered)
+    source = pa.array(np.concatenate([np.zeros(old_rows, np.int8), np.ones(rows.num_rows - old_rows, np.int8)]))
+    winners = newest_per_key(rows.append_column(_SOURCE, source), key_columns)
+    deleted = winners.column(DELETED)
+    kept = winners.filter(pc.invert(deleted)).drop_columns([tombstones.REMEMBERED_AT])
+    deletes = tombstones.stamped(winners.filter(deleted), now_us=job["now_us"])
+    data_changed = _count_new(kept) > 0 or kept.num_rows != held
+    deletes_changed = _count_new(deletes) > 0 or deletes.num_rows != deletes_held
+    result = {"bucket": job["bucket"], "data_changed": data_changed, "add": None, "records": held,
+              "tombstones": None}
+    if deletes_changed:
+        generation = tombstones.new_generation(job["tombstone_generation"])
+        path = tombstones.path_of(job["bucket"], generation)
+        fs.create_dir(f"{base}/{path.rsplit('/', 1)[0]}", recursive=True)
+        pq.write_table(deletes.select(list(key_columns) + list(tombstones.KEPT_COLUMNS)), f"{base}/{path}",
+                       filesystem=fs, compression="zstd")
+        result["tombstones"] = generation
+    if not data_changed:
+        return result
+    kept = kept.drop_columns([DELETED, _SOURCE])
+    result["records"] = kept.num_rows
     if kept.num_rows:
         kept = kept.take(pc.sort_indices(kept, [("topic", "ascending"), ("partition", "ascending"),
                                                 ("offset", "ascending")]))
@@ -257,10 +291,16 @@ def merge_bucket(job: dict) -> dict:
         fs.create_dir(f"{base}/{KEY_BUCKET}={job['bucket']}", recursive=True)
         write_parquet(kept, f"{base}/{name}", filesystem=fs)
         info = fs.get_file_info(f"{base}/{name}")
-        add = {"path": name, "size": info.size, "partition_values": json.dumps({KEY_BUCKET: str(job["bucket"])}),
-               "modification_time": int(time.time() * 1000), "num_records": kept.num_rows,
-               "stats": file_stats(kept)}
-    return {"bucket": job["bucket"], "unchanged": False, "add": add, "records": kept.num_rows}
+        result["add"] = {"path": name, "size": info.size,
+                         "partition_values": json.dumps({KEY_BUCKET: str(job["bucket"])}),
+                         "modification_time": int(time.time() * 1000), "num_records": kept.num_rows,
+                         "stats": file_stats(kept)}
+    return result
+
+
+def _count_new(rows: pa.Table) -> int:
+    """How many of the winners came from this run's changes (not from what the bucket held)."""
+    return pc.sum(pc.cast(pc.equal(rows.column(_SOURCE), 1), pa.int64())).as_py() or 0
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -276,23 +316,32 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 @dataclass(slots=True)
 class MergePlan:
-    """What a merge commits: remove and add actions, and the check that each rewritten bucket still
-    holds exactly the files the merge read, in the snapshot the commit lands on."""
+    """What a merge commits: remove and add actions, the tombstone generations it moves
+    (`transactions`), and the check that each bucket it changes still holds exactly the files and
+    the tombstones the merge read, in the snapshot the commit lands on."""
 
     removes: list  # deltalake RemoveAction
     adds: list  # deltalake AddAction
-    planned: dict[int, frozenset[str]]  # rewritten bucket -> the files the merge read (and removes)
+    planned: dict[int, frozenset[str]]  # changed bucket -> the files the merge read (removed if rewritten)
+    transactions: list = field(default_factory=list)  # deltalake Transaction: the buckets' new tombstone generations
+    read_generations: dict[int, int] = field(default_factory=dict)  # changed bucket -> tombstone generation read
     buckets_touched: int = 0
+    rewritten: int = 0  # buckets whose data files are replaced
     rows: int = 0  # rows the rewritten buckets hold now
 
     @property
     def removed_paths(self) -> frozenset[str]:
-        return frozenset(p for paths in self.planned.values() for p in paths)
+        return frozenset(a.path for a in self.removes)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.removes or self.adds or self.transactions)
 
     def precheck(self, snapshot) -> None:
-        """Another writer's OPTIMIZE or DELETE removed a file the merge replaces, or another writer
-        (a backfill, another group feeding the table) added one to a bucket it rewrites: either way
-        the merged file is stale; nothing is committed."""
+        """Another writer's OPTIMIZE or DELETE removed a file the merge replaces, another writer (a
+        backfill, another group feeding the table) added one to a bucket it changes, or another
+        merge moved the bucket's tombstones: either way what the merge wrote is stale; nothing is
+        committed. (delta.commit commits on exactly this snapshot, or retries and checks again.)"""
         from . import delta
         from .errors import ConcurrentWriterError
 
@@ -305,22 +354,30 @@ class MergePlan:
             for path, bucket in zip(files.column("path").to_pylist(), files.column(column).to_pylist()):
                 if bucket is not None and int(bucket) in now:
                     now[int(bucket)].add(path)
-        changed = sorted(b for b, paths in self.planned.items() if now[b] != paths)
+        generations = tombstones.generations(snapshot, self.planned)
+        changed = sorted(b for b, paths in self.planned.items()
+                         if now[b] != paths or generations[b] != self.read_generations.get(b, tombstones.NONE))
         if changed:
             raise ConcurrentWriterError(
                 f"table {snapshot.table_uri}: another writer changed the files of key bucket(s) {changed} since "
                 "this merge read them (an OPTIMIZE, DELETE, backfill or other ingest); nothing was committed, "
                 "run again")
 
+    def committed(self, table_uri: str) -> None:
+        """After the commit: the tombstone files it superseded go."""
+        if self.transactions:
+            tombstones.remove_superseded(table_uri, {int(t.app_id.rsplit(":", 1)[1]): t.version
+                                                     for t in self.transactions})
+
     @property
     def buckets_rewritten(self) -> int:
-        return len(self.planned)
+        return self.rewritten
 
 
 def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Schema, run_id: str,
                job_group: str | None = None, progress=None) -> MergePlan:
     """Stage 2: one Spark task per touched bucket. `staged`: stage-1 rows (path, partition_values).
-    The current files come from the table's snapshot now (None: a new table)."""
+    The current files and tombstones come from the table's snapshot now (None: a new table)."""
     from deltalake.transaction import RemoveAction
 
     from . import delta
@@ -333,13 +390,18 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     snapshot = delta.load_table(table_uri)
     current: dict[int, list[dict]] = {}
     if snapshot is not None:
+        refuse_deletion_vectors(snapshot)
         for f in delta.active_files(snapshot).to_pylist():
             bucket = f.get(f"partition.{KEY_BUCKET}")
             if bucket is not None and int(bucket) in by_bucket:
                 current.setdefault(int(bucket), []).append(f)
+    generations = tombstones.generations(snapshot, by_bucket)
+    retention_ms = tombstones.retention_ms(snapshot)
     schema = data_schema.serialize().to_pybytes()
     jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths, "current": [f["path"] for f in current.get(b, [])],
-             "schema": schema, "run_id": run_id} for b, paths in sorted(by_bucket.items())]
+             "tombstones": tombstones.path_of(b, generations[b]), "tombstone_generation": generations[b],
+             "retention_ms": retention_ms, "now_us": time.time_ns() // 1000, "schema": schema, "run_id": run_id}
+            for b, paths in sorted(by_bucket.items())]
     plan = MergePlan([], [], {}, buckets_touched=len(jobs))
     if not jobs:
         return plan
@@ -349,16 +411,34 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
         results = collect(sc.parallelize(jobs, len(jobs)).map(merge_bucket))
     now_ms = int(time.time() * 1000)
     for result in results:
-        if result["unchanged"]:
+        bucket = result["bucket"]
+        if result["tombstones"] is not None:
+            plan.transactions.append(tombstones.transaction(bucket, result["tombstones"]))
+        if not result["data_changed"] and result["tombstones"] is None:
             continue
-        plan.planned[result["bucket"]] = frozenset(f["path"] for f in current.get(result["bucket"], []))
+        plan.planned[bucket] = frozenset(f["path"] for f in current.get(bucket, []))
+        plan.read_generations[bucket] = generations[bucket]
+        if not result["data_changed"]:
+            continue
+        plan.rewritten += 1
         plan.rows += result["records"]
-        for f in current.get(result["bucket"], []):
-            plan.removes.append(RemoveAction(f["path"], True, now_ms, f["size_bytes"],
-                                             {KEY_BUCKET: str(result["bucket"])}))
+        for f in current.get(bucket, []):
+            plan.removes.append(RemoveAction(f["path"], True, now_ms, f["size_bytes"], {KEY_BUCKET: str(bucket)}))
         if result["add"] is not None:
             plan.adds.append(delta.add_action(result["add"]))
     return plan
+
+
+def refuse_deletion_vectors(snapshot) -> None:
+    """The merge reads a bucket's Parquet files whole: rows a deletion vector removed (a Spark
+    DELETE or UPDATE on a table with `delta.enableDeletionVectors`) would come back."""
+    from .errors import UsageError
+
+    if "deletionVectors" in (snapshot.protocol().writer_features or []):
+        raise UsageError(
+            f"table {snapshot.table_uri}: deletion vectors are enabled, and an upsert merge would bring back the rows "
+            "they delete; purge them and turn them off first: REORG TABLE ... APPLY (PURGE), then ALTER TABLE ... "
+            "SET TBLPROPERTIES ('delta.enableDeletionVectors' = false) and ALTER TABLE ... DROP FEATURE deletionVectors")
 
 
 def remove_staging(table_uri: str, run_id: str) -> None:
