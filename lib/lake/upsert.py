@@ -72,12 +72,16 @@ _MULTIPLIER = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime, as a polynomial
 
 def key_hash(rows: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:
     """A stable 64-bit hash per row of its key columns (the same bytes give the same hash in every
-    process and version: no per-process seed). Non-binary columns hash their text form."""
+    process and version: no per-process seed). Non-binary columns hash their text form, decimals
+    without trailing zeros. Null leaves are skipped, so a record key that gains an optional field
+    (a new key schema version) stays in its bucket: equal keys must hash equal, whatever schema
+    version wrote them; unequal ones may share a bucket."""
     out = np.zeros(rows.num_rows, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for name in key_columns:
             for leaf in _leaves(rows.column(name)):
-                out = out * np.uint64(31) + _binary_hash(leaf)
+                hashes, valid = _binary_hash(leaf)
+                out = np.where(valid, out * np.uint64(31) + hashes, out)
         return _mix(out)
 
 
@@ -94,9 +98,13 @@ def bucket_of(rows: pa.Table, key_columns: tuple[str, ...], buckets: int) -> np.
     return (key_hash(rows, key_columns) % np.uint64(buckets)).astype(np.int32)
 
 
-def _binary_hash(column) -> np.ndarray:
+def _binary_hash(column) -> tuple[np.ndarray, np.ndarray]:
+    """(hash of each value's bytes, whether the value is not null)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not (pa.types.is_binary(array.type) or pa.types.is_string(array.type)):
+    if pa.types.is_decimal(array.type):  # 1.50 and 1.500 are one key: a widened scale must not move it
+        array = pc.replace_substring_regex(pc.replace_substring_regex(
+            pc.cast(array, pa.string()), r"(\.[0-9]*?)0+$", r"\1"), r"\.$", "")
+    elif not (pa.types.is_binary(array.type) or pa.types.is_string(array.type)):
         array = pc.cast(array, pa.string())
     if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
         array = array.cast(pa.binary())
@@ -118,9 +126,8 @@ def _binary_hash(column) -> np.ndarray:
         else:
             hashes = np.zeros(n, np.uint64)
         hashes = hashes + lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    if array.null_count:
-        hashes[np.asarray(array.is_null())] = np.uint64(0x5BD1E995)
-    return hashes
+    valid = np.asarray(array.is_valid()) if array.null_count else np.ones(n, dtype=bool)
+    return hashes, valid
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -456,7 +463,22 @@ def remove_staging(table_uri: str, run_id: str) -> None:
         return
     for entry in entries:
         try:
-            if time.time() - entry.stat().st_mtime > _STALE_STAGING_S:
+            if time.time() - _last_written(entry.path) > _STALE_STAGING_S:
                 shutil.rmtree(entry.path, ignore_errors=True)
         except OSError:
             continue
+
+
+def _last_written(directory: str) -> float:
+    """When a run last wrote into its staging directory (its newest file or directory): a run
+    whose stage 1 runs for days keeps its early files."""
+    import os
+
+    newest = os.stat(directory).st_mtime
+    for parent, _dirs, files in os.walk(directory):
+        for name in files + [""]:
+            try:
+                newest = max(newest, os.stat(os.path.join(parent, name)).st_mtime)
+            except OSError:
+                continue
+    return newest
