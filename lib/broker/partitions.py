@@ -146,7 +146,7 @@ class Partition:
         what was written acknowledged and below the high watermark (leader_fence, step 5)."""
         if self.fence is None:
             return
-        self.log.flush()
+        self.log.flush(indexes=False)
         try:
             self.fence.check(self.leader_epoch)
         except FencedLeaderError:

@@ -205,10 +205,12 @@ class Index:
         if self.writable and self._fd is not None:
             self.resize(self.configured_max_size)
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
+        """Write the pending entries into the file (other processes read them), and fsync it."""
         if self.writable and self._fd is not None:
             self._write_pending()
-            os.fsync(self._fd)
+            if sync:
+                os.fsync(self._fd)
 
     def close(self) -> None:
         """Trim and release the file (Kafka's AbstractIndex.close)."""

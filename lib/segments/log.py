@@ -372,15 +372,20 @@ class Log:
                 or now - self._last_flush_ms >= self.config.flush_ms):
             self._flush(now)
 
-    def flush(self) -> None:
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync what was appended. `indexes=False`: the data only, for a cluster leader's
+        acknowledgement (every append): the active segment's indexes are rebuilt from the data by
+        whoever loads the log next (in cluster mode the loader recovers from the recovery point,
+        and the active segment always), and a rolled segment's are fsynced at the roll; their two
+        fsyncs per append only made every acknowledgement wait longer."""
         with self._write_lock:
             self._require_open()
-            self._flush(_now_ms())
+            self._flush(_now_ms(), indexes=indexes)
 
-    def _flush(self, now: int) -> None:
+    def _flush(self, now: int, *, indexes: bool = True) -> None:
         for segment in self._segments:
             if segment.read_next_offset() > self._recovery_point or segment is self._segments[-1]:
-                segment.flush()
+                segment.flush(indexes=indexes)
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = now

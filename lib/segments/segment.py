@@ -378,11 +378,11 @@ class LogSegment:
         if self.writable and self._max_ts.timestamp >= 0:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
 
-    def flush(self) -> None:
+    def flush(self, *, indexes: bool = True) -> None:
         if self.writable and not self._file.closed:
             os.fdatasync(self._file.fileno())
-            self.offset_index.flush()
-            self.time_index.flush()
+            for index in (self.offset_index, self.time_index):
+                index.flush(sync=indexes)
 
     def close(self) -> None:
         """Clean close: final time-index entry, trimmed indexes, file closed."""

@@ -160,7 +160,7 @@ def test_close_and_reopen_is_clean(tmp_path):
 def test_flush_policy(open_log, monkeypatch):
     flushed = []
     log = open_log(LogConfig(flush_messages=3))
-    monkeypatch.setattr(type(log.active_segment), "flush", lambda self: flushed.append(self.base_offset))
+    monkeypatch.setattr(type(log.active_segment), "flush", lambda self, indexes=True: flushed.append(self.base_offset))
     log.append(make_batch(2))
     assert flushed == []
     log.append(make_batch(1))
