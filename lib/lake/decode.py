@@ -110,8 +110,10 @@ class TaskWriter:
         quarantined = [data for target, data in outputs[1:]]
         if changes.quarantine.num_rows:
             first = self.quarantine_from.get((uri, task["topic"], task["partition"]), 0)
-            quarantined.append(changes.quarantine.filter(pc.greater_equal(changes.quarantine.column("offset"), first)))
-            counters["quarantined"] = counters.get("quarantined", 0) + changes.quarantine.num_rows
+            # a rerun skips (and does not count again) what a crashed run's quarantine commit holds
+            fresh = changes.quarantine.filter(pc.greater_equal(changes.quarantine.column("offset"), first))
+            quarantined.append(fresh)
+            counters["quarantined"] = counters.get("quarantined", 0) + fresh.num_rows
         staged = stage_changes(changes, buckets=spec.buckets, table_uri=uri, run_id=self.run_id,
                                task_name=f"{task['topic']}-{task['partition']}-{task['min_offset']:020d}",
                                compression=self.compression)
