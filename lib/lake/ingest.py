@@ -88,8 +88,14 @@ class Pipeline:
     @property
     def quarantines(self) -> bool:
         """Whether the table has a quarantine table for records it cannot take."""
-        return self.value_schema is not None or self.typed is not None or (
-            self.upsert is not None and self.upsert.change.format != "raw")
+        return self.value_schema is not None or self.typed is not None or self.upsert is not None
+
+    @property
+    def quarantines_keyless_only(self) -> bool:
+        """A raw upsert table without typed columns quarantines only records without a key
+        (changes.py): its quarantine table is made by the first such record, not up front."""
+        return self.value_schema is None and self.typed is None and self.upsert is not None and (
+            self.upsert.change.format == "raw")
 
 
 @dataclass(slots=True)
@@ -500,6 +506,9 @@ def _commit_quarantine(outcome: TableOutcome, rows: pa.Table, metadata: dict, pa
     updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.quarantine_committed, p.plan.end_offset)
                for p in outcome.partitions
                if p.quarantine_committed is None or p.plan.end_offset > p.quarantine_committed]
+    if pipeline.quarantines_keyless_only and not actions and all(
+            p.quarantine_committed is None for p in outcome.partitions):
+        return
     if actions or updates:
         schema = pa.schema(list(QUARANTINE_SCHEMA) + [table_schema(tuple(partition_by)).field(n)
                                                       for n in partition_by])
@@ -527,7 +536,7 @@ def format_summary(result: IngestResult) -> str:
             if p.dropped_control or p.dropped_aborted:
                 line += f", dropped {p.dropped_control} control / {p.dropped_aborted} aborted"
             if p.quarantined:
-                line += f", {p.quarantined} undecodable values quarantined"
+                line += f", {p.quarantined} records quarantined"
             if plan.last_stable_offset < plan.log_end_offset:
                 line += f", open transaction from {plan.last_stable_offset} (log end {plan.log_end_offset})"
             if plan.lost is not None:

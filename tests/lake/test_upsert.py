@@ -341,3 +341,18 @@ def test_typed_columns_of_an_upsert_table_and_its_quarantine(spark, root, topic_
     rows = {r["key"]: r["count"] for r in read_table(root / "tables" / "stock")[1].to_pylist()}
     assert rows == {b"a": 2, b"b": 7}
     assert read_table(root / "tables" / "stock_quarantine")[1]["offset"].to_pylist() == [1]  # not again
+
+
+def test_records_without_a_key_go_to_the_quarantine_not_into_one_row(spark, root, topic_writer):
+    w = compacted(topic_writer, root, "signals")
+    w.produce(0, [b"k1", b"n1", b"n2", b"k2", None, b"n3"], keys=[b"a", None, None, b"b", None, None])
+    result = run(spark, root, "signals")
+    assert table_rows(root / "tables" / "signals") == {b"a": b"k1", b"b": b"k2"}
+    _q, quarantine = read_table(root / "tables" / "signals_quarantine")
+    assert sorted(quarantine["offset"].to_pylist()) == [1, 2, 4, 5]
+    assert set(quarantine["error"].to_pylist()) == {"record has no key; an upsert table keys its rows by the record key"}
+    assert "4 records quarantined" in format_summary(result)
+    w.produce(0, [b"k3"], keys=[b"a"])
+    run(spark, root, "signals")  # the next run quarantines nothing again
+    assert table_rows(root / "tables" / "signals") == {b"a": b"k3", b"b": b"k2"}
+    assert read_table(root / "tables" / "signals_quarantine")[1].num_rows == 4
