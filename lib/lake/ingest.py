@@ -308,6 +308,8 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
     try:
         for outcome in result.tables:
             if outcome.pipeline.upsert is not None:
+                if any(p.plan.tasks for p in outcome.partitions):  # the merge reads the widened files
+                    widen_registry_columns(spark, outcome.pipeline, [KEY_BUCKET], run_id=run_id)
                 outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
         # Every table's suite runs before the first commit: a failure commits nothing at all.
         for outcome in result.tables:
@@ -462,11 +464,9 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
     }}
     schema = _table_schema(pipeline, partition_by)
     # Registry and CDC columns grow with the files: new ones are committed with them (old rows null).
-    evolve = bool(actions) and (pipeline.cdc is not None or (pipeline.typed is not None and pipeline.upsert is None))
-    if evolve and pipeline.cdc is None:  # a CDC table keeps its columns' types (cdc_plan): never widened
-        table = delta.load_table(pipeline.table_uri)
-        if table is not None and widened_columns(table, schema):
-            widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
+    evolve = bool(actions) and (pipeline.cdc is not None or pipeline.typed is not None)
+    if evolve and pipeline.upsert is None:  # an upsert table's were widened before its merge
+        widen_registry_columns(spark, pipeline, partition_by, run_id=run_id)
     if pipeline.quarantines:
         # First, so that a crash between the two commits leaves the quarantine ahead, never
         # behind: the rerun skips the offsets it already holds (quarantine_from).
@@ -479,6 +479,17 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
                                    configuration=table_kind.configuration(pipeline.upsert, pipeline.topics))
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
+
+
+def widen_registry_columns(spark, pipeline: Pipeline, partition_by: list[str], *, run_id: str) -> None:
+    """Registry columns a newer schema version widens (int -> long, ...): the table rewritten with
+    the wider types first (widening.py). A CDC table keeps its columns' types (cdc_plan)."""
+    if pipeline.typed is None or pipeline.cdc is not None:
+        return
+    table = delta.load_table(pipeline.table_uri)
+    schema = _table_schema(pipeline, partition_by)
+    if table is not None and widened_columns(table, schema):
+        widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
 
 
 def _file_actions(rows: pa.Table, uri: str, by_partition: dict, *, count: bool) -> list:

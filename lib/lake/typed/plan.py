@@ -37,6 +37,7 @@ from topiclake.registry.state import RegistryState
 
 from ..errors import LakeError
 from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
+from ..upsert import KEY_BUCKET
 from .columns import Incompatible, merge, nullable
 from .recipes import AVRO, JSON, PROTOBUF, Recipe, json_schema_type
 
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 VALUE, KEY = "value", "key"
 _MAX_REFERENCE_DEPTH = 32
-_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error"}
+_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error", KEY_BUCKET}  # KEY_BUCKET: upsert tables
 
 
 @dataclass(frozen=True)
