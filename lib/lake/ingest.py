@@ -429,16 +429,23 @@ def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: quality
     """The quality gate of an upsert table: the per-task expectations judged each task's changes
     (before they were collapsed per key, so their row count is the tasks' own); the driver-side
     ones judge the merged files."""
-    uri = outcome.pipeline.table_uri
+    return validate_merged_files(spark, rows, outcome.pipeline.table_uri, suite, files=outcome.merge.adds,
+                                 schema=_table_schema(outcome.pipeline, [KEY_BUCKET]),
+                                 ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                                         for p in outcome.partitions},
+                                 root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
+
+
+def validate_merged_files(spark, rows: pa.Table, uri: str, suite: quality.Suite, *, files, schema, ranges,
+                          root: Path, operation: str, run_id: str, data_docs: bool) -> quality.QualityReport | None:
+    """validate_merged for a merge's new files (`files`: its add actions), by ingest or backfill."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     outcomes = mine.column("quality").drop_null().to_pylist()
     validated = sum(json.loads(o)["rows"] for o in outcomes)
     return quality.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
-                            files=[a.path for a in outcome.merge.adds], file_records=validated,
-                            task_outcomes=outcomes, schema=_table_schema(outcome.pipeline, [KEY_BUCKET]),
-                            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                                    for p in outcome.partitions},
-                            root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
+                            files=[a.path for a in files], file_records=validated,
+                            task_outcomes=outcomes, schema=schema, ranges=ranges,
+                            root=root, operation=operation, run_id=run_id, data_docs=data_docs)
 
 
 def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str],

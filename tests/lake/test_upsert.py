@@ -356,3 +356,24 @@ def test_records_without_a_key_go_to_the_quarantine_not_into_one_row(spark, root
     run(spark, root, "signals")  # the next run quarantines nothing again
     assert table_rows(root / "tables" / "signals") == {b"a": b"k3", b"b": b"k2"}
     assert read_table(root / "tables" / "signals_quarantine")[1].num_rows == 4
+
+
+def test_a_backfill_that_fails_records_the_quarantine_does_not_hold_stops(spark, root, topic_writer, tmp_path):
+    from deltalake import DeltaTable
+
+    from topiclake.lake.errors import LakeError
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "stock.json").write_text(json.dumps({"fields": {"sku": "string", "count": "long"}}))
+    w = compacted(topic_writer, root, "stock")
+    w.produce(0, [b'{"sku": "a", "count": 1}', b"not json", b'{"sku": "b", "count": 5}'], keys=[b"a", b"b", b"b"])
+    run(spark, root, "stock", schemas_dir=schemas)
+    DeltaTable(str(root / "tables" / "stock_quarantine")).delete()  # someone emptied the quarantine
+    version = read_table(root / "tables" / "stock")[0].version()
+    with pytest.raises(LakeError) as failed:
+        backfill(spark, BackfillOptions(root=root, table="stock", topic="stock", partition=0, from_offset=0,
+                                        to_offset=3))
+    assert "stock-0 offsets [0, 3)" in str(failed.value) and "holds only 0" in str(failed.value)
+    assert "\n" not in str(failed.value)
+    assert read_table(root / "tables" / "stock")[0].version() == version  # nothing committed
