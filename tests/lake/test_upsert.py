@@ -377,3 +377,30 @@ def test_a_backfill_that_fails_records_the_quarantine_does_not_hold_stops(spark,
     assert "stock-0 offsets [0, 3)" in str(failed.value) and "holds only 0" in str(failed.value)
     assert "\n" not in str(failed.value)
     assert read_table(root / "tables" / "stock")[0].version() == version  # nothing committed
+
+
+def test_rebuild_refuses_to_lose_rows_retention_deleted_from_the_log_unless_allowed(spark, root, topic_writer,
+                                                                                    capsys):
+    from topiclake.lake.jobs import rebuild_main
+
+    w = topic_writer("visits")
+    produce(w, 0, [(b"v1", b"1"), (b"v2", b"1"), (b"v1", b"2")])
+    w.roll(0)
+    produce(w, 0, [(b"v3", b"1"), (b"v2", b"2")])
+    run(spark, root, "visits")
+    uri = root / "tables" / "visits"
+    version = read_table(uri)[0].version()
+    (StorageLayout(root).log_dir("visits", 0) / f"{0:020d}.log").unlink()  # retention: the log starts at 3
+    capsys.readouterr()
+
+    args = ["visits", "--kind", "upsert", "--data", str(root), "--bootstrap", "none"]
+    assert rebuild_main(args) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "visits-0 starts at offset 3, the table holds rows from offset 0" in err and "--allow-data-loss" in err
+    table, data = read_table(uri)
+    assert table.version() == version and data.num_rows == 5  # untouched, still append
+
+    assert rebuild_main(args + ["--allow-data-loss"]) == 0
+    assert "as upsert (was append)" in capsys.readouterr().out
+    assert table_rows(uri) == {b"v3": b"1", b"v2": b"2"}
