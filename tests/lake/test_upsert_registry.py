@@ -57,6 +57,13 @@ def test_a_backfill_decodes_registry_values_and_brings_a_deleted_row_back(spark,
     assert rows == [(b"a", 5, 0), (b"b", 7, 1)]
 
 
+def test_key_bucket_is_a_built_in_column_for_typed_plan():
+    from topiclake.lake.typed.plan import _BUILTIN
+    from topiclake.lake.upsert import KEY_BUCKET
+
+    assert KEY_BUCKET in _BUILTIN  # else an upsert table's schema makes key_bucket a typed column too
+
+
 def test_a_new_value_schema_version_adds_and_widens_columns_of_the_upsert_table(spark, registry_broker):  # noqa: F811
     proc, http = registry_broker
     topic = compacted_topic(proc.bootstrap)

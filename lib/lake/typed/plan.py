@@ -37,7 +37,6 @@ from topiclake.registry.state import RegistryState
 
 from ..errors import LakeError
 from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
-from ..upsert import KEY_BUCKET
 from .columns import Incompatible, merge, nullable
 from .recipes import AVRO, JSON, PROTOBUF, Recipe, json_schema_type
 
@@ -45,7 +44,9 @@ log = logging.getLogger(__name__)
 
 VALUE, KEY = "value", "key"
 _MAX_REFERENCE_DEPTH = 32
-_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error", KEY_BUCKET}  # KEY_BUCKET: upsert tables
+# "key_bucket": upsert.KEY_BUCKET, an upsert table's partition column (not imported: upsert.py
+# pulls Spark in, and the console reads typed.plan without it)
+_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error", "key_bucket"}
 
 
 @dataclass(frozen=True)
