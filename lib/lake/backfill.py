@@ -13,7 +13,11 @@ replace exactly those rows of the table in ONE commit.
 - Upsert tables (upsert.py): the backfill replays [from, the group's committed offset) through
   the merge (offsets decide, so no key moves back to an older value; every later change, deletes
   included, is replayed too, so a deleted key cannot come back) and commits the replaced buckets
-  with the writer guard; replaying twice leaves the same rows.
+  with the writer guard; replaying twice leaves the same rows. The quality suite judges the
+  merged files, as an ingest's.
+- Records the backfill cannot take (a bad value, no key) are in the quarantine table since
+  their ingest, so it writes none there; when more of the range fail than the quarantine table
+  holds, the backfill reads them otherwise than the ingest did: it stops, committing nothing.
 - Cluster mode: the range is read with the partition's leader epochs like an ingest (a fenced
   leader's bytes are never backfilled); while a takeover leaves offsets of the range undecided the
   backfill refuses to start, and a takeover during it that undid what was read commits nothing.
@@ -45,15 +49,16 @@ from . import delta, delta_spark, quality, run_metrics, table_kind
 from .changes import DEBEZIUM
 from .decode import TaskWriter, file_stats
 from .coverage import group_starts
-from .errors import ConcurrentWriterError, DataLossError, UsageError
-from .ingest import GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, table_name, validate_new_files
+from .errors import ConcurrentWriterError, DataLossError, LakeError, UsageError
+from .ingest import (GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, table_name, validate_merged_files,
+                     validate_new_files)
 from .plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
 from .progress import ProgressCallback
 from .scan import scan_partition
 from .spark import collect
 from .source import list_partition
 from .typed import hooks as typed_hooks
-from .values import typed_columns_of
+from .values import quarantine_uri, typed_columns_of
 from .widening import widen_table, widened_columns
 
 
@@ -188,10 +193,7 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     partition_by = table.metadata().partition_columns
     tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
-    suite = quality.Suite.load(options.expectations_dir, table_name(uri))
-    quality.check_suite(suite, table_name(uri))
-    if suite.on_driver or options.data_docs:
-        quality.load_in_background()
+    suite = _suite(options, uri)
     registry_spec = typed_hooks.backfill_spec(options.root, table, (topic,))  # registry-typed columns
     typed = typed_columns_of(table) if registry_spec is None else None
     # Typed columns as the table has them; bad values are already in the quarantine table for
@@ -204,6 +206,7 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
     if files.epochs is not None:  # no takeover undid what the tasks read (segments.leader_reads)
         files.epochs.confirm(files.directory, end)
+    check_failures_quarantined(rows, uri, topic, partition, start, end)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
     result.bytes_read = sum(r["bytes_read"] or 0 for r in rows.to_pylist() if r["path"] is None)  # tasks' counters
@@ -257,13 +260,16 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
                            target_bytes=options.target_task_bytes))
     data_schema = pa.schema([f.with_type(_plain(f.type)) for f in pa.schema(table.schema().to_arrow())
                              if f.name != KEY_BUCKET])
-    typed, registry_spec = typed_columns_of(table), None
+    suite = _suite(options, uri)
+    registry_spec = typed_hooks.backfill_spec(options.root, table, (topic,))  # registry-typed columns
+    typed = typed_columns_of(table) if registry_spec is None else None
     if spec.change.format == DEBEZIUM:  # its columns are after's fields, not declared typed columns
-        spec, registry_spec = _cdc_spec(options.root, table, topic, spec)
+        spec, registry_spec = _cdc_spec(options.root, table, topic, spec, tasks)
         typed = None
     writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000,
                         partition_by={uri: [KEY_BUCKET]}, value_schemas={uri: typed.to_json()} if typed else None,
                         quarantine_from={(uri, topic, partition): end}, upserts={uri: spec},
+                        task_suites=task_suites_of({uri: suite}),
                         typed_specs={uri: registry_spec} if registry_spec is not None else None)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
@@ -272,8 +278,12 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
     staged = rows.filter(pc.is_valid(rows.column("path")))
     result.records = pc.sum(staged.column("num_records")).as_py() or 0
     try:
+        check_failures_quarantined(rows, uri, topic, partition, start, end)
         plan = plan_merge(spark, uri, staged.select(["path", "partition_values"]).to_pylist(),
                           data_schema=data_schema, run_id=run_id, job_group=f"topiclake-backfill-{run_id}")
+        result.quality = validate_merged_files(spark, rows, uri, suite, files=plan.adds, schema=table.schema(),
+                                               ranges={(topic, partition): (start, end)}, root=options.root,
+                                               operation="backfill", run_id=run_id, data_docs=options.data_docs)
         if not plan.empty:
             result.version = delta.commit(
                 uri, group=checked.group, actions=plan.removes + plan.adds, offsets=[], schema=None,
@@ -289,18 +299,52 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
     return result
 
 
-def _cdc_spec(root: Path, table, topic: str, spec):
+def _suite(options: BackfillOptions, uri: str) -> quality.Suite:
+    """The table's quality suite, checked before any work."""
+    suite = quality.Suite.load(options.expectations_dir, table_name(uri))
+    quality.check_suite(suite, table_name(uri))
+    if suite.on_driver or options.data_docs:
+        quality.load_in_background()
+    return suite
+
+
+def check_failures_quarantined(rows: pa.Table, uri: str, topic: str, partition: int, start: int, end: int) -> None:
+    """Stop when the tasks failed more records of the range (bad values, no key: their `failed`
+    counters) than the quarantine table holds: the ingest took them, so this backfill reads
+    them otherwise, and committing would silently drop their rows."""
+    counters = rows.filter(pc.and_(pc.equal(rows.column("table_uri"), uri), pc.is_null(rows.column("path"))))
+    failed = pc.sum(counters.column("failed")).as_py() or 0
+    if not failed:
+        return
+    held = 0
+    quarantine = delta.load_table(quarantine_uri(uri))
+    if quarantine is not None:
+        import pyarrow.dataset as ds
+
+        in_range = ((ds.field("topic") == topic) & (ds.field("partition") == partition)
+                    & (ds.field("offset") >= start) & (ds.field("offset") < end))
+        offsets = quarantine.to_pyarrow_dataset().to_table(columns=["offset"], filter=in_range).column("offset")
+        held = len(pc.unique(offsets))
+    if failed > held:
+        raise LakeError(f"backfill of {topic}-{partition} offsets [{start}, {end}) into {table_name(uri)}: {failed} "
+                        f"records failed to decode or had no key, but its quarantine table holds only {held} of "
+                        "them (the ingest read them otherwise); nothing committed")
+
+
+def _cdc_spec(root: Path, table, topic: str, spec, tasks: list):
     """A CDC table's upsert spec with its columns and key planned (cdc_plan.plan_table), and the
-    registry's typed spec its Avro events are decoded with first (None: JSON events). No sample:
-    the range was ingested, so the table has every column its events carry."""
+    registry's typed spec its Avro events are decoded with first (None: JSON events). The range
+    was ingested, so the table has every column its events carry; JSON events are sampled as an
+    ingest samples them, for how their values convert (a Connect int64 is a JSON number, a
+    decimal a base64 text, ...): the table's types alone do not say."""
     import dataclasses
 
-    from .cdc_plan import plan_table
+    from .cdc_plan import plan_table, task_samples
     from .typed.plan import plan_typed
 
     registry = typed_hooks.Registry(root, None)
     registry_spec = plan_typed(registry.state, (topic,)) if registry.state.subjects else None
-    change = plan_table((topic,), table, spec.change, typed=registry_spec)
+    change = plan_table((topic,), table, spec.change, typed=registry_spec, samples=task_samples(tasks))
     return dataclasses.replace(spec, change=change), registry_spec
 
 

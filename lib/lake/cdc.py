@@ -31,9 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import cdc_types as types
-from .changes import ChangeSpec, Changes
-from .schema import DATA_SCHEMA
-from .values import ERROR_COLUMN, QUARANTINE_SCHEMA
+from .changes import NO_KEY, ChangeSpec, Changes, keyless, quarantined
 
 JSON, REGISTRY = "json", "registry"  # how the events arrive: JSON values, or columns typed.rows decoded
 UPSERTS = frozenset("cru")
@@ -118,15 +116,13 @@ def debezium_changes(spec: ChangeSpec, rows: pa.Table) -> Changes:
                 source["pos"]]
     table = pa.Table.from_arrays([c.cast(f.type) for c, f in zip(columns, cdc.schema)], schema=cdc.schema)
     deleted = pc.fill_null(pc.equal(events.op, DELETE), True)  # a null op is a tombstone
-    quarantine = QUARANTINE_SCHEMA.empty_table()
+    for i in np.flatnonzero(keyless(table, cdc.key_columns)):  # {"id": null}: no row's key
+        events.errors.setdefault(int(i), NO_KEY)
     if events.errors:
         ok = np.ones(rows.num_rows, dtype=bool)
-        bad = np.array(sorted(events.errors), dtype=np.int64)
-        ok[bad] = False
+        ok[sorted(events.errors)] = False
         table, deleted = table.filter(pa.array(ok)), deleted.filter(pa.array(ok))
-        quarantine = rows.select(DATA_SCHEMA.names).take(pa.array(bad)).append_column(
-            pa.field(ERROR_COLUMN, pa.string()), pa.array([events.errors[int(i)] for i in bad], pa.string()))
-    return Changes(table, deleted, cdc.key_columns, quarantine)
+    return Changes(table, deleted, cdc.key_columns, quarantined(rows, events.errors))
 
 
 # ---------------------------------------------------------------------------------------- JSON

@@ -91,12 +91,17 @@ def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
     """The newest `limit` records of the first and the last task of each partition plan (plan.py's
     PartitionPlan), read on the driver when plan_cdc needs them (lazily: registry Avro with a
     registered key reads none): what plan_cdc learns JSON columns and keys from."""
+    for plan in plans:
+        yield from task_samples(plan.tasks, limit=limit)
+
+
+def task_samples(tasks: Sequence, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
+    """samples_of for one partition's tasks (plan.py's PlannedTask): its first and last."""
     from .decode import read_task
 
-    for plan in plans:
-        for task in plan.tasks[:1] + plan.tasks[1:][-1:]:
-            records, _ = read_task(task.as_dict())
-            yield records.select(["key", "value"]).slice(max(0, records.num_rows - limit))
+    for task in tasks[:1] + tasks[1:][-1:]:
+        records, _ = read_task(task.as_dict())
+        yield records.select(["key", "value"]).slice(max(0, records.num_rows - limit))
 
 
 def _non_empty(samples: Iterable[pa.Table]) -> list[pa.Table]:

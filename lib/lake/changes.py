@@ -5,7 +5,9 @@ upsert of the row it carries, or a delete (a tombstone: a null value; a Debezium
 `extract` turns a task's decoded records into `Changes`, by the table's value format:
 
 - `raw`: the key is the record key (bytes), or the key columns the schema registry types; the
-  row is the record as an append table stores it; a null value deletes.
+  row is the record as an append table stores it; a null value deletes. A record without a key
+  (a null record key, or every key column null) is no change of any row: it goes to the
+  quarantine table (else all keyless records would collapse into one row).
 - `debezium`: a Debezium change event (cdc.py).
 
 Executors call `extract`; the driver builds the picklable `ChangeSpec` once per table.
@@ -16,16 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .values import QUARANTINE_SCHEMA
+from .schema import DATA_SCHEMA
+from .values import ERROR_COLUMN, QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from .cdc import CdcSpec
 
 RAW, DEBEZIUM = "raw", "debezium"
 FORMATS = (RAW, DEBEZIUM)
+NO_KEY = "record has no key; an upsert table keys its rows by the record key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,5 +58,29 @@ def extract(spec: ChangeSpec, rows: pa.Table) -> Changes:
         return debezium_changes(spec, rows)
     if spec.format != RAW:
         raise ValueError(f"unknown value format {spec.format!r}; choose from {FORMATS}")
+    missing = keyless(rows, spec.key_columns)
+    quarantine = quarantined(rows, {int(i): NO_KEY for i in np.flatnonzero(missing)})
+    if missing.any():
+        rows = rows.filter(pa.array(~missing))
     deleted = pc.is_null(rows.column("value")).combine_chunks()
-    return Changes(rows, deleted, spec.key_columns, QUARANTINE_SCHEMA.empty_table())
+    return Changes(rows, deleted, spec.key_columns, quarantine)
+
+
+def keyless(rows: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:
+    """Per row: whether it has no key, i.e. a null record key or every key column null. (One null
+    field of a key record is a value of the key, as an optional field of it is.)"""
+    missing = np.ones(rows.num_rows, dtype=bool)
+    for name in key_columns:
+        missing &= pc.is_null(rows.column(name)).to_numpy(zero_copy_only=False)
+    if "key" in rows.column_names:
+        missing |= pc.is_null(rows.column("key")).to_numpy(zero_copy_only=False)
+    return missing
+
+
+def quarantined(rows: pa.Table, errors: dict[int, str]) -> pa.Table:
+    """The records at the rows `errors` names, as quarantine rows (QUARANTINE_SCHEMA: why in `error`)."""
+    if not errors:
+        return QUARANTINE_SCHEMA.empty_table()
+    bad = sorted(errors)
+    return rows.select(DATA_SCHEMA.names).take(pa.array(bad, pa.int64())).append_column(
+        pa.field(ERROR_COLUMN, pa.string()), pa.array([errors[i] for i in bad], pa.string()))

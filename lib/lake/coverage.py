@@ -80,6 +80,12 @@ def held_ranges(spark, uri: str) -> dict[tuple[str, int], list[OffsetRange]]:
     return out
 
 
+def first_offsets(spark, uri: str) -> dict[tuple[str, int], int]:
+    """The lowest offset the table's current snapshot holds per (topic, partition)."""
+    rows = snapshot_frame(spark, uri).groupBy("topic", "partition").min("offset").collect()
+    return {(r["topic"], r["partition"]): r["min(offset)"] for r in rows}
+
+
 def coverage(spark, root, table: str, topic: str, partitions: list[int], *, group: str) -> list[PartitionCoverage]:
     from .ingest import resolve_table_uri
 

@@ -43,6 +43,7 @@ RESULT_SCHEMA = pa.schema([
     ("min_offset", pa.int64()), ("max_offset", pa.int64()), ("stats", pa.string()),
     ("bytes_read", pa.int64()), ("records_read", pa.int64()),
     ("dropped_control", pa.int64()), ("dropped_aborted", pa.int64()), ("quarantined", pa.int64()),
+    ("failed", pa.int64()),  # records that became no row (bad value, no key), quarantined now or by an earlier run
     ("quality", pa.string()),  # the task's great-expectations outcome (quality.validate_rows)
 ])
 
@@ -84,6 +85,8 @@ class TaskWriter:
         outputs = [(uri, table)]
         if uri in self.value_schemas or uri in self.typed_specs:
             good, bad = self._typed(task, table)
+            counters["failed"] = bad.num_rows
+            bad = self._not_quarantined_yet(task, bad)
             outputs = [(uri, good), (quarantine_uri(uri), bad)]
             counters["quarantined"] = bad.num_rows
         if uri in self.task_suites:  # the rows of this table's files, before they are written
@@ -109,9 +112,8 @@ class TaskWriter:
         changes = extract(spec.change, outputs[0][1])
         quarantined = [data for target, data in outputs[1:]]
         if changes.quarantine.num_rows:
-            first = self.quarantine_from.get((uri, task["topic"], task["partition"]), 0)
-            # a rerun skips (and does not count again) what a crashed run's quarantine commit holds
-            fresh = changes.quarantine.filter(pc.greater_equal(changes.quarantine.column("offset"), first))
+            counters["failed"] = counters.get("failed", 0) + changes.quarantine.num_rows
+            fresh = self._not_quarantined_yet(task, changes.quarantine)
             quarantined.append(fresh)
             counters["quarantined"] = counters.get("quarantined", 0) + fresh.num_rows
         staged = stage_changes(changes, buckets=spec.buckets, table_uri=uri, run_id=self.run_id,
@@ -140,8 +142,13 @@ class TaskWriter:
             for field_ in schema:
                 good = good.append_column(field_, typed.column(field_.name).filter(ok))
             bad = table.append_column(ERROR_COLUMN, errors).filter(pc.invert(ok))
+        return good, bad
+
+    def _not_quarantined_yet(self, task: dict, bad: pa.Table) -> pa.Table:
+        """The quarantine rows below `quarantine_from` are there already (a crashed run's, or the
+        ingest's when this is a backfill)."""
         first = self.quarantine_from.get((task["table_uri"], task["topic"], task["partition"]), 0)
-        return good, bad.filter(pc.greater_equal(bad.column("offset"), first))  # already quarantined by a crashed run
+        return bad.filter(pc.greater_equal(bad.column("offset"), first))
 
     def _table_columns(self, task: dict, records: pa.Table) -> pa.Table:
         n = records.num_rows

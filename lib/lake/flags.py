@@ -96,6 +96,9 @@ def rebuild_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--expectations", default="conf/expectations", metavar="DIR",
                    help="directory of <table>.json great-expectations suites")
     p.add_argument("--bootstrap", type=_optional, metavar="HOST:PORT", help="broker to mirror offsets to ('none': off)")
+    p.add_argument("--allow-data-loss", action="store_true",
+                   help="rebuild even when retention deleted offsets of the log that the table holds rows of "
+                        "(those rows are lost); without it such a rebuild is refused")
     _common(p)
     return p
 

@@ -88,8 +88,14 @@ class Pipeline:
     @property
     def quarantines(self) -> bool:
         """Whether the table has a quarantine table for records it cannot take."""
-        return self.value_schema is not None or self.typed is not None or (
-            self.upsert is not None and self.upsert.change.format != "raw")
+        return self.value_schema is not None or self.typed is not None or self.upsert is not None
+
+    @property
+    def quarantines_keyless_only(self) -> bool:
+        """A raw upsert table without typed columns quarantines only records without a key
+        (changes.py): its quarantine table is made by the first such record, not up front."""
+        return self.value_schema is None and self.typed is None and self.upsert is not None and (
+            self.upsert.change.format == "raw")
 
 
 @dataclass(slots=True)
@@ -302,6 +308,8 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
     try:
         for outcome in result.tables:
             if outcome.pipeline.upsert is not None:
+                if any(p.plan.tasks for p in outcome.partitions):  # the merge reads the widened files
+                    widen_registry_columns(spark, outcome.pipeline, [KEY_BUCKET], run_id=run_id)
                 outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
         # Every table's suite runs before the first commit: a failure commits nothing at all.
         for outcome in result.tables:
@@ -421,16 +429,23 @@ def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: quality
     """The quality gate of an upsert table: the per-task expectations judged each task's changes
     (before they were collapsed per key, so their row count is the tasks' own); the driver-side
     ones judge the merged files."""
-    uri = outcome.pipeline.table_uri
+    return validate_merged_files(spark, rows, outcome.pipeline.table_uri, suite, files=outcome.merge.adds,
+                                 schema=_table_schema(outcome.pipeline, [KEY_BUCKET]),
+                                 ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                                         for p in outcome.partitions},
+                                 root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
+
+
+def validate_merged_files(spark, rows: pa.Table, uri: str, suite: quality.Suite, *, files, schema, ranges,
+                          root: Path, operation: str, run_id: str, data_docs: bool) -> quality.QualityReport | None:
+    """validate_merged for a merge's new files (`files`: its add actions), by ingest or backfill."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     outcomes = mine.column("quality").drop_null().to_pylist()
     validated = sum(json.loads(o)["rows"] for o in outcomes)
     return quality.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
-                            files=[a.path for a in outcome.merge.adds], file_records=validated,
-                            task_outcomes=outcomes, schema=_table_schema(outcome.pipeline, [KEY_BUCKET]),
-                            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                                    for p in outcome.partitions},
-                            root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
+                            files=[a.path for a in files], file_records=validated,
+                            task_outcomes=outcomes, schema=schema, ranges=ranges,
+                            root=root, operation=operation, run_id=run_id, data_docs=data_docs)
 
 
 def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str],
@@ -457,11 +472,9 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
     }}
     schema = _table_schema(pipeline, partition_by)
     # Registry and CDC columns grow with the files: new ones are committed with them (old rows null).
-    evolve = bool(actions) and (pipeline.cdc is not None or (pipeline.typed is not None and pipeline.upsert is None))
-    if evolve and pipeline.cdc is None:  # a CDC table keeps its columns' types (cdc_plan): never widened
-        table = delta.load_table(pipeline.table_uri)
-        if table is not None and widened_columns(table, schema):
-            widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
+    evolve = bool(actions) and (pipeline.cdc is not None or pipeline.typed is not None)
+    if evolve and pipeline.upsert is None:  # an upsert table's were widened before its merge
+        widen_registry_columns(spark, pipeline, partition_by, run_id=run_id)
     if pipeline.quarantines:
         # First, so that a crash between the two commits leaves the quarantine ahead, never
         # behind: the rerun skips the offsets it already holds (quarantine_from).
@@ -477,6 +490,17 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
         outcome.merge.committed(pipeline.table_uri)
     log.info("table %s: committed version %d (%d files, group %s)", pipeline.table_uri, outcome.version,
              len(actions), pipeline.group)
+
+
+def widen_registry_columns(spark, pipeline: Pipeline, partition_by: list[str], *, run_id: str) -> None:
+    """Registry columns a newer schema version widens (int -> long, ...): the table rewritten with
+    the wider types first (widening.py). A CDC table keeps its columns' types (cdc_plan)."""
+    if pipeline.typed is None or pipeline.cdc is not None:
+        return
+    table = delta.load_table(pipeline.table_uri)
+    schema = _table_schema(pipeline, partition_by)
+    if table is not None and widened_columns(table, schema):
+        widen_table(spark, pipeline.table_uri, schema, partition_by, reason=f"ingest run {run_id}")
 
 
 def _file_actions(rows: pa.Table, uri: str, by_partition: dict, *, count: bool) -> list:
@@ -504,6 +528,9 @@ def _commit_quarantine(outcome: TableOutcome, rows: pa.Table, metadata: dict, pa
     updates = [delta.OffsetUpdate(p.plan.topic, p.plan.partition, p.quarantine_committed, p.plan.end_offset)
                for p in outcome.partitions
                if p.quarantine_committed is None or p.plan.end_offset > p.quarantine_committed]
+    if pipeline.quarantines_keyless_only and not actions and all(
+            p.quarantine_committed is None for p in outcome.partitions):
+        return
     if actions or updates:
         schema = pa.schema(list(QUARANTINE_SCHEMA) + [table_schema(tuple(partition_by)).field(n)
                                                       for n in partition_by])
@@ -531,7 +558,7 @@ def format_summary(result: IngestResult) -> str:
             if p.dropped_control or p.dropped_aborted:
                 line += f", dropped {p.dropped_control} control / {p.dropped_aborted} aborted"
             if p.quarantined:
-                line += f", {p.quarantined} undecodable values quarantined"
+                line += f", {p.quarantined} records quarantined"
             if plan.last_stable_offset < plan.log_end_offset:
                 line += f", open transaction from {plan.last_stable_offset} (log end {plan.log_end_offset})"
             if plan.lost is not None:

@@ -106,7 +106,7 @@ def _rebuild(args, command: Command) -> int:
     from .table_kind import table_settings
 
     options = RebuildOptions(root=root, table=args.table, kind=args.kind, value_format=args.value_format,
-                             topics=topics, group=args.group,
+                             topics=topics, group=args.group, allow_data_loss=args.allow_data_loss,
                              ingest={"schemas_dir": Path(args.schemas), "expectations_dir": Path(args.expectations),
                                      "bootstrap": args.bootstrap,
                                      "tables": table_settings(load_settings(args.config))})

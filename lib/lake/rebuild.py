@@ -2,6 +2,9 @@
 
 A table never changes kind on its own (table_kind.py): this command is the explicit way.
 
+0. Refuse (one line) when the log no longer holds rows the table has: a partition whose log
+   start offset retention moved past the first offset the table holds would lose those rows;
+   `--allow-data-loss` rebuilds anyway.
 1. Ingest every topic of the table from its earliest offset into a new table beside it,
    `<tables>/.rebuild-<run>/<name>` (same group, the requested kind; the same name, so the
    settings, schemas and suites of the table apply).
@@ -29,8 +32,10 @@ from pathlib import Path
 from topiclake.segments.storage import StorageLayout
 
 from . import delta, table_kind
-from .errors import ConcurrentWriterError, UsageError
+from .coverage import first_offsets
+from .errors import ConcurrentWriterError, LakeError, UsageError
 from .ingest import GROUP_PREFIX, IngestOptions, IngestResult, ingest, resolve_table_uri, table_name
+from .source import list_partition
 from .values import quarantine_uri
 
 _RENAME_EXCHANGE = 2
@@ -46,6 +51,7 @@ class RebuildOptions:
     topics: tuple[str, ...] = ()  # default: the topics the table records
     group: str | None = None
     ingest: dict = field(default_factory=dict)  # further IngestOptions (schemas_dir, expectations_dir, ...)
+    allow_data_loss: bool = False  # rebuild even where retention deleted offsets the table holds rows of
 
 
 @dataclass(slots=True)
@@ -73,6 +79,8 @@ def rebuild(spark, options: RebuildOptions) -> RebuildResult:
     if not topics:
         raise UsageError(f"rebuild: table {table_name(uri)} does not record its topics", hint="pass --topic")
     name = table_name(uri)
+    if not options.allow_data_loss:
+        check_log_holds_table(spark() if callable(spark) else spark, layout, uri, topics)
     run_id = uuid.uuid4().hex[:12]
     beside = Path(uri).parent / f".rebuild-{run_id}"
     new_uri = str(beside / name)
@@ -91,6 +99,26 @@ def rebuild(spark, options: RebuildOptions) -> RebuildResult:
         _swap_or_move(quarantine_uri(new_uri), quarantine_uri(uri))
     exchange(new_uri, uri)
     return RebuildResult(uri, options.kind, have.kind, new_uri, result, time.monotonic() - started)
+
+
+class RebuildDataLossError(LakeError):
+    """The log no longer holds offsets the table has rows of: a rebuild would lose them."""
+
+
+def check_log_holds_table(spark, layout: StorageLayout, uri: str, topics) -> None:
+    """Refuse when a partition's log starts after the first offset the table holds (retention
+    deleted those records since they were ingested): the rebuilt table would not have them."""
+    lost = []
+    for (topic, partition), first in sorted(first_offsets(spark, uri).items()):
+        if topic not in topics:
+            continue
+        start = list_partition(layout, topic, partition).log_start_offset
+        if first < start:
+            lost.append(f"{topic}-{partition} starts at offset {start}, the table holds rows from offset {first}")
+    if lost:
+        raise RebuildDataLossError(
+            f"rebuild of {table_name(uri)} would lose rows retention deleted from the log ({'; '.join(lost)}); "
+            "the table is unchanged; pass --allow-data-loss to rebuild without them")
 
 
 def _topics_from_history(table) -> tuple[str, ...]:

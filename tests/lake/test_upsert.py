@@ -341,3 +341,66 @@ def test_typed_columns_of_an_upsert_table_and_its_quarantine(spark, root, topic_
     rows = {r["key"]: r["count"] for r in read_table(root / "tables" / "stock")[1].to_pylist()}
     assert rows == {b"a": 2, b"b": 7}
     assert read_table(root / "tables" / "stock_quarantine")[1]["offset"].to_pylist() == [1]  # not again
+
+
+def test_records_without_a_key_go_to_the_quarantine_not_into_one_row(spark, root, topic_writer):
+    w = compacted(topic_writer, root, "signals")
+    w.produce(0, [b"k1", b"n1", b"n2", b"k2", None, b"n3"], keys=[b"a", None, None, b"b", None, None])
+    result = run(spark, root, "signals")
+    assert table_rows(root / "tables" / "signals") == {b"a": b"k1", b"b": b"k2"}
+    _q, quarantine = read_table(root / "tables" / "signals_quarantine")
+    assert sorted(quarantine["offset"].to_pylist()) == [1, 2, 4, 5]
+    assert set(quarantine["error"].to_pylist()) == {"record has no key; an upsert table keys its rows by the record key"}
+    assert "4 records quarantined" in format_summary(result)
+    w.produce(0, [b"k3"], keys=[b"a"])
+    run(spark, root, "signals")  # the next run quarantines nothing again
+    assert table_rows(root / "tables" / "signals") == {b"a": b"k3", b"b": b"k2"}
+    assert read_table(root / "tables" / "signals_quarantine")[1].num_rows == 4
+
+
+def test_a_backfill_that_fails_records_the_quarantine_does_not_hold_stops(spark, root, topic_writer, tmp_path):
+    from deltalake import DeltaTable
+
+    from topiclake.lake.errors import LakeError
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "stock.json").write_text(json.dumps({"fields": {"sku": "string", "count": "long"}}))
+    w = compacted(topic_writer, root, "stock")
+    w.produce(0, [b'{"sku": "a", "count": 1}', b"not json", b'{"sku": "b", "count": 5}'], keys=[b"a", b"b", b"b"])
+    run(spark, root, "stock", schemas_dir=schemas)
+    DeltaTable(str(root / "tables" / "stock_quarantine")).delete()  # someone emptied the quarantine
+    version = read_table(root / "tables" / "stock")[0].version()
+    with pytest.raises(LakeError) as failed:
+        backfill(spark, BackfillOptions(root=root, table="stock", topic="stock", partition=0, from_offset=0,
+                                        to_offset=3))
+    assert "stock-0 offsets [0, 3)" in str(failed.value) and "holds only 0" in str(failed.value)
+    assert "\n" not in str(failed.value)
+    assert read_table(root / "tables" / "stock")[0].version() == version  # nothing committed
+
+
+def test_rebuild_refuses_to_lose_rows_retention_deleted_from_the_log_unless_allowed(spark, root, topic_writer,
+                                                                                    capsys):
+    from topiclake.lake.jobs import rebuild_main
+
+    w = topic_writer("visits")
+    produce(w, 0, [(b"v1", b"1"), (b"v2", b"1"), (b"v1", b"2")])
+    w.roll(0)
+    produce(w, 0, [(b"v3", b"1"), (b"v2", b"2")])
+    run(spark, root, "visits")
+    uri = root / "tables" / "visits"
+    version = read_table(uri)[0].version()
+    (StorageLayout(root).log_dir("visits", 0) / f"{0:020d}.log").unlink()  # retention: the log starts at 3
+    capsys.readouterr()
+
+    args = ["visits", "--kind", "upsert", "--data", str(root), "--bootstrap", "none"]
+    assert rebuild_main(args) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "visits-0 starts at offset 3, the table holds rows from offset 0" in err and "--allow-data-loss" in err
+    table, data = read_table(uri)
+    assert table.version() == version and data.num_rows == 5  # untouched, still append
+
+    assert rebuild_main(args + ["--allow-data-loss"]) == 0
+    assert "as upsert (was append)" in capsys.readouterr().out
+    assert table_rows(uri) == {b"v3": b"1", b"v2": b"2"}

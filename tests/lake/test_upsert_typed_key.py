@@ -24,9 +24,14 @@ VALUE = {"type": "record", "name": "Balance", "fields": [{"name": "balance", "ty
 
 
 def produce(bootstrap: str, client, topic: str, key_schema: dict, records: list[tuple[dict, dict | None]]) -> None:
-    producer = SerializingProducer({"bootstrap.servers": bootstrap,
-                                    "key.serializer": AvroSerializer(client, json.dumps(key_schema)),
-                                    "value.serializer": AvroSerializer(client, json.dumps(VALUE))})
+    produce_serialized(bootstrap, topic, AvroSerializer(client, json.dumps(key_schema)),
+                       AvroSerializer(client, json.dumps(VALUE)), records)
+
+
+def produce_serialized(bootstrap: str, topic: str, key_serializer, value_serializer, records: list[tuple]) -> None:
+    """Produce (key, value) pairs to partition 0 through the serializers (None: a tombstone)."""
+    producer = SerializingProducer({"bootstrap.servers": bootstrap, "key.serializer": key_serializer,
+                                    "value.serializer": value_serializer})
     for key, value in records:
         producer.produce(topic, key=key, value=value, partition=0)
     assert producer.flush(30) == 0

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 
 VALUE, KEY = "value", "key"
 _MAX_REFERENCE_DEPTH = 32
-_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error"}
+# "key_bucket": upsert.KEY_BUCKET, an upsert table's partition column (not imported: upsert.py
+# pulls Spark in, and the console reads typed.plan without it)
+_BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error", "key_bucket"}
 
 
 @dataclass(frozen=True)
