@@ -74,6 +74,26 @@ def _append(part, data: bytes, header: BatchHeader, confirm: bool = True):
     return part.append_batch(data, header, confirm=confirm)
 
 
+def _append_all(partitions, batches: list[tuple[Any, bytes, BatchHeader]], deferred: bool) -> list:
+    """On the I/O thread, in the request's order: every batch appended, then (cluster mode) the
+    appends confirmed together (fsync, fence). One hop to the I/O thread per request, not one per
+    partition and another for the confirmation: under load each hop waits for a CPU, and an
+    idempotent producer has at most 5 requests in flight per broker, so the round trip bounds
+    its throughput. Per batch: its append result (or Duplicate), or the exception that refused it."""
+    outcomes: list = []
+    for part, data, header in batches:
+        try:
+            outcomes.append(_append(part, data, header, not deferred))
+        except Exception as exc:  # answered for this partition alone
+            outcomes.append(exc)
+    if deferred:
+        appended = [i for i, o in enumerate(outcomes) if not isinstance(o, (BaseException, Duplicate))]
+        for i, failure in zip(appended, partitions.confirm_appends([batches[i][0] for i in appended])):
+            if failure is not None:
+                outcomes[i] = failure
+    return outcomes
+
+
 def _datetime(ms: int | None):
     if ms is None or ms < 0:
         return None
@@ -88,25 +108,6 @@ def _name_of(broker, topic_id) -> str | None:
 TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transaction on its first batch
 
 
-async def _confirm(broker: BrokerContext, unconfirmed: list[tuple[dict, str, Any]]) -> bool:
-    """Cluster mode: fsync and fence-check the request's appends together; a partition whose
-    confirmation failed answers with its error (its batch was never acknowledged). True: one did."""
-    outcomes = await broker.partitions.run_io(broker.partitions.confirm_appends, [p for _, _, p in unconfirmed])
-    failed = False
-    for (fields, where, part), exc in zip(unconfirmed, outcomes):
-        if exc is None:
-            part.notify()
-            continue
-        failed = True
-        code = error_code(exc)
-        fields.update(error_code=code, error_message=error_message(exc), base_offset=-1, log_append_time=None)
-        if code == ErrorCode.unknown_server_error:
-            log.error("%s failed: %s", where, exc, exc_info=exc)
-        else:
-            log.info("%s rejected: %s (%s)", where, code.name, error_message(exc))
-    return failed
-
-
 @REGISTRY.route(ApiKey.PRODUCE, (3, 13))
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     body, cls = request.body, request.response_type
@@ -118,7 +119,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     # Cluster mode: the request's appends are confirmed (fsync, fence) together once all are
     # written; until then none is acknowledged or readable.
     deferred = broker.leadership.clustered
-    unconfirmed: list[tuple[dict, str, Any]] = []  # (response fields, where, partition)
+    batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
+    appending: list[tuple[dict, str]] = []  # their (response fields, where)
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
@@ -126,8 +128,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         results = []
         for pdata in topic.partition_data:
             where = f"produce to {name or topic_id}-{pdata.index}"
-            base_offset, append_time, start, record_errors = -1, None, -1, ()
-            appended = None  # the partition, when this request wrote a batch into it
+            fields = dict(index=pdata.index, error_code=ErrorCode.none, base_offset=-1, log_append_time=None,
+                          log_start_offset=-1, record_errors=(), error_message=None)
+            results.append(fields)
             try:
                 if acks not in (0, 1, -1):
                     raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
@@ -149,40 +152,30 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                                                         header.producer_epoch, [(name, pdata.index)], tv2=True)
                     await broker.txn.verify_produce(body.transactional_id, header.producer_id,
                                                     header.producer_epoch, name, pdata.index)
-                result = await broker.partitions.run_io(_append, part, pdata.records, header, not deferred)
-                if isinstance(result, Duplicate):
-                    log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
-                             where, header.producer_id, header.base_sequence, result.first_offset)
-                    base_offset = result.first_offset
-                else:
-                    appended = part
-                    if not deferred:
-                        part.notify()
-                    part.messages_in += header.records_count
-                    part.bytes_in += header.size
-                    base_offset = result.first_offset
-                    append_time = result.log_append_time
-                start = part.log_start_offset
-                code, message = ErrorCode.none, None
             except Exception as exc:
-                code, message = error_code(exc), error_message(exc)
-                if record_error_cls is not None:  # v8+ lists the rejected records
-                    record_errors = tuple(make(record_error_cls, batch_index=i, batch_index_error_message=m)
-                                          for i, m in getattr(exc, "record_errors", ()))
                 failed = True
-                if code == ErrorCode.unknown_server_error:
-                    log.exception("%s failed", where)
-                elif code != ErrorCode.unknown_topic_or_partition:
-                    log.info("%s rejected: %s (%s)", where, code.name, message)
-            fields = dict(index=pdata.index, error_code=code, base_offset=base_offset,
-                          log_append_time=_datetime(append_time), log_start_offset=start,
-                          record_errors=record_errors, error_message=message)
-            results.append(fields)
-            if deferred and appended is not None:
-                unconfirmed.append((fields, where, appended))
+                _refused(fields, exc, where, record_error_cls)
+                continue
+            batches.append((part, pdata.records, header))
+            appending.append((fields, where))
         answers.append((dict(name=name, topic_id=topic_id), results))
-    if unconfirmed:
-        failed = await _confirm(broker, unconfirmed) or failed
+    if batches:
+        outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred)
+        for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
+            if isinstance(outcome, BaseException):
+                failed = True
+                _refused(fields, outcome, where, record_error_cls)
+                continue
+            if isinstance(outcome, Duplicate):
+                log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
+                         where, header.producer_id, header.base_sequence, outcome.first_offset)
+            else:
+                part.notify()
+                part.messages_in += header.records_count
+                part.bytes_in += header.size
+                fields["log_append_time"] = _datetime(outcome.log_append_time)
+            fields["base_offset"] = outcome.first_offset
+            fields["log_start_offset"] = part.log_start_offset
     topics = [make(topic_cls, **fields, partition_responses=tuple(make(part_cls, **p) for p in parts))
               for fields, parts in answers]
     if acks == 0:
@@ -195,3 +188,16 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     # The connection mutes while throttled; the quota's user is the authenticated principal.
     throttle_ms = broker.throttle.record(PRODUCE, request.session.user, request.client_id, produced)
     return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+
+def _refused(fields: dict, exc: BaseException, where: str, record_error_cls) -> None:
+    """A partition's batch was not appended (or not confirmed): its answer is the error."""
+    code = error_code(exc)
+    fields.update(error_code=code, error_message=error_message(exc), base_offset=-1, log_append_time=None)
+    if record_error_cls is not None:  # v8+ lists the rejected records
+        fields["record_errors"] = tuple(make(record_error_cls, batch_index=i, batch_index_error_message=m)
+                                        for i, m in getattr(exc, "record_errors", ()))
+    if code == ErrorCode.unknown_server_error:
+        log.error("%s failed: %s", where, exc, exc_info=exc)
+    elif code != ErrorCode.unknown_topic_or_partition:
+        log.info("%s rejected: %s (%s)", where, code.name, error_message(exc))
