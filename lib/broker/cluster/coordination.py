@@ -179,6 +179,8 @@ class EventDispatcher:
         while (fn := self._queue.get()) is not None:
             try:
                 fn()
+            except CoordinationError as exc:  # the session is lost or suspended: a later event retries
+                log.warning("coordination callback not run: %s", exc)
             except Exception:
                 log.exception("coordination callback failed")
 
