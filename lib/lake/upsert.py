@@ -313,9 +313,9 @@ def _count_new(rows: pa.Table) -> int:
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """The data columns in the table's order and types; a column added after the file was written
     (a CDC table's new field, committed with this merge) is null in its rows."""
-    for field in schema:
-        if field.name not in table.column_names:
-            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    for column in schema:
+        if column.name not in table.column_names:
+            table = table.append_column(column, pa.nulls(table.num_rows, column.type))
     return table.select(schema.names).cast(schema)
 
 

@@ -14,29 +14,11 @@ from topiclake.lake import tombstones, upsert
 from topiclake.lake.backfill import BackfillOptions, backfill
 from topiclake.lake.delta import app_id, set_properties
 from topiclake.lake.errors import ConcurrentWriterError
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from .conftest import read_table
+from .test_upsert import compacted, run, table_rows
 
 OLDER, NEWER = 1_714_521_600_000, 1_714_521_700_000
-
-
-def run(spark, root, *topics, **kwargs):
-    return ingest(spark, IngestOptions(topics=tuple(topics), root=root, **kwargs))
-
-
-def compacted(topic_writer, root, topic, partitions=1):
-    writer = topic_writer(topic, partitions)
-    TopicRegistry(StorageLayout(root)).alter_config(topic, {"cleanup.policy": "compact"})
-    return writer
-
-
-def table_rows(uri) -> dict[bytes, bytes]:
-    _table, data = read_table(uri)
-    keys = data["key"].to_pylist()
-    assert len(keys) == len(set(keys)), f"one row per key: {sorted(keys)}"
-    return dict(zip(keys, data["value"].to_pylist()))
 
 
 def remembered(uri) -> dict[int, list[bytes]]:
