@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -236,96 +236,45 @@ def run_records(result: IngestResult, options: IngestOptions, exc: BaseException
     return records
 
 
+@dataclass(slots=True)
+class _RunPlan:
+    """What the run's tasks need to know of every table (TaskWriter's maps, by table URI)."""
+
+    starting: Any
+    ending: Any
+    suites: dict[str, quality.Suite] = field(default_factory=dict)
+    partition_by: dict[str, list[str]] = field(default_factory=dict)
+    value_schemas: dict[str, str] = field(default_factory=dict)
+    quarantine_from: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+
 def _ingest(spark, options: IngestOptions, result: IngestResult, progress: ProgressCallback | None) -> None:
     started = time.monotonic()
     run_id = result.run_id
     layout = StorageLayout(options.root)
-    starting = parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True)
-    ending = parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False)
-    suites: dict[str, quality.Suite] = {}
-    partition_by: dict[str, list[str]] = {}
-    value_schemas: dict[str, str] = {}
-    quarantine_from: dict[tuple[str, str, int], int] = {}
+    run = _RunPlan(starting=parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True),
+                   ending=parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False))
     registry = typed.Registry(options.root, options.registry)
     for pipeline in pipelines_for(options):
-        uri = pipeline.table_uri
-        table = delta.load_table(uri)
-        upsert = table_kind.resolve(layout, table_name(uri), pipeline.topics, table, kind=options.kind,
-                                    value_format=options.value_format, settings=options.tables.get(table_name(uri)))
-        cdc = _is_cdc(upsert)
-        # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
-        pipeline = registry.typed_pipeline(pipeline, None if cdc else table)
-        if table is None:
-            upsert = table_kind.with_typed_key(upsert, pipeline.typed)
-        pipeline = dataclasses.replace(pipeline, upsert=upsert)
-        table_kind.heal(table, pipeline.upsert, pipeline.topics)
-        if pipeline.upsert is not None:
-            partition_by[uri] = [KEY_BUCKET]
-            partition_by[quarantine_uri(uri)] = []  # rows that are no change: few, by no key
-        else:
-            partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
-        _check_schema(pipeline, table, partition_by[uri])
-        suites[uri] = quality.Suite.load(options.expectations_dir, table_name(uri))
-        quality.check_suite(suites[uri], table_name(uri))
-        if suites[uri].on_driver or options.data_docs:
-            quality.load_in_background()  # needed once the tasks are done
-        tps = [(t, p) for t in pipeline.topics for p in topic_partitions(layout, t)]
-        committed = delta.committed_offsets(table, pipeline.group, tps)
-        plans = [plan_partition(list_partition(layout, t, p), table_uri=uri,
-                                committed=committed[(t, p)], starting=starting, ending=ending,
-                                target_task_bytes=options.target_task_bytes,
-                                allow_data_loss=options.allow_data_loss) for t, p in tps]
-        if cdc:
-            if table is None and not any(plan.tasks for plan in plans):
-                log.warning("table %s: no Debezium change events yet to plan its columns and key from; "
-                            "the first run that reads one creates it", uri)
-                continue
-            pipeline = _with_cdc_plan(pipeline, table, plans)
-        outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
-        if pipeline.quarantines:
-            if pipeline.value_schema is not None and not cdc:  # a CDC table's declared types go to plan_cdc
-                value_schemas[uri] = pipeline.value_schema.to_json()
-            quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
-            for part in outcome.partitions:
-                part.quarantine_committed = quarantined[(part.plan.topic, part.plan.partition)]
-                quarantine_from[(uri, part.plan.topic, part.plan.partition)] = max(
-                    part.plan.start_offset, part.quarantine_committed or 0)
-        result.tables.append(outcome)
+        outcome = _plan_table(pipeline, options, layout, registry, run)
+        if outcome is not None:
+            result.tables.append(outcome)
 
     tasks = [task for t in result.tables for p in t.partitions for task in p.plan.tasks]
     if tasks and callable(spark):
         spark = spark()
     ingested_at_us = int(time.time() * 1000) * 1000  # whole milliseconds: exact in Delta stats
     rows = run_tasks(spark, tasks, TaskWriter(run_id=run_id, ingested_at_us=ingested_at_us,
-                                              partition_by=partition_by, value_schemas=value_schemas,
-                                              quarantine_from=quarantine_from,
+                                              partition_by=run.partition_by, value_schemas=run.value_schemas,
+                                              quarantine_from=run.quarantine_from,
                                               typed_specs=typed.specs_of(result.tables),
-                                              task_suites=task_suites_of(suites),
+                                              task_suites=task_suites_of(run.suites),
                                               upserts={t.pipeline.table_uri: t.pipeline.upsert for t in result.tables
                                                        if t.pipeline.upsert is not None}),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
     confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
     try:
-        for outcome in result.tables:
-            if outcome.pipeline.upsert is not None:
-                if any(p.plan.tasks for p in outcome.partitions):  # the merge reads the widened files
-                    widen_registry_columns(spark, outcome.pipeline, [KEY_BUCKET], run_id=run_id)
-                outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
-        # Every table's suite runs before the first commit: a failure commits nothing at all.
-        for outcome in result.tables:
-            uri = outcome.pipeline.table_uri
-            if outcome.merge is not None:
-                outcome.quality = validate_merged(spark, outcome, rows, suites[uri], root=options.root, run_id=run_id,
-                                                  data_docs=options.data_docs)
-                continue
-            outcome.quality = validate_new_files(
-                spark, rows, uri, suites[uri], schema=_table_schema(outcome.pipeline, partition_by[uri]),
-                ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                        for p in outcome.partitions},
-                root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
-        for outcome in result.tables:
-            _commit_table(spark, outcome, rows, run_id=run_id, partition_by=partition_by[outcome.pipeline.table_uri],
-                          quarantine_by=partition_by.get(quarantine_uri(outcome.pipeline.table_uri)))
+        _merge_validate_commit(spark, options, result, rows, run, progress)
     finally:  # an upsert table's staged changes are spent once its run commits or fails
         for outcome in result.tables:
             if outcome.pipeline.upsert is not None:
@@ -336,6 +285,82 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                                source=source, timeout_s=options.mirror_timeout_s,
                                                security=options.client)
     result.duration_s = time.monotonic() - started
+
+
+def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayout, registry: typed.Registry,
+                run: _RunPlan) -> TableOutcome | None:
+    """One table's kind, columns, quality suite and partitions' read plans (into `run` what its
+    tasks need); None: a CDC table with no event yet to plan its columns from."""
+    uri = pipeline.table_uri
+    table = delta.load_table(uri)
+    upsert = table_kind.resolve(layout, table_name(uri), pipeline.topics, table, kind=options.kind,
+                                value_format=options.value_format, settings=options.tables.get(table_name(uri)))
+    cdc = _is_cdc(upsert)
+    # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
+    pipeline = registry.typed_pipeline(pipeline, None if cdc else table)
+    if table is None:
+        upsert = table_kind.with_typed_key(upsert, pipeline.typed)
+    pipeline = dataclasses.replace(pipeline, upsert=upsert)
+    table_kind.heal(table, pipeline.upsert, pipeline.topics)
+    if pipeline.upsert is not None:
+        run.partition_by[uri] = [KEY_BUCKET]
+        run.partition_by[quarantine_uri(uri)] = []  # rows that are no change: few, by no key
+    else:
+        run.partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
+    _check_schema(pipeline, table, run.partition_by[uri])
+    suite = run.suites[uri] = quality.Suite.load(options.expectations_dir, table_name(uri))
+    quality.check_suite(suite, table_name(uri))
+    if suite.on_driver or options.data_docs:
+        quality.load_in_background()  # needed once the tasks are done
+    tps = [(t, p) for t in pipeline.topics for p in topic_partitions(layout, t)]
+    committed = delta.committed_offsets(table, pipeline.group, tps)
+    plans = [plan_partition(list_partition(layout, t, p), table_uri=uri,
+                            committed=committed[(t, p)], starting=run.starting, ending=run.ending,
+                            target_task_bytes=options.target_task_bytes,
+                            allow_data_loss=options.allow_data_loss) for t, p in tps]
+    if cdc:
+        if table is None and not any(plan.tasks for plan in plans):
+            log.warning("table %s: no Debezium change events yet to plan its columns and key from; "
+                        "the first run that reads one creates it", uri)
+            return None
+        pipeline = _with_cdc_plan(pipeline, table, plans)
+    outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
+    if pipeline.quarantines:
+        if pipeline.value_schema is not None and not cdc:  # a CDC table's declared types go to plan_cdc
+            run.value_schemas[uri] = pipeline.value_schema.to_json()
+        quarantined = delta.committed_offsets(delta.load_table(quarantine_uri(uri)), pipeline.group, tps)
+        for part in outcome.partitions:
+            part.quarantine_committed = quarantined[(part.plan.topic, part.plan.partition)]
+            run.quarantine_from[(uri, part.plan.topic, part.plan.partition)] = max(
+                part.plan.start_offset, part.quarantine_committed or 0)
+    return outcome
+
+
+def _merge_validate_commit(spark, options: IngestOptions, result: IngestResult, rows: pa.Table, run: _RunPlan,
+                           progress: ProgressCallback | None) -> None:
+    """After the tasks: upsert tables merged, then every table's quality suite, then the commits
+    (a suite that fails commits nothing at all)."""
+    run_id = result.run_id
+    for outcome in result.tables:
+        if outcome.pipeline.upsert is not None:
+            if any(p.plan.tasks for p in outcome.partitions):  # the merge reads the widened files
+                widen_registry_columns(spark, outcome.pipeline, [KEY_BUCKET], run_id=run_id)
+            outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
+    for outcome in result.tables:
+        uri = outcome.pipeline.table_uri
+        if outcome.merge is not None:
+            outcome.quality = validate_merged(spark, outcome, rows, run.suites[uri], root=options.root,
+                                              run_id=run_id, data_docs=options.data_docs)
+            continue
+        outcome.quality = validate_new_files(
+            spark, rows, uri, run.suites[uri], schema=_table_schema(outcome.pipeline, run.partition_by[uri]),
+            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                    for p in outcome.partitions},
+            root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
+    for outcome in result.tables:
+        uri = outcome.pipeline.table_uri
+        _commit_table(spark, outcome, rows, run_id=run_id, partition_by=run.partition_by[uri],
+                      quarantine_by=run.partition_by.get(quarantine_uri(uri)))
 
 
 def _is_cdc(upsert: UpsertSpec | None) -> bool:
