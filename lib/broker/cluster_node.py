@@ -33,11 +33,11 @@ from topiclake.segments.leader_fence import FencedLeaderError
 
 from .clock import system_ms
 from .cluster.config import ClusterConfig
-from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states
+from .cluster.controller import LeaderChange, elect, elect_preferred, initial_states, reassign
 from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
                                    NodeExistsError, NotControllerError, PartitionState, SessionState,
                                    StaleVersionError, Versioned)
-from .leadership import NO_LEADER, BrokerNode, Election, PartitionLeader
+from .leadership import NO_LEADER, BrokerNode, Election, PartitionLeader, Reassignment
 from .security.config import parse_listeners
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,23 @@ class ClusterNode:
         if change is None or not await self._apply(change, self._token):
             return "not available"
         return "elected"
+
+    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
+        """AlterPartitionReassignments: `broker_id` (live) becomes the first of the partition's
+        preferred order and its leader, at once (the storage is shared: there is no replica to
+        copy, so a reassignment completes as it is written). A compare-and-set on the state's
+        version, as elect_preferred."""
+        current = self._states.get((topic, partition))
+        if current is None:
+            return "unknown"
+        change = reassign(topic, partition, current, broker_id, self._brokers,
+                          self._token.epoch if self._token else 0)
+        if change is None:
+            return "not needed"
+        return "moved" if await self._apply(change, self._token) else "conflict"
+
+    def broker_ids(self) -> set[int]:
+        return set(self._brokers)
 
     def not_preferred(self) -> list[Key]:
         """The partitions whose preferred broker does not lead them (ElectLeaders for all)."""

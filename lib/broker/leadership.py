@@ -19,6 +19,10 @@ NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 # A preferred-leader election's outcome (ElectLeaders): the preferred broker was made leader; it
 # leads already; it is not live (or the state moved meanwhile); the partition is not known.
 Election = Literal["elected", "not needed", "not available", "unknown"]
+# A reassignment's outcome (AlterPartitionReassignments): the partition's preferred broker is now
+# the one named, and leads it if live; it was so already; the partition is not known; its state
+# changed while the reassignment was written (ask again).
+Reassignment = Literal["moved", "not needed", "unknown", "conflict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,13 @@ class Leadership(Protocol):
     def not_preferred(self) -> list[tuple[str, int]]:
         """The partitions whose preferred broker does not lead them."""
 
+    def broker_ids(self) -> set[int]:
+        """The ids of the live brokers."""
+
+    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
+        """AlterPartitionReassignments to one live broker: it becomes the partition's preferred
+        broker and its leader."""
+
 
 class SingleBroker:
     """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
@@ -109,3 +120,9 @@ class SingleBroker:
 
     def not_preferred(self) -> list[tuple[str, int]]:
         return []
+
+    def broker_ids(self) -> set[int]:
+        return {self.broker_id}
+
+    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
+        return "not needed"  # this broker is the only one, and leads

@@ -187,6 +187,38 @@ def test_elect_leaders_moves_a_partition_home_before_the_controller_would(broker
     assert all(back[p].leader == away for p in homeless)
 
 
+def test_a_reassignment_moves_a_partitions_leader_and_preferred_broker_at_once(brokers):
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition as CkPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka import errors as kerrors
+    from kafka.structs import TopicPartition
+
+    views = create_topic(brokers, "reassigned", 3)
+    before = views[0]
+    target = next(b for b in sorted(brokers.live()) if b != before.leader)
+    admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap)
+    try:
+        results = admin.alter_partition_reassignments({TopicPartition("reassigned", 0): [target],
+                                                       TopicPartition("reassigned", 1): [1, 2],
+                                                       TopicPartition("reassigned", 2): [9]})
+        assert results == {TopicPartition("reassigned", 0): None,
+                           TopicPartition("reassigned", 1): kerrors.InvalidReplicationFactorError,
+                           TopicPartition("reassigned", 2): kerrors.InvalidReplicationAssignmentError}
+        assert admin.list_partition_reassignments() == {}  # done as it was written: none in progress
+    finally:
+        admin.close()
+    after = wait_for(lambda: (v := settled(brokers, "reassigned", 3)) and v[0].leader == target and v, 20,
+                     what="the reassigned leader")
+    assert after[0].epoch == before.epoch + 1 and after[1] == views[1] and after[2] == views[2]
+    with ProtocolClient(brokers.bootstrap_of(target)) as client:  # the new leader serves it
+        assert raw_produce(client, "reassigned", 0, b"moved").error_code == ErrorCode.none
+    # The named broker is now the preferred one: nothing to elect, and the controller keeps it there.
+    confluent = AdminClient({"bootstrap.servers": brokers.bootstrap})
+    elected = confluent.elect_leaders(ElectionType.PREFERRED, [CkPartition("reassigned", 0)]).result(20)
+    assert [err.code() for err in elected.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+
+
 # ============================================================================ failover
 def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers):
     """kill -9 one leader, then SIGSTOP another and SIGCONT it once it was replaced, while two

@@ -85,3 +85,18 @@ def elect_preferred(topic: str, partition: int, current: Versioned[PartitionStat
     return LeaderChange(topic, partition,
                         PartitionState(state.replicas[0], state.leader_epoch + 1, state.replicas, controller_epoch),
                         current.version, "preferred leader election")
+
+
+def reassign(topic: str, partition: int, current: Versioned[PartitionState], broker_id: int, live: Iterable[int],
+             controller_epoch: int) -> LeaderChange | None:
+    """AlterPartitionReassignments to one broker: it goes first in the order of preference (the
+    others keep theirs behind it) and leads, with the epoch raised if the leader changes; None
+    when that is the state already."""
+    state = current.value
+    order = (broker_id,) + tuple(b for b in (state.replicas or sorted(live)) if b != broker_id)
+    if order == state.replicas and state.leader == broker_id:
+        return None
+    moves = state.leader != broker_id
+    return LeaderChange(topic, partition,
+                        PartitionState(broker_id, state.leader_epoch + (1 if moves else 0), order, controller_epoch),
+                        current.version, f"reassigned to broker {broker_id}")

@@ -1,12 +1,13 @@
 """Replica placement admin: ElectLeaders (43), AlterPartitionReassignments (45),
 ListPartitionReassignments (46).
 
-One broker alone: each partition has one replica, on this broker, which is its leader: an
-election is never needed (ELECTION_NOT_NEEDED, as Kafka answers when the preferred replica
-already leads), a reassignment can only name this broker (any other id is
-INVALID_REPLICA_ASSIGNMENT: no such broker is registered), so none is ever in progress. In
-cluster mode a preferred election moves a partition to its preferred broker (the storage is
-shared: there is no replica to catch up).
+Each partition has one replica, its leader (the storage is shared: nothing is replicated). One
+broker alone leads every partition: an election is never needed (ELECTION_NOT_NEEDED, as Kafka
+answers when the preferred replica already leads), and a reassignment can only name this broker
+(any other id is INVALID_REPLICA_ASSIGNMENT: no such broker is live). In cluster mode a
+preferred election moves a partition to its preferred broker, and a reassignment to one live
+broker makes it the partition's preferred broker and leader at once (there is no replica to
+catch up), so no reassignment is ever in progress.
 """
 
 from __future__ import annotations
@@ -97,7 +98,14 @@ async def elect_leaders(broker: BrokerContext, request: Request[ElectLeadersRequ
 
 
 # ======================================================= AlterPartitionReassignments
-def _reassignment_error(broker, topic: str, index: int, replicas) -> tuple[ErrorCode, str | None]:
+_REASSIGNMENT_CODES = {"moved": ErrorCode.none, "not needed": ErrorCode.none,
+                       "unknown": ErrorCode.unknown_topic_or_partition, "conflict": ErrorCode.request_timed_out}
+
+
+async def _reassign(broker, topic: str, index: int, replicas) -> tuple[ErrorCode, str | None]:
+    """A partition has one replica, its leader (the storage is shared: nothing is copied). A
+    reassignment names the one live broker that is to lead it: it becomes the partition's
+    preferred broker and leader at once, so none is ever in progress."""
     unknown = _partition_error(broker, topic, index)
     if unknown is not None:
         return unknown
@@ -108,11 +116,19 @@ def _reassignment_error(broker, topic: str, index: int, replicas) -> tuple[Error
         return ErrorCode.invalid_replica_assignment, f"the assignment of {where} has an empty replica list"
     if len(set(replicas)) != len(replicas):
         return ErrorCode.invalid_replica_assignment, f"the assignment of {where} repeats a replica: {list(replicas)}"
-    others = sorted(set(replicas) - {broker.broker_id})
+    live = broker.leadership.broker_ids()
+    others = sorted(set(replicas) - live)
     if others:
         return ErrorCode.invalid_replica_assignment, (
-            f"the assignment of {where} names brokers {others}; only broker {broker.broker_id} is registered")
-    return ErrorCode.none, None  # the partition's current assignment: nothing to move
+            f"the assignment of {where} names brokers {others}; the live brokers are {sorted(live)}")
+    if len(replicas) > 1:
+        return ErrorCode.invalid_replication_factor, (
+            f"the assignment of {where} names {len(replicas)} replicas; a partition here has one, its leader "
+            "(the storage is shared): name the one broker to lead it")
+    outcome = await broker.leadership.reassign(topic, index, replicas[0])
+    messages = {"moved": None, "not needed": None, "unknown": f"{where} has no leader state yet",
+                "conflict": f"the state of {where} changed while it was reassigned; ask again"}
+    return _REASSIGNMENT_CODES[outcome], messages[outcome]
 
 
 @REGISTRY.route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, (0, 1))
@@ -124,7 +140,7 @@ async def alter_partition_reassignments(broker: BrokerContext, request: Request[
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            code, message = _reassignment_error(broker, t.name, p.partition_index, p.replicas)
+            code, message = await _reassign(broker, t.name, p.partition_index, p.replicas)
             parts.append(make(part_cls, partition_index=p.partition_index, error_code=code, error_message=message))
         responses.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
     return make(cls, throttle_time=NO_THROTTLE, allow_replication_factor_change=getattr(
