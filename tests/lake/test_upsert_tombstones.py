@@ -145,3 +145,24 @@ def test_an_upsert_table_with_deletion_vectors_is_refused_in_one_line(spark, roo
         run(spark, root, "dvs")
     assert "\n" not in str(raised.value)
     assert spark.read.format("delta").load(str(uri)).count() == 1  # nothing changed: a is still deleted
+
+
+def test_vacuum_by_delta_spark_and_delta_rs_leaves_the_remembered_deletes(spark, root, topic_writer):
+    w = compacted(topic_writer, root, "vacuumed", partitions=2)
+    uri = root / "tables" / "vacuumed"
+    w.produce(0, [b"1", None, b"1"], keys=[b"k", b"k", b"j"], timestamp=NEWER)
+    run(spark, root, "vacuumed")
+    w.produce(0, [b"2"], keys=[b"j"], timestamp=NEWER)  # another commit: files for VACUUM to remove
+    run(spark, root, "vacuumed")
+    kept = sorted((uri / tombstones.TOMBSTONES_DIR).rglob("*.parquet"))
+    assert kept and [b"k"] in remembered(uri).values()
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{uri}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    DeltaTable(str(uri)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert sorted((uri / tombstones.TOMBSTONES_DIR).rglob("*.parquet")) == kept
+    w.produce(1, [b"older"], keys=[b"k"], timestamp=OLDER)
+    run(spark, root, "vacuumed")
+    assert table_rows(uri) == {b"j": b"2"}  # the delete still wins
