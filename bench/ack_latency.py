@@ -39,7 +39,6 @@ from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
 
 def measure(bootstrap: str, partitions: int, args) -> dict:
     """Create the topic, run the producer, and return the latency figures of the measured window."""
-    import confluent_kafka
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -47,17 +46,12 @@ def measure(bootstrap: str, partitions: int, args) -> dict:
         future.result(60)
     time.sleep(3)  # every leader known
     stats: list[dict] = []
-    real = confluent_kafka.Producer
-
-    def with_statistics(conf):
-        return real({**conf, "statistics.interval.ms": 5000, "stats_cb": lambda j: stats.append(json.loads(j))})
-
+    statistics = {"statistics.interval.ms": 5000, "stats_cb": lambda j: stats.append(json.loads(j))}
     acks, stop = failover.Acks(), threading.Event()
-    confluent_kafka.Producer = with_statistics  # produce_forever builds its producer through it
+    producer = threading.Thread(target=failover.produce_forever,
+                                args=(bootstrap, partitions, args.interval_ms / 1000, acks, stop, statistics))
+    producer.start()
     try:
-        producer = threading.Thread(target=failover.produce_forever,
-                                    args=(bootstrap, partitions, args.interval_ms / 1000, acks, stop))
-        producer.start()
         time.sleep(5)  # warm: connections, producer id, metadata
         start = time.monotonic()
         time.sleep(args.seconds)
@@ -65,7 +59,6 @@ def measure(bootstrap: str, partitions: int, args) -> dict:
     finally:
         stop.set()
         producer.join(60)
-        confluent_kafka.Producer = real
     latencies = sorted(acked - produced for series in acks.by_partition.values() for produced, acked in series
                        if start <= produced < end)
     if not latencies:

@@ -78,12 +78,14 @@ class Acks:
                        default=None)
 
 
-def produce_forever(bootstrap: str, partitions: int, interval_s: float, acks: Acks, stop: threading.Event) -> None:
+def produce_forever(bootstrap: str, partitions: int, interval_s: float, acks: Acks, stop: threading.Event,
+                    config: dict | None = None) -> None:
+    """`config`: more producer settings (bench/ack_latency.py asks for librdkafka's statistics)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 2, "message.timeout.ms": 60000, "reconnect.backoff.max.ms": 200,
-                         "topic.metadata.refresh.interval.ms": 5000})
+                         "topic.metadata.refresh.interval.ms": 5000, **(config or {})})
     while not stop.is_set():
         started = time.monotonic()
         for p in range(partitions):

@@ -25,6 +25,8 @@ from __future__ import annotations
 import secrets
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from deltalake.transaction import Transaction
 
@@ -97,15 +99,10 @@ def remove_superseded(table_uri: str, current: dict[int, int]) -> None:
 def unexpired(remembered, *, now_us: int, retention_ms: int):
     """The remembered deletes kept less than the retention ago: the others take no part in the
     merge (an older change than such a delete may win again)."""
-    import pyarrow.compute as pc
-
     return remembered.filter(pc.greater_equal(remembered.column(REMEMBERED_AT), now_us - retention_ms * 1000))
 
 
 def stamped(deletes, *, now_us: int):
     """The winning deletes to remember, this run's (REMEMBERED_AT null) remembered from now on."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     at = pc.fill_null(deletes.column(REMEMBERED_AT), pa.scalar(now_us, pa.int64()))
     return deletes.set_column(deletes.schema.get_field_index(REMEMBERED_AT), REMEMBERED_AT, at)

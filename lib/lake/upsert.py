@@ -250,7 +250,7 @@ def merge_bucket(job: dict) -> dict:
     key_columns = tuple(json.loads(staged[0].schema.metadata[_KEY_COLUMNS_META]))
     current = [_conform(plain_layout(pq.read_table(f"{base}/{p}", filesystem=fs)), schema) for p in job["current"]]
     held = sum(t.num_rows for t in current)
-    remembered = []
+    remembered, deletes_held = [], 0
     if job["tombstones"] is not None:
         try:
             file = pq.read_table(f"{base}/{job['tombstones']}", filesystem=fs)
@@ -259,17 +259,9 @@ def merge_bucket(job: dict) -> dict:
                                         "since this merge planned; nothing was committed, run again") from None
         deletes_held = file.num_rows
         file = tombstones.unexpired(file, now_us=job["now_us"], retention_ms=job["retention_ms"])
-        remembered = [_conform(plain_layout(file), schema).append_column(
-            DELETED, pa.repeat(pa.scalar(True), file.num_rows)).append_column(file.field(tombstones.REMEMBERED_AT),
-                                                                              file.column(tombstones.REMEMBERED_AT))]
-    else:
-        deletes_held = 0
-    unremembered = pa.field(tombstones.REMEMBERED_AT, pa.int64())
-    changes = [_conform(plain_layout(t), schema).append_column(DELETED, t.column(DELETED)) for t in staged]
-    rows = pa.concat_tables([t.append_column(DELETED, pa.repeat(pa.scalar(False), t.num_rows)) for t in current]
-                            + remembered + changes, promote_options="default")  # REMEMBERED_AT null but in tombstones
-    if unremembered.name not in rows.column_names:
-        rows = rows.append_column(unremembered, pa.nulls(rows.num_rows, pa.int64()))
+        remembered = [_marked(_conform(plain_layout(file), schema), True, file.column(tombstones.REMEMBERED_AT))]
+    changes = [_marked(_conform(plain_layout(t), schema), t.column(DELETED)) for t in staged]
+    rows = pa.concat_tables([_marked(t, False) for t in current] + remembered + changes)
     old_rows = held + sum(t.num_rows for t in remembered)
     source = pa.array(np.concatenate([np.zeros(old_rows, np.int8), np.ones(rows.num_rows - old_rows, np.int8)]))
     winners = newest_per_key(rows.append_column(_SOURCE, source), key_columns)
@@ -305,6 +297,17 @@ def merge_bucket(job: dict) -> dict:
     return result
 
 
+def _marked(rows: pa.Table, deleted, remembered_at=None) -> pa.Table:
+    """`rows` with the merge's columns: DELETED (a bool, or a column), and REMEMBERED_AT (null
+    but for remembered deletes)."""
+    if isinstance(deleted, bool):
+        deleted = pa.repeat(pa.scalar(deleted), rows.num_rows)
+    if remembered_at is None:
+        remembered_at = pa.nulls(rows.num_rows, pa.int64())
+    return rows.append_column(DELETED, deleted).append_column(
+        pa.field(tombstones.REMEMBERED_AT, pa.int64()), remembered_at)
+
+
 def _count_new(rows: pa.Table) -> int:
     """How many of the winners came from this run's changes (not from what the bucket held)."""
     return pc.sum(pc.cast(pc.equal(rows.column(_SOURCE), 1), pa.int64())).as_py() or 0
@@ -330,7 +333,7 @@ class MergePlan:
     removes: list  # deltalake RemoveAction
     adds: list  # deltalake AddAction
     planned: dict[int, frozenset[str]]  # changed bucket -> the files the merge read (removed if rewritten)
-    transactions: list = field(default_factory=list)  # deltalake Transaction: the buckets' new tombstone generations
+    new_generations: dict[int, int] = field(default_factory=dict)  # bucket -> its new tombstone generation
     read_generations: dict[int, int] = field(default_factory=dict)  # changed bucket -> tombstone generation read
     buckets_touched: int = 0
     rewritten: int = 0  # buckets whose data files are replaced
@@ -339,6 +342,11 @@ class MergePlan:
     @property
     def removed_paths(self) -> frozenset[str]:
         return frozenset(a.path for a in self.removes)
+
+    @property
+    def transactions(self) -> list:
+        """The txn actions that make the new tombstone generations current (deltalake Transaction)."""
+        return [tombstones.transaction(b, g) for b, g in sorted(self.new_generations.items())]
 
     @property
     def empty(self) -> bool:
@@ -372,9 +380,8 @@ class MergePlan:
 
     def committed(self, table_uri: str) -> None:
         """After the commit: the tombstone files it superseded go."""
-        if self.transactions:
-            tombstones.remove_superseded(table_uri, {int(t.app_id.rsplit(":", 1)[1]): t.version
-                                                     for t in self.transactions})
+        if self.new_generations:
+            tombstones.remove_superseded(table_uri, self.new_generations)
 
     @property
     def buckets_rewritten(self) -> int:
@@ -397,7 +404,7 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     snapshot = delta.load_table(table_uri)
     current: dict[int, list[dict]] = {}
     if snapshot is not None:
-        refuse_deletion_vectors(snapshot)
+        _refuse_deletion_vectors(snapshot)
         for f in delta.active_files(snapshot).to_pylist():
             bucket = f.get(f"partition.{KEY_BUCKET}")
             if bucket is not None and int(bucket) in by_bucket:
@@ -420,7 +427,7 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     for result in results:
         bucket = result["bucket"]
         if result["tombstones"] is not None:
-            plan.transactions.append(tombstones.transaction(bucket, result["tombstones"]))
+            plan.new_generations[bucket] = result["tombstones"]
         if not result["data_changed"] and result["tombstones"] is None:
             continue
         plan.planned[bucket] = frozenset(f["path"] for f in current.get(bucket, []))
@@ -436,7 +443,7 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     return plan
 
 
-def refuse_deletion_vectors(snapshot) -> None:
+def _refuse_deletion_vectors(snapshot) -> None:
     """The merge reads a bucket's Parquet files whole: rows a deletion vector removed (a Spark
     DELETE or UPDATE on a table with `delta.enableDeletionVectors`) would come back."""
     from .errors import UsageError
@@ -476,9 +483,9 @@ def _last_written(directory: str) -> float:
 
     newest = os.stat(directory).st_mtime
     for parent, _dirs, files in os.walk(directory):
-        for name in files + [""]:
+        for path in [parent] + [os.path.join(parent, name) for name in files]:
             try:
-                newest = max(newest, os.stat(os.path.join(parent, name)).st_mtime)
-            except OSError:
+                newest = max(newest, os.stat(path).st_mtime)
+            except OSError:  # removed meanwhile
                 continue
     return newest
