@@ -55,6 +55,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
 
 from ..constants import NO_LEADER_EPOCH
@@ -70,7 +71,6 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 CONSUMER_GROUP_VALUE_VERSION = 0
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
