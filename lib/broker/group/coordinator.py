@@ -52,7 +52,8 @@ from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, C
 from .errors import GroupCoordinatorError, GroupErrorCode as E
 from .group_configs import GroupConfigs
 from .offsets import TxnOffsetCommitRequest
-from .records import ConsumerGroupKey, CoordinatorRecord, UnknownKey, decode_record, partition_for_group
+from .java import coordinator_partition
+from .records import ConsumerGroupKey, CoordinatorRecord, UnknownKey, decode_record
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
 from .share_records import ShareGroupKey
 
@@ -200,7 +201,7 @@ class GroupCoordinator:
 
     # ======================================================================= plumbing
     def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.runtime.partition_count)
+        return coordinator_partition(group_id, self.runtime.partition_count)
 
     def shard(self, group_id: str):
         """The group's loaded partition (CoordinatorShard: `.state` is its GroupShard)."""
