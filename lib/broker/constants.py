@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from topiclake.segments.batch import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID
+from topiclake.segments.batch import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 # One broker, never re-elected: every partition it leads is at epoch 0.
 LEADER_EPOCH = 0
@@ -17,7 +17,6 @@ LEADER_EPOCH = 0
 NO_LEADER_EPOCH = NO_PARTITION_LEADER_EPOCH
 # *_authorized_operations when the client did not ask for them (Integer.MIN_VALUE in Kafka).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-NO_PRODUCER_EPOCH = -1
 
 
 class CoordinatorType(IntEnum):

@@ -14,7 +14,7 @@ from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 from .config import BrokerConfig
 from .group.coordinator import GroupCoordinator
 from .client_quotas import ClientQuotas
-from .leadership import Leadership, SingleBroker
+from .leadership import Leadership, SingleBrokerLeadership
 from .partitions import PartitionManager
 from .request_metrics import RequestMetrics
 from .security.service import SecurityService
@@ -113,7 +113,8 @@ class BrokerContext:
             context.leadership = _cluster_node(context)
         else:
             # The server may rebind the config (ephemeral ports): endpoints are read through the context.
-            context.leadership = SingleBroker(config.broker_id, lambda listener: context.config.endpoint_for(listener))
+            context.leadership = SingleBrokerLeadership(config.broker_id,
+                                                        lambda listener: context.config.endpoint_for(listener))
         return context
 
     @property

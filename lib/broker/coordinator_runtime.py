@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterable, Protocol, Sequence, TypeVar
 
-from topiclake.segments.batch import Record, build_batch, iter_batches, read_header
+from topiclake.segments.batch import NO_SEQUENCE, Record, build_batch, iter_batches, read_header
 from topiclake.segments.control import ControlRecordType, parse_control_record
 from topiclake.segments.errors import TopicAlreadyExistsError, UnknownTopicError
 from topiclake.segments.leader_fence import FencedLeaderError
@@ -400,7 +400,7 @@ class CoordinatorRuntime(Generic[S]):
         transactional = producer_id != NO_PRODUCER_ID
         batch = build_batch([Record(i, now, r.key_bytes(), r.value_bytes()) for i, r in enumerate(records)],
                             base_offset=0, producer_id=producer_id, producer_epoch=producer_epoch,
-                            base_sequence=0 if transactional else -1, is_transactional=transactional)
+                            base_sequence=0 if transactional else NO_SEQUENCE, is_transactional=transactional)
         try:
             part = shard.partition
             # The partition's producer and transaction state follow the append, as for Produce: a

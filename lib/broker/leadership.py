@@ -2,10 +2,10 @@
 check of ReplicaManager).
 
 A broker alone on its storage root leads every partition at epoch 0, is the controller, and is
-the only broker (`SingleBroker`: today's behaviour, unchanged). In cluster mode the answers come
-from ZooKeeper's partition states and live-broker registrations (`cluster.ClusterLeadership`);
-`leads` is True only once this broker finished taking a partition over (fenced the old leader
-in storage and recovered the log).
+the only broker (`SingleBrokerLeadership`: today's behaviour, unchanged). In cluster mode the
+answers come from ZooKeeper's partition states and live-broker registrations
+(`cluster.ClusterLeadership`); `leads` is True only once this broker finished taking a partition
+over (fenced the old leader in storage and recovered the log).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Leadership(Protocol):
         broker and its leader."""
 
 
-class SingleBroker:
+class SingleBrokerLeadership:
     """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
 
     clustered = False

@@ -342,7 +342,7 @@ def _cdc_spec(root: Path, table, topic: str, spec, tasks: list):
     from .cdc_plan import plan_table, task_samples
     from .typed.plan import plan_typed
 
-    registry = typed_hooks.Registry(root, None)
+    registry = typed_hooks.RunSchemaRegistry(root, None)
     registry_spec = plan_typed(registry.state, (topic,)) if registry.state.subjects else None
     change = plan_table((topic,), table, spec.change, typed=registry_spec, samples=task_samples(tasks))
     return dataclasses.replace(spec, change=change), registry_spec

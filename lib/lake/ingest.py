@@ -254,7 +254,7 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
     layout = StorageLayout(options.root)
     run = _RunPlan(starting=parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True),
                    ending=parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False))
-    registry = typed.Registry(options.root, options.registry)
+    registry = typed.RunSchemaRegistry(options.root, options.registry)
     for pipeline in pipelines_for(options):
         outcome = _plan_table(pipeline, options, layout, registry, run)
         if outcome is not None:
@@ -287,7 +287,7 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
     result.duration_s = time.monotonic() - started
 
 
-def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayout, registry: typed.Registry,
+def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayout, registry: typed.RunSchemaRegistry,
                 run: _RunPlan) -> TableOutcome | None:
     """One table's kind, columns, quality suite and partitions' read plans (into `run` what its
     tasks need); None: a CDC table with no event yet to plan its columns from."""

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping
 
+from topiclake.segments.read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
 from .errors import OffsetSpecError
 
-EARLIEST = -2
-LATEST = -1
+EARLIEST, LATEST = EARLIEST_TIMESTAMP, LATEST_TIMESTAMP  # Spark's Kafka source spells them as ListOffsets does
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,8 +91,11 @@ def install(pom: Path = POM, directory: Path | None = None, *, spark_jars: Path 
     staging = Path(tempfile.mkdtemp(prefix=".jars-", dir=directory.parent))
     try:
         fetched = staging / "all"
+        # A private local repository in the venv: ~/.m2 is never written (Maven leaves POM-only
+        # entries there that break a later --packages resolution of the same artifacts).
         done = subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                               f"-DoutputDirectory={fetched}", "-DincludeScope=runtime"],
+                               f"-DoutputDirectory={fetched}", "-DincludeScope=runtime",
+                               f"-Dmaven.repo.local={directory.parent / 'm2'}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if done.returncode != 0:
             lines = [line for line in done.stdout.splitlines() if "ERROR" in line] or done.stdout.splitlines()[-3:]

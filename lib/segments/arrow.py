@@ -28,7 +28,8 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from .batch import HEADER_SIZE, MAGIC_OFFSET, Record, RecordBatch, TimestampType, iter_batches
+from .batch import (HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Record, RecordBatch, TimestampType,
+                    iter_batches)
 from .compression import Compression
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
@@ -61,7 +62,7 @@ RECORD_SCHEMA = pa.schema([
 HAS_NATIVE = _decode is not None
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _LEGACY_MAGICS = (0, 1)
-_NO_PRODUCER = (-1, -1)  # legacy messages have no producer id / epoch
+_NO_PRODUCER = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # legacy messages have none
 # Record-section bytes per native call: bounds the kernel's upper-bound allocations (and keeps
 # Arrow's int32 offsets far from overflowing); a chunk becomes one pyarrow.RecordBatch.
 _CHUNK_BYTES = 32 << 20

@@ -10,7 +10,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from .batch import Record, TimestampType, build_batch
+from .batch import NO_PARTITION_LEADER_EPOCH, Record, TimestampType, build_batch
 from .errors import CorruptRecordError
 
 _KEY = struct.Struct(">hh")
@@ -56,7 +56,8 @@ def parse_control_record(record: Record) -> ControlRecord:
 
 
 def build_end_txn_marker(*, offset: int, timestamp: int, producer_id: int, producer_epoch: int,
-                         commit: bool, coordinator_epoch: int = 0, partition_leader_epoch: int = -1) -> bytes:
+                         commit: bool, coordinator_epoch: int = 0,
+                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
     """A COMMIT/ABORT control batch, as the transaction coordinator writes it."""
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     record = Record(offset, timestamp, _KEY.pack(0, kind), _END_TXN_VALUE.pack(0, coordinator_epoch))

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .batch import LOG_OVERHEAD, MAGIC_OFFSET, Record, TimestampType
+from .batch import LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, Record, TimestampType
 from .compression import Compression, decompress
 from .errors import CorruptRecordError
 
@@ -91,7 +91,7 @@ def _parse_message(view, pos: int, end: int, source: str | None) -> tuple[int, i
         raise CorruptRecordError(f"CRC-32 mismatch in v{magic} message at offset {offset}: "
                                  f"stored {crc:#010x}, computed {computed:#010x}", source=source, position=pos)
     cursor = pos + MAGIC_OFFSET + 2
-    timestamp = -1
+    timestamp = NO_TIMESTAMP  # v0 messages have none
     if magic == 1:
         timestamp = _I64.unpack_from(view, cursor)[0]
         cursor += 8

@@ -24,7 +24,7 @@ import crc32c
 from . import filenames
 from .atomic import atomic_write
 from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_LENGTH_FIELD,
-                    BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch)
+                    NO_TIMESTAMP, BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch)
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
@@ -32,15 +32,11 @@ from .errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, 
                      RecordTooLargeError)
 from .leader_epochs import EpochHistory
 from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock
+from .read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
-from .time_index import NO_TIMESTAMP, TimestampOffset
+from .time_index import TimestampOffset
 
 log = logging.getLogger(__name__)
-
-# ListOffsets special timestamps (Kafka's ListOffsetsRequest)
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 
 
 @dataclass(frozen=True, slots=True)

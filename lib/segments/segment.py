@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from . import filenames
-from .batch import LOG_OVERHEAD, BatchHeader
+from .batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader
 from .config import LogConfig
 from .errors import CorruptRecordError
 from .file_records import MIN_LENGTH, iter_file_batches, iter_file_headers
 from .offset_index import OffsetIndex
-from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .time_index import TimeIndex, TimestampOffset
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+from .batch import NO_TIMESTAMP
 from .errors import CorruptRecordError
 from .index import Index, IndexFullError, InvalidIndexOffsetError, dump_entries
-
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)

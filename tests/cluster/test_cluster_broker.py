@@ -24,7 +24,7 @@ from kio.schema.find_coordinator.v4 import request as fc_req
 
 from topiclake.broker.client import ProtocolClient
 from topiclake.broker.cluster.controller import preferred_order
-from topiclake.broker.group.records import partition_for_group, string_hash_code, utils_abs
+from topiclake.broker.group.java import coordinator_partition
 
 from ..integration.broker_process import REPO, BrokerProcess
 from .brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
@@ -154,8 +154,8 @@ def test_find_coordinator_and_describe_cluster_answer_alike_on_every_broker(brok
     offsets = metadata(brokers.bootstrap_of(1), "__consumer_offsets").partitions
     states = metadata(brokers.bootstrap_of(1), "__transaction_state").partitions
     for key in keys:
-        assert groups[key][1] == offsets[partition_for_group(key, INTERNAL_PARTITIONS)].leader
-        assert txns[key][1] == states[utils_abs(string_hash_code(key)) % INTERNAL_PARTITIONS].leader
+        assert groups[key][1] == offsets[coordinator_partition(key, INTERNAL_PARTITIONS)].leader
+        assert txns[key][1] == states[coordinator_partition(key, INTERNAL_PARTITIONS)].leader
 
 
 def test_elect_leaders_moves_a_partition_home_before_the_controller_would(brokers):

@@ -8,7 +8,7 @@ import pytest
 from topiclake.broker.cluster.config import ClusterConfig
 from topiclake.broker.cluster.coordination import (BrokerInfo, ControllerToken, NodeExistsError, NotControllerError,
                                                    PartitionState, SessionState, StaleVersionError)
-from topiclake.broker.cluster.single import SINGLE_BROKER_EPOCH, UNWRITTEN_VERSION, SingleBroker
+from topiclake.broker.cluster.single import SINGLE_BROKER_EPOCH, UNWRITTEN_VERSION, SingleBrokerCoordination
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import load_settings
 
@@ -18,7 +18,7 @@ from .helpers import Recorder
 @pytest.fixture(params=["zookeeper", "single"])
 def one_client(request):
     if request.param == "single":
-        client = SingleBroker(1)
+        client = SingleBrokerCoordination(1)
         yield client
         client.close()
     else:
@@ -65,7 +65,7 @@ def test_the_same_rules_on_every_implementation(one_client):
 
 
 def test_a_single_broker_leads_every_partition_at_epoch_0():
-    client = SingleBroker(3)
+    client = SingleBrokerCoordination(3)
     try:
         state = client.partition_state("anything", 17)
         assert state.value == PartitionState(3, SINGLE_BROKER_EPOCH, (3,)) and state.version == UNWRITTEN_VERSION

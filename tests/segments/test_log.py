@@ -7,7 +7,8 @@ from topiclake.segments.batch import Record, TimestampType, build_batch, iter_ba
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError,
                                        TopiclakeError)
-from topiclake.segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from topiclake.segments.log import Log
+from topiclake.segments.read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from topiclake.segments.time_index import TimestampOffset
 
 from .conftest import make_batch

@@ -6,7 +6,7 @@ Kafka on ZooKeeper kept four registries there (Kafka's KafkaZkClient and its zno
 only by compare-and-set), and change notifications (`/config/changes`, `/kafka-acl-changes`).
 This interface offers the same, small enough that another store (etcd: leases, transactions on
 mod revisions, watches) could serve it; `zookeeper.ZooKeeperCoordination` is the real one and
-`single.SingleBroker` the one-broker one (it leads everything at epoch 0: today's behaviour).
+`single.SingleBrokerCoordination` the one-broker one (it leads everything at epoch 0: today's behaviour).
 
 Threads: methods block (a ZooKeeper round trip is about 2 ms on loopback); call them from a
 worker thread, not the event loop. Callbacks never run on the client library's own thread: they

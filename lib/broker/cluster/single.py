@@ -20,7 +20,7 @@ SINGLE_BROKER_EPOCH = 0
 UNWRITTEN_VERSION = -1  # a state nobody wrote: its first compare-and-set names this version
 
 
-class SingleBroker(Coordination):
+class SingleBrokerCoordination(Coordination):
     def __init__(self, broker_id: int, *, dispatch: Callable[[Callable[[], None]], None] | None = None):
         self.broker_id = broker_id
         self._dispatcher = EventDispatcher(f"coordination-events-{broker_id}") if dispatch is None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..constants import NO_LEADER_EPOCH
 from ..coordinator_runtime import Completion as Completion, CoordinatorResult  # Completion: re-exported for the cores
 from .errors import GroupErrorCode
 
@@ -103,7 +104,7 @@ class CommitOffset:
     partition: int
     offset: int
     metadata: str | None = ""
-    leader_epoch: int = -1
+    leader_epoch: int = NO_LEADER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ class FetchedOffset:
     topic: str
     partition: int
     offset: int  # -1 when nothing is committed
-    leader_epoch: int = -1
+    leader_epoch: int = NO_LEADER_EPOCH
     metadata: str = ""
     error: E = E.NONE
 

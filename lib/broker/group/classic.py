@@ -42,12 +42,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from topiclake.segments.batch import NO_PRODUCER_ID
+
 from .api import (DescribedMember, GroupDescription, GroupResult, HeartbeatRequest, JoinMember, JoinRequest,
                   JoinResponse, LeaveMemberResult, LeaveResponse, ListedGroup, MemberIdentity, Result, SyncRequest,
                   SyncResponse)
 from .errors import GroupCoordinatorError, GroupErrorCode as E
 from .offsets import OffsetsMixin
-from .op import NO_PRODUCER_ID, Op
+from .op import Op
 from .records import (CoordinatorRecord, GroupMetadataKey, OffsetCommitKey, UnknownKey, decode_record,
                       group_metadata_record, offset_commit_record)
 from .state import ClassicGroup, GroupState, Member

@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from topiclake.segments.errors import TopiclakeError
 
 from ..clock import SYSTEM, Clock
@@ -51,8 +52,8 @@ from .consumer import ConsumerGroup, ConsumerGroups, ConsumerHeartbeatRequest, C
 from .errors import GroupCoordinatorError, GroupErrorCode as E
 from .group_configs import GroupConfigs
 from .offsets import TxnOffsetCommitRequest
-from .op import NO_PRODUCER_ID
-from .records import ConsumerGroupKey, CoordinatorRecord, UnknownKey, decode_record, partition_for_group
+from .java import coordinator_partition
+from .records import ConsumerGroupKey, CoordinatorRecord, UnknownKey, decode_record
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatRequest, ShareHeartbeatResponse
 from .share_records import ShareGroupKey
 
@@ -200,7 +201,7 @@ class GroupCoordinator:
 
     # ======================================================================= plumbing
     def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.runtime.partition_count)
+        return coordinator_partition(group_id, self.runtime.partition_count)
 
     def shard(self, group_id: str):
         """The group's loaded partition (CoordinatorShard: `.state` is its GroupShard)."""
@@ -211,7 +212,7 @@ class GroupCoordinator:
         return self.shard(group_id).state
 
     async def _run(self, index: int, call: Callable[[GroupShard, int], Result], *,
-                   producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> Any:
+                   producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> Any:
         """One call of the classic or KIP-848 cores, through the runtime. The records: the call's,
         then those of the KIP-848 groups it changed (`migration.finish`)."""
         def op(s: GroupShard, now: int) -> Result:

@@ -35,6 +35,13 @@ def utils_abs(value: int) -> int:
     return 0 if value == _INT_MIN else abs(value)
 
 
+def coordinator_partition(key: str, partition_count: int) -> int:
+    """The partition of an internal topic whose coordinator owns `key` (a group id, a transactional
+    id, a share-partition's "group:topicId:partition"): Utils.abs(key.hashCode()) % partitions,
+    as Kafka's group, transaction and share coordinators all pick it."""
+    return utils_abs(string_hash_code(key)) % partition_count
+
+
 def compare_key(s: str) -> tuple[int, ...]:
     """Sort key giving Java's `String.compareTo` order (UTF-16 code units; a supplementary
     character sorts below U+E000..U+FFFF, unlike Python's code-point order)."""

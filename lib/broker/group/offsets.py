@@ -17,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from topiclake.segments.batch import NO_PRODUCER_ID
+
 from .api import (CommitOffset, FetchedOffset, OffsetCommitRequest, OffsetDeleteResponse, OffsetFetchResponse,
                   PartitionResult, Result)
 from .errors import GroupCoordinatorError, GroupErrorCode as E
-from .op import NO_PRODUCER_ID, Op
+from .op import Op
 from .records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, group_metadata_record, offset_commit_record
 from .state import ClassicGroup, GroupState as S
 

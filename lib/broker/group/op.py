@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from topiclake.segments.batch import NO_PRODUCER_ID
+
 from .api import Completion, JoinResponse, Result, SyncResponse
 from .records import CoordinatorRecord
-
-NO_PRODUCER_ID = -1
 
 
 class Op:

@@ -55,12 +55,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
 
 from ..constants import NO_LEADER_EPOCH
 from . import share_records
 from .share_records import SG, ShareGroupKey
-from .java import string_hash_code, utils_abs
 from .serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings,
                     write_topic_partitions)
 
@@ -70,7 +70,6 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 CONSUMER_GROUP_VALUE_VERSION = 0
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,11 +506,6 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
         value = dataclasses.replace(value, classic_member_metadata=_decode_classic_member_metadata(
             tags[CLASSIC_MEMBER_METADATA_TAG]))
     return value
-
-
-def partition_for_group(group_id: str, num_partitions: int = 50) -> int:
-    """The `__consumer_offsets` partition that owns a group: Utils.abs(hashCode) % n."""
-    return utils_abs(string_hash_code(group_id)) % num_partitions
 
 
 # ------------------------------------------------------------------ the record-type table

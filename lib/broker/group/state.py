@@ -11,11 +11,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from topiclake.segments.batch import NO_TIMESTAMP
+from topiclake.segments.errors import CorruptRecordError
+
 from .api import Protocol
 from .consumer_protocol import PROTOCOL_TYPE, decode_subscription
 from .java import hashmap_order
-from .records import GroupMetadataValue, MemberMetadata, OffsetCommitValue, NO_TIMESTAMP
-from topiclake.segments.errors import CorruptRecordError
+from .records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
 
 class GroupState(enum.Enum):

@@ -1,15 +1,15 @@
 """Kafka API handlers, one module per API family; importing this package registers them all."""
 
-from .registry import REGISTRY, Registry, Route
+from .registry import REGISTRY, HandlerRegistry, Route
 
 # Each import registers its routes with REGISTRY.
 from . import api_versions, cluster, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401
 from . import consumer_groups, groups, offsets  # noqa: E402,F401  (group coordinator APIs)
 from . import transactions  # noqa: E402,F401  (transaction coordinator APIs)
-from . import log_dirs, quorum, quotas, records, replicas, topic_partitions  # noqa: E402,F401  (cluster admin APIs)
+from . import delete_records, log_dirs, quorum, quotas, replicas, topic_partitions  # noqa: E402,F401  (cluster admin APIs)
 from . import producers, transactions_admin  # noqa: E402,F401  (producer and transaction state, read)
 from . import acls, sasl, scram_credentials  # noqa: E402,F401  (security: SASL, ACLs, SCRAM users)
 from . import share_fetch, share_groups, share_offsets  # noqa: E402,F401  (share groups, KIP-932)
 from . import share_state  # noqa: E402,F401  (the share coordinator's APIs, between brokers)
 
-__all__ = ["REGISTRY", "Registry", "Route"]
+__all__ = ["REGISTRY", "HandlerRegistry", "Route"]

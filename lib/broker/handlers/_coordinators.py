@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from ..constants import AUTHORIZED_OPERATIONS_OMITTED
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, NO_LEADER_EPOCH
 from ..context import BrokerContext
 from ..group.api import CommitOffset
 from ..txn.state import TxnError
@@ -86,7 +86,7 @@ def commit_offsets_of(body, keys=None) -> tuple[CommitOffset, ...]:
     `keys`: each topic's name (default: its `name`); a topic keyed by an unknown id is left out."""
     keys = keys if keys is not None else [t.name for t in body.topics]
     return tuple(CommitOffset(key, p.partition_index, p.committed_offset, p.committed_metadata,
-                              getattr(p, "committed_leader_epoch", -1))
+                              getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH))
                  for key, t in zip(keys, body.topics) if isinstance(key, str) for p in t.partitions)
 
 

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18.request import FetchRequest
 
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
+from topiclake.segments.read_constants import IsolationLevel
 
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
@@ -35,7 +36,6 @@ from .registry import REGISTRY
 log = logging.getLogger(__name__)
 
 FIRST_TOPIC_ID_VERSION = 13
-READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -140,7 +140,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     max_bytes = getattr(body, "max_bytes", 2**31 - 1)
-    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    committed = getattr(body, "isolation_level", IsolationLevel.READ_UNCOMMITTED) == IsolationLevel.READ_COMMITTED
 
     slots = await _resolve(broker, body, by_id)
     while True:

@@ -8,6 +8,11 @@ import logging
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v11.request import ListOffsetsRequest
 
+from topiclake.segments.batch import NO_TIMESTAMP
+from topiclake.segments.read_constants import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+                                               EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
+                                               UNKNOWN_OFFSET, IsolationLevel)
+
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
 from ..context import BrokerContext
@@ -19,27 +24,21 @@ from .registry import REGISTRY
 log = logging.getLogger(__name__)
 
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3  # KIP-734
-EARLIEST_LOCAL = -4  # KIP-405: no tiered storage, so the same as EARLIEST
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6  # KIP-1023 (v11): nothing is ever pending upload without tiered storage
-
-
 def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
-    """(timestamp, offset) on the I/O thread; (-1, -1) when no record qualifies."""
+    """(timestamp, offset) on the I/O thread; (NO_TIMESTAMP, UNKNOWN_OFFSET) when no record
+    qualifies. No tiered storage: the earliest local offset is the earliest, nothing is tiered and
+    nothing is pending upload."""
     log_ = part.log
-    if timestamp == LATEST:
-        return -1, part.last_stable_offset if committed else log_.log_end_offset
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == LATEST_TIMESTAMP:
+        return NO_TIMESTAMP, part.last_stable_offset if committed else log_.log_end_offset
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
-        return -1, log_.log_start_offset
-    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        return -1, -1
+        return NO_TIMESTAMP, log_.log_start_offset
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        return NO_TIMESTAMP, UNKNOWN_OFFSET
     found = log_.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP
     if found is None:
-        return -1, -1
+        return NO_TIMESTAMP, UNKNOWN_OFFSET
     return found.timestamp, found.offset
 
 
@@ -48,7 +47,7 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
-    committed = getattr(body, "isolation_level", 0) == 1
+    committed = getattr(body, "isolation_level", IsolationLevel.READ_UNCOMMITTED) == IsolationLevel.READ_COMMITTED
     topics = []
     for topic in body.topics:
         results = []
@@ -59,7 +58,7 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
                 ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
                 code, epoch = ErrorCode.none, part.leader_epoch
             except Exception as exc:
-                ts, offset, code, epoch = -1, -1, error_code(exc), NO_LEADER_EPOCH
+                ts, offset, code, epoch = NO_TIMESTAMP, UNKNOWN_OFFSET, error_code(exc), NO_LEADER_EPOCH
                 if code == ErrorCode.unknown_server_error:
                     log.exception("ListOffsets %s-%d at %d failed", topic.name, p.partition_index, p.timestamp)
                 else:

@@ -16,6 +16,7 @@ from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
 from kio.schema.offset_fetch.v10.request import OffsetFetchRequest
 
 from ..api_keys import ApiKey
+from ..constants import NO_LEADER_EPOCH
 from ..context import BrokerContext
 from ..group.api import OffsetCommitRequest
 from ..group.errors import GroupCoordinatorError
@@ -125,8 +126,9 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
     if not has_field(cls, "error_code") and error != ErrorCode.none:
         # v0/v1 have no top-level error: every partition carries it.
         topics = tuple(make(topic_cls, name=t.name, partitions=tuple(
-            make(part_cls, partition_index=p.partition_index, committed_offset=-1, committed_leader_epoch=-1,
-                 metadata="", error_code=error) for p in t.partitions)) for t in topics)
+            make(part_cls, partition_index=p.partition_index, committed_offset=-1,
+                 committed_leader_epoch=NO_LEADER_EPOCH, metadata="", error_code=error)
+            for p in t.partitions)) for t in topics)
     return make(cls, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
 
 
@@ -137,7 +139,7 @@ async def _fetch(broker, group_id, wanted, require_stable, topic_cls, part_cls, 
     known = None if wanted is None else [(t, p) for t, p in wanted if isinstance(t, str)]
 
     def failed(r):
-        return make(part_cls, partition_index=r.partition, committed_offset=-1, committed_leader_epoch=-1,
+        return make(part_cls, partition_index=r.partition, committed_offset=-1, committed_leader_epoch=NO_LEADER_EPOCH,
                     metadata="", error_code=code(r.error))
 
     try:

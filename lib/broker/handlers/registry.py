@@ -32,7 +32,7 @@ class Route:
         return self.handler.__module__.rsplit(".", 1)[-1] + "." + self.handler.__name__
 
 
-class Registry:
+class HandlerRegistry:
     def __init__(self) -> None:
         self._routes: dict[ApiKey, Route] = {}
 
@@ -66,4 +66,4 @@ class Registry:
         return sorted(self._routes.values(), key=lambda r: r.api_key)
 
 
-REGISTRY = Registry()
+REGISTRY = HandlerRegistry()

@@ -27,6 +27,7 @@ from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 from ..api_keys import ApiKey
+from ..constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from ..context import BrokerContext
 from ..errors import error_code
 from ..group.errors import GroupCoordinatorError
@@ -115,7 +116,7 @@ async def add_offsets_to_txn(broker: BrokerContext, request: Request[AddOffsetsT
 @REGISTRY.route(ApiKey.END_TXN, (0, 5))
 async def end_txn(broker: BrokerContext, request: Request[EndTxnRequest]):
     body, cls = request.body, request.response_type
-    producer_id, producer_epoch = -1, -1
+    producer_id, producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
         producer_id, producer_epoch = await broker.txn.end_transaction(
             body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),

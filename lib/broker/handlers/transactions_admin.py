@@ -13,9 +13,11 @@ from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequ
 from kio.schema.errors import ErrorCode
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
+from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_TIMESTAMP
+
 from ..api_keys import ApiKey
 from ..context import BrokerContext
-from ..txn.state import NO_TIMESTAMP, TxnError, TxnMetadata, TxnState
+from ..txn.state import TxnError, TxnMetadata, TxnState
 from ..wire import Request, make, nested
 from ._common import NO_THROTTLE
 from .registry import REGISTRY
@@ -43,8 +45,8 @@ async def describe_transactions(broker: BrokerContext, request: Request[Describe
         if m is None or m.state is TxnState.DEAD:
             states.append(make(state_cls, error_code=error, transactional_id=txn_id,
                                transaction_state="", transaction_timeout=datetime.timedelta(0),
-                               transaction_start_time=_datetime(NO_TIMESTAMP), producer_id=-1, producer_epoch=-1,
-                               topics=()))
+                               transaction_start_time=_datetime(NO_TIMESTAMP), producer_id=NO_PRODUCER_ID,
+                               producer_epoch=NO_PRODUCER_EPOCH, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(m.partitions):

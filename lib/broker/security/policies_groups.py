@@ -22,7 +22,7 @@ from topiclake.security.acls import Operation as Op
 from topiclake.security.acls import ResourceType
 
 from ..api_keys import ApiKey
-from ..constants import AUTHORIZED_OPERATIONS_OMITTED, CoordinatorType
+from ..constants import AUTHORIZED_OPERATIONS_OMITTED, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, CoordinatorType
 from ..wire import has_field, make, nested
 from .policies import (CLUSTER_DENIED, GROUP_DENIED, NO_INTERVAL, TOPIC_DENIED, TXN_DENIED, blank, policy, replace,
                        serve_allowed, split, topic_key)
@@ -269,8 +269,9 @@ async def describe_transactions(check, broker, request, call):
     refused = {t for t in body.transactional_ids if not check.txn(Op.DESCRIBE, t)}
     response = await call(body)  # a read: the entries of refused ids are emptied below
     return replace(response, transaction_states=tuple(
-        replace(s, error_code=TXN_DENIED, transaction_state="", producer_id=-1, producer_epoch=-1, topics=(),
-                transaction_timeout=datetime.timedelta(0), transaction_start_time=_NO_TIME)
+        replace(s, error_code=TXN_DENIED, transaction_state="", producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH, topics=(), transaction_timeout=datetime.timedelta(0),
+                transaction_start_time=_NO_TIME)
         if s.transactional_id in refused else s for s in response.transaction_states))
 
 

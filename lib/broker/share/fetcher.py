@@ -44,7 +44,7 @@ from ..clock import system_ms
 from ..partitions import topic_uuid
 from ..request_time import waiting
 from ..group.share_config import ShareConfig
-from .partition import AckRange, Acquired, BatchExtent, InvalidRecordState, InvalidRequest, SharePartition
+from .partition import AckRange, Acquired, BatchExtent, InvalidRecordState, InvalidAcknowledgement, SharePartition
 from .persisted import UNINITIALIZED
 from .persister import SharePersister
 from .sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_REQUEST, SessionError, ShareSessions
@@ -82,7 +82,7 @@ class PartitionRequest:
 
 
 @dataclass(slots=True)
-class PartitionResult:
+class SharePartitionResult:
     topic_id: uuid.UUID
     partition: int
     error: int = NONE
@@ -97,7 +97,7 @@ class PartitionResult:
 class ShareResult:
     error: int = NONE
     error_message: str | None = None
-    partitions: list[PartitionResult] = field(default_factory=list)
+    partitions: list[SharePartitionResult] = field(default_factory=list)
     lock_ms: int = 0
     fetched_bytes: int = 0
 
@@ -214,7 +214,7 @@ class ShareFetcher:
                 session = self.sessions.use(group, member, epoch)
         except (SessionError, ShareError) as exc:
             return ShareResult(exc.code, str(exc), lock_ms=result.lock_ms)
-        results = {(r.topic_id, r.partition): PartitionResult(r.topic_id, r.partition) for r in requested}
+        results = {(r.topic_id, r.partition): SharePartitionResult(r.topic_id, r.partition) for r in requested}
         for req in acking:
             res = results[(req.topic_id, req.partition)]
             res.ack_error, res.ack_message = await self._acknowledge(group, member, req, readable)
@@ -251,7 +251,7 @@ class ShareFetcher:
             waiters: list[asyncio.Future] = []
             records_left, bytes_left = max_records, max_bytes
             for topic_id, index in keys:
-                res = results.setdefault((topic_id, index), PartitionResult(topic_id, index))
+                res = results.setdefault((topic_id, index), SharePartitionResult(topic_id, index))
                 if res.error:
                     continue
                 try:
@@ -331,7 +331,7 @@ class ShareFetcher:
         except SessionError as exc:
             return ShareResult(exc.code, str(exc), lock_ms=result.lock_ms)
         for req in requested:
-            res = PartitionResult(req.topic_id, req.partition)
+            res = SharePartitionResult(req.topic_id, req.partition)
             res.error, res.error_message = await self._acknowledge(group, member, req, readable)
             result.partitions.append(res)
         if session is None:
@@ -353,7 +353,7 @@ class ShareFetcher:
                                        lock_ms=self.lock_ms(group), now_ms=now_ms())
             except InvalidRecordState as exc:
                 return INVALID_RECORD_STATE, str(exc)
-            except InvalidRequest as exc:
+            except InvalidAcknowledgement as exc:
                 return INVALID_REQUEST, str(exc)
             error = await self._persist(live)
         live.notify()

@@ -56,7 +56,7 @@ class InvalidRecordState(Exception):
     """An acknowledgement of records this member does not hold (Kafka's INVALID_RECORD_STATE)."""
 
 
-class InvalidRequest(Exception):
+class InvalidAcknowledgement(Exception):
     """An acknowledgement that is malformed (Kafka's INVALID_REQUEST)."""
 
 
@@ -192,18 +192,18 @@ class SharePartition:
         plan: list[tuple[int, int]] = []
         for r in ranges:
             if r.last_offset < r.first_offset or not r.types:
-                raise InvalidRequest(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] is invalid")
+                raise InvalidAcknowledgement(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] is invalid")
             if r.first_offset < self.start_offset or r.last_offset > self.end_offset:
                 raise InvalidRecordState(f"offsets [{r.first_offset}, {r.last_offset}] are not all in flight "
                                          f"([{self.start_offset}, {self.end_offset}])")
             span = r.last_offset - r.first_offset + 1
             if len(r.types) not in (1, span):
-                raise InvalidRequest(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] has "
+                raise InvalidAcknowledgement(f"acknowledgement batch [{r.first_offset}, {r.last_offset}] has "
                                      f"{len(r.types)} types for {span} offsets")
             for i, off in enumerate(range(r.first_offset, r.last_offset + 1)):
                 kind = r.types[0] if len(r.types) == 1 else r.types[i]
                 if kind not in AckType._value2member_map_:
-                    raise InvalidRequest(f"unknown acknowledge type {kind}")
+                    raise InvalidAcknowledgement(f"unknown acknowledge type {kind}")
                 record = self.records.get(off) if self.start_offset <= off <= self.end_offset else None
                 if record is None or record.state is not RecordState.ACQUIRED or record.member_id != member_id:
                     raise InvalidRecordState(

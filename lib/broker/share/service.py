@@ -20,6 +20,8 @@ from typing import Any, Iterable, Mapping
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v9 import request as list_offsets_req
 
+from topiclake.segments.read_constants import CONSUMER_REPLICA_ID, LATEST_TIMESTAMP, IsolationLevel
+
 from ..errors import BrokerError, NotLeaderOrFollower
 from ..group.coordinator import GroupCoordinator, ShareHooks
 from ..group.errors import GroupErrorCode as E
@@ -31,8 +33,6 @@ from .state_records import ShareStateKey
 from .state_store import ShareStateStore
 
 log = logging.getLogger(__name__)
-
-NO_REPLICA, READ_UNCOMMITTED, LATEST_TIMESTAMP = -1, 0, -1  # ListOffsets: a consumer's, for the high watermark
 
 
 @dataclass(slots=True)
@@ -158,10 +158,10 @@ class ShareService(ShareHooks):
         current = self.persister.leadership.leader(topic, partition)
         if current is None or current.leader < 0:
             return -1
+        latest = list_offsets_req.ListOffsetsPartition(partition_index=partition, timestamp=LATEST_TIMESTAMP)
         request = list_offsets_req.ListOffsetsRequest(
-            replica_id=NO_REPLICA, isolation_level=READ_UNCOMMITTED, topics=(list_offsets_req.ListOffsetsTopic(
-                name=topic, partitions=(list_offsets_req.ListOffsetsPartition(partition_index=partition,
-                                                                             timestamp=LATEST_TIMESTAMP),)),))
+            replica_id=CONSUMER_REPLICA_ID, isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            topics=(list_offsets_req.ListOffsetsTopic(name=topic, partitions=(latest,)),))
         try:
             response = await self.persister.peers.request(current.leader, request)
         except BrokerError:

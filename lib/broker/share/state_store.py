@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..errors import BrokerError
-from ..group.java import string_hash_code, utils_abs
+from ..group.java import coordinator_partition
 from ..group.share_config import ShareConfig
 from .persisted import PersistedState, apply_update, from_snapshot
 from .state_records import (NO_OFFSET, SNAPSHOT_TYPE, UPDATE_TYPE, DeliveryState, ShareStateKey, ShareStateRecord,
@@ -144,7 +144,7 @@ class ShareStateStore:
 
     def partition_for_coordinator_key(self, key: str) -> int:
         """The partition of "group:topicId:partition" (FindCoordinator's SHARE key)."""
-        return utils_abs(string_hash_code(key)) % self.runtime.partition_count
+        return coordinator_partition(key, self.runtime.partition_count)
 
     def _shard(self, key: ShareStateKey) -> ShareStateShard | None:
         """The loaded shard holding `key`; None before the topic exists (ShareCoordinatorError

@@ -34,7 +34,7 @@ from ..clock import SYSTEM, Clock
 from ..coordinator_runtime import CoordinatorErrorCode, CoordinatorResult, CoordinatorRuntime, InternalTopic
 from ..errors import UnknownTopicOrPartition
 from ..group.errors import GroupCoordinatorError
-from ..group.java import string_hash_code, utils_abs
+from ..group.java import coordinator_partition
 from ..interbroker import InterBrokerClient
 from ..leadership import Leadership
 from ..markers import COORDINATOR_EPOCH, write_marker
@@ -134,7 +134,7 @@ class TransactionCoordinator:
 
     # ==================================================================== queries
     def partition_for(self, transactional_id: str) -> int:
-        return utils_abs(string_hash_code(transactional_id)) % self.runtime.partition_count
+        return coordinator_partition(transactional_id, self.runtime.partition_count)
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
         """The id's metadata as loaded now (TxnError COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR

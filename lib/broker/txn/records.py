@@ -22,10 +22,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from topiclake.segments.batch import NO_PRODUCER_ID
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.varint import encode_unsigned_varint
 
-from .state import NO_PRODUCER_ID, TxnMetadata, TxnState
+from .state import TxnMetadata, TxnState
 
 KEY_VERSION = 0
 VALUE_VERSION = 0

@@ -28,12 +28,11 @@ from typing import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
+from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_TIMESTAMP
+
 from ..errors import BrokerError
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE
-NO_TIMESTAMP = -1
 TV2 = 2  # transaction.version 2 (KIP-890 part 2): EndTxn v5+, an epoch bump per transaction
 
 TopicPartition = tuple[str, int]

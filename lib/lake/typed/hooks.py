@@ -31,8 +31,9 @@ class RegistrySource:
         return cls(config.url, subjects)
 
 
-class Registry:
-    """The registry's state, loaded once per run and only when a table might use it."""
+class RunSchemaRegistry:
+    """The schema registry as one ingest or backfill run sees it: its state loaded once, and only
+    when a table might use it."""
 
     def __init__(self, root: Path, source: RegistrySource | None):
         self.root = root
@@ -73,7 +74,7 @@ def backfill_spec(root: Path, table, topics: tuple[str, ...], source: RegistrySo
     names = {f.name for f in table.schema().fields}
     if not names & {"value_schema_id", "key_schema_id"}:
         return None
-    registry = Registry(root, source)
+    registry = RunSchemaRegistry(root, source)
     from .plan import plan_typed
     import pyarrow as pa
 

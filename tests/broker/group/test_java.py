@@ -1,7 +1,6 @@
 from hypothesis import given, strategies as st
 
-from topiclake.broker.group.java import compare_key, hashmap_order, string_hash_code, utils_abs
-from topiclake.broker.group.records import partition_for_group
+from topiclake.broker.group.java import compare_key, coordinator_partition, hashmap_order, string_hash_code, utils_abs
 
 INT_MIN = -(2**31)
 
@@ -21,19 +20,19 @@ def test_hash_code_uses_utf16_code_units():
     assert string_hash_code("日本") == 0x65E5 * 31 + 0x672C
 
 
-def test_partition_for_group():
+def test_coordinator_partition():
     assert utils_abs(INT_MIN) == 0
-    assert partition_for_group("polygenelubricants") == 0
-    assert partition_for_group("hello") == 99162322 % 50
-    assert partition_for_group("a", 7) == 97 % 7
+    assert coordinator_partition("polygenelubricants", 50) == 0
+    assert coordinator_partition("hello", 50) == 99162322 % 50
+    assert coordinator_partition("a", 7) == 97 % 7
     neg = "zzzzzzzzzz"
     assert string_hash_code(neg) < 0
-    assert partition_for_group(neg) == abs(string_hash_code(neg)) % 50
+    assert coordinator_partition(neg, 50) == abs(string_hash_code(neg)) % 50
 
 
 @given(st.text(), st.integers(1, 200))
 def test_partition_in_range(group, n):
-    assert 0 <= partition_for_group(group, n) < n
+    assert 0 <= coordinator_partition(group, n) < n
 
 
 def test_compare_key_is_java_order_not_code_point_order():

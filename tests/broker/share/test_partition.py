@@ -4,7 +4,7 @@ the in-flight window, the start offset and what is persisted."""
 import pytest
 
 from topiclake.broker.share.partition import (AckRange, Acquired, AckType, BatchExtent, InvalidRecordState,
-                                              InvalidRequest, RecordState, SharePartition)
+                                              InvalidAcknowledgement, RecordState, SharePartition)
 from topiclake.broker.share.persisted import PersistedState
 from topiclake.broker.share.state_records import DeliveryState, StateBatch
 
@@ -47,7 +47,7 @@ def test_only_the_holder_may_acknowledge_and_a_bad_batch_changes_nothing():
     with pytest.raises(InvalidRecordState):  # 4 was never acquired: the whole acknowledgement fails
         ack(part, "a", 2, 4, AckType.ACCEPT)
     assert part.records[2].state is RecordState.ACQUIRED
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidAcknowledgement):
         ack(part, "a", 0, 3, AckType.ACCEPT, AckType.ACCEPT)  # 2 types for 4 offsets
     ack(part, "a", 0, 3, AckType.ACCEPT, AckType.REJECT, AckType.RELEASE, AckType.GAP)
     assert part.start_offset == 2
