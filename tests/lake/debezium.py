@@ -11,7 +11,7 @@ import json
 
 import pyarrow as pa
 
-from topiclake.lake.schema import DATA_SCHEMA
+from topiclake.lake.table.schema import DATA_SCHEMA
 
 UTC = dt.timezone.utc
 SERVER, DB, TABLE = "dbserver1", "inventory", "customers"

@@ -8,7 +8,7 @@ import decimal
 import pyarrow as pa
 from hypothesis import given, strategies as st
 
-from topiclake.lake.upsert import bucket_of, key_hash
+from topiclake.lake.keyed.upsert import bucket_of, key_hash
 
 
 def hashes(column: pa.Array) -> list[int]:

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from topiclake.lake import tombstones, upsert
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.delta import app_id, set_properties
+from topiclake.lake.keyed import tombstones, upsert
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.table.delta import app_id, set_properties
 from topiclake.lake.errors import ConcurrentWriterError
 
 from .conftest import read_table
@@ -113,7 +113,7 @@ def test_a_table_whose_properties_commit_failed_is_still_committed_and_healed_by
         spark, root, topic_writer, monkeypatch):
     from deltalake.exceptions import DeltaError
 
-    from topiclake.lake import delta
+    from topiclake.lake.table import delta
 
     w = compacted(topic_writer, root, "props")
     uri = root / "tables" / "props"

@@ -36,7 +36,7 @@ from topiclake.registry.records import Key, Record, SchemaValue, SCHEMA, _schema
 from topiclake.registry.state import RegistryState
 
 from ..errors import LakeError
-from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
+from ..table.schema import DATA_SCHEMA, PARTITION_COLUMNS
 from .columns import Incompatible, merge, nullable
 from .recipes import AVRO, JSON, PROTOBUF, Recipe, json_schema_type
 

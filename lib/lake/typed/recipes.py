@@ -117,7 +117,7 @@ class JsonRecipeDecoder(Decoder):
         self.arrow_type = recipe.arrow_type
 
     def decode(self, values: pa.Array, skip: int):
-        from ..values import decode_values
+        from ..table.values import decode_values
 
         payloads = strip(values, skip)
         schema = pa.schema(list(self.arrow_type))
