@@ -284,7 +284,9 @@ def parquet_limit(tasks: list, processes: int) -> tuple[float, int]:
 
 
 def _write_share(tasks: list, out: str, start, results) -> None:
-    from topiclake.lake.log.decode import TaskWriter, read_task, write_parquet
+    from topiclake.lake.log.decode import read_task
+    from topiclake.lake.runs.tasks import TaskWriter
+    from topiclake.lake.table.files import write_parquet
 
     writer = TaskWriter(run_id="limit", ingested_at_us=int(time.time() * 1e6), partition_by={})
     tables = []

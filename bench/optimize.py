@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
-from topiclake.lake.log.decode import file_stats
-from topiclake.lake.table.schema import table_schema
 from topiclake.lake.runs.table_maintenance import optimize
+from topiclake.lake.table.files import file_stats
+from topiclake.lake.table.schema import table_schema
 
 
 def small_files_table(uri: Path, files: int, rows: int) -> int:

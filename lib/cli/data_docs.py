@@ -22,9 +22,9 @@ def data_docs(
     debug: bool = DEBUG_OPTION,
 ) -> None:
     """Build the Data Docs site (great-expectations) from the stored validation results."""
+    from topiclake.lake.errors import UsageError
     from topiclake.lake.jobs import preflight
     from topiclake.lake.quality import gate
-    from topiclake.lake.errors import UsageError
 
     with reported_errors(debug):
         root = preflight.resolve_root(str(config) if config else None, str(data) if data else None)

@@ -23,8 +23,8 @@ import time
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.table.delta import app_id
 from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
 from .broker_process import REPO, BrokerProcess

@@ -19,10 +19,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
-from topiclake.lake.runs.backfill import BackfillOptions, backfill
-from topiclake.lake.table.delta import app_id
-from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.jobs.main import ingest_main
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz

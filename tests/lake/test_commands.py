@@ -9,9 +9,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from topiclake.cli import app
-from topiclake.lake.runs.ingest import IngestOptions, ingest, pipelines_for
 from topiclake.lake.jobs.interrupted import watch_ingest
 from topiclake.lake.jobs.main import sql_main
+from topiclake.lake.runs.ingest import IngestOptions, ingest, pipelines_for
 
 
 def sql(capsys, root: Path, *args: str) -> tuple[int, str, str]:

@@ -9,8 +9,8 @@ import textwrap
 
 import pyarrow.compute as pc
 
-from topiclake.lake.table.delta import app_id
 from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from .conftest import read_table
 

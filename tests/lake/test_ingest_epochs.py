@@ -11,8 +11,8 @@ import pytest
 from topiclake.lake.log import plan as plan_module
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.coverage import OffsetRange, coverage
-from topiclake.lake.table.delta import app_id
 from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.table.delta import app_id
 from topiclake.segments import leader_reads
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.leader_fence import PartitionFence

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from topiclake.lake.errors import error_line
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
-from topiclake.lake.jobs.command import error_line
 from topiclake.lake.runs.ingest import IngestOptions, ingest
-from topiclake.lake.sql.query import discover_tables, execute, format_result, register_tables
+from topiclake.lake.sql.query import execute, format_result, register_tables
 from topiclake.lake.sql.shell import QueryCancelled, SqlSession, running_tasks
+from topiclake.lake.table.location import discover_tables
 from topiclake.segments.storage import StorageLayout
 
 REPO = Path(__file__).resolve().parents[2]

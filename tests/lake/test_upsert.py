@@ -14,13 +14,13 @@ import textwrap
 import pyarrow.compute as pc
 import pytest
 
+from topiclake.lake.errors import ConcurrentWriterError
+from topiclake.lake.keyed.table_kind import KindMismatchError, TableSettings
 from topiclake.lake.runs import ingest as ingest_module
 from topiclake.lake.runs.backfill import BackfillOptions, backfill, format_result
-from topiclake.lake.table.delta import app_id
-from topiclake.lake.errors import ConcurrentWriterError
 from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
 from topiclake.lake.runs.rebuild import RebuildOptions, rebuild
-from topiclake.lake.keyed.table_kind import KindMismatchError, TableSettings
+from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from .conftest import BASE_TS, read_table

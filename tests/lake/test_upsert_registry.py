@@ -58,8 +58,8 @@ def test_a_backfill_decodes_registry_values_and_brings_a_deleted_row_back(spark,
 
 
 def test_key_bucket_is_a_built_in_column_for_typed_plan():
+    from topiclake.lake.keyed.table_kind import KEY_BUCKET
     from topiclake.lake.typed.plan import _BUILTIN
-    from topiclake.lake.keyed.upsert import KEY_BUCKET
 
     assert KEY_BUCKET in _BUILTIN  # else an upsert table's schema makes key_bucket a typed column too
 

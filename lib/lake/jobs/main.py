@@ -89,8 +89,6 @@ def rebuild_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _rebuild(args, command: Command) -> int:
-    from ..errors import UsageError
-
     root = preflight.resolve_root(args.config, args.data)
     preflight.check_table(root, args.table)
     if not args.kind:
@@ -166,7 +164,7 @@ def _coverage(args, command: Command) -> int:
     root, partitions = _topic_table(args, args.partition)
     _prepare_spark(args)
     from ..runs.coverage import coverage, format_coverage
-    from ..runs.ingest import GROUP_PREFIX
+    from ..table.location import GROUP_PREFIX
     from ..spark.session import get_session
 
     group = args.group or GROUP_PREFIX + args.table.rstrip("/").rsplit("/", 1)[-1]

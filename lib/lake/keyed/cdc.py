@@ -1,4 +1,4 @@
-"""Executor side of CDC tables: Debezium change events -> the rows they describe (changes.extract
+"""Executor side of CDC tables: Debezium change events -> the rows they describe (extract.extract
 with format "debezium").
 
 An event is Debezium's envelope: `{"before", "after", "source", "op", "ts_ms"}`, as JSON with

@@ -31,13 +31,14 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from ..errors import LakeError
+from ..log.decode import read_task
 from ..table.schema import DATA_SCHEMA, PARTITION_COLUMNS
 from ..table.values import ValueSchema
 from ..typed.columns import Incompatible, merge
 from . import cdc_types as types
 from .cdc import JSON, REGISTRY, CdcColumn, CdcSpec
 from .changes import DEBEZIUM, ChangeSpec
-from .upsert import KEY_BUCKET
+from .table_kind import KEY_BUCKET
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,6 @@ def samples_of(plans, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
 
 def task_samples(tasks: Sequence, *, limit: int = _SAMPLE_RECORDS) -> Iterator[pa.Table]:
     """samples_of for one partition's tasks (plan.py's PlannedTask): its first and last."""
-    from ..log.decode import read_task
-
     for task in tasks[:1] + tasks[1:][-1:]:
         records, _ = read_task(task.as_dict())
         yield records.select(["key", "value"]).slice(max(0, records.num_rows - limit))

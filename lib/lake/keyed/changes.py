@@ -2,15 +2,12 @@
 
 An upsert table keeps one row per key. Each record of its topic is a change of that key: an
 upsert of the row it carries, or a delete (a tombstone: a null value; a Debezium `d` event).
-`extract` turns a task's decoded records into `Changes`, by the table's value format:
+extract.py turns a task's decoded records into `Changes`, by the table's value format (its
+ChangeSpec); this module holds what every format shares. A record without a key (a null record
+key, or every key column null) is no change of any row: it goes to the quarantine table (else all
+keyless records would collapse into one row).
 
-- `raw`: the key is the record key (bytes), or the key columns the schema registry types; the
-  row is the record as an append table stores it; a null value deletes. A record without a key
-  (a null record key, or every key column null) is no change of any row: it goes to the
-  quarantine table (else all keyless records would collapse into one row).
-- `debezium`: a Debezium change event (cdc.py).
-
-Executors call `extract`; the driver builds the picklable `ChangeSpec` once per table.
+Executors extract; the driver builds the picklable `ChangeSpec` once per table.
 """
 
 from __future__ import annotations
@@ -48,22 +45,6 @@ class Changes:
     deleted: pa.Array  # bool per row: True deletes the key's row
     key_columns: tuple[str, ...]  # the columns of `rows` that identify a row
     quarantine: pa.Table  # records that are not a change of this format: QUARANTINE_SCHEMA (+ error)
-
-
-def extract(spec: ChangeSpec, rows: pa.Table) -> Changes:
-    """The changes in `rows` (a task's records with the table's columns, typed ones included)."""
-    if spec.format == DEBEZIUM:
-        from .cdc import debezium_changes
-
-        return debezium_changes(spec, rows)
-    if spec.format != RAW:
-        raise ValueError(f"unknown value format {spec.format!r}; choose from {FORMATS}")
-    missing = keyless(rows, spec.key_columns)
-    quarantine = quarantined(rows, {int(i): NO_KEY for i in np.flatnonzero(missing)})
-    if missing.any():
-        rows = rows.filter(pa.array(~missing))
-    deleted = pc.is_null(rows.column("value")).combine_chunks()
-    return Changes(rows, deleted, spec.key_columns, quarantine)
 
 
 def keyless(rows: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:

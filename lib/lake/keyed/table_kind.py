@@ -4,7 +4,8 @@ The kind of a new table, in order: `--kind` on the command line, `kind` in the s
 `[tables.<name>]`, else upsert when the value format is debezium (change events only make sense
 applied to their rows), else the topics' cleanup.policy (compact, or compact,delete -> upsert;
 delete -> append; a multi-topic table needs one answer for all). Likewise the value format
-(`--format`, `format`, default raw) and the number of key buckets (`buckets`, default 16).
+(`--format`, `format`, default raw) and the number of key buckets (`buckets`, default 16): an
+upsert table is partitioned by `key_bucket`, its key's stable hash modulo the buckets (keys.py).
 
 The kind, format, key columns, buckets and topics of an upsert table are recorded in the table's
 properties when it is created (`topiclake.kind`, `topiclake.valueFormat`, `topiclake.keyColumns`,
@@ -17,21 +18,37 @@ change.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
 
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..errors import UsageError
 from .changes import DEBEZIUM, FORMATS, RAW, ChangeSpec
-from .upsert import DEFAULT_BUCKETS, KEY_BUCKET, UpsertSpec
 
 APPEND, UPSERT = "append", "upsert"
+KEY_BUCKET = "key_bucket"  # an upsert table's partition column: its key's bucket (keys.bucket_of)
+KEY_BUCKET_TYPE = pa.int32()
+DEFAULT_BUCKETS = 16
 KINDS = (APPEND, UPSERT)
 CONFIG_KIND, CONFIG_FORMAT = "topiclake.kind", "topiclake.valueFormat"
 CONFIG_KEY_COLUMNS, CONFIG_BUCKETS, CONFIG_TOPICS = "topiclake.keyColumns", "topiclake.buckets", "topiclake.topics"
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertSpec:
+    """How a table is kept as an upsert table (picklable: it travels with the tasks)."""
+
+    change: ChangeSpec = ChangeSpec()
+    buckets: int = DEFAULT_BUCKETS
+
+
+def upsert_schema(data: pa.Schema) -> pa.Schema:
+    """The table schema of an upsert table: its data columns, then the bucket partition column."""
+    return data.append(pa.field(KEY_BUCKET, KEY_BUCKET_TYPE))
 
 
 class KindMismatchError(UsageError):

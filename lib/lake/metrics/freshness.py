@@ -30,8 +30,8 @@ from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..log.source import PartitionFiles, list_partition
-from ..sql.query import discover_tables
 from ..table import delta
+from ..table.location import discover_tables
 from ..table.values import quarantine_uri
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ convention (docs/PIPELINE-METRICS.md says why):
 - `<root>/metrics/runs.jsonl`: one JSON line per run and table, appended, for plots over time
   (`pipeline_runs(root)`: the console's reader).
 
-A run that fails records its failure too (`recording` wraps each job; lake.command records what
+A run that fails records its failure too (`recording` wraps each job; lake.jobs.command records what
 fails before the job starts). Writing the metrics never fails a run: a problem is a warning.
 """
 
@@ -242,7 +242,7 @@ def record_quietly(root: Path | None, records: Sequence[RunRecord]) -> None:
 @contextmanager
 def recording(root: Path, records_of: Callable[[BaseException | None], Sequence[RunRecord]]) -> Iterator[None]:
     """Record the run around the block: `records_of(None)` once it succeeded, `records_of(exc)`
-    when it raised (the exception goes on, marked as recorded for lake.command)."""
+    when it raised (the exception goes on, marked as recorded for lake.jobs.command)."""
     try:
         yield
     except BaseException as exc:

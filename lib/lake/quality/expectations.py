@@ -1,6 +1,6 @@
 """Row-local expectations judged with Arrow compute, inside the ingest tasks.
 
-great-expectations owns the suites, the merged result and Data Docs (quality.py). What each task
+great-expectations owns the suites, the merged result and Data Docs (gate.py). What each task
 judges on its own rows — the expectations that look at one row at a time, and uniqueness keyed by
 (topic, partition, offset) — is evaluated here with Arrow compute on the task's columns, as
 great-expectations' pandas engine judges it: nulls are "missing" and never unexpected (except for

@@ -1,16 +1,16 @@
 """Backfill by offset range: re-read offsets [from, to) of one topic partition from the log and
 replace exactly those rows of the table in ONE commit.
 
-- New files come from the same executor path as ingest (decode.py), so a backfilled row is
+- New files come from the same executor path as ingest (tasks.py), so a backfilled row is
   byte-for-byte what ingest writes (apart from ingested_at).
 - Files holding only rows of the range are removed; files straddling it (rows of other
   offsets, partitions or topics) are rewritten without the range's rows, on the executors.
 - The group's offsets do not move, and the range is clamped to them: offsets the group has not
   ingested yet belong to the next ingest run (backfilling them would duplicate them).
 - Running the same backfill twice leaves the same rows: the second run replaces the first's.
-- The table's quality suite (gate.py) runs on the new files before the commit; a failure
+- The table's quality suite (quality/gate.py) runs on the new files before the commit; a failure
   commits nothing.
-- Upsert tables (upsert.py): the backfill replays [from, the group's committed offset) through
+- Upsert tables (keyed/upsert.py): the backfill replays [from, the group's committed offset) through
   the merge (offsets decide, so no key moves back to an older value; every later change, deletes
   included, is replayed too, so a deleted key cannot come back) and commits the replaced buckets
   with the writer guard; replaying twice leaves the same rows. The quality suite judges the
@@ -22,7 +22,7 @@ replace exactly those rows of the table in ONE commit.
   leader's bytes are never backfilled); while a takeover leaves offsets of the range undecided the
   backfill refuses to start, and a takeover during it that undid what was read commits nothing.
 
-The commit goes through delta-spark (delta_spark.py), so Delta's history names it as delta-spark
+The commit goes through delta-spark (table/delta_spark.py), so Delta's history names it as delta-spark
 names a replaceWhere: WRITE, mode Overwrite, the range as its predicate (delta-rs would call a
 commit that removes files an Append). It carries the writer guard; when it loses a race it
 retries only if the snapshot still has exactly the files this run planned to replace (an ingest
@@ -48,7 +48,9 @@ from topiclake.segments.storage import StorageLayout
 from ..errors import ConcurrentWriterError, DataLossError, LakeError, UsageError
 from ..keyed import table_kind
 from ..keyed.changes import DEBEZIUM
-from ..log.decode import TaskWriter, file_stats
+from ..keyed.staging import remove_staging
+from ..keyed.table_kind import KEY_BUCKET
+from ..keyed.upsert import plan_merge
 from ..log.plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
 from ..log.scan import scan_partition
 from ..log.source import list_partition
@@ -57,12 +59,13 @@ from ..quality import gate
 from ..spark.progress import ProgressCallback
 from ..spark.session import collect
 from ..table import delta, delta_spark
+from ..table.files import file_stats, plain_layout, plain_type
+from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
 from ..table.values import quarantine_uri, typed_columns_of
-from ..table.widening import widen_table, widened_columns
+from ..table.type_changes import widened_columns
+from ..table.widening import widen_table
 from ..typed import hooks as typed_hooks
-from .coverage import group_starts
-from .ingest import (GROUP_PREFIX, task_suites_of, resolve_table_uri, run_tasks, table_name, validate_merged_files,
-                     validate_new_files)
+from .tasks import TaskWriter, run_tasks, task_suites_of, validate_merged_files, validate_new_files
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,7 @@ def check_range(options: BackfillOptions) -> BackfillRange:
         raise UsageError(f"backfill of {what}: group {group!r} has ingested nothing of {topic}-{partition} "
                          f"into {table_name(uri)}; only ingested offsets can be backfilled",
                          hint="run the ingest first, or name the ingest's group with --group")
-    first = group_starts(table, group).get(f"{topic}:{partition}", 0)
+    first = delta.group_starts(table, group).get(f"{topic}:{partition}", 0)
     ingested = f"group {group!r} has ingested [{first}, {committed})"
     if lo >= committed:
         raise UsageError(f"backfill of {what} is past what was ingested: {ingested}",
@@ -254,14 +257,12 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
 def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, spec, result: BackfillResult,
                      run_id: str, progress, started: float) -> BackfillResult:
     """Replay [start, committed) of the partition through the merge (see the module docstring)."""
-    from ..keyed.upsert import KEY_BUCKET, plan_merge, remove_staging
-
     uri, table, topic, partition = checked.table_uri, checked.table, options.topic, options.partition
     start, end = checked.start, checked.ingested[1]
     result.end, result.upsert = end, True
     tasks = list(cut_tasks(scan_partition(checked.files, start), start, end, table_uri=uri,
                            target_bytes=options.target_task_bytes))
-    data_schema = pa.schema([f.with_type(_plain(f.type)) for f in pa.schema(table.schema().to_arrow())
+    data_schema = pa.schema([f.with_type(plain_type(f.type)) for f in pa.schema(table.schema().to_arrow())
                              if f.name != KEY_BUCKET])
     suite = _suite(options, uri)
     registry_spec = typed_hooks.backfill_spec(options.root, table, (topic,))  # registry-typed columns
@@ -365,29 +366,6 @@ def _grown_schema(table, grown: pa.Schema | None) -> str | None:
     if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
         return None
     return want.to_json()
-
-
-def plain_layout(data: pa.Table) -> pa.Table:
-    """`data` with Arrow's view and large types as their plain twins (string_view -> string, ...).
-    Another Delta writer's files may hold them (deltalake 1.6's DELETE writes string_view); Arrow
-    compute and the lake's own files use the plain ones."""
-    schema = pa.schema([field.with_type(_plain(field.type)) for field in data.schema])
-    return data if schema.equals(data.schema) else data.cast(schema)
-
-
-def _plain(kind: pa.DataType) -> pa.DataType:
-    if pa.types.is_string_view(kind) or pa.types.is_large_string(kind):
-        return pa.string()
-    if pa.types.is_binary_view(kind) or pa.types.is_large_binary(kind):
-        return pa.binary()
-    if pa.types.is_map(kind):
-        return pa.map_(_plain(kind.key_type), kind.item_field.with_type(_plain(kind.item_type)))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind) \
-            or pa.types.is_large_list_view(kind):
-        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)))
-    if pa.types.is_struct(kind):
-        return pa.struct([field.with_type(_plain(field.type)) for field in kind])
-    return kind
 
 
 def _overlapping(files: pa.Table, topic: str, partition: int, start: int, end: int,

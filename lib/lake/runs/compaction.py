@@ -9,7 +9,7 @@ Every partition of every topic whose cleanup.policy includes `compact` (the brok
 `__consumer_offsets` too), or of the `--topic`s given. Kafka's rules come from the pure modules
 in topiclake.segments:
 
-1. Driver (`plan_compaction`): one header scan per partition (log_state.py) gives a LogSummary;
+1. Driver (`plan_compaction`): one header scan per partition (log/state.py) gives a LogSummary;
    `cleanable.log_to_clean` chooses the range [first dirty, first uncleanable): never the active
    segment, never past the last stable offset, min.compaction.lag.ms honoured, whole segments
    only. A partition is cleaned when Kafka's cleaner would pick it (dirty ratio >

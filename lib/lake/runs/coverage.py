@@ -39,6 +39,7 @@ from ..log.scan import scan_partition
 from ..log.source import PartitionFiles, list_partition, open_segment
 from ..sql.query import snapshot_frame
 from ..table import delta
+from ..table.location import resolve_table_uri
 
 CONTROL, ABORTED, COMPACTED, RETENTION, MISSING = "control", "aborted", "compacted", "retention", "missing"
 FENCED, UNDECIDED = "fenced", "undecided"
@@ -81,22 +82,14 @@ def held_ranges(spark, uri: str) -> dict[tuple[str, int], list[OffsetRange]]:
     return out
 
 
-def first_offsets(spark, uri: str) -> dict[tuple[str, int], int]:
-    """The lowest offset the table's current snapshot holds per (topic, partition)."""
-    rows = snapshot_frame(spark, uri).groupBy("topic", "partition").min("offset").collect()
-    return {(r["topic"], r["partition"]): r["min(offset)"] for r in rows}
-
-
 def coverage(spark, root, table: str, topic: str, partitions: list[int], *, group: str) -> list[PartitionCoverage]:
-    from .ingest import resolve_table_uri
-
     layout = StorageLayout(root)
     uri = resolve_table_uri(layout, table)
     snapshot = delta.load_table(uri)
     kind = table_kind.recorded(snapshot)
     upsert = kind is not None and kind.kind == table_kind.UPSERT
     held = read_ranges(snapshot, group) if upsert else held_ranges(spark, uri)
-    starts = group_starts(snapshot, group)
+    starts = delta.group_starts(snapshot, group)
     out = []
     for p in partitions:
         committed = delta.group_offset(snapshot, group, topic, p) if snapshot else None
@@ -132,21 +125,6 @@ def read_ranges(snapshot, group: str) -> dict[tuple[str, int], list[OffsetRange]
                 merged.append(OffsetRange(first, end))
         out[tp] = merged
     return out
-
-
-def group_starts(snapshot, group: str) -> dict[str, int]:
-    """Where the group's first run began per partition (from ingest commit metadata)."""
-    starts: dict[str, int] = {}
-    if snapshot is None:
-        return starts
-    for commit in snapshot.history():  # newest first: the last value written is the earliest
-        info = commit.get("topiclake") or {}
-        if info.get("operation") == "ingest" and info.get("group") == group:
-            for tp, (first, _end) in (info.get("ranges") or {}).items():
-                starts[tp] = first
-            for tp, (first, _end) in (info.get("lost") or {}).items():
-                starts[tp] = min(first, starts.get(tp, first))
-    return starts
 
 
 def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, end: int) -> list[OffsetRange]:

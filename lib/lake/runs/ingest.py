@@ -1,19 +1,18 @@
 """Ingest: Kafka segment files -> Delta tables, exactly once.
 
 1. Plan on the driver: per partition, from the group's committed offset (a txn version in the
-   table) to the last stable offset; tasks of about `target_task_bytes` (plan.py).
+   table) to the last stable offset; tasks of about `target_task_bytes` (log/plan.py).
 2. Executors decode and write Parquet files into the table directories and return one row of
-   metadata per file (decode.py); no record reaches the driver.
-3. The driver validates each table's new files (gate.py, great-expectations; a failing
+   metadata per file (tasks.py, reading with log/decode.py); no record reaches the driver.
+3. The driver validates each table's new files (quality/gate.py, great-expectations; a failing
    suite stops the run before any commit), then makes ONE Delta commit per table with all its
-   files and the partitions' new offsets (delta.py). A crash before that leaves the table as it was.
+   files and the partitions' new offsets (table/delta.py). A crash before that leaves the table as it was.
 4. The group's offsets are mirrored into the broker's __consumer_offsets (mirror.py), best effort.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -29,25 +28,26 @@ from topiclake.segments.storage import StorageLayout
 from ..errors import LakeError
 from ..keyed import table_kind
 from ..keyed.changes import DEBEZIUM
-from ..keyed.upsert import KEY_BUCKET, MergePlan, UpsertSpec, plan_merge, remove_staging, upsert_schema
-from ..log.decode import RESULT_SCHEMA, TaskWriter
+from ..keyed.staging import remove_staging
+from ..keyed.table_kind import KEY_BUCKET, UpsertSpec, upsert_schema
+from ..keyed.upsert import MergePlan, plan_merge
 from ..log.offsets import EARLIEST, LATEST, parse_offset_spec
-from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, Task, confirm_reads, plan_partition
+from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, confirm_reads, plan_partition
 from ..log.source import list_partition, topic_partitions
 from ..metrics import run_metrics
 from ..quality import gate
-from ..spark.progress import ProgressCallback, spark_job_group
-from ..spark.session import collect
+from ..spark.progress import ProgressCallback
 from ..table import delta
+from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
 from ..table.schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from ..table.values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
-from ..table.widening import widen_table, widened_columns
+from ..table.type_changes import widened_columns
+from ..table.widening import widen_table
 from ..typed import hooks as typed
 from . import mirror
+from .tasks import TaskWriter, run_tasks, task_suites_of, validate_merged_files, validate_new_files
 
 log = logging.getLogger(__name__)
-
-GROUP_PREFIX = "topiclake-ingest-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class IngestOptions:
     data_docs: bool = False  # rebuild the great-expectations Data Docs site in this run
     client: ClientSecurity = PLAINTEXT  # how the mirror reaches a secured broker (--command-config, [client])
     registry: typed.RegistrySource | None = None  # typed tables: where the schemas are (None: _schemas in root)
-    kind: str | None = None  # append | upsert for new tables (table_kind.py); None: settings, then cleanup.policy
+    kind: str | None = None  # append | upsert for new tables (keyed/table_kind.py); None: settings, then cleanup.policy
     value_format: str | None = None  # raw | debezium (upsert tables)
     tables: dict[str, table_kind.TableSettings] = field(default_factory=dict)  # [tables.<name>] of the settings
 
@@ -82,7 +82,7 @@ class Pipeline:
     topics: tuple[str, ...]
     value_schema: ValueSchema | None = None
     typed: typed.TypedSpec | None = None  # columns from the schema registry's subjects for the topics
-    upsert: UpsertSpec | None = None  # an upsert table (upsert.py); None: an append table
+    upsert: UpsertSpec | None = None  # an upsert table (keyed/upsert.py); None: an append table
 
     @property
     def cdc(self):
@@ -97,7 +97,7 @@ class Pipeline:
     @property
     def quarantines_keyless_only(self) -> bool:
         """A raw upsert table without typed columns quarantines only records without a key
-        (changes.py): its quarantine table is made by the first such record, not up front."""
+        (keyed/changes.py): its quarantine table is made by the first such record, not up front."""
         return self.value_schema is None and self.typed is None and self.upsert is not None and (
             self.upsert.change.format == "raw")
 
@@ -139,15 +139,6 @@ class IngestResult:
         return sum(p.bytes_read for t in self.tables for p in t.partitions)
 
 
-def resolve_table_uri(layout: StorageLayout, name_or_location: str) -> str:
-    """A bare name lives under <root>/tables; a path or URI is used as it is."""
-    if "://" in name_or_location:
-        return name_or_location
-    if "/" in name_or_location or name_or_location.startswith("."):
-        return str(Path(name_or_location).resolve())
-    return str(layout.table_dir(name_or_location).resolve())
-
-
 def pipelines_for(options: IngestOptions) -> list[Pipeline]:
     layout = StorageLayout(options.root)
     if options.table is not None:  # every topic into the one table
@@ -169,7 +160,7 @@ def _table_schema(pipeline: Pipeline, partition_by: Sequence[str]) -> pa.Schema:
 
 def _data_schema(pipeline: Pipeline) -> pa.Schema:
     """The columns stored in the data files (the typed ones included; a CDC table's are after's
-    fields and the CDC metadata, cdc.py)."""
+    fields and the CDC metadata, keyed/cdc.py)."""
     if pipeline.cdc is not None:
         return pipeline.cdc.schema
     data = DATA_SCHEMA
@@ -189,10 +180,6 @@ def _check_schema(pipeline: Pipeline, table, partition_by: Sequence[str]) -> Non
     if have != want:
         raise LakeError(f"table {pipeline.table_uri} has columns {have}, but the declared schema gives {want}; "
                         "changing the typed columns of an existing table is not supported")
-
-
-def table_name(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[-1]
 
 
 def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None = None) -> IngestResult:
@@ -384,43 +371,6 @@ def _with_cdc_plan(pipeline: Pipeline, table, plans: Sequence[PartitionPlan]) ->
     return dataclasses.replace(pipeline, upsert=dataclasses.replace(pipeline.upsert, change=change))
 
 
-def run_tasks(spark, tasks: Sequence[Task], writer: TaskWriter, *, description: str, job_group: str,
-              progress: ProgressCallback | None = None) -> pa.Table:
-    """Run the tasks as one Spark job, one Spark partition per task; the file metadata rows.
-
-    A plain RDD job: its source is the task numbers, each task's work a Python function, its
-    result a few small rows. No Spark SQL (whose first use costs a second or two of set-up and code
-    generation in every new application) and no data passes through the JVM."""
-    if not tasks:
-        return RESULT_SCHEMA.empty_table()
-    ordered = sorted(tasks, key=lambda t: -t.bytes)  # big tasks first: the stragglers start early
-    planned = [t.as_dict() for t in ordered]
-    sc = spark.sparkContext
-    with spark_job_group(sc, job_group, description, progress):
-        numbers = sc.parallelize(range(len(planned)), len(planned))  # partition i holds the one number i
-        rows = collect(numbers.mapPartitions(writer.for_tasks(planned)))
-    return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
-
-
-def task_suites_of(suites: dict[str, gate.Suite]) -> dict[str, str]:
-    """What the executors validate per task, by table."""
-    documents = {uri: suite.task_document() for uri, suite in suites.items()}
-    return {uri: doc for uri, doc in documents.items() if doc is not None}
-
-
-def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root: Path,
-                       operation: str, run_id: str, data_docs: bool = False) -> gate.QualityReport | None:
-    """The quality gate over the files the tasks wrote into table `uri` (run_tasks rows)."""
-    mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
-    files = mine.filter(pc.is_valid(mine.column("path")))
-    outcomes = mine.column("quality").drop_null().to_pylist()
-    return gate.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
-                            files=files.column("path").to_pylist(),
-                            file_records=pc.sum(files.column("num_records")).as_py() or 0, task_outcomes=outcomes,
-                            schema=schema, ranges=ranges, root=root, operation=operation, run_id=run_id,
-                            data_docs=data_docs)
-
-
 def _group_offsets(outcome: TableOutcome) -> dict[tuple[str, int], int]:
     """The group's offsets once this run is done: the new ones where it committed, else the
     planned ones (all partitions, so that an earlier missed mirror heals)."""
@@ -445,7 +395,7 @@ def _describe(result: IngestResult) -> str:
 
 def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
                   progress: ProgressCallback | None = None) -> MergePlan:
-    """Stage 2 of an upsert table (upsert.py): the staged changes merged into the touched buckets."""
+    """Stage 2 of an upsert table (keyed/upsert.py): the staged changes merged into the touched buckets."""
     uri = outcome.pipeline.table_uri
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     staged = mine.filter(pc.is_valid(mine.column("path"))).select(["path", "partition_values"]).to_pylist()
@@ -463,18 +413,6 @@ def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Su
                                  ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
                                          for p in outcome.partitions},
                                  root=root, operation="ingest", run_id=run_id, data_docs=data_docs)
-
-
-def validate_merged_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, files, schema, ranges,
-                          root: Path, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
-    """validate_merged for a merge's new files (`files`: its add actions), by ingest or backfill."""
-    mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
-    outcomes = mine.column("quality").drop_null().to_pylist()
-    validated = sum(json.loads(o)["rows"] for o in outcomes)
-    return gate.validate(spark, suite=suite, table_uri=uri, table=table_name(uri),
-                            files=[a.path for a in files], file_records=validated,
-                            task_outcomes=outcomes, schema=schema, ranges=ranges,
-                            root=root, operation=operation, run_id=run_id, data_docs=data_docs)
 
 
 def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, partition_by: list[str],
@@ -523,7 +461,7 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
 
 def widen_registry_columns(spark, pipeline: Pipeline, partition_by: list[str], *, run_id: str) -> None:
     """Registry columns a newer schema version widens (int -> long, ...): the table rewritten with
-    the wider types first (widening.py). A CDC table keeps its columns' types (cdc_plan)."""
+    the wider types first (table/widening.py). A CDC table keeps its columns' types (cdc_plan)."""
     if pipeline.typed is None or pipeline.cdc is not None:
         return
     table = delta.load_table(pipeline.table_uri)

@@ -1,6 +1,6 @@
 """`topiclake rebuild TABLE --kind K`: a table rebuilt from the log as another kind (or format).
 
-A table never changes kind on its own (table_kind.py): this command is the explicit way.
+A table never changes kind on its own (keyed/table_kind.py): this command is the explicit way.
 
 0. Refuse (one line) when the log no longer holds rows the table has: a partition whose log
    start offset retention moved past the first offset the table holds would lose those rows;
@@ -34,10 +34,11 @@ from topiclake.segments.storage import StorageLayout
 from ..errors import ConcurrentWriterError, LakeError, UsageError
 from ..keyed import table_kind
 from ..log.source import list_partition
+from ..sql.query import snapshot_frame
 from ..table import delta
+from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
 from ..table.values import quarantine_uri
-from .coverage import first_offsets
-from .ingest import GROUP_PREFIX, IngestOptions, IngestResult, ingest, resolve_table_uri, table_name
+from .ingest import IngestOptions, IngestResult, ingest
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -120,6 +121,12 @@ def check_log_holds_table(spark, layout: StorageLayout, uri: str, topics) -> Non
         raise RebuildDataLossError(
             f"rebuild of {table_name(uri)} would lose rows retention deleted from the log ({'; '.join(lost)}); "
             "the table is unchanged; pass --allow-data-loss to rebuild without them")
+
+
+def first_offsets(spark, uri: str) -> dict[tuple[str, int], int]:
+    """The lowest offset the table's current snapshot holds per (topic, partition)."""
+    rows = snapshot_frame(spark, uri).groupBy("topic", "partition").min("offset").collect()
+    return {(r["topic"], r["partition"]): r["min(offset)"] for r in rows}
 
 
 def _topics_from_history(table) -> tuple[str, ...]:

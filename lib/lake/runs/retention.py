@@ -57,8 +57,8 @@ from ..log.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
 from ..log.source import list_partition
 from ..log.state import scan_state
 from ..metrics import run_metrics
-from ..sql.query import discover_tables
 from ..table import delta
+from ..table.location import discover_tables
 from .table_maintenance import TableMaintenanceOptions, TableOutcome, maintain_tables
 
 log = logging.getLogger(__name__)

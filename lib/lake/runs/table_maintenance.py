@@ -32,8 +32,10 @@ from deltalake import DeltaTable
 
 from topiclake.segments.storage import StorageLayout
 
-from ..sql.query import discover_tables, quote_name
+from ..errors import error_line
+from ..sql.query import quote_name
 from ..table import delta
+from ..table.location import discover_tables, resolve_table_uri
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +83,6 @@ class TableOutcome:
 
 
 def _resolve(layout: StorageLayout, names: Sequence[str]) -> list[str]:
-    from .ingest import resolve_table_uri
-
     if not names:
         return list(discover_tables(layout).values())
     return [resolve_table_uri(layout, n) for n in names]
@@ -197,8 +197,6 @@ def maintain_tables(layout: StorageLayout, options: TableMaintenanceOptions, *, 
             if options.vacuum_hours is not None and out.error is None:
                 out.vacuumed = vacuum(session(), uri, options.vacuum_hours, dry_run=dry_run)
         except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
-            from ..jobs.command import error_line
-
             out = TableOutcome(uri, error=f"table {uri}: {error_line(exc)}")
             log.error("%s", out.error)
         outcomes.append(out)

@@ -25,18 +25,10 @@ import pyarrow as pa
 
 from topiclake.segments.storage import StorageLayout
 
-from ..errors import LakeError
+from ..errors import LakeError, spark_error_line
 
 DATABASE = "default"
 _CATALOG_NAME = re.compile(r"[A-Za-z0-9_]+")  # what Spark's session catalog accepts as a table name
-
-
-def discover_tables(layout: StorageLayout) -> dict[str, str]:
-    """name -> location of every Delta table directly under <root>/tables."""
-    tables_dir = Path(layout.tables_dir)
-    if not tables_dir.is_dir():
-        return {}
-    return {d.name: str(d.resolve()) for d in sorted(tables_dir.iterdir()) if (d / "_delta_log").is_dir()}
 
 
 def use_root(spark, layout: StorageLayout) -> None:
@@ -204,8 +196,6 @@ class UnknownTableError(LakeError):
 
     @classmethod
     def of(cls, exc, tables: dict[str, str]) -> "UnknownTableError":
-        from ..jobs.command import spark_error_line
-
         names = ", ".join(sorted(tables)) or "none"
         return cls(f"{spark_error_line(exc)}; tables: {names}")
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from topiclake.segments.storage import StorageLayout
 
-from ..jobs.command import error_line
-from .query import QueryResult, discover_tables, execute, format_result, register_tables, split_statements, \
+from ..errors import UsageError, error_line
+from ..table.location import discover_tables
+from .query import QueryResult, execute, format_result, register_tables, split_statements, \
     statement_complete, use_root
 
 PROMPT, CONTINUATION = "topiclake> ", "        -> "
@@ -58,8 +59,6 @@ class SqlSession:
         """Every statement in order; the first error stops the run (exit 1)."""
         statements = split_statements(text)
         if not statements:
-            from ..errors import UsageError
-
             raise UsageError("no SQL statement given", hint='pass a query, e.g. "SHOW TABLES", or --file FILE')
         for statement in statements:
             self._print(execute(self.spark, statement, self.tables, max_rows=self.max_rows), timed=False)

@@ -29,6 +29,7 @@ from deltalake.transaction import (AddAction, CommitProperties, RemoveAction, Tr
                                    create_table_with_add_actions)
 
 from ..errors import ConcurrentWriterError
+from .type_changes import widened_columns
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,21 @@ def topiclake_info(commit: dict) -> dict:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def group_starts(snapshot, group: str) -> dict[str, int]:
+    """Where the group's first run began per partition (from ingest commit metadata)."""
+    starts: dict[str, int] = {}
+    if snapshot is None:
+        return starts
+    for commit in snapshot.history():  # newest first: the last value written is the earliest
+        info = commit.get("topiclake") or {}
+        if info.get("operation") == "ingest" and info.get("group") == group:
+            for tp, (first, _end) in (info.get("ranges") or {}).items():
+                starts[tp] = first
+            for tp, (first, _end) in (info.get("lost") or {}).items():
+                starts[tp] = min(first, starts.get(tp, first))
+    return starts
+
+
 def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     """The commitInfo fields of a topiclake commit: `topiclake` (what it did: operation, run,
     group, the offset ranges per topic-partition) also as Delta's `userMetadata`, the field that
@@ -167,14 +183,14 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
 
     `evolve`: `schema` may add columns (or struct fields) to the table's; the new schema is
     committed in the same commit (see _evolution). `configuration`: table properties of a table
-    this commit creates (table_kind.py records the table's kind there). delta-rs's create refuses
+    this commit creates (keyed/table_kind.py records the table's kind there). delta-rs's create refuses
     properties outside `delta.*`, so they go into the creating commit's commitInfo
     (`topiclake.table`, atomic with the table) and right after into the table's configuration in a
     second, metadata-only commit (what DESCRIBE DETAIL and other readers show); table_kind reads
     the commitInfo when a crash fell between the two.
 
     `transactions`: more txn actions to commit with the offsets (an upsert merge's tombstone
-    generations, tombstones.py).
+    generations, keyed/tombstones.py).
 
     Raises ConcurrentWriterError when another writer moved any of these offsets since planning,
     or when `precheck` (called with the snapshot each attempt commits on) raises it. With a
@@ -237,8 +253,6 @@ def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequen
     want = DeltaSchema.from_arrow(schema)
     if json.loads(want.to_json())["fields"] == json.loads(table.schema().to_json())["fields"]:
         return "append", table.schema(), None
-    from .widening import widened_columns
-
     changed = widened_columns(table, schema)
     if changed:  # only widening.widen_table changes a type (it rewrites the files); never a commit
         raise ConcurrentWriterError(f"table {table.table_uri}: columns {changed} have other types than this run "

@@ -67,7 +67,7 @@ class ValueSchema:
 
 def typed_columns_of(table) -> "ValueSchema | None":
     """The typed columns an existing Delta table was created with (None: it has none)."""
-    builtin = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"key_bucket"}  # upsert.KEY_BUCKET
+    builtin = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"key_bucket"}  # keyed.table_kind.KEY_BUCKET
     delta_to_ours = {"integer": "int"}
     fields = tuple((f.name, delta_to_ours.get(f.type.type, f.type.type)) for f in table.schema().fields
                    if f.name not in builtin)

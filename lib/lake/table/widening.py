@@ -25,46 +25,13 @@ from deltalake import DeltaTable, Schema as DeltaSchema
 
 from ..errors import ConcurrentWriterError
 from .delta import GUARD_APP_ID
+from .type_changes import restricted_to, widened_columns
 
 log = logging.getLogger(__name__)
 
 
-def widened_columns(table: DeltaTable, schema: pa.Schema) -> list[str]:
-    """The table's columns whose type `schema` changes; fields it only adds (columns, or fields
-    inside a struct) are not changes of type: the run's own commit adds them."""
-    have = {f["name"]: f["type"] for f in json.loads(table.schema().to_json())["fields"]}
-    want = {f["name"]: f["type"] for f in json.loads(DeltaSchema.from_arrow(schema).to_json())["fields"]}
-    return [name for name, kind in want.items() if name in have and _within(kind, have[name]) != _plain(have[name])]
-
-
-def _within(kind, have):
-    """`kind` (a Delta type) restricted to the fields `have` holds, nullability left out."""
-    if isinstance(kind, dict) and isinstance(have, dict) and kind.get("type") == have.get("type"):
-        if kind["type"] == "struct":
-            wanted = {f["name"]: f["type"] for f in kind["fields"]}
-            return ("struct", tuple((f["name"], _within(wanted[f["name"]], f["type"]) if f["name"] in wanted
-                                     else _plain(f["type"])) for f in have["fields"]))
-        if kind["type"] == "array":
-            return ("array", _within(kind["elementType"], have["elementType"]))
-        if kind["type"] == "map":
-            return ("map", _within(kind["keyType"], have["keyType"]), _within(kind["valueType"], have["valueType"]))
-    return _plain(kind)
-
-
-def _plain(kind):
-    """A Delta type without nullability and field metadata (only the types matter here)."""
-    if isinstance(kind, dict):
-        if kind.get("type") == "struct":
-            return ("struct", tuple((f["name"], _plain(f["type"])) for f in kind["fields"]))
-        if kind.get("type") == "array":
-            return ("array", _plain(kind["elementType"]))
-        if kind.get("type") == "map":
-            return ("map", _plain(kind["keyType"]), _plain(kind["valueType"]))
-    return kind
-
-
 def _as_spark_type(shape):
-    """A `_within` shape as Spark's DataType (what the column is cast to: the table's fields, wider)."""
+    """A `restricted_to` shape as Spark's DataType (what the column is cast to: the table's fields, wider)."""
     from pyspark.sql.types import ArrayType, MapType, StructField, StructType, _parse_datatype_json_value
 
     if isinstance(shape, tuple):
@@ -87,7 +54,7 @@ def widen_table(spark, uri: str, schema: pa.Schema, partition_by: Sequence[str],
         return []
     have = {f["name"]: f["type"] for f in json.loads(table.schema().to_json())["fields"]}
     want = {f["name"]: f["type"] for f in json.loads(DeltaSchema.from_arrow(schema).to_json())["fields"]}
-    types = {c: _as_spark_type(_within(want[c], have[c])) for c in columns}
+    types = {c: _as_spark_type(restricted_to(want[c], have[c])) for c in columns}
     frame = spark.read.format("delta").load(uri)
     frame = frame.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) if c in columns else F.col(f"`{c}`")
                            for c in frame.columns])
