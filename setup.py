@@ -3,10 +3,10 @@
 from setuptools import Extension, find_packages, setup
 
 setup(
-    # lake/jars holds only Delta's pom.xml (data, not code): named here so setuptools ships it
-    packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")] + ["topiclake.lake.jars"],
+    packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")],
     package_dir={"topiclake": "lib"},
-    package_data={"topiclake.lake": ["log4j2.properties"], "topiclake.lake.jars": ["pom.xml"],
+    # lake/spark's data: the JVM's quiet log4j2 configuration, and the pom Delta's jars are resolved from
+    package_data={"topiclake.lake.spark": ["log4j2.properties", "pom.xml"],
                   "topiclake.console": ["templates/*.html", "static/*.css"]},
     ext_modules=[
         Extension(

@@ -31,8 +31,8 @@ import json, os, sys, time
 import pyarrow as pa, pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, Transaction
-from topiclake.lake.spark import get_session
-from topiclake.lake import delta_spark
+from topiclake.lake.spark.session import get_session
+from topiclake.lake.table import delta_spark
 
 uri, engine, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
 spark = get_session("bench-commit")

@@ -86,8 +86,8 @@ def swapped_digests(root: Path, segments) -> dict[tuple[int, int], str]:
 
 def spark_job(root: Path) -> tuple[float, object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from topiclake.lake.compaction import CompactOptions, compact
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs.compaction import CompactOptions, compact
+    from topiclake.lake.spark.session import get_session
 
     spark = get_session("bench-compact", master="local[2]", conf={"spark.ui.enabled": "false",
                                                                   "spark.driver.memory": "2g"})

@@ -82,7 +82,7 @@ BARE_SESSION = """
 from pyspark.sql import SparkSession
 SparkSession.builder.appName("bare").getOrCreate().stop()
 """
-# What every topiclake session adds (topiclake.lake.spark_jars.DELTA_CONF); the venv's spark-submit
+# What every topiclake session adds (topiclake.lake.spark.jars.DELTA_CONF); the venv's spark-submit
 # has Delta's jars on the class path for both.
 BARE_DELTA_SESSION = """
 from pyspark.sql import SparkSession
@@ -165,9 +165,9 @@ def ingest_process(root: Path, table: str, master: str) -> tuple[float, int]:
 def spark_kafka_process(bootstrap: str, table: Path, master: str, script: Path, jars: str) -> float:
     """SPARK_KAFKA_INGEST as a new spark-submit; the seconds it took (the rows are counted apart)."""
     try:
-        from topiclake.lake.spark_jars import DELTA_CONF  # Delta's SQL extension and catalog (issue 19)
+        from topiclake.lake.spark.jars import DELTA_CONF  # Delta's SQL extension and catalog (issue 19)
     except ImportError:
-        raise SystemExit("--spark-kafka needs delta-spark in the venv (topiclake.lake.spark_jars)") from None
+        raise SystemExit("--spark-kafka needs delta-spark in the venv (topiclake.lake.spark.jars)") from None
 
     conf = [a for k, v in {**DELTA_CONF, "spark.ui.showConsoleProgress": "false"}.items() for a in ("--conf", f"{k}={v}")]
     return timed([spark_submit(), "--master", master, "--jars", jars, *conf, str(script), bootstrap, TOPIC,
@@ -248,9 +248,9 @@ def _to_arrow(columns: dict[str, list]) -> pa.Table:
 def run_warm(root: Path, master: str) -> dict:
     """Two ingests of the same records into two new tables on one started session; the second is
     the steady state of a running application. Returns its seconds, records and planned tasks."""
-    from topiclake.lake.ingest import IngestOptions, ingest
-    from topiclake.lake.jvm import driver_java_options
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs.ingest import IngestOptions, ingest
+    from topiclake.lake.spark.jvm import driver_java_options
+    from topiclake.lake.spark.session import get_session
 
     spark = get_session("bench-ingest", master=master, conf={"spark.ui.showConsoleProgress": "false",
                                                              "spark.driver.extraJavaOptions": driver_java_options()})
@@ -284,7 +284,9 @@ def parquet_limit(tasks: list, processes: int) -> tuple[float, int]:
 
 
 def _write_share(tasks: list, out: str, start, results) -> None:
-    from topiclake.lake.decode import TaskWriter, read_task, write_parquet
+    from topiclake.lake.log.decode import read_task
+    from topiclake.lake.runs.tasks import TaskWriter
+    from topiclake.lake.table.files import write_parquet
 
     writer = TaskWriter(run_id="limit", ingested_at_us=int(time.time() * 1e6), partition_by={})
     tables = []
@@ -540,8 +542,8 @@ def write_avro_topic(root: Path, records: int, partitions: int, codec: str) -> i
 
 
 def avro_mode(args) -> None:
-    from topiclake.lake.ingest import IngestOptions, ingest
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs.ingest import IngestOptions, ingest
+    from topiclake.lake.spark.session import get_session
 
     with tempfile.TemporaryDirectory(prefix="topiclake-bench-ingest-avro-") as tmp:
         root = Path(tmp) / "data"

@@ -30,7 +30,7 @@ from topiclake.segments.batch import set_base_offset  # noqa: E402
 
 
 def build_root(root: Path, tables: int, partitions: int, batches: int) -> None:
-    from topiclake.lake.ingest import IngestOptions, run
+    from topiclake.lake.runs.ingest import IngestOptions, run
     from topiclake.segments.filenames import log_file
     from topiclake.segments.storage import StorageLayout, TopicRegistry
 
@@ -75,7 +75,7 @@ def main() -> None:
             started = time.monotonic()
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             process_s.append(time.monotonic() - started)
-        from topiclake.lake.scrape import exposition
+        from topiclake.lake.metrics.scrape import exposition
 
         exposition(root)  # imports and first reads out of the figure
         scrape_s = []

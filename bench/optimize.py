@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
-from topiclake.lake.decode import file_stats
-from topiclake.lake.schema import table_schema
-from topiclake.lake.table_maintenance import optimize
+from topiclake.lake.runs.table_maintenance import optimize
+from topiclake.lake.table.files import file_stats
+from topiclake.lake.table.schema import table_schema
 
 
 def small_files_table(uri: Path, files: int, rows: int) -> int:
@@ -87,7 +87,7 @@ def main() -> None:
         print(f"delta-rs optimize.compact: {rs_seconds:.2f} s ({rs_metrics['numFilesRemoved']} files -> "
               f"{rs_metrics['numFilesAdded']})", flush=True)
 
-        from topiclake.lake.spark import get_session, set_spark_log, stop_session
+        from topiclake.lake.spark.session import get_session, set_spark_log, stop_session
 
         set_spark_log(verbose=False)
         started = time.perf_counter()

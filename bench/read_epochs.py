@@ -28,10 +28,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
-from topiclake.lake.decode import read_task  # noqa: E402
-from topiclake.lake.offsets import EARLIEST, LATEST, parse_offset_spec  # noqa: E402
-from topiclake.lake.plan import plan_partition  # noqa: E402
-from topiclake.lake.source import list_partition  # noqa: E402
+from topiclake.lake.log.decode import read_task  # noqa: E402
+from topiclake.lake.log.offsets import EARLIEST, LATEST, parse_offset_spec  # noqa: E402
+from topiclake.lake.log.plan import plan_partition  # noqa: E402
+from topiclake.lake.log.source import list_partition  # noqa: E402
 from topiclake.segments.config import LogConfig  # noqa: E402
 from topiclake.segments.leader_fence import PartitionFence  # noqa: E402
 from topiclake.segments.log import Log  # noqa: E402

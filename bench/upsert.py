@@ -120,8 +120,8 @@ def main() -> None:
     args = parser.parse_args()
     rounds = max(1, args.records // args.keys)
 
-    from topiclake.lake.ingest import IngestOptions, ingest
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs.ingest import IngestOptions, ingest
+    from topiclake.lake.spark.session import get_session
 
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-upsert-"))
     root = work / "data"

@@ -72,9 +72,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # written again below for this install: the wrapper's JVM options, the archive of its jars
     rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
 fi
-# Delta's JVM jars (topiclake.lake.spark_jars): Maven resolves lib/lake/jars/pom.xml into the venv
+# Delta's JVM jars (topiclake.lake.spark.jars): Maven resolves lib/lake/spark/pom.xml into the venv
 # when the project installs (again when the pom changes), never when a job runs.
-if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark_jars import installed_for; sys.exit(not installed_for())'; then
+if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark.jars import installed_for; sys.exit(not installed_for())'; then
     if ! command -v mvn >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             echo "Installing Maven (it fetches Delta's jars once)..." >&2
@@ -85,36 +85,36 @@ if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark_jars import inst
         fi
     fi
     echo "Fetching Delta's jars from Maven Central into .venv (once per install)..." >&2
-    .venv/bin/python -m topiclake.lake.spark_jars install >/dev/null
+    .venv/bin/python -m topiclake.lake.spark.jars install >/dev/null
     # the class archive holds Delta's classes, the wrapper names the jars: both are made again
     rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
 fi
-# The driver JVM's class-data sharing archive (topiclake.lake.jvm): made once per install, it cuts
+# The driver JVM's class-data sharing archive (topiclake.lake.spark.jvm): made once per install, it cuts
 # the start-up every spark-submit pays by about a second. Without it jobs only start slower.
-if [ ! -f "$(.venv/bin/python -c 'from topiclake.lake.jvm import archive_path; print(archive_path())')" ]; then
+if [ ! -f "$(.venv/bin/python -c 'from topiclake.lake.spark.jvm import archive_path; print(archive_path())')" ]; then
     echo "Building the Spark driver's JVM class archive (once per install)..." >&2
-    SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" .venv/bin/python -m topiclake.lake.jvm build >/dev/null \
-        || echo "warning: no JVM class archive (jobs start slower); retry: .venv/bin/python -m topiclake.lake.jvm build" >&2
+    SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" .venv/bin/python -m topiclake.lake.spark.jvm build >/dev/null \
+        || echo "warning: no JVM class archive (jobs start slower); retry: .venv/bin/python -m topiclake.lake.spark.jvm build" >&2
     rm -f .venv/bin/spark-submit
 fi
 # pip's .venv/bin/spark-submit finds SPARK_HOME with whatever `python3` is first on PATH
 # (find-spark-home), which outside the venv has no pyspark ("Could not find valid SPARK_HOME"), and
 # would run the job with that python too. Replace it with a wrapper that names this venv's pyspark
 # and Python, so `.venv/bin/spark-submit jobs/ingest.py ...` works without activating the venv, and
-# that starts the driver JVM with topiclake.lake.jvm's options (a caller's SPARK_SUBMIT_OPTS win).
+# that starts the driver JVM with topiclake.lake.spark.jvm's options (a caller's SPARK_SUBMIT_OPTS win).
 wrapper=".venv/bin/spark-submit"
-if ! grep -q "topiclake: bin/_env.sh v4" "$wrapper" 2>/dev/null; then
+if ! grep -q "topiclake: bin/_env.sh v5" "$wrapper" 2>/dev/null; then
     spark_home="$(.venv/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
-    jvm_options="$(.venv/bin/python -m topiclake.lake.jvm options)"
-    jvm_options="$jvm_options -Dlog4j2.configurationFile=$(.venv/bin/python -c 'from topiclake.lake.spark import LOG4J_CONFIG; print(LOG4J_CONFIG.as_uri())')"
-    delta_classpath="$(.venv/bin/python -m topiclake.lake.spark_jars --classpath)"
+    jvm_options="$(.venv/bin/python -m topiclake.lake.spark.jvm options)"
+    jvm_options="$jvm_options -Dlog4j2.configurationFile=$(.venv/bin/python -c 'from topiclake.lake.spark.session import LOG4J_CONFIG; print(LOG4J_CONFIG.as_uri())')"
+    delta_classpath="$(.venv/bin/python -m topiclake.lake.spark.jars --classpath)"
     cat > "$wrapper" <<WRAPPER
 #!/usr/bin/env bash
-# topiclake: bin/_env.sh v4 wrote this. spark-submit of this venv's pyspark, with this venv's Python
+# topiclake: bin/_env.sh v5 wrote this. spark-submit of this venv's pyspark, with this venv's Python
 # for the driver and local workers unless PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON say otherwise,
-# the driver JVM start-up options of topiclake.lake.jvm and topiclake's quiet log4j2 configuration
+# the driver JVM start-up options of topiclake.lake.spark.jvm and topiclake's quiet log4j2 configuration
 # (--verbose brings Spark's back) before the caller's SPARK_SUBMIT_OPTS, Delta's jars on the
-# driver's class path after Spark's (topiclake.lake.spark_jars), and the JVM's stderr without the
+# driver's class path after Spark's (topiclake.lake.spark.jars), and the JVM's stderr without the
 # incubator-module warning that Spark's launcher makes it print.
 venv_bin="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"

@@ -56,7 +56,7 @@ def pipelines() -> list[dict]:
     return out
 
 
-# Delta in every job's session (as topiclake.lake.spark_jars sets it; the DAGs import no topiclake
+# Delta in every job's session (as topiclake.lake.spark.jars sets it; the DAGs import no topiclake
 # code): its SQL extension and catalog, and its jars by --jars for a cluster's executors (the venv's
 # spark-submit already has them on the driver's class path). `[airflow] jars` names other jars;
 # unset: the ones bin/_env.sh installed into this Python's venv.
@@ -83,7 +83,7 @@ def submit(task_id: str, job: str, args: list[str], **kwargs):
     connection (`[airflow] spark_conn_id`, default spark_default)."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    py_files = AIRFLOW.get("py_files")  # the zip of `python -m topiclake.lake.package`, for clusters
+    py_files = AIRFLOW.get("py_files")  # the zip of `python -m topiclake.lake.spark.package`, for clusters
     return SparkSubmitOperator(
         task_id=task_id, application=str(HOME / "jobs" / f"{job}.py"), application_args=args + common_args(),
         conn_id=AIRFLOW.get("spark_conn_id", "spark_default"),

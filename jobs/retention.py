@@ -13,7 +13,7 @@ Errors are one line on stderr (--debug adds the traceback); Spark's own log only
 
 import sys
 
-from topiclake.lake.jobs import retention_main as main
+from topiclake.lake.jobs.main import retention_main as main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -30,7 +30,7 @@ def compact(
     """Compact topics whose cleanup.policy includes compact (Kafka's log cleaner, on Spark)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from topiclake.lake.compaction import CompactOptions, compacted_topics, format_summary, run
+    from topiclake.lake.runs.compaction import CompactOptions, compacted_topics, format_summary, run
     from topiclake.segments.settings import load_settings, storage_root
     from topiclake.segments.storage import StorageLayout
 

@@ -22,14 +22,15 @@ def data_docs(
     debug: bool = DEBUG_OPTION,
 ) -> None:
     """Build the Data Docs site (great-expectations) from the stored validation results."""
-    from topiclake.lake import preflight, quality
     from topiclake.lake.errors import UsageError
+    from topiclake.lake.jobs import preflight
+    from topiclake.lake.quality import gate
 
     with reported_errors(debug):
         root = preflight.resolve_root(str(config) if config else None, str(data) if data else None)
-        stored = sorted(quality.quality_dir(root).joinpath("results").rglob("*.json"))
+        stored = sorted(gate.quality_dir(root).joinpath("results").rglob("*.json"))
         if not stored:
-            raise UsageError(f"no validation results under {quality.quality_dir(root) / 'results'}: "
+            raise UsageError(f"no validation results under {gate.quality_dir(root) / 'results'}: "
                              "ingest or backfill a table first")
-        index = quality.build_data_docs(root)
+        index = gate.build_data_docs(root)
     typer.echo(f"Data Docs of {len(stored)} validations: {index}")

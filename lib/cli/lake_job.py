@@ -1,5 +1,5 @@
 """A lake job as a `topiclake` command: the arguments go, untouched, to the job's own parser
-(topiclake.lake.flags), so `topiclake <job>` and `spark-submit jobs/<job>.py` take the same flags
+(topiclake.lake.jobs.flags), so `topiclake <job>` and `spark-submit jobs/<job>.py` take the same flags
 and report errors the same way (one line; --debug for the traceback)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_
 
 
 def register_job(app: typer.Typer, name: str, main: Callable[[Sequence[str], str], int], summary: str) -> None:
-    """`main(argv, prog)` is the job's entry (topiclake.lake.jobs); `summary` is its line in --help."""
+    """`main(argv, prog)` is the job's entry (topiclake.lake.jobs.main); `summary` is its line in --help."""
 
     def command(ctx: typer.Context) -> None:
         raise typer.Exit(main(ctx.args, f"topiclake {name}"))

@@ -26,7 +26,8 @@ def metrics(
     debug: bool = DEBUG_OPTION,
 ) -> None:
     """Print the lake's metrics in Prometheus' text format (or serve them with --listen)."""
-    from topiclake.lake import preflight, scrape
+    from topiclake.lake.jobs import preflight
+    from topiclake.lake.metrics import scrape
 
     address = parse_listen(listen) if listen is not None else None
     with reported_errors(debug):

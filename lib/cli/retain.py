@@ -1,5 +1,5 @@
 """`topiclake retain`: segment retention and the tables' maintenance, the same job and flags as
-`spark-submit jobs/retention.py` (topiclake.lake.flags): the segments need no Spark, the tables'
+`spark-submit jobs/retention.py` (topiclake.lake.jobs.flags): the segments need no Spark, the tables'
 maintenance runs through delta-spark (local[*] unless --master)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from .lake_job import register_job
 
 
 def register(app: typer.Typer) -> None:
-    from topiclake.lake.jobs import retention_main
+    from topiclake.lake.jobs.main import retention_main
 
     register_job(app, "retain", retention_main, "Delete old segments (retention.ms / retention.bytes) and "
                                                 "maintain the tables (retention by age, OPTIMIZE, VACUUM).")

@@ -9,6 +9,6 @@ from .lake_job import register_job
 
 
 def register(app: typer.Typer) -> None:
-    from topiclake.lake.jobs import sql_main
+    from topiclake.lake.jobs.main import sql_main
 
     register_job(app, "sql", sql_main, "Query topic tables with Spark SQL; no query on a terminal: a shell.")

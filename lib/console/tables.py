@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topiclake.lake import delta
-from topiclake.lake.quality import quality_dir
+from topiclake.lake.quality.gate import quality_dir
+from topiclake.lake.table import delta
 from topiclake.segments.storage import StorageLayout
 
 QUARANTINE_SUFFIX = "_quarantine"

@@ -8,7 +8,7 @@ live version instead of the latest only. NONE checks nothing.
 from __future__ import annotations
 
 from .errors import invalid_compatibility
-from .formats import ParsedSchema
+from .formats.base import ParsedSchema
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 

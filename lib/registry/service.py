@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from . import errors as E
 from . import records as rec
 from .compatibility import incompatibilities, validate_level
-from .formats import SCHEMA_TYPES, ParsedSchema, ResolvedReference, parse
+from .formats import SCHEMA_TYPES, parse
+from .formats.base import ParsedSchema, ResolvedReference
 from .records import Reference, SchemaValue
 from .state import RegistryState
 

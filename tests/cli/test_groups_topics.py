@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from tests.broker.conftest import InProcessBroker
 from topiclake.cli import app
-from topiclake.lake.mirror import mirror_offsets
+from topiclake.lake.runs.mirror import mirror_offsets
 
 runner = CliRunner()
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from topiclake.lake import delta
-from topiclake.lake.schema import table_schema
+from topiclake.lake.table import delta
+from topiclake.lake.table.schema import table_schema
 
 from ..lake.conftest import TopicWriter
 

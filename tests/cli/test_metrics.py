@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tests.lake.test_retention import DAY, T0, bases, make_log
 from topiclake.cli import app
-from topiclake.lake.run_metrics import pipeline_runs, textfile_path
+from topiclake.lake.metrics.run_metrics import pipeline_runs, textfile_path
 
 runner = CliRunner()
 RUN = {"operation": "retention", "table": "*", "group": ""}

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
 from .brokers import ClusterBrokers, cluster_settings

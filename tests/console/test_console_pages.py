@@ -22,7 +22,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from kio.schema.errors import ErrorCode
 
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from ..integration.broker_process import REPO, BrokerProcess
 from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)

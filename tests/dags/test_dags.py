@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.run_metrics import pipeline_runs, textfile_path
+from topiclake.lake.metrics.run_metrics import pipeline_runs, textfile_path
 
 from ..lake.conftest import TopicWriter, read_table
 

@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.sql import discover_tables, run_sql
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.sql.query import run_sql
+from topiclake.lake.table.delta import app_id
+from topiclake.lake.table.location import discover_tables
 from topiclake.segments.storage import StorageLayout
 
 from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)

@@ -4,7 +4,7 @@ the table's OPTIMIZE then runs on the executors too. Delta's jars reach the clus
 
 The executors run a Python that does NOT have topiclake installed (a venv that sees the project's
 third-party packages but not its editable install): the package reaches them only through the
---py-files zip that `python -m topiclake.lake.package` builds, as on a real cluster.
+--py-files zip that `python -m topiclake.lake.spark.package` builds, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.package import build_pyfiles
+from topiclake.lake.spark.package import build_pyfiles
 
 from ..lake.conftest import TopicWriter, read_table
 
@@ -58,8 +58,8 @@ def make_topic(root: Path) -> None:
 
 
 def delta_jars() -> str:
-    """What the README says to pass to a cluster's spark-submit: --jars "$(python -m topiclake.lake.spark_jars --jars)"."""
-    return subprocess.run([sys.executable, "-m", "topiclake.lake.spark_jars", "--jars"], capture_output=True,
+    """What the README says to pass to a cluster's spark-submit: --jars "$(python -m topiclake.lake.spark.jars --jars)"."""
+    return subprocess.run([sys.executable, "-m", "topiclake.lake.spark.jars", "--jars"], capture_output=True,
                           text=True, check=True).stdout.strip()
 
 

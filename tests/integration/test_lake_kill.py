@@ -23,8 +23,8 @@ import time
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
 from .broker_process import REPO, BrokerProcess
@@ -38,8 +38,8 @@ CHILD = """
 import sys
 import time
 from pathlib import Path
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.spark import get_session
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.spark.session import get_session
 
 spark = get_session("kill-test", master="local[1]", conf={"spark.ui.enabled": "false",
                                                          "spark.ui.showConsoleProgress": "false"})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from ..lake.conftest import TopicWriter, read_table, spark  # noqa: F401  (the shared Spark session fixture)
 

@@ -415,7 +415,7 @@ def test_the_schema_registry_takes_basic_auth_with_the_same_users(broker):
 
 
 def test_the_offsets_mirror_authenticates_as_its_client_config(broker):
-    from topiclake.lake.mirror import find_bootstrap, mirror_offsets
+    from topiclake.lake.runs.mirror import find_bootstrap, mirror_offsets
     from topiclake.security.client_config import ClientSecurity
     from topiclake.segments.storage import StorageLayout
 

@@ -25,10 +25,11 @@ from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from google.protobuf import message_factory
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.sql import discover_tables, run_sql
-from topiclake.lake.values import quarantine_uri
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.sql.query import run_sql
+from topiclake.lake.table.location import discover_tables
+from topiclake.lake.table.values import quarantine_uri
 from topiclake.registry.formats import parse
 from topiclake.segments.storage import StorageLayout
 

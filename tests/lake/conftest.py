@@ -21,7 +21,7 @@ BASE_TS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from topiclake.lake.spark import get_session, set_spark_log
+    from topiclake.lake.spark.session import get_session, set_spark_log
 
     set_spark_log(verbose=False)  # as every command: pyspark logs no SQL error before raising it
 

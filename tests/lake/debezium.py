@@ -11,7 +11,7 @@ import json
 
 import pyarrow as pa
 
-from topiclake.lake.schema import DATA_SCHEMA
+from topiclake.lake.table.schema import DATA_SCHEMA
 
 UTC = dt.timezone.utc
 SERVER, DB, TABLE = "dbserver1", "inventory", "customers"
@@ -118,7 +118,7 @@ def history(*, wrapped: bool = True) -> tuple[list[tuple[bytes, bytes | None]], 
 
 def records_table(records: list[tuple[bytes | None, bytes | None]], *, topic: str = "dbz.customers",
                   partition: int = 0, first_offset: int = 0) -> pa.Table:
-    """The records as a task's rows (lake.schema.DATA_SCHEMA)."""
+    """The records as a task's rows (lake.table.schema.DATA_SCHEMA)."""
     n = len(records)
     columns = {name: pa.nulls(n, DATA_SCHEMA.field(name).type) for name in DATA_SCHEMA.names}
     columns.update(topic=pa.array([topic] * n), partition=pa.array([partition] * n, pa.int32()),

@@ -7,10 +7,10 @@ import json
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.delta import app_id
 from topiclake.lake.errors import LakeError
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from .conftest import read_table
 
@@ -92,7 +92,7 @@ def test_backfill_repairs_a_range_another_delta_writer_deleted(spark, root, topi
 def test_plain_layout_turns_view_and_large_types_into_the_lake_s_own():
     import pyarrow as pa
 
-    from topiclake.lake.backfill import plain_layout
+    from topiclake.lake.table.files import plain_layout
 
     viewed = pa.table({"topic": pa.array(["t"], pa.string_view()), "key": pa.array([b"k"], pa.binary_view()),
                        "headers": pa.array([[{"key": "h", "value": b"v"}]], pa.large_list(pa.struct(

@@ -1,4 +1,4 @@
-"""Debezium change events -> the changes they describe (changes.extract, format debezium), over
+"""Debezium change events -> the changes they describe (extract.extract, format debezium), over
 task rows built from real Debezium-shaped events: JSON with Kafka Connect's schema wrapper and
 without it, and Avro framed with a registered schema (decoded by the typed path first)."""
 
@@ -14,14 +14,15 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from topiclake.lake import cdc_types
-from topiclake.lake.cdc_plan import plan_cdc
-from topiclake.lake.changes import DEBEZIUM, ChangeSpec, extract
 from topiclake.lake.errors import LakeError
-from topiclake.lake.schema import TIMESTAMP_TYPE
+from topiclake.lake.keyed import cdc_types
+from topiclake.lake.keyed.cdc_plan import plan_cdc
+from topiclake.lake.keyed.changes import DEBEZIUM, ChangeSpec
+from topiclake.lake.keyed.extract import extract
+from topiclake.lake.table.schema import TIMESTAMP_TYPE
+from topiclake.lake.table.values import QUARANTINE_SCHEMA, ValueSchema
 from topiclake.lake.typed.plan import plan_typed
 from topiclake.lake.typed.rows import decode_rows
-from topiclake.lake.values import QUARANTINE_SCHEMA, ValueSchema
 from topiclake.registry.records import SchemaValue, schema_record
 from topiclake.registry.state import RegistryState
 

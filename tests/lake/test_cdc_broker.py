@@ -16,12 +16,13 @@ from confluent_kafka import Producer, SerializingProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
-from topiclake.lake.cdc_plan import plan_cdc, samples_of
-from topiclake.lake.changes import extract
-from topiclake.lake.decode import TaskWriter, read_task
-from topiclake.lake.offsets import EARLIEST, LATEST, OffsetSpec
-from topiclake.lake.plan import plan_partition
-from topiclake.lake.source import list_partition
+from topiclake.lake.keyed.cdc_plan import plan_cdc, samples_of
+from topiclake.lake.keyed.extract import extract
+from topiclake.lake.log.decode import read_task
+from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
+from topiclake.lake.log.plan import plan_partition
+from topiclake.lake.log.source import list_partition
+from topiclake.lake.runs.tasks import TaskWriter
 from topiclake.lake.typed.plan import load_registry, plan_typed
 from topiclake.lake.typed.rows import decode_rows
 from topiclake.segments.storage import StorageLayout

@@ -19,10 +19,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.jobs import ingest_main
+from topiclake.lake.jobs.main import ingest_main
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz
@@ -239,7 +239,7 @@ def test_registry_avro_key_and_value(spark, registry_broker, new_topic):  # noqa
 
 def test_the_debezium_format_implies_an_upsert_table_from_the_flag_or_the_settings(root):
     from topiclake.lake.errors import UsageError
-    from topiclake.lake.table_kind import TableSettings, resolve
+    from topiclake.lake.keyed.table_kind import TableSettings, resolve
     from topiclake.segments.storage import StorageLayout, TopicRegistry
 
     layout = StorageLayout(root)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from topiclake.cli import app
-from topiclake.lake.ingest import IngestOptions, ingest, pipelines_for
-from topiclake.lake.interrupted import watch_ingest
-from topiclake.lake.jobs import sql_main
+from topiclake.lake.jobs.interrupted import watch_ingest
+from topiclake.lake.jobs.main import sql_main
+from topiclake.lake.runs.ingest import IngestOptions, ingest, pipelines_for
 
 
 def sql(capsys, root: Path, *args: str) -> tuple[int, str, str]:
@@ -113,7 +113,7 @@ def test_the_interrupt_report_reads_what_was_committed(spark, root, topic_writer
 
 
 def test_a_corrupt_segment_is_one_error_line(spark, root, topic_writer, capsys):
-    from topiclake.lake.jobs import ingest_main
+    from topiclake.lake.jobs.main import ingest_main
 
     w = topic_writer("broken")
     w.produce(0, [b"1", b"2"])
@@ -129,7 +129,7 @@ def test_a_corrupt_segment_is_one_error_line(spark, root, topic_writer, capsys):
 
 
 def test_the_compaction_interrupt_report_reads_the_cleaner_checkpoints(root, topic_writer):
-    from topiclake.lake.interrupted import watch_compaction
+    from topiclake.lake.jobs.interrupted import watch_compaction
     from topiclake.segments.maintenance import write_cleaner_offset
 
     w = topic_writer("kv", partitions=2)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from topiclake.lake.compaction import CompactOptions, compact, format_summary
+from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
 from topiclake.segments.maintenance import read_cleaner_offset
 from topiclake.segments.storage import StorageLayout
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
-from topiclake.lake.compaction import CompactOptions, compact, format_summary
-from topiclake.lake.retention import RetentionOptions, retain
+from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
+from topiclake.lake.runs.retention import RetentionOptions, retain
 from topiclake.segments import ownership
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 

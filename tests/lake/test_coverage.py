@@ -6,9 +6,9 @@ import time
 
 from deltalake.transaction import RemoveAction
 
-from topiclake.lake import delta
-from topiclake.lake.coverage import OffsetRange, coverage, format_coverage
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.coverage import OffsetRange, coverage, format_coverage
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table import delta
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.checkpoints import LOG_START_OFFSET_CHECKPOINT, write_partition_offset
 

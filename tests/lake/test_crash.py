@@ -9,8 +9,8 @@ import textwrap
 
 import pyarrow.compute as pc
 
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from .conftest import read_table
 
@@ -19,8 +19,9 @@ from .conftest import read_table
 CHILD = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from topiclake.lake import delta, ingest as ing
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs import ingest as ing
+    from topiclake.lake.table import delta
+    from topiclake.lake.spark.session import get_session
 
     def die(*args, **kwargs):
         os._exit(99)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topiclake.lake import delta
 from topiclake.lake.errors import ConcurrentWriterError
-from topiclake.lake.schema import table_schema
+from topiclake.lake.table import delta
+from topiclake.lake.table.schema import table_schema
 
 from .conftest import read_table
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topiclake.lake import expectations as arrow_expectations
-from topiclake.lake import quality
+from topiclake.lake.quality import expectations as arrow_expectations
+from topiclake.lake.quality import gate
 
 UTC = dt.timezone.utc
 
@@ -125,8 +125,8 @@ def _counts(entries: list[dict]) -> dict:
 def test_arrow_verdicts_equal_great_expectations(rows, expectation):
     assert arrow_expectations.supports(expectation, rows.schema), expectation
     ours = arrow_expectations.evaluate(rows, expectation)
-    [theirs] = quality._validate_with_gx(rows, [expectation], table="t")
-    assert not quality._exception_messages(theirs["exception_info"]), theirs["exception_info"]
+    [theirs] = gate._validate_with_gx(rows, [expectation], table="t")
+    assert not gate._exception_messages(theirs["exception_info"]), theirs["exception_info"]
     mine, expected = _comparable(ours), _comparable(theirs)
     if "partial_unexpected_counts" not in theirs["result"]:
         # pandas' NaNs split the counts into ties it then fails to sort: great-expectations gives none
@@ -136,11 +136,11 @@ def test_arrow_verdicts_equal_great_expectations(rows, expectation):
 
 def test_default_suite_runs_without_great_expectations_in_tasks(monkeypatch):
     """The default suite is all Arrow: a task never builds great-expectations' validator."""
-    monkeypatch.setattr(quality, "_task_validator", lambda: pytest.fail("great-expectations used in a task"))
+    monkeypatch.setattr(gate, "_task_validator", lambda: pytest.fail("great-expectations used in a task"))
     rows = pa.table({"topic": ["t"] * 3, "partition": pa.array([0] * 3, pa.int32()),
                      "offset": pa.array([5, 6, 6], pa.int64()),
                      "timestamp": pa.array([1, None, 3], pa.timestamp("ms", tz="UTC"))})
-    outcome = json.loads(quality.validate_rows(rows, quality.Suite(tuple(quality.DEFAULT_SUITE["expectations"]),
+    outcome = json.loads(gate.validate_rows(rows, gate.Suite(tuple(gate.DEFAULT_SUITE["expectations"]),
                                                                    "default").task_document(),
                                                table="t", min_offset=5, max_offset=5))
     unique, offset_set, partition_set, timestamp_set, in_range = outcome["results"]
@@ -179,7 +179,7 @@ def test_mixed_suite_keeps_each_result_in_its_place():
             {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "n"}},
             {"type": "expect_column_values_to_match_regex", "kwargs": {"column": "s", "regex": "^a"}},
             {"type": "expect_column_values_to_be_between", "kwargs": {"column": "n", "max_value": 5}}]
-    outcome = json.loads(quality.validate_rows(rows, json.dumps({"expectations": exps}), table="t",
+    outcome = json.loads(gate.validate_rows(rows, json.dumps({"expectations": exps}), table="t",
                                                min_offset=0, max_offset=3))
     counts = [r["result"]["unexpected_count"] for r in outcome["results"]]
     assert counts == [2, 1, 1, 1]
@@ -200,5 +200,5 @@ def test_task_keys_by_offset_order(offsets, unexpected):
     expectation = {"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["topic", "partition",
                                                                                                "offset"]}}
     ours = arrow_expectations.evaluate(rows, expectation)
-    [theirs] = quality._validate_with_gx(rows, [expectation], table="t")
+    [theirs] = gate._validate_with_gx(rows, [expectation], table="t")
     assert ours["result"]["unexpected_count"] == theirs["result"]["unexpected_count"] == unexpected

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from topiclake.lake.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
+from topiclake.lake.log.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 from tests.segments.fenced_partition import lead

@@ -8,9 +8,9 @@ import datetime as dt
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.delta import app_id
 from topiclake.lake.errors import DataLossError
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 
 from .conftest import BASE_TS, read_table
 

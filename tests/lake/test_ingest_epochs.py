@@ -8,11 +8,11 @@ from __future__ import annotations
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake import plan as plan_module
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.coverage import OffsetRange, coverage
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.log import plan as plan_module
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.coverage import OffsetRange, coverage
+from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.table.delta import app_id
 from topiclake.segments import leader_reads
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.leader_fence import PartitionFence

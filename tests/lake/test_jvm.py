@@ -1,4 +1,4 @@
-"""The driver JVM's start-up options (topiclake.lake.jvm): the venv's spark-submit passes them, the
+"""The driver JVM's start-up options (topiclake.lake.spark.jvm): the venv's spark-submit passes them, the
 class-data sharing archive that bin/_env.sh built is one this JVM maps, and a caller's own
 SPARK_SUBMIT_OPTS come after them (so they win)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topiclake.lake.jvm import archive_path, driver_java_options
+from topiclake.lake.spark.jvm import archive_path, driver_java_options
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,13 @@ def test_sql_keeps_the_optimising_compiler(tmp_path):
 def test_a_local_session_passes_the_jvms_stderr_on_without_its_incubator_warning(tmp_path):
     """A local session's JVM writes through a filter: what it says reaches stderr (here why it
     could not start at all), all but the one line Spark's launcher always causes."""
-    script = ("from topiclake.lake.spark import get_session\n"
+    script = ("from topiclake.lake.spark.session import get_session\n"
               "get_session(master='local[1]', conf={'spark.driver.extraJavaOptions': '-Xmx1g'})\n")
     failed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             cwd=tmp_path, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert failed.returncode == 1
     assert "Not allowed to specify max heap(Xmx) memory settings" in failed.stderr  # the launcher's own words
-    started = subprocess.run([sys.executable, "-c", "from topiclake.lake.spark import get_session\n"
+    started = subprocess.run([sys.executable, "-c", "from topiclake.lake.spark.session import get_session\n"
                               "print(get_session(master='local[1]').range(3).count())"],
                              capture_output=True, text=True, timeout=300, cwd=tmp_path,
                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})

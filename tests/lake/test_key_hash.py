@@ -1,4 +1,4 @@
-"""The bucket of an upsert table's key (upsert.key_hash): equal keys hash equal whatever schema
+"""The bucket of an upsert table's key (keys.key_hash): equal keys hash equal whatever schema
 version wrote them, so a key never moves bucket (where the merge would not meet its old row)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import decimal
 import pyarrow as pa
 from hypothesis import given, strategies as st
 
-from topiclake.lake.upsert import bucket_of, key_hash
+from topiclake.lake.keyed.keys import bucket_of, key_hash
 
 
 def hashes(column: pa.Array) -> list[int]:

@@ -11,8 +11,8 @@ import signal
 import subprocess
 import sys
 
-from topiclake.lake.compaction import CompactOptions, compact
-from topiclake.lake.retention import RetentionOptions, retain
+from topiclake.lake.runs.compaction import CompactOptions, compact
+from topiclake.lake.runs.retention import RetentionOptions, retain
 from topiclake.segments import filenames
 from topiclake.segments.batch import Record, build_batch
 from tests.segments.fenced_partition import BASE_TS, lead, log_records
@@ -27,7 +27,7 @@ KEPT = [5, 6, 7, 9, 10, 12, 13, 14]
 COMPACT_AND_DIE = """
 import sys
 from pathlib import Path
-from topiclake.lake.compaction import CompactOptions, run
+from topiclake.lake.runs.compaction import CompactOptions, run
 run(CompactOptions(root=Path(sys.argv[1]), topics=("t",), force=True), master="local[1]",
     spark_conf={"spark.ui.enabled": "false"})
 """

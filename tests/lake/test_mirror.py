@@ -8,7 +8,7 @@ import logging
 import socket
 import time
 
-from topiclake.lake.mirror import find_bootstrap, mirror_offsets
+from topiclake.lake.runs.mirror import find_bootstrap, mirror_offsets
 from topiclake.segments.storage import StorageLayout
 
 

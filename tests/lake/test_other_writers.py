@@ -11,10 +11,10 @@ import datetime as dt
 import pytest
 from deltalake import DeltaTable
 
-from topiclake.lake import delta
-from topiclake.lake.delta import app_id, group_offset
 from topiclake.lake.errors import ConcurrentWriterError
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table import delta
+from topiclake.lake.table.delta import app_id, group_offset
 
 from .conftest import read_table
 

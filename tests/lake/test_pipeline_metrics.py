@@ -15,12 +15,12 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.compaction import CompactOptions, compact
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.jobs import ingest_main
-from topiclake.lake.quality import QualityError
-from topiclake.lake.run_metrics import pipeline_runs, textfile_path
+from topiclake.lake.jobs.main import ingest_main
+from topiclake.lake.metrics.run_metrics import pipeline_runs, textfile_path
+from topiclake.lake.quality.gate import QualityError
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.compaction import CompactOptions, compact
+from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from .compaction_model import write_workload
 from .conftest import BASE_TS

@@ -7,10 +7,10 @@ import struct
 import pytest
 
 from topiclake.lake.errors import DataLossError
-from topiclake.lake.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
-from topiclake.lake.plan import plan_partition
-from topiclake.lake.scan import scan_partition
-from topiclake.lake.source import list_partition
+from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
+from topiclake.lake.log.plan import plan_partition
+from topiclake.lake.log.scan import scan_partition
+from topiclake.lake.log.source import list_partition
 from topiclake.segments.batch import MAGIC_OFFSET
 
 START, END = OffsetSpec(EARLIEST), OffsetSpec(LATEST)

@@ -1,5 +1,5 @@
 """Where pyspark is imported from under spark-submit, and when Spark's Python worker daemon can be
-topiclake's (topiclake.lake.python_workers)."""
+topiclake's (topiclake.lake.spark.python_workers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyspark
 
-from topiclake.lake import python_workers
+from topiclake.lake.spark import python_workers
 
 SITE = Path(pyspark.__file__).resolve().parents[1]
 LIB = SITE / "pyspark" / "python" / "lib"
@@ -30,7 +30,7 @@ def test_the_installed_pyspark_wins_over_its_own_zips(tmp_path, monkeypatch):
 
 def test_a_spark_submitted_driver_imports_pyspark_with_bytecode(tmp_path):
     script = tmp_path / "where.py"
-    script.write_text("from topiclake.lake.python_workers import prefer_installed_pyspark\n"
+    script.write_text("from topiclake.lake.spark.python_workers import prefer_installed_pyspark\n"
                       "prefer_installed_pyspark()\nimport pyspark\nprint('PYSPARK', pyspark.__file__)\n")
     done = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), str(script)], capture_output=True,
                           text=True, timeout=120)

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from topiclake.cli import app
-from topiclake.lake import ingest as ingest_module
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.delta import app_id
 from topiclake.lake.errors import LakeError
-from topiclake.lake.ingest import IngestOptions, format_summary, ingest
-from topiclake.lake.quality import DEFAULT_SUITE, QualityError, Suite, load_suite
+from topiclake.lake.quality.gate import DEFAULT_SUITE, QualityError, Suite, load_suite
+from topiclake.lake.runs import ingest as ingest_module
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.table.delta import app_id
 
 from .conftest import read_table
 

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from topiclake.lake import delta
-from topiclake.lake.retention import RetentionOptions, format_summary, retain
-from topiclake.lake.table_maintenance import TableMaintenanceOptions
+from topiclake.lake.runs.retention import RetentionOptions, format_summary, retain
+from topiclake.lake.runs.table_maintenance import TableMaintenanceOptions
+from topiclake.lake.table import delta
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.errors import OffsetOutOfRangeError
 from topiclake.segments.log import Log

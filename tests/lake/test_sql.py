@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.sql import discover_tables, format_result, run_sql
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.sql.query import format_result, run_sql
+from topiclake.lake.table.location import discover_tables
 from topiclake.segments.storage import StorageLayout
 
 

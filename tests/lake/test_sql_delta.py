@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.command import error_line
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.sql import discover_tables, execute, format_result, register_tables
-from topiclake.lake.sql_shell import QueryCancelled, SqlSession, running_tasks
+from topiclake.lake.errors import error_line
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.sql.query import execute, format_result, register_tables
+from topiclake.lake.sql.shell import QueryCancelled, SqlSession, running_tasks
+from topiclake.lake.table.location import discover_tables
 from topiclake.segments.storage import StorageLayout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def test_delta_dml_on_a_topic_table_by_its_name(demo, root):
 def test_a_plain_pyspark_session_configured_as_delta_documents_reads_the_tables(demo, root, tmp_path):
     """No topiclake code in the reading process: delta-spark's documented session settings, the
     jars by --jars' setting (spark.jars), `spark.read.format("delta").load(path)`."""
-    jars = subprocess.run([sys.executable, "-m", "topiclake.lake.spark_jars", "--jars"], capture_output=True,
+    jars = subprocess.run([sys.executable, "-m", "topiclake.lake.spark.jars", "--jars"], capture_output=True,
                           text=True, check=True).stdout.strip()
     script = tmp_path / "plain.py"
     script.write_text(

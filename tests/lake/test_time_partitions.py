@@ -10,9 +10,9 @@ import sys
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.schema import parse_partition_by
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.schema import parse_partition_by
 
 from .conftest import BASE_TS, read_table
 

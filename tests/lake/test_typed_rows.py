@@ -11,7 +11,7 @@ import struct
 import fastavro
 import pyarrow as pa
 
-from topiclake.lake.schema import DATA_SCHEMA
+from topiclake.lake.table.schema import DATA_SCHEMA
 from topiclake.lake.typed.plan import plan_typed
 from topiclake.lake.typed.rows import decode_rows
 from topiclake.registry.records import SchemaValue, schema_record

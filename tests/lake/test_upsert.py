@@ -14,13 +14,13 @@ import textwrap
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake import ingest as ingest_module
-from topiclake.lake.backfill import BackfillOptions, backfill, format_result
-from topiclake.lake.delta import app_id
 from topiclake.lake.errors import ConcurrentWriterError
-from topiclake.lake.ingest import IngestOptions, format_summary, ingest
-from topiclake.lake.rebuild import RebuildOptions, rebuild
-from topiclake.lake.table_kind import KindMismatchError, TableSettings
+from topiclake.lake.keyed.table_kind import KindMismatchError, TableSettings
+from topiclake.lake.runs import ingest as ingest_module
+from topiclake.lake.runs.backfill import BackfillOptions, backfill, format_result
+from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.runs.rebuild import RebuildOptions, rebuild
+from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from .conftest import BASE_TS, read_table
@@ -147,7 +147,7 @@ def test_kind_comes_from_flags_then_settings_then_cleanup_policy_and_never_chang
     assert "table events is an append table" in message and "`topiclake rebuild events --kind upsert`" in message
     assert read_table(root / "tables" / "events")[0].version() == 0
 
-    from topiclake.lake.jobs import ingest_main
+    from topiclake.lake.jobs.main import ingest_main
 
     code = ingest_main(["--topic", "events", "--table", "events_latest", "--kind", "append", "--data", str(root)])
     err = capsys.readouterr().err.strip()
@@ -204,8 +204,8 @@ def test_a_writer_that_removes_a_planned_file_stops_the_merge(spark, root, topic
 KILLED_CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from topiclake.lake import ingest as ing
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs import ingest as ing
+    from topiclake.lake.spark.session import get_session
 
     real = ing.plan_merge
     def merge_then_die(*args, **kwargs):
@@ -242,7 +242,7 @@ def test_a_run_killed_after_its_merge_commits_nothing_and_the_rerun_applies_each
 
 def test_the_settings_file_names_a_tables_kind_and_buckets_and_bad_values_are_one_line(spark, root, topic_writer,
                                                                                         tmp_path, capsys):
-    from topiclake.lake.jobs import ingest_main
+    from topiclake.lake.jobs.main import ingest_main
 
     w = topic_writer("prices")
     produce(w, 0, [(b"p1", b"1"), (b"p2", b"1"), (b"p1", b"2")])
@@ -301,7 +301,7 @@ def test_another_group_merging_into_the_same_buckets_meanwhile_stops_the_merge(s
 
 
 def test_rebuild_as_a_command_and_back_to_append(spark, root, topic_writer, capsys):
-    from topiclake.lake.jobs import rebuild_main
+    from topiclake.lake.jobs.main import rebuild_main
 
     w = compacted(topic_writer, root, "carts")
     changes = [(b"c1", b"1"), (b"c1", b"2"), (b"c2", None)]
@@ -381,7 +381,7 @@ def test_a_backfill_that_fails_records_the_quarantine_does_not_hold_stops(spark,
 
 def test_rebuild_refuses_to_lose_rows_retention_deleted_from_the_log_unless_allowed(spark, root, topic_writer,
                                                                                     capsys):
-    from topiclake.lake.jobs import rebuild_main
+    from topiclake.lake.jobs.main import rebuild_main
 
     w = topic_writer("visits")
     produce(w, 0, [(b"v1", b"1"), (b"v2", b"1"), (b"v1", b"2")])

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from tests.integration.broker_process import REPO, BrokerProcess
-from topiclake.lake.compaction import CompactOptions, compact
-from topiclake.lake.coverage import coverage
-from topiclake.lake.delta import app_id
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.compaction import CompactOptions, compact
+from topiclake.lake.runs.coverage import coverage
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from .conftest import read_table

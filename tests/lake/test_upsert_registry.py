@@ -13,8 +13,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import StringSerializer
 
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from .conftest import read_table
@@ -58,8 +58,8 @@ def test_a_backfill_decodes_registry_values_and_brings_a_deleted_row_back(spark,
 
 
 def test_key_bucket_is_a_built_in_column_for_typed_plan():
+    from topiclake.lake.keyed.table_kind import KEY_BUCKET
     from topiclake.lake.typed.plan import _BUILTIN
-    from topiclake.lake.upsert import KEY_BUCKET
 
     assert KEY_BUCKET in _BUILTIN  # else an upsert table's schema makes key_bucket a typed column too
 

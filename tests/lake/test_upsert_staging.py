@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from topiclake.lake.upsert import STAGING_DIR, remove_staging
+from topiclake.lake.keyed.staging import STAGING_DIR, remove_staging
 
 
 def staged_run(table, run_id: str, *, age_s: float, newest_age_s: float) -> None:

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from topiclake.lake import tombstones, upsert
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.delta import app_id, set_properties
 from topiclake.lake.errors import ConcurrentWriterError
+from topiclake.lake.keyed import table_kind, tombstones, upsert
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.table.delta import app_id, set_properties
 
 from .conftest import read_table
 from .test_upsert import compacted, run, table_rows
@@ -25,7 +25,7 @@ def remembered(uri) -> dict[int, list[bytes]]:
     """The deleted keys each bucket remembers, from the generation the snapshot names."""
     table = DeltaTable(str(uri))
     out = {}
-    for bucket, generation in tombstones.generations(table, range(upsert.DEFAULT_BUCKETS)).items():
+    for bucket, generation in tombstones.generations(table, range(table_kind.DEFAULT_BUCKETS)).items():
         if generation != tombstones.NONE:
             out[bucket] = pq.read_table(uri / tombstones.path_of(bucket, generation)).column("key").to_pylist()
     return {b: keys for b, keys in out.items() if keys}
@@ -113,7 +113,7 @@ def test_a_table_whose_properties_commit_failed_is_still_committed_and_healed_by
         spark, root, topic_writer, monkeypatch):
     from deltalake.exceptions import DeltaError
 
-    from topiclake.lake import delta
+    from topiclake.lake.table import delta
 
     w = compacted(topic_writer, root, "props")
     uri = root / "tables" / "props"

@@ -7,10 +7,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from topiclake.lake import delta
-from topiclake.lake.backfill import BackfillOptions, backfill
-from topiclake.lake.ingest import IngestOptions, ingest
-from topiclake.lake.values import ValueSchema, decode_values
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table import delta
+from topiclake.lake.table.values import ValueSchema, decode_values
 
 from .conftest import read_table
 

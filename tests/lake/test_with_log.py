@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from topiclake.lake.delta import app_id
 from topiclake.lake.errors import DataLossError
-from topiclake.lake.ingest import IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.config import LogConfig
 from topiclake.segments.log import Log

@@ -8,7 +8,8 @@ import pytest
 
 from topiclake.registry.compatibility import incompatibilities
 from topiclake.registry.errors import InvalidSchemaError
-from topiclake.registry.formats import ResolvedReference, parse
+from topiclake.registry.formats import parse
+from topiclake.registry.formats.base import ResolvedReference
 
 
 def _avro(*fields) -> str:

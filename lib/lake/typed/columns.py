@@ -6,7 +6,7 @@ column is new, the versions seen together may widen it the way Avro promotes (in
 float -> double). A column already in the table widens where Delta's type widening allows the
 change (`delta_widens`: byte/short/int -> long or double, float -> double, a decimal with more
 digits on both sides of the point); the table is rewritten with the wider type before the run
-commits (topiclake.lake.widening). A version whose field cannot become the table's type (long ->
+commits (topiclake.lake.table.widening). A version whose field cannot become the table's type (long ->
 double, int -> float, any narrowing, another kind) is incompatible, and its rows go to quarantine
 with the reason.
 """

@@ -86,6 +86,6 @@ def full_schema(spec, partition_by) -> "pa.Schema":
     """The table schema with a spec's typed columns (built-in, typed, partition columns)."""
     import pyarrow as pa
 
-    from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
+    from ..table.schema import DATA_SCHEMA, PARTITION_COLUMNS
 
     return pa.schema(list(DATA_SCHEMA) + list(spec.columns) + [pa.field(n, PARTITION_COLUMNS[n]) for n in partition_by])

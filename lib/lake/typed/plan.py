@@ -31,12 +31,13 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from topiclake.registry.formats import ResolvedReference, parse
+from topiclake.registry.formats import parse
+from topiclake.registry.formats.base import ResolvedReference
 from topiclake.registry.records import Key, Record, SchemaValue, SCHEMA, _schema_value
 from topiclake.registry.state import RegistryState
 
 from ..errors import LakeError
-from ..schema import DATA_SCHEMA, PARTITION_COLUMNS
+from ..table.schema import DATA_SCHEMA, PARTITION_COLUMNS
 from .columns import Incompatible, merge, nullable
 from .recipes import AVRO, JSON, PROTOBUF, Recipe, json_schema_type
 
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 
 VALUE, KEY = "value", "key"
 _MAX_REFERENCE_DEPTH = 32
-# "key_bucket": upsert.KEY_BUCKET, an upsert table's partition column (not imported: upsert.py
-# pulls Spark in, and the console reads typed.plan without it)
+# "key_bucket": keyed.table_kind.KEY_BUCKET, an upsert table's partition column (not imported: the
+# keyed tables sit above typed, whose columns they use)
 _BUILTIN = set(DATA_SCHEMA.names) | set(PARTITION_COLUMNS) | {"error", "key_bucket"}
 
 

@@ -10,7 +10,7 @@ each executor builds from it once per process.
   struct_value, list_value>> and Any -> struct<type_url, value> (a nested Struct or ListValue
   stays as its serialized bytes), as ptars decodes them.
 - JSON: the JSON Schema's declared types -> an Arrow struct, parsed by Arrow's JSON reader
-  (values.py's columnar path): string (format date-time -> timestamp[us, UTC], date -> date32),
+  (table/values.py's columnar path): string (format date-time -> timestamp[us, UTC], date -> date32),
   integer -> int64, number -> double, boolean, object -> struct, array -> list; a union with
   null is the other type; properties with no single declared type are not columns.
 """
@@ -117,7 +117,7 @@ class JsonRecipeDecoder(Decoder):
         self.arrow_type = recipe.arrow_type
 
     def decode(self, values: pa.Array, skip: int):
-        from ..values import decode_values
+        from ..table.values import decode_values
 
         payloads = strip(values, skip)
         schema = pa.schema(list(self.arrow_type))

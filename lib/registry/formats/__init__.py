@@ -1,7 +1,7 @@
 """Schema types: parsing (with the references already resolved), the string the registry stores,
 and each type's compatibility rules as Confluent applies them.
 
-`parse(schema_type, text, references)` returns a ParsedSchema or raises InvalidSchemaError.
+`parse(schema_type, text, references)` returns a ParsedSchema (base.py) or raises InvalidSchemaError.
 A ParsedSchema answers `backward_errors(old)`: why data written with `old` cannot be read with
 this schema (an empty list: it can). FORWARD is the same check the other way round
 (compatibility.py).
@@ -9,40 +9,14 @@ this schema (an empty list: it can). FORWARD is the same check the other way rou
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import invalid_schema
 
+if TYPE_CHECKING:
+    from .base import ParsedSchema, ResolvedReference
+
 SCHEMA_TYPES = ("JSON", "PROTOBUF", "AVRO")  # the order Confluent's /schemas/types lists them in
-
-
-class ParsedSchema(ABC):
-    schema_type: str
-    canonical: str  # what is stored in `_schemas` and served back
-
-    @abstractmethod
-    def normalized(self) -> str:
-        """The form two schemas are compared in when a client asks to normalize."""
-
-    @abstractmethod
-    def backward_errors(self, old: "ParsedSchema", labels: tuple[str, str] = ("new", "old")) -> list[str]:
-        """Confluent's incompatibility messages for reading `old`'s data with this schema; `labels`
-        name this schema and `old` in the messages."""
-
-    def formatted(self, fmt: str | None) -> str:
-        """The schema in a requested output format (`?format=`); the stored form by default."""
-        return self.canonical
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedReference:
-    """A reference of the schema being parsed, resolved to the referenced version's schema."""
-
-    name: str
-    subject: str
-    version: int
-    schema: ParsedSchema
 
 
 def parse(schema_type: str, text: str, references: list[ResolvedReference]) -> ParsedSchema:

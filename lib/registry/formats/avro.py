@@ -19,7 +19,7 @@ import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
 from ..errors import invalid_schema
-from . import ParsedSchema, ResolvedReference
+from .base import ParsedSchema, ResolvedReference
 
 _CHECKER = avro.compatibility.ReaderWriterCompatibilityChecker()
 

@@ -15,7 +15,7 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from ..errors import invalid_schema
-from . import ParsedSchema, ResolvedReference
+from .base import ParsedSchema, ResolvedReference
 from .json_diff import compare
 
 _DEFAULT_SPEC = referencing.jsonschema.DRAFT7

@@ -26,7 +26,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 
 from ..errors import invalid_schema
-from . import ParsedSchema, ResolvedReference
+from .base import ParsedSchema, ResolvedReference
 from .protobuf_diff import compare
 
 MAIN_FILE = "schema.proto"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from topiclake.lake.source import list_partition
+from topiclake.lake.log.source import list_partition
 from topiclake.segments.batch import iter_batches
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError

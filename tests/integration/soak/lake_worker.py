@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target-task-bytes", type=int, default=64 * 1024)
     args = parser.parse_args(argv)
 
-    from topiclake.lake.compaction import CompactOptions, compact
-    from topiclake.lake.ingest import IngestOptions, ingest
-    from topiclake.lake.retention import RetentionOptions, retain
-    from topiclake.lake.spark import get_session
+    from topiclake.lake.runs.compaction import CompactOptions, compact
+    from topiclake.lake.runs.ingest import IngestOptions, ingest
+    from topiclake.lake.runs.retention import RetentionOptions, retain
+    from topiclake.lake.spark.session import get_session
 
     topics = tuple(t for t in args.topics.split(",") if t)
     spark = get_session("topiclake-soak", master=args.master, conf={

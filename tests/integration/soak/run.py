@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topiclake.lake.delta import committed_offsets, load_table
-from topiclake.lake.ingest import GROUP_PREFIX, IngestOptions, ingest
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import committed_offsets, load_table
+from topiclake.lake.table.location import GROUP_PREFIX
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..broker_process import BrokerProcess

@@ -1,0 +1,1 @@
+"""The lake jobs as commands: flags, checks before Spark starts, one-line errors, what a Ctrl-C left committed."""

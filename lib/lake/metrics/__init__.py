@@ -1,0 +1,1 @@
+"""What the lake jobs did and how fresh the tables are, for Prometheus and the console."""

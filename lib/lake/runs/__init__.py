@@ -1,0 +1,1 @@
+"""The lake jobs' work: ingest, backfill, rebuild, coverage, compaction, retention and the tables' maintenance."""

@@ -1,0 +1,1 @@
+"""Spark SQL over the topic tables, and the `topiclake sql` shell."""

@@ -1,0 +1,31 @@
+"""Where a table is: a bare name lives under <root>/tables, a path or URI is used as it is; the
+tables under a root; and the consumer group that feeds a table by default, named after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from topiclake.segments.storage import StorageLayout
+
+GROUP_PREFIX = "topiclake-ingest-"  # a table's default group: GROUP_PREFIX + its name
+
+
+def resolve_table_uri(layout: StorageLayout, name_or_location: str) -> str:
+    """A bare name lives under <root>/tables; a path or URI is used as it is."""
+    if "://" in name_or_location:
+        return name_or_location
+    if "/" in name_or_location or name_or_location.startswith("."):
+        return str(Path(name_or_location).resolve())
+    return str(layout.table_dir(name_or_location).resolve())
+
+
+def table_name(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def discover_tables(layout: StorageLayout) -> dict[str, str]:
+    """name -> location of every Delta table directly under <root>/tables."""
+    tables_dir = Path(layout.tables_dir)
+    if not tables_dir.is_dir():
+        return {}
+    return {d.name: str(d.resolve()) for d in sorted(tables_dir.iterdir()) if (d / "_delta_log").is_dir()}
