@@ -61,7 +61,7 @@ from ..constants import NO_LEADER_EPOCH
 from . import share_records
 from .share_records import SG, ShareGroupKey
 from .java import string_hash_code, utils_abs
-from .serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings,
+from topiclake.protocol.serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings,
                     write_topic_partitions)
 
 OFFSET_COMMIT_KEY_VERSION = 1

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 
 from .api import Protocol
-from .consumer_protocol import PROTOCOL_TYPE, decode_subscription
+from topiclake.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 from .java import hashmap_order
 from .records import GroupMetadataValue, MemberMetadata, OffsetCommitValue, NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
