@@ -94,8 +94,8 @@ async def _errors(request: web.Request, handler):
         status = 403 if "AUTHORIZATION_FAILED" in message else 404 if "UNKNOWN_" in message else 502
         return _render(request, "error.html", {"message": message}, status=status)
     except OSError as exc:
-        return _render(request, "error.html", {"message": f"no broker of {request.app[ACCESS].bootstrap} "
-                                                          f"answered: {exc}"}, status=502)
+        return _render(request, "error.html", {"message": f"the broker at {request.app[ACCESS].bootstrap} "
+                                                          f"did not answer: {exc}"}, status=502)
 
 
 def _render(request: web.Request, template: str, context: dict, *, status: int = 200) -> web.Response:
