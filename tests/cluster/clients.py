@@ -266,3 +266,24 @@ class _QuietLogger:
 
     def __getattr__(self, name):
         return self.log
+
+
+# ========================================================== a topic and groups to inspect
+def topic_with_groups(bootstrap: str, topic: str, records_in: dict[int, int],
+                      committed: dict[str, dict[int, int]]) -> None:
+    """Create `topic` with one partition per key of `records_in`, write that many records to
+    each partition, and commit `committed[group][partition]` for each group (no member)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    creator = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it alive
+    creator.create_topics([NewTopic(topic, len(records_in), 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for partition, count in records_in.items():
+        for i in range(count):
+            producer.produce(topic, value=f"{partition}/{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    for group, offsets in committed.items():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        consumer.close()

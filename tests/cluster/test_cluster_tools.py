@@ -13,8 +13,6 @@ from pathlib import Path
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from typer.testing import CliRunner
 
 from bench._kafka import fetch_peers
@@ -24,6 +22,7 @@ from topiclake.client import ClusterClient
 from ..integration.broker_process import free_port
 from ..peers.conftest import KafkaTools
 from .brokers import ClusterBrokers, cluster_settings
+from .clients import topic_with_groups
 
 pytestmark = pytest.mark.slow
 
@@ -47,19 +46,8 @@ def cluster(zookeeper, tmp_path_factory):
     settings = cluster_settings(zookeeper.connect_string, f"/tools-{uuid.uuid4().hex[:8]}")
     brokers = ClusterBrokers(work, settings, count=3).start()
     try:
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-        producer = Producer({"bootstrap.servers": brokers.bootstrap, "linger.ms": 0})
-        for partition in range(PARTITIONS):
-            for i in range(records_in(partition)):
-                producer.produce(TOPIC, value=f"{partition}/{i}".encode(), partition=partition)
-        assert producer.flush(30) == 0
-        for index, group in enumerate(GROUPS):
-            consumer = Consumer({"bootstrap.servers": brokers.bootstrap, "group.id": group,
-                                 "enable.auto.commit": False})
-            consumer.commit(offsets=[TopicPartition(TOPIC, p, committed(index, p)) for p in range(PARTITIONS)],
-                            asynchronous=False)
-            consumer.close()
+        topic_with_groups(brokers.bootstrap, TOPIC, {p: records_in(p) for p in range(PARTITIONS)},
+                          {g: {p: committed(i, p) for p in range(PARTITIONS)} for i, g in enumerate(GROUPS)})
         yield brokers
     finally:
         brokers.stop()

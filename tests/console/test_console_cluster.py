@@ -11,13 +11,12 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from topiclake.broker.cluster.ensemble import Ensemble
 from topiclake.client import ClusterClient, admin
 
 from ..cluster.brokers import ClusterBrokers, cluster_settings
+from ..cluster.clients import topic_with_groups
 from .conftest import ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
@@ -43,19 +42,8 @@ def world(tmp_path_factory):
         brokers = ClusterBrokers(work, cluster_settings(zookeeper.connect_string, f"/console-{uuid.uuid4().hex[:8]}"))
         brokers.start()
         try:
-            creator = AdminClient({"bootstrap.servers": brokers.bootstrap})  # kept: its futures need it alive
-            creator.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-            producer = Producer({"bootstrap.servers": brokers.bootstrap, "linger.ms": 0})
-            for partition in range(PARTITIONS):
-                for i in range(records_in(partition)):
-                    producer.produce(TOPIC, value=b"v%d" % i, partition=partition)
-            assert producer.flush(30) == 0
-            for index, group in enumerate(GROUPS):
-                consumer = Consumer({"bootstrap.servers": brokers.bootstrap, "group.id": group,
-                                     "enable.auto.commit": False})
-                consumer.commit(offsets=[TopicPartition(TOPIC, p, committed(index, p)) for p in range(PARTITIONS)],
-                                asynchronous=False)
-                consumer.close()
+            topic_with_groups(brokers.bootstrap, TOPIC, {p: records_in(p) for p in range(PARTITIONS)},
+                              {g: {p: committed(i, p) for p in range(PARTITIONS)} for i, g in enumerate(GROUPS)})
             with ConsoleProcess(brokers.root, brokers.bootstrap_of(1), log_path=work / "console.log") as console:
                 yield brokers, console
         finally:
