@@ -28,7 +28,7 @@ def _existing(client, group: str):
     kafka-consumer-groups says."""
     from topiclake.client import groups
 
-    detail = groups.group(client, group)
+    detail = groups.group(client, group, say_why=True)
     if detail is None:
         fail(f"group {group!r} does not exist")
     return detail
@@ -101,7 +101,7 @@ def reset_offsets(
         fail("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime", code=2)
     when = _parse_datetime(to_datetime) if to_datetime is not None else None
     with connect(bootstrap, command_config) as client:
-        listing = groups.find_group(client, group)
+        listing = groups.find_group(client, group, say_why=True)
         if listing is not None:
             d = groups.describe_groups(client, [listing])[group]
             if isinstance(d, Exception):

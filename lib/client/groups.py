@@ -17,6 +17,8 @@ from .client import ClusterClient
 from .errors import ClientError, KafkaError, check
 from .results import LATEST, TP, GroupDetail, GroupListing, GroupReport, Member, PartitionLag
 
+DEAD = "Dead"  # the state a coordinator answers for a group it does not know
+
 KINDS = ("classic", "consumer", "share")
 
 
@@ -38,17 +40,26 @@ def list_groups(client: ClusterClient) -> list[GroupListing]:
     return sorted(merged.values(), key=lambda g: g.group_id)
 
 
-def find_group(client: ClusterClient, group_id: str) -> GroupListing | None:
+def find_group(client: ClusterClient, group_id: str, *, say_why: bool = False) -> GroupListing | None:
     """The group as its coordinator lists it, or None when the coordinator has no such group
-    (or the user may not describe it)."""
+    (or the user may not describe it: with `say_why`, a group it does not list is described, so
+    that a refusal raises, GROUP_AUTHORIZATION_FAILED, as kafka-consumer-groups says)."""
+    from kio.schema.describe_groups.v5 import request as describe_req
     from kio.schema.list_groups.v5 import request as req
 
     def ask(node: int, _groups: list[str]) -> dict:
         resp = client.request_node(node, req.ListGroupsRequest(states_filter=(), types_filter=()))
         if resp.error_code.value != 0:
             return {group_id: KafkaError("listing groups", resp.error_code)}
-        return {group_id: next((GroupListing(g.group_id, g.group_type, g.group_state) for g in resp.groups
-                                if g.group_id == group_id), None)}
+        listed = next((GroupListing(g.group_id, g.group_type, g.group_state) for g in resp.groups
+                       if g.group_id == group_id), None)
+        if listed is not None or not say_why:
+            return {group_id: listed}
+        [d] = client.request_node(node, describe_req.DescribeGroupsRequest(
+            groups=(group_id,), include_authorized_operations=False)).groups
+        if d.error_code.value != 0:
+            return {group_id: KafkaError(f"describing group {group_id}", d.error_code, d.error_message)}
+        return {group_id: None if d.group_state == DEAD else GroupListing(group_id, "classic", d.group_state)}
 
     found = client.on_coordinators([group_id], ask)[group_id]
     if isinstance(found, KafkaError):
@@ -187,9 +198,10 @@ def _with_lags(detail: GroupDetail, lags: list[PartitionLag]) -> GroupDetail:
     return replace(detail, lags=tuple(lags))
 
 
-def group(client: ClusterClient, group_id: str) -> GroupDetail | None:
-    """One group with its lags (None when its coordinator does not know it); a problem raises."""
-    listing = find_group(client, group_id)
+def group(client: ClusterClient, group_id: str, *, say_why: bool = False) -> GroupDetail | None:
+    """One group with its lags (None when its coordinator does not know it: `find_group`); a
+    problem raises."""
+    listing = find_group(client, group_id, say_why=say_why)
     if listing is None:
         return None
     [report] = group_reports(client, [listing])
