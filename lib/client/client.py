@@ -61,6 +61,8 @@ class ClusterClient:
         self._connections: dict[str, BrokerConnection] = {}
         self._down: dict[str, tuple[float, OSError]] = {}  # address -> (skipped until, why)
         self._leaders: dict[tuple[str, int], int] = {}
+        self._missing: dict[str, ErrorCode] = {}  # topic -> why the last Metadata had no partitions for it
+        self._partitions: dict[str, set[int]] = {}  # topic -> its partitions, as the last Metadata said
         self._coordinators: dict[tuple[int, str], int] = {}
 
     # ------------------------------------------------------------------ connections
@@ -162,18 +164,32 @@ class ClusterClient:
         self.cluster_id, self.controller_id = response.cluster_id, response.controller_id
         self.nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
         for t in response.topics:
+            if t.error_code.value != 0:
+                self._missing[t.name] = t.error_code
+            else:
+                self._partitions[t.name] = {p.partition_index for p in t.partitions}
             for p in t.partitions:
                 if p.error_code.value == 0 and p.leader_id >= 0:
                     self._leaders[(t.name, p.partition_index)] = p.leader_id
         return response
 
-    def leaders(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """(topic, partition) -> its leader's id (-1 when it has none or is unknown)."""
+    def leaders(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | KafkaError]:
+        """(topic, partition) -> its leader's id; -1 when it has none now (retriable), or why the
+        cluster does not know the partition (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED)."""
         keys = list(keys)
         unknown = sorted({t for t, p in keys if (t, p) not in self._leaders})
+        self._missing.clear()
         if unknown:
             self.metadata(unknown)
-        return {k: self._leaders.get(k, -1) for k in keys}
+        out: dict[tuple[str, int], int | KafkaError] = {}
+        for topic, partition in keys:
+            if topic in self._missing:
+                out[(topic, partition)] = KafkaError(f"{topic}-{partition}", self._missing[topic])
+            elif partition not in self._partitions.get(topic, {partition}):
+                out[(topic, partition)] = KafkaError(f"{topic}-{partition}", ErrorCode.unknown_topic_or_partition)
+            else:
+                out[(topic, partition)] = self._leaders.get((topic, partition), -1)
+        return out
 
     def coordinators(self, keys: Iterable[str], key_type: int = COORDINATOR_GROUP) -> dict[str, int | KafkaError]:
         """group id (or transactional id) -> its coordinator's id, or why none was found."""
@@ -214,7 +230,8 @@ class ClusterClient:
             for item, node in route(pending).items():
                 if isinstance(node, KafkaError) or node < 0:
                     out[item] = node if isinstance(node, KafkaError) else KafkaError(
-                        f"{item}", ErrorCode.leader_not_available)
+                        "-".join(map(str, item)) if isinstance(item, tuple) else str(item),
+                        ErrorCode.leader_not_available)
                     if out[item].retriable:
                         retry.append(item)
                 else:

@@ -58,7 +58,7 @@ def find_group(client: ClusterClient, group_id: str, *, say_why: bool = False) -
         [d] = client.request_node(node, describe_req.DescribeGroupsRequest(
             groups=(group_id,), include_authorized_operations=False)).groups
         if d.error_code.value != 0:
-            return {group_id: KafkaError(f"describing group {group_id}", d.error_code, d.error_message)}
+            return {group_id: KafkaError(f"describing group {group_id}", d.error_code)}
         return {group_id: None if d.group_state == DEAD else GroupListing(group_id, "classic", d.group_state)}
 
     found = client.on_coordinators([group_id], ask)[group_id]
@@ -106,7 +106,7 @@ def describe_groups(client: ClusterClient, listings: Iterable[GroupListing]) -> 
                 out[d.group_id] = (GroupDetail(d.group_id, "classic", d.group_state, d.protocol_type or "",
                                                d.protocol_data or "", -1, _members_of_classic(d))
                                    if d.error_code.value == 0 else KafkaError(f"describing group {d.group_id}",
-                                                                              d.error_code, d.error_message))
+                                                                              d.error_code))
         for kind, request in (("consumer", consumer_req.ConsumerGroupDescribeRequest),
                               ("share", share_req.ShareGroupDescribeRequest)):
             if not of[kind]:
