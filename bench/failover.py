@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from topiclake.broker.cluster.config import ClusterConfig  # noqa: E402
 from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
 from topiclake.broker.cluster.zookeeper import ZooKeeperCoordination  # noqa: E402
-from topiclake.broker.client import ProtocolClient  # noqa: E402
+from topiclake.client.conn import BrokerConnection  # noqa: E402
 from tests.cluster.brokers import ClusterBrokers, cluster_settings  # noqa: E402
 from tests.cluster.clients import metadata, raw_produce  # noqa: E402
 
@@ -117,7 +117,7 @@ def probe(cluster: ClusterBrokers, victim: int, partitions: list[int], stop: thr
     for each partition's leader every 20 ms and send a one-record produce (acks=all) to it once
     it is not the victim; partition -> monotonic time of its first acknowledgement."""
     firsts: dict[int, float] = {}
-    clients: dict[int, ProtocolClient] = {}
+    clients: dict[int, BrokerConnection] = {}
     try:
         while len(firsts) < len(partitions) and not stop.is_set():
             current = leaders(cluster)
@@ -127,7 +127,7 @@ def probe(cluster: ClusterBrokers, victim: int, partitions: list[int], stop: thr
                     continue
                 try:
                     if leader not in clients:
-                        clients[leader] = ProtocolClient(cluster.bootstrap_of(leader), timeout=10)
+                        clients[leader] = BrokerConnection(cluster.bootstrap_of(leader), timeout=10)
                     if raw_produce(clients[leader], TOPIC, p, b"probe").error_code == 0:
                         firsts[p] = time.monotonic()
                 except OSError:

@@ -87,12 +87,12 @@ def raw_fetch(bootstrap: str, records: int) -> float:
 
     from kio.schema.fetch.v12 import request as fetch_req
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.segments.batch import iter_batches
 
     offset = 0
     start = time.perf_counter()
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         while offset < records:
             req = fetch_req.FetchRequest(
                 max_wait=datetime.timedelta(milliseconds=500), min_bytes=1, max_bytes=52_428_800,

@@ -13,22 +13,29 @@ never pass through Python when the transport can splice them.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import io
 import os
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from topiclake.protocol.codec import SIZE as _SIZE
+from topiclake.protocol.codec import (  # noqa: F401  (re-exported: the handlers build responses with them)
+    decode_response,
+    encode_request,
+    has_field,
+    make,
+    nested,
+    reader,
+    request_schema,
+    response_schema,
+    writer,
+)
 
 from .api_keys import ApiKey
 from .session import DEFAULT_SESSION, Session
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
-_SIZE = struct.Struct(">i")
 # Record ranges smaller than this are read into the response instead: a copy is cheaper than
 # draining the socket for a sendfile call.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -70,29 +77,6 @@ class Request(Generic[Body]):
         return response_schema(self.api_key, self.api_version)
 
 
-@functools.cache
-def request_schema(api_key: int, api_version: int) -> type | None:
-    try:
-        return load_request_schema(api_key, api_version)
-    except Exception:  # kio: UnknownAPIKey / UnknownEntity
-        return None
-
-
-@functools.cache
-def response_schema(api_key: int, api_version: int) -> type:
-    return load_response_schema(api_key, api_version)
-
-
-@functools.cache
-def _reader(entity_type: type) -> Callable:
-    return entity_reader(entity_type)
-
-
-@functools.cache
-def _writer(entity_type: type) -> Callable:
-    return entity_writer(entity_type)
-
-
 def peek_header(frame) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a frame, or MalformedRequest."""
     if len(frame) < _PREFIX.size:
@@ -108,8 +92,8 @@ def parse_request(frame, supported: Callable[[int, int], bool], client_host: str
     if schema is None:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     try:
-        header, used = _reader(schema.__header_schema__)(frame, 0)
-        body, _size = _reader(schema)(frame, used)
+        header, used = reader(schema.__header_schema__)(frame, 0)
+        body, _size = reader(schema)(frame, used)
     except Exception as exc:  # kio raises SerialError, ValueError, UnicodeDecodeError, ...
         raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
@@ -179,8 +163,8 @@ def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegi
     """The whole response frame (size prefix included) as chunks to send in order."""
     out = _ChunkBuffer()
     header_type = type(response).__header_schema__
-    _writer(header_type)(out, header_type(correlation_id=correlation_id))
-    _writer(type(response))(out, response)
+    writer(header_type)(out, header_type(correlation_id=correlation_id))
+    writer(type(response))(out, response)
     chunks = out.finish()
     size = sum(len(c) for c in chunks)
     first = chunks[0]
@@ -190,64 +174,3 @@ def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegi
     return chunks
 
 
-def encode_request(correlation_id: int, body: Any, client_id: str | None = "topiclake") -> bytes:
-    """A request frame with its size prefix (the CLI's and the tests' client side)."""
-    buf = io.BytesIO()
-    header_type = body.__header_schema__
-    fields = {"request_api_key": body.__api_key__, "request_api_version": body.__version__,
-              "correlation_id": correlation_id, "client_id": client_id}
-    _writer(header_type)(buf, header_type(**fields))
-    _writer(type(body))(buf, body)
-    data = buf.getvalue()
-    return _SIZE.pack(len(data)) + data
-
-
-def decode_response(frame, request_body: Any) -> tuple[int, Any]:
-    """(correlation_id, response) of a response frame without its size prefix."""
-    schema = response_schema(request_body.__api_key__, request_body.__version__)
-    header, used = _reader(schema.__header_schema__)(frame, 0)
-    body, _ = _reader(schema)(frame, used)
-    return header.correlation_id, body
-
-
-# ---------------------------------------------------------------------------------------------
-# Building version-specific responses from one description
-
-def make(cls: type, **values: Any) -> Any:
-    """`cls(**values)` keeping only the fields this version of the schema has.
-
-    Handlers describe a response once, with the newest version's fields, and this trims it to the
-    version the client asked for (kio has one class per version).
-    """
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
-
-
-@functools.cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def has_field(cls: type, name: str) -> bool:
-    return name in _field_names(cls)
-
-
-def nested(cls: type, field_name: str) -> type:
-    """The element class of a nested (array or struct) field of a kio schema class."""
-    return _nested(cls, field_name)
-
-
-@functools.cache
-def _nested(cls: type, field_name: str) -> type:
-    import typing
-
-    hints = typing.get_type_hints(cls)
-    hint = hints[field_name]
-    for _ in range(3):  # unwrap tuple[X, ...] and X | None
-        args = [a for a in typing.get_args(hint) if a is not type(None) and a is not Ellipsis]
-        if dataclasses.is_dataclass(hint) or not args:
-            break
-        hint = args[0]
-    if not dataclasses.is_dataclass(hint):
-        raise TypeError(f"{cls.__name__}.{field_name} is not a nested schema")
-    return hint

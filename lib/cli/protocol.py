@@ -1,4 +1,5 @@
-"""What the commands that talk to a running broker share: the --bootstrap option and connecting."""
+"""What the commands that talk to a running cluster share: the --bootstrap option and connecting
+(topiclake.client: each request goes to the broker that serves it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import typer
 
 from .output import describe_exception, fail
 
-BOOTSTRAP = typer.Option("127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="Broker host:port.")
+BOOTSTRAP = typer.Option(None, "--bootstrap", "--bootstrap-server",
+                         help="Brokers host:port[,host:port...], any of the cluster's (default: the live brokers "
+                              "registered in the storage root, else 127.0.0.1:9092).")
 COMMAND_CONFIG = typer.Option(None, "--command-config",
                               help="Client properties for a secured listener (security.protocol, sasl.mechanism, "
                                    "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them. "
@@ -29,22 +32,40 @@ def client_security(command_config: Path | None = None):
         fail(str(exc))
 
 
+def bootstrap_servers(bootstrap: str | None, protocol: str | None) -> str:
+    """--bootstrap, else the live brokers registered in the storage root ($TOPICLAKE_ROOT,
+    [storage] root, ./data), else 127.0.0.1:9092."""
+    from topiclake.client.registrations import bootstrap_or_registered
+    from topiclake.segments.errors import InvalidConfigError
+    from topiclake.segments.settings import load_settings, storage_root
+
+    if bootstrap is not None:
+        return bootstrap
+    try:
+        root = storage_root(load_settings())
+    except InvalidConfigError:
+        root = None
+    return bootstrap_or_registered(None, root, protocol)
+
+
 @contextmanager
-def connect(bootstrap: str, command_config: Path | None = None) -> Iterator:
-    """A protocol client to the broker for the `with` block (TLS and SASL as --command-config or
-    [client] say). A broker that cannot be reached, refuses the login, or closes the connection
-    or stops answering during the command, is one error line and exit code 1."""
-    from topiclake.broker.client import AuthenticationError, ProtocolClient
+def connect(bootstrap: str | None, command_config: Path | None = None) -> Iterator:
+    """A cluster client for the `with` block (TLS and SASL as --command-config or [client] say).
+    No broker of the bootstrap list reachable, a refused login, a broker lost during the command
+    with no other to turn to, or a request the cluster refuses: one error line, exit code 1."""
+    from topiclake.client import AuthenticationError, CannotConnect, ClientError, ClusterClient
 
     security = client_security(command_config)
-    try:
-        client = ProtocolClient(bootstrap, security=security)
-    except AuthenticationError as exc:
-        fail(f"the broker at {bootstrap} refused the login of {security.sasl_username!r}: {exc}")
-    except OSError as exc:
-        fail(f"cannot reach a broker at {bootstrap} ({security.security_protocol}): {describe_exception(exc)}")
+    bootstrap = bootstrap_servers(bootstrap, security.security_protocol)
+    client = ClusterClient(bootstrap, security=security, client_id="topiclake-cli")
     with client:
         try:
-            yield client
+            yield client.connect()
+        except AuthenticationError as exc:
+            fail(f"the broker at {bootstrap} refused the login of {security.sasl_username!r}: {exc}")
+        except CannotConnect as exc:
+            fail(f"cannot reach a broker at {bootstrap} ({security.security_protocol}): {describe_exception(exc)}")
         except OSError as exc:
             fail(f"lost the broker at {bootstrap}: {describe_exception(exc)}")
+        except ClientError as exc:
+            fail(str(exc))

@@ -9,7 +9,6 @@ does, before any broker runs.
 
 from __future__ import annotations
 
-import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,7 +42,6 @@ def users_set(name: str,
               data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
               debug: bool = DEBUG_OPTION) -> None:
     """Create a user or change its password (salted; the password itself is never stored)."""
-    from topiclake.security import scram
     from topiclake.security.credentials import MECHANISMS, CredentialStore
 
     mechanisms = [m.upper() for m in mechanism]
@@ -60,18 +58,10 @@ def users_set(name: str,
         if "PLAIN" in mechanisms:
             fail("a PLAIN user is set offline (--data); over the protocol set a SCRAM credential: PLAIN logins "
                  "accept it too", code=2)
-        from kio.schema.alter_user_scram_credentials.v0 import request as req
+        from topiclake.client import security
 
-        upsertions = []
-        for m in mechanisms:
-            mech, salt = scram.MECHANISMS[m], secrets.token_bytes(32)
-            upsertions.append(req.ScramCredentialUpsertion(name=name, mechanism=mech.code, iterations=iterations,
-                                                           salt=salt,
-                                                           salted_password=mech.salted_password(password, salt,
-                                                                                                iterations)))
         with connect(bootstrap, command_config) as client:
-            response = client.request(req.AlterUserScramCredentialsRequest(deletions=(), upsertions=tuple(upsertions)))
-        _fail_results(response.results, f"setting user {name}")
+            security.set_user(client, name, mechanisms, password, iterations)
         typer.echo(f"user {name} set for {', '.join(mechanisms)}")
 
 
@@ -94,20 +84,17 @@ def users_delete(name: str,
                 fail(f"user {name} has no {' or '.join(mechanisms) or 'credentials'}")
             typer.echo(f"user {name}: {', '.join(mechanisms) or 'every credential'} deleted")
             return
-        from kio.schema.alter_user_scram_credentials.v0 import request as req
+        from topiclake.client import security
 
         with connect(bootstrap, command_config) as client:
             if not mechanisms:
-                mechanisms = [m for m, _ in _described(client, name)]
+                mechanisms = [c.mechanism for c in security.describe_users(client, [name]).get(name, [])]
                 if not mechanisms:
                     fail(f"user {name} has no SCRAM credentials")
             bad = [m for m in mechanisms if m not in scram.MECHANISMS]
             if bad:
                 fail(f"over the protocol only SCRAM credentials can be deleted, not {', '.join(bad)}", code=2)
-            deletions = tuple(req.ScramCredentialDeletion(name=name, mechanism=scram.MECHANISMS[m].code)
-                              for m in mechanisms)
-            response = client.request(req.AlterUserScramCredentialsRequest(deletions=deletions, upsertions=()))
-        _fail_results(response.results, f"deleting user {name}")
+            security.delete_user(client, name, mechanisms)
         typer.echo(f"user {name}: {', '.join(mechanisms)} deleted")
 
 
@@ -122,39 +109,13 @@ def users_list(data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Pa
             rows = {u: [(m, c.iterations) for m, c in sorted(creds.items())]
                     for u, creds in sorted(CredentialStore(_existing_root(data)).users().items())}
         else:
+            from topiclake.client import security
+
             with connect(bootstrap, command_config) as client:
-                rows = {u: _described(client, u) for u in _described_users(client)}
+                users = security.describe_users(client)
+            rows = {u: [(c.mechanism, c.iterations) for c in creds] for u, creds in users.items()}
     for user, creds in rows.items():
         typer.echo(f"{user}\t" + ", ".join(f"{m} ({i})" for m, i in creds))
-
-
-def _described_users(client) -> list[str]:
-    from kio.schema.describe_user_scram_credentials.v0 import request as req
-
-    response = client.request(req.DescribeUserScramCredentialsRequest(users=None))
-    _fail_code(response.error_code, response.error_message, "listing users")
-    return [r.user for r in response.results if r.error_code.value == 0]
-
-
-def _described(client, user: str) -> list[tuple[str, int]]:
-    from kio.schema.describe_user_scram_credentials.v0 import request as req
-
-    from topiclake.security import scram
-
-    response = client.request(req.DescribeUserScramCredentialsRequest(users=(req.UserName(name=user),)))
-    _fail_code(response.error_code, response.error_message, "describing users")
-    return [(scram.BY_CODE[c.mechanism].name, c.iterations) for r in response.results if r.error_code.value == 0
-            for c in r.credential_infos if c.mechanism in scram.BY_CODE]
-
-
-def _fail_results(results, what: str) -> None:
-    for r in results:
-        _fail_code(r.error_code, r.error_message, f"{what} ({r.user})" if hasattr(r, "user") else what)
-
-
-def _fail_code(code, message, what: str) -> None:
-    if code.value != 0:
-        fail(f"{what}: {code.name.upper()}{': ' + message if message else ''}")
 
 
 def _existing_root(data: Path) -> Path:
@@ -289,16 +250,10 @@ def acls_add(allow_principal: list[str] = typer.Option([], "--allow-principal", 
         if data is not None:
             AclStore(_root_to_bootstrap(data)).add(bindings)
         else:
-            from kio.schema.create_acls.v3 import request as req
+            from topiclake.client import security
 
-            creations = tuple(req.AclCreation(resource_type=int(b.resource_type), resource_name=b.resource_name,
-                                              resource_pattern_type=int(b.pattern_type), principal=b.principal,
-                                              host=b.host, operation=int(b.operation),
-                                              permission_type=int(b.permission)) for b in bindings)
             with connect(bootstrap, command_config) as client:
-                response = client.request(req.CreateAclsRequest(creations=creations))
-            for b, r in zip(bindings, response.results):
-                _fail_code(r.error_code, r.error_message, f"adding {b.describe()}")
+                security.create_acls(client, bindings)
     for b in bindings:
         typer.echo(f"added: {b.describe()}")
 
@@ -344,13 +299,10 @@ def acls_remove(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER
             [removed] = AclStore(_existing_root(data)).remove([f])
             removed = [b.describe() for b in removed]
         else:
-            from kio.schema.delete_acls.v3 import request as req
+            from topiclake.client import security
 
             with connect(bootstrap, command_config) as client:
-                response = client.request(req.DeleteAclsRequest(filters=(req.DeleteAclsFilter(**_filter_fields(f)),)))
-            [result] = response.filter_results
-            _fail_code(result.error_code, result.error_message, "removing ACLs")
-            removed = [_describe_wire(m) for m in result.matching_acls]
+                removed = [b.describe() for b in security.delete_acls(client, f)]
     for line in removed:
         typer.echo(f"removed: {line}")
     if not removed:
@@ -366,24 +318,21 @@ def acls_list(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER_O
               data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
               debug: bool = DEBUG_OPTION) -> None:
     """List ACLs (like kafka-acls --list), grouped by resource pattern."""
-    from topiclake.security.acls import AclStore, Operation, PatternType, Permission, ResourceType
+    from topiclake.security.acls import AclStore
 
     with usage_errors():
         f = _filter_from(principal, host, operation, permission, topic, group, cluster, transactional_id,
                          resource_pattern_type)
     with reported_errors(debug):
         if data is not None:
-            rows = [(b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host,
-                     b.operation.name, b.permission.name) for b in AclStore(_existing_root(data)).find(f)]
+            found = AclStore(_existing_root(data)).find(f)
         else:
-            from kio.schema.describe_acls.v3 import request as req
+            from topiclake.client import security
 
             with connect(bootstrap, command_config) as client:
-                response = client.request(req.DescribeAclsRequest(**_filter_fields(f)))
-            _fail_code(response.error_code, response.error_message, "listing ACLs")
-            rows = [(ResourceType(r.resource_type).name, r.resource_name, PatternType(r.pattern_type).name,
-                     a.principal, a.host, Operation(a.operation).name, Permission(a.permission_type).name)
-                    for r in response.resources for a in r.acls]
+                found = security.describe_acls(client, f)
+        rows = [(b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host,
+                 b.operation.name, b.permission.name) for b in found]
     current = None
     for rtype, name, pattern, *entry in rows:
         if (rtype, name, pattern) != current:
@@ -392,16 +341,3 @@ def acls_list(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER_O
                        f"patternType={pattern})`:")
         who, host, op, perm = entry
         typer.echo(f" \t(principal={who}, host={host}, operation={op}, permissionType={perm})")
-
-
-def _filter_fields(f) -> dict:
-    return dict(resource_type_filter=int(f.resource_type), resource_name_filter=f.resource_name,
-                pattern_type_filter=int(f.pattern_type), principal_filter=f.principal, host_filter=f.host,
-                operation=int(f.operation), permission_type=int(f.permission))
-
-
-def _describe_wire(m) -> str:
-    from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
-
-    return AclBinding(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type), m.principal, m.host,
-                      Operation(m.operation), Permission(m.permission_type)).describe()

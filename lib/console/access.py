@@ -3,7 +3,9 @@
 Without SASL on the broker's listener the console has one identity (its own client settings).
 With SASL, every browser session logs in with a broker user (PLAIN or SCRAM): the login is
 checked by the broker itself (a SASL handshake with those credentials), and the console then
-makes that session's describe calls as that user. Credentials live only in this process's
+makes that session's describe calls as that user. Each identity has one cluster client
+(topiclake.client), which keeps a connection to each broker it needs and outlives any one of
+them: a broker that dies, the bootstrap one included, costs no page. Credentials live only in this process's
 memory, for as long as the session (idle sessions expire); the browser holds a random token in
 an HttpOnly cookie.
 """
@@ -18,11 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from topiclake.broker.client import AuthenticationError, ProtocolClient
+from topiclake.client import AuthenticationError, ClusterClient
 from topiclake.security.client_config import SASL_MECHANISMS, ClientSecurity
 
 SESSION_IDLE_S = 8 * 3600
 REQUEST_TIMEOUT_S = 15.0
+RETRY_S = 10.0  # a page waits this long for a partition's or a group's new broker after a failover
 CLIENT_ID = "topiclake-console"
 
 
@@ -33,27 +36,22 @@ class LoginRefused(Exception):
 @dataclass
 class Identity:
     """One broker user (or the console's own settings when the broker has no SASL), with one
-    connection reused by its requests one at a time."""
+    cluster client used by its requests one at a time."""
 
     name: str
     security: ClientSecurity
     bootstrap: str
-    _client: ProtocolClient | None = field(default=None, repr=False)
+    _client: ClusterClient | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @contextmanager
-    def client(self) -> Iterator[ProtocolClient]:
-        """The identity's connection for a few requests; a broken one is dropped (and made anew
-        by the next caller), so a broker restart costs one failed page, not the console."""
+    def client(self) -> Iterator[ClusterClient]:
+        """The identity's cluster client for a few requests (it learns the cluster's brokers on
+        first use, and drops and reopens broken connections itself)."""
         with self._lock:
             if self._client is None:
-                self._client = ProtocolClient(self.bootstrap, timeout=REQUEST_TIMEOUT_S, client_id=CLIENT_ID,
-                                              security=self.security)
-            try:
-                yield self._client
-            except (OSError, ValueError, EOFError):
-                self._drop()
-                raise
+                self._client = cluster_client(self.bootstrap, self.security)
+            yield self._client
 
     def _drop(self) -> None:
         if self._client is not None:
@@ -63,6 +61,11 @@ class Identity:
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+def cluster_client(bootstrap: str, security: ClientSecurity) -> ClusterClient:
+    return ClusterClient(bootstrap, security=security, client_id=CLIENT_ID, timeout_s=REQUEST_TIMEOUT_S,
+                         retry_s=RETRY_S)
 
 
 class Access:
@@ -85,12 +88,14 @@ class Access:
         security = dataclasses.replace(self.base, sasl_mechanism=mechanism, sasl_username=username,
                                        sasl_password=password)
         identity = Identity(username, security, self.bootstrap)
+        client = cluster_client(self.bootstrap, security)
         try:
-            identity._client = ProtocolClient(self.bootstrap, timeout=REQUEST_TIMEOUT_S, client_id=CLIENT_ID,
-                                              security=security)
+            identity._client = client.connect()
         except AuthenticationError:
+            client.close()
             raise LoginRefused("the broker refused this user name and password") from None
         except OSError as exc:
+            client.close()
             raise LoginRefused(f"cannot reach the broker at {self.bootstrap}: {exc}") from None
         token = secrets.token_urlsafe(32)
         with self._lock:

@@ -1,8 +1,9 @@
 """The console's web app (aiohttp): routes, login, and the pages rendered with Jinja2.
 
-Every page runs its broker calls and file reads on a worker thread (the protocol client and
-delta-rs block), as the request's identity; a broker that fails or refuses is the page's error
-banner (HTTP 502, 403 or 404), never a crash of the console.
+Every page runs its cluster calls (topiclake.client: each request at the broker that serves it)
+and file reads on a worker thread (the client and delta-rs block), as the request's identity; a
+cluster that fails or refuses is the page's error banner (HTTP 502, 403 or 404), never a crash
+of the console. Pages that need no broker (the tables and schemas, without logins) ask none.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 import jinja2
 from aiohttp import web
 
+from topiclake.client import ClientError, admin, groups
+from topiclake.client.registrations import registrations
 from topiclake.segments.storage import StorageLayout
 
-from . import kafka, plots, records, root, tables
+from . import plots, records, root, tables
 from .access import Access, Identity, LoginRefused
 from .sampler import Sampler, group_lag_series, rates, topic_records, topic_size
 
@@ -86,11 +89,11 @@ async def _authenticate(request: web.Request, handler):
 async def _errors(request: web.Request, handler):
     try:
         return await handler(request)
-    except kafka.BrokerError as exc:
+    except ClientError as exc:
         message = str(exc)
         status = 403 if "AUTHORIZATION_FAILED" in message else 404 if "UNKNOWN_" in message else 502
         return _render(request, "error.html", {"message": message}, status=status)
-    except (OSError, EOFError) as exc:
+    except OSError as exc:
         return _render(request, "error.html", {"message": f"the broker at {request.app[ACCESS].bootstrap} "
                                                           f"did not answer: {exc}"}, status=502)
 
@@ -158,8 +161,8 @@ async def logout(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------------- cluster
 async def cluster_page(request: web.Request) -> web.Response:
     layout = request.app[LAYOUT]
-    described, topic_list, groups = await _call(request, lambda c: (kafka.cluster(c), kafka.topics(c, offsets=False),
-                                                                   kafka.list_groups(c)))
+    described, topic_list, listed = await _call(request, lambda c: (admin.describe_cluster(c), admin.topics(c),
+                                                                   groups.list_groups(c)))
     samples = request.app[SAMPLER].history(request[IDENTITY])
     throughput = plots.line_chart({"records/s": rates(samples, topic_records(None))}, unit="/s",
                                   title="Produced records per second, all topics")
@@ -167,16 +170,16 @@ async def cluster_page(request: web.Request) -> web.Response:
                                   title="Log bytes written per second, all topics")
     return _render(request, "cluster.html", {
         "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
-        "registrations": root.registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
+        "registrations": registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
         "topic_count": sum(1 for t in topic_list if not t.internal),
         "internal_count": sum(1 for t in topic_list if t.internal), "partition_count": sum(len(t.partitions) for t in topic_list),
-        "group_count": len(groups), "throughput": throughput, "bytes_plot": bytes_plot})
+        "group_count": len(listed), "throughput": throughput, "bytes_plot": bytes_plot})
 
 
 # ----------------------------------------------------------------------------------- topics
 async def topics_page(request: web.Request) -> web.Response:
     layout = request.app[LAYOUT]
-    topic_list = await _call(request, kafka.topics)
+    topic_list = await _call(request, lambda c: admin.topics(c, offsets=True))
     sizes = await asyncio.to_thread(lambda: {t.name: root.topic_bytes(layout, t.name, [p.partition for p in t.partitions])
                                              for t in topic_list})
     show_internal = request.query.get("internal") == "1"
@@ -188,7 +191,8 @@ async def topics_page(request: web.Request) -> web.Response:
 async def topic_page(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
     layout = request.app[LAYOUT]
-    topic, configs = await _call(request, lambda c: (kafka.topics(c, [name])[0], kafka.topic_configs(c, name)))
+    topic, configs = await _call(request, lambda c: (admin.topics(c, [name], offsets=True)[0],
+                                                     admin.topic_configs(c, name)))
     sizes = {p.partition: root.partition_bytes(layout, name, p.partition) for p in topic.partitions}
     samples = request.app[SAMPLER].history(request[IDENTITY])
     throughput = plots.line_chart({name: rates(samples, topic_records(name))}, unit="/s",
@@ -215,14 +219,14 @@ async def records_page(request: web.Request) -> web.Response:
     layout = request.app[LAYOUT]
 
     def browse(client):
-        topic = kafka.topics(client, [name])[0]
+        topic = admin.topics(client, [name], offsets=True)[0]
         p = next((p for p in topic.partitions if p.partition == partition), None)
         if p is None:
-            raise kafka.BrokerError(f"topic {name} has no partition {partition}: UNKNOWN_TOPIC_OR_PARTITION")
+            raise ClientError(f"topic {name} has no partition {partition}: UNKNOWN_TOPIC_OR_PARTITION")
         first = max(p.start, end - DEFAULT_RECORDS if start is None and end is not None else
                     (p.end - DEFAULT_RECORDS if start is None else start))
         last = min(p.end, end if end is not None else first + DEFAULT_RECORDS, first + MAX_RECORDS)
-        return topic, p, first, last, kafka.fetch_records(client, name, partition, first, last) if last > first else []
+        return topic, p, first, last, admin.fetch_records(client, name, partition, first, last) if last > first else []
 
     topic, p, first, last, fetched = await _call(request, browse)
     shown = await asyncio.to_thread(records.decode, layout.root, name, fetched)
@@ -232,20 +236,13 @@ async def records_page(request: web.Request) -> web.Response:
 
 # ----------------------------------------------------------------------------------- groups
 async def groups_page(request: web.Request) -> web.Response:
-    described = await _call(request, lambda client: kafka.groups(client, kafka.list_groups(client)))
+    described = await _call(request, lambda client: groups.group_reports(client, groups.list_groups(client)))
     return _render(request, "groups.html", {"groups": described})
 
 
 async def group_page(request: web.Request) -> web.Response:
     group_id = request.match_info["group"]
-
-    def describe(client):
-        listing = next((g for g in kafka.list_groups(client) if g.group_id == group_id), None)
-        if listing is None:
-            return None
-        return kafka.group(client, listing)
-
-    detail = await _call(request, describe)
+    detail = await _call(request, lambda client: groups.group(client, group_id))
     if detail is None:
         return _not_found(request, f"no group {group_id!r} (or you may not describe it)")
     samples = request.app[SAMPLER].history(request[IDENTITY])
@@ -257,8 +254,10 @@ async def group_page(request: web.Request) -> web.Response:
 async def _visible_tables(request: web.Request) -> list[tables.TableSummary]:
     """The root's tables, without those fed by a topic this user may not describe."""
     layout = request.app[LAYOUT]
-    allowed = await _call(request, kafka.topic_names)
     summaries = await asyncio.to_thread(lambda: [tables.summary(layout, n) for n in tables.table_names(layout)])
+    if not request.app[ACCESS].login_required:
+        return summaries  # one identity sees every table: no broker needed
+    allowed = await _call(request, admin.topic_names)
     return [s for s in summaries if (s.topics or {_fed_by(s.name)}) <= allowed]
 
 
@@ -315,9 +314,14 @@ def _registry(request: web.Request):
 
 async def schemas_page(request: web.Request) -> web.Response:
     state = await asyncio.to_thread(_registry, request)
-    allowed = await _call(request, kafka.topic_names)
+    allowed = await _allowed_topics(request)
     subjects = [(s, state.versions(s)) for s in state.subject_names() if _subject_visible(request, s, allowed)]
     return _render(request, "schemas.html", {"subjects": subjects})
+
+
+async def _allowed_topics(request: web.Request) -> set[str]:
+    """The topics the user may describe; without logins nothing is hidden (no broker asked)."""
+    return await _call(request, admin.topic_names) if request.app[ACCESS].login_required else set()
 
 
 def _subject_visible(request: web.Request, subject: str, allowed: set[str]) -> bool:
@@ -332,7 +336,7 @@ def _subject_visible(request: web.Request, subject: str, allowed: set[str]) -> b
 async def subject_page(request: web.Request) -> web.Response:
     subject = request.match_info["subject"]
     state = await asyncio.to_thread(_registry, request)
-    allowed = await _call(request, kafka.topic_names)
+    allowed = await _allowed_topics(request)
     versions = state.versions(subject, deleted=True)
     if not versions or not _subject_visible(request, subject, allowed):
         return _not_found(request, f"no subject {subject!r}")

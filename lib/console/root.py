@@ -1,12 +1,11 @@
 """What the console reads from the storage root itself, without the broker: the cluster id, the
-brokers' registrations (endpoints, lease) and the partitions' sizes on disk."""
+brokers' registrations (endpoints, lease: topiclake.client.registrations) and the partitions'
+sizes on disk."""
 
 from __future__ import annotations
 
 import json
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from topiclake.segments.storage import StorageLayout
@@ -14,47 +13,11 @@ from topiclake.segments.storage import StorageLayout
 LOG_SUFFIX = ".log"
 
 
-@dataclass(frozen=True)
-class Registration:
-    broker_id: int
-    endpoints: tuple[str, ...]
-    registry_url: str | None
-    pid: int | None
-    lease_expires_ms: int
-    error: str | None = None  # an unreadable registration file
-
-    @property
-    def alive(self) -> bool:
-        return self.lease_expires_ms > time.time() * 1000
-
-
 def cluster_id(layout: StorageLayout) -> str | None:
     try:
         return json.loads(layout.cluster_meta_file.read_text())["cluster_id"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def registrations(layout: StorageLayout) -> list[Registration]:
-    out = []
-    for path in sorted(layout.brokers_dir.glob("*.json")) if layout.brokers_dir.is_dir() else []:
-        try:
-            reg = json.loads(path.read_text())
-            endpoints = tuple(reg.get("endpoints") or (f"PLAINTEXT://{reg['host']}:{int(reg['port'])}",))
-            out.append(Registration(int(reg.get("broker_id", path.stem)), endpoints, reg.get("schema_registry"),
-                                    reg.get("pid"), int(reg.get("lease_expires_ms", 0))))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            out.append(Registration(-1, (), None, None, 0, error=f"{path.name}: {exc}"))
-    return out
-
-
-def registered_endpoint(layout: StorageLayout) -> tuple[str, str] | None:
-    """(protocol, host:port) of a live registered broker's first listener, else None."""
-    for reg in registrations(layout):
-        if reg.alive and reg.endpoints:
-            protocol, _, address = reg.endpoints[0].partition("://")
-            return protocol, address
-    return None
 
 
 def partition_bytes(layout: StorageLayout, topic: str, partition: int) -> int:

@@ -1,10 +1,11 @@
 """Throughput and lag over time, sampled in memory while the console runs.
 
-Every `interval_s` a background thread asks the broker, as each identity the console acts for
+Every `interval_s` a background thread asks the cluster, as each identity the console acts for
 (so a user's plots hold only what they may describe): the topics (Metadata), every partition's
-log end offset (one ListOffsets), every group's committed offsets (OffsetFetch; share groups:
-DescribeShareGroupOffsets); and reads the partitions' bytes on disk from the root. A bounded
-history per identity is kept (`keep` samples); nothing is written anywhere.
+log end offset (ListOffsets at each leader), every group's committed offsets (OffsetFetch at each
+coordinator; share groups: DescribeShareGroupOffsets); and reads the partitions' bytes on disk
+from the root. A bounded history per identity is kept (`keep` samples); nothing is written
+anywhere. An outage is logged once when it starts and once when it ends, not at every sample.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from topiclake.client import ClientError, admin, groups
+from topiclake.client.results import LATEST
 from topiclake.segments.storage import StorageLayout
 
-from . import kafka, root
+from . import root
 from .access import Access, Identity
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ class Sampler:
         self.interval_s = interval_s
         self.keep = keep
         self._history: dict[str, deque[Sample]] = {}
+        self._failing: set[str] = set()  # identities whose last sample failed (logged once)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-sampler", daemon=True)
@@ -61,15 +65,21 @@ class Sampler:
 
     def sample(self, identity: Identity) -> Sample | None:
         """One sample as `identity`, added to its history (None when the broker failed)."""
+        who = identity.name or "console"
         try:
             with identity.client() as client:
-                topics = kafka.topics(client, offsets=False)
+                topics = admin.topics(client)
                 keys = [(t.name, p.partition) for t in topics for p in t.partitions]
-                ends = kafka.list_offsets(client, keys, kafka.LATEST)
-                lags = kafka.group_lags(client, kafka.list_groups(client), ends)
-        except (OSError, ValueError, EOFError, kafka.BrokerError) as exc:
-            log.warning("console sample as %r failed: %s", identity.name or "console", exc)
+                ends = admin.list_offsets(client, keys, LATEST)
+                lags = groups.group_lags(client, groups.list_groups(client), ends)
+        except (OSError, ClientError) as exc:
+            if who not in self._failing:
+                self._failing.add(who)
+                log.warning("console samples as %r fail (logged again when they work): %s", who, exc)
             return None
+        if who in self._failing:
+            self._failing.discard(who)
+            log.warning("console samples as %r work again", who)
         sizes = {t.name: root.topic_bytes(self.layout, t.name, [p.partition for p in t.partitions]) for t in topics}
         sample = Sample(time.time(), ends, sizes, lags)
         with self._lock:

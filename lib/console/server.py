@@ -8,10 +8,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from topiclake.client.registrations import live_endpoints
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 from topiclake.segments.storage import StorageLayout
 
-from . import root
 from .access import Access
 from .app import create_app
 
@@ -29,15 +29,16 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecurity | None,
             security_protocol: str | None) -> tuple[str, ClientSecurity]:
-    """(bootstrap, security): --bootstrap, else the first listener of a live broker registered in
-    the root, whose protocol (SASL_PLAINTEXT, ...) is then the one spoken unless said otherwise."""
-    registered = root.registered_endpoint(layout)
+    """(bootstrap, security): --bootstrap (host:port or a comma list), else every live broker
+    registered in the root (the first's first listener's protocol, SASL_PLAINTEXT, ..., is then
+    the one spoken unless said otherwise)."""
     if bootstrap is None:
-        if registered is None:
+        registered = live_endpoints(layout, security_protocol)
+        if not registered:
             raise ConsoleConfigError(f"no live broker registered under {layout.brokers_dir}: start one, "
                                      "or give --bootstrap HOST:PORT")
-        protocol, bootstrap = registered
-        security_protocol = security_protocol or protocol
+        bootstrap = ",".join(address for _protocol, address in registered)
+        security_protocol = security_protocol or registered[0][0]
     security = security or PLAINTEXT
     if security_protocol and security_protocol != security.security_protocol:
         try:  # a SASL protocol: the user and password come from each browser login (access.py)

@@ -9,7 +9,7 @@ import threading
 import pytest
 from kio.schema.create_topics.v7 import request as create_req
 
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 from topiclake.broker.config import BrokerConfig
 from topiclake.broker.server import BrokerServer
 
@@ -39,8 +39,8 @@ class InProcessBroker:
     def context(self):
         return self.server.context
 
-    def client(self) -> ProtocolClient:
-        return ProtocolClient(self.bootstrap, timeout=10)
+    def client(self) -> BrokerConnection:
+        return BrokerConnection(self.bootstrap, timeout=10)
 
     def create_topic(self, name: str, partitions: int = 1, **config: str):
         topic = create_req.CreatableTopic(

@@ -12,7 +12,7 @@ import confluent_kafka as ck
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from topiclake.broker.client import AuthenticationError, ProtocolClient
+from topiclake.client.conn import AuthenticationError, BrokerConnection
 from topiclake.broker.config import MetricsConfig
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.security.client_config import ClientSecurity
@@ -96,7 +96,7 @@ def test_metrics_report_the_workload(metered):
                                   sasl_username="nobody", sasl_password="wrong")
     sasl_address = f"127.0.0.1:{broker.server.ports['SASL_PLAINTEXT']}"
     with pytest.raises(AuthenticationError):
-        ProtocolClient(sasl_address, security=failed_login, timeout=10)
+        BrokerConnection(sasl_address, security=failed_login, timeout=10)
 
     before = scrape(broker)
     with broker.client(), broker.client():  # two more connections open while scraping

@@ -14,7 +14,7 @@ from kio.schema.delete_topics.v6 import request as delete6
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as metadata12
 
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 from topiclake.broker.client_quotas import ClientQuotas
 from topiclake.broker.throttle import Throttler
 from topiclake.segments.storage import StorageLayout
@@ -145,9 +145,9 @@ def test_controller_mutation_rate_on_create_and_delete_topics(broker):
         # Permissive (v5): done, and the response says how long to back off.
         codes, throttle_ms = create_topics(c, ["m4"], 5, version=5)
         assert codes == [ErrorCode.none] and throttle_ms > 0
-    with ProtocolClient(broker.bootstrap, client_id="unlimited") as other:
+    with BrokerConnection(broker.bootstrap, client_id="unlimited") as other:
         assert create_topics(other, ["d1", "d2"], 12) == ([ErrorCode.none, ErrorCode.none], 0)
-    with ProtocolClient(broker.bootstrap, client_id="deleter") as c:
+    with BrokerConnection(broker.bootstrap, client_id="deleter") as c:
         assert alter_quotas(c, {"client_id": "deleter"}, {"controller_mutation_rate": 1.0}) == ErrorCode.none
         response = c.request(delete6.DeleteTopicsRequest(topics=tuple(
             delete6.DeleteTopicState(name=n, topic_id=None) for n in ("d1", "d2")),
@@ -162,7 +162,7 @@ def test_connection_creation_rate_holds_then_closes(broker):
     served, closed = 0, 0
     started = time.monotonic()
     for _ in range(11):  # the quota's client above was the first: 11 in the first seconds is over 1/s
-        with ProtocolClient(broker.bootstrap, timeout=5) as c:
+        with BrokerConnection(broker.bootstrap, timeout=5) as c:
             try:
                 metadata_throttle_ms(c)
                 served += 1

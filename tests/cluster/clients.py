@@ -1,6 +1,6 @@
 """What the cluster tests send: real clients producing and consuming throughout faults, and raw
 requests to one chosen broker (Metadata, Produce, Fetch, FindCoordinator...) over the test
-ProtocolClient, so that a test knows exactly which broker answered what.
+BrokerConnection, so that a test knows exactly which broker answered what.
 
 The ledger keeps what every client was told: each acknowledged record's (partition, offset), and
 each record the consumer group delivered. Values carry their producer and a sequence number per
@@ -22,7 +22,7 @@ from kio.schema.list_offsets.v7 import request as offsets_req
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.produce.v9 import request as produce_req
 
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 from topiclake.segments.batch import Record, build_batch
 
 RAW_TIMEOUT = datetime.timedelta(seconds=5)
@@ -46,7 +46,7 @@ class ClusterView:
 
 def metadata(bootstrap: str, topic: str, timeout: float = 5.0) -> ClusterView:
     """Metadata for one topic, from exactly the broker at `bootstrap`."""
-    with ProtocolClient(bootstrap, timeout=timeout) as client:
+    with BrokerConnection(bootstrap, timeout=timeout) as client:
         response = client.request(md_req.MetadataRequest(
             topics=(md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic),),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
@@ -68,13 +68,13 @@ def produce_request(topic: str, partition: int, batch: bytes) -> produce_req.Pro
             produce_req.PartitionProduceData(index=partition, records=batch),)),))
 
 
-def raw_produce(client: ProtocolClient, topic: str, partition: int, *values: bytes):
+def raw_produce(client: BrokerConnection, topic: str, partition: int, *values: bytes):
     """acks=all; the partition's response (error_code, base_offset)."""
     return client.request(produce_request(topic, partition, raw_batch(*values))).responses[0] \
         .partition_responses[0]
 
 
-def raw_fetch(client: ProtocolClient, topic: str, partition: int, offset: int, *, epoch: int = -1):
+def raw_fetch(client: BrokerConnection, topic: str, partition: int, offset: int, *, epoch: int = -1):
     request = fetch_req.FetchRequest(max_wait=datetime.timedelta(0), min_bytes=1, isolation_level=0, topics=(
         fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
             partition=partition, current_leader_epoch=epoch, fetch_offset=offset, partition_max_bytes=1 << 20),)),),
@@ -82,7 +82,7 @@ def raw_fetch(client: ProtocolClient, topic: str, partition: int, offset: int, *
     return client.request(request).responses[0].partitions[0]
 
 
-def raw_list_offsets(client: ProtocolClient, topic: str, partition: int, *, epoch: int = -1):
+def raw_list_offsets(client: BrokerConnection, topic: str, partition: int, *, epoch: int = -1):
     request = offsets_req.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
         offsets_req.ListOffsetsTopic(name=topic, partitions=(
             offsets_req.ListOffsetsPartition(partition_index=partition, current_leader_epoch=epoch, timestamp=-1),)),))
@@ -266,3 +266,24 @@ class _QuietLogger:
 
     def __getattr__(self, name):
         return self.log
+
+
+# ========================================================== a topic and groups to inspect
+def topic_with_groups(bootstrap: str, topic: str, records_in: dict[int, int],
+                      committed: dict[str, dict[int, int]]) -> None:
+    """Create `topic` with one partition per key of `records_in`, write that many records to
+    each partition, and commit `committed[group][partition]` for each group (no member)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    creator = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it alive
+    creator.create_topics([NewTopic(topic, len(records_in), 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for partition, count in records_in.items():
+        for i in range(count):
+            producer.produce(topic, value=f"{partition}/{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    for group, offsets in committed.items():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        consumer.close()

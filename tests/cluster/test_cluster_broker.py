@@ -22,7 +22,7 @@ from kio.schema.describe_cluster.v1 import request as cluster_req
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as fc_req
 
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 from topiclake.broker.cluster.controller import preferred_order
 from topiclake.broker.group.java import coordinator_partition
 
@@ -98,11 +98,11 @@ def test_metadata_names_every_broker_and_each_leader_and_others_refuse(brokers):
     assert all(v.replicas == (v.leader,) and v.leader == preferred_leader("where", p) for p, v in views.items())
     leader = views[0].leader
     other = next(b for b in (1, 2, 3) if b != leader)
-    with ProtocolClient(brokers.bootstrap_of(other)) as client:
+    with BrokerConnection(brokers.bootstrap_of(other)) as client:
         assert raw_produce(client, "where", 0, b"misdirected").error_code == ErrorCode.not_leader_or_follower
         assert raw_fetch(client, "where", 0, 0).error_code == ErrorCode.not_leader_or_follower
         assert raw_list_offsets(client, "where", 0).error_code == ErrorCode.not_leader_or_follower
-    with ProtocolClient(brokers.bootstrap_of(leader)) as client:
+    with BrokerConnection(brokers.bootstrap_of(leader)) as client:
         answer = raw_produce(client, "where", 0, b"to the leader")
         assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
         epoch = views[0].epoch
@@ -135,7 +135,7 @@ def test_find_coordinator_and_describe_cluster_answer_alike_on_every_broker(brok
     keys = [f"group-{i}" for i in range(8)]
     answers = {}
     for broker_id in (1, 2, 3):
-        with ProtocolClient(brokers.bootstrap_of(broker_id)) as client:
+        with BrokerConnection(brokers.bootstrap_of(broker_id)) as client:
             def find(key_type: int) -> dict:
                 return {c.key: (c.error_code, c.node_id) for c in client.request(
                     fc_req.FindCoordinatorRequest(key_type=key_type, coordinator_keys=tuple(keys))).coordinators}
@@ -211,7 +211,7 @@ def test_a_reassignment_moves_a_partitions_leader_and_preferred_broker_at_once(b
     after = wait_for(lambda: (v := settled(brokers, "reassigned", 3)) and v[0].leader == target and v, 20,
                      what="the reassigned leader")
     assert after[0].epoch == before.epoch + 1 and after[1] == views[1] and after[2] == views[2]
-    with ProtocolClient(brokers.bootstrap_of(target)) as client:  # the new leader serves it
+    with BrokerConnection(brokers.bootstrap_of(target)) as client:  # the new leader serves it
         assert raw_produce(client, "reassigned", 0, b"moved").error_code == ErrorCode.none
     # The named broker is now the preferred one: nothing to elect, and the controller keeps it there.
     confluent = AdminClient({"bootstrap.servers": brokers.bootstrap})
@@ -246,7 +246,7 @@ def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers)
 
         # SIGSTOP the leader of partition 0 with a produce request of ours on its socket.
         paused = leader_of(brokers, topic, 0)
-        stale_client = ProtocolClient(brokers.bootstrap_of(paused), timeout=60)
+        stale_client = BrokerConnection(brokers.bootstrap_of(paused), timeout=60)
         stale_value = b"written by a paused leader"
         answers = []
         brokers.pause(paused)

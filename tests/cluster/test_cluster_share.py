@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v6 import request as fc_req
 from kio.schema.metadata.v12 import request as md_req
 
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 from ..broker.share.test_share_wire import share_fetch as raw_share_fetch
 from ..integration.broker_process import BrokerProcess, free_port
@@ -104,7 +104,7 @@ preferred_leader_delay_ms = 1000
 
     def request(self, body, broker_id: int | None = None):
         broker = self.brokers[broker_id if broker_id is not None else self.live()[0]]
-        with ProtocolClient(broker.bootstrap, timeout=20) as client:
+        with BrokerConnection(broker.bootstrap, timeout=20) as client:
             return client.request(body)
 
     def logs(self) -> str:
@@ -323,7 +323,7 @@ def test_a_share_fetch_to_a_broker_not_leading_the_partition_names_its_leader(cl
     topic, topic_id = create_topic(cluster)
     [partition] = [p for p in topic_metadata(cluster, topic).partitions if p.partition_index == 0]
     other = next(i for i in cluster.live() if i != partition.leader_id)
-    with ProtocolClient(cluster.brokers[other].bootstrap, timeout=20) as client:
+    with BrokerConnection(cluster.brokers[other].bootstrap, timeout=20) as client:
         response = raw_share_fetch(client, f"sg-{uuid.uuid4().hex[:8]}", "member-1", 0, topic_id)
     [answer] = response.responses[0].partitions
     assert answer.error_code == ErrorCode.not_leader_or_follower

@@ -160,9 +160,9 @@ def test_a_transaction_commits_after_its_coordinator_fails_over(live):
 def _coordinator_of(cluster: ClusterBrokers, transactional_id: str) -> int:
     from kio.schema.find_coordinator.v4 import request as fc_req
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
 
-    with ProtocolClient(cluster.bootstrap_of(cluster.live()[0])) as client:
+    with BrokerConnection(cluster.bootstrap_of(cluster.live()[0])) as client:
         [found] = client.request(fc_req.FindCoordinatorRequest(key_type=1, coordinator_keys=(transactional_id,))
                                  ).coordinators
     assert found.error_code.value == 0
@@ -173,12 +173,12 @@ def test_a_config_change_reaches_the_broker_leading_the_partition(live):
     from confluent_kafka import Producer
     from kio.schema.incremental_alter_configs.v1 import request as iac_req
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
 
     create_topic(live, "small-segments", partitions=3)
     partition, other = next(iter(leaders(live, "small-segments").items()))
     admin_broker = next(b for b in live.live() if b != other)
-    with ProtocolClient(live.bootstrap_of(admin_broker)) as client:  # the change is made on another broker
+    with BrokerConnection(live.bootstrap_of(admin_broker)) as client:  # the change is made on another broker
         response = client.request(iac_req.IncrementalAlterConfigsRequest(validate_only=False, resources=(
             iac_req.AlterConfigsResource(resource_type=2, resource_name="small-segments", configs=(
                 iac_req.AlterableConfig(name="segment.bytes", config_operation=0, value="2048"),)),)))

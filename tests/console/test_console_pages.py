@@ -97,7 +97,7 @@ def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> No
     (empty again) had its share-partition start offset moved back to `start`."""
     from kio.schema.alter_share_group_offsets.v0 import request as alter
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
 
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
         "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
@@ -116,7 +116,7 @@ def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> No
     request = alter.AlterShareGroupOffsetsRequest(group_id=group, topics=(
         alter.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
             alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=start),)),))
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         deadline = time.monotonic() + 20
         while True:  # NON_EMPTY_GROUP until the coordinator has seen the consumer leave
             done = client.request(request)

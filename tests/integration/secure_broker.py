@@ -129,12 +129,12 @@ class SecureBroker(BrokerProcess):
         from kio.schema.find_coordinator.v3 import request as fc
         from kio.schema.offset_fetch.v7 import request as of
 
-        from topiclake.broker.client import ProtocolClient
+        from topiclake.client.conn import BrokerConnection
         from topiclake.security.client_config import PLAINTEXT
 
         protocol = next(iter(self.ports))
         deadline = time.monotonic() + timeout
-        with ProtocolClient(self.address(protocol), security=security or PLAINTEXT, timeout=10) as client:
+        with BrokerConnection(self.address(protocol), security=security or PLAINTEXT, timeout=10) as client:
             client.request(fc.FindCoordinatorRequest(key="warm-up", key_type=0))
             while client.request(of.OffsetFetchRequest(group_id="warm-up", topics=None, require_stable=False)
                                  ).error_code.value != 0:

@@ -20,7 +20,7 @@ from tests.broker.txn import raw
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_group_migration import PARTITIONS, Group, group_type
 from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 def tv2_transaction(bootstrap: str, topic: str) -> None:
     """One transactions-v2 transaction, as a Kafka 4.x producer runs it: no AddPartitionsToTxn,
     Produce v12, EndTxn v5 (which bumps the epoch)."""
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         _, pid, epoch = raw.init_producer_id(client, "tv2")
         response = client.request(produce12.ProduceRequest(
             transactional_id="tv2", acks=-1, timeout=raw.TIMEOUT, topic_data=(produce12.TopicProduceData(

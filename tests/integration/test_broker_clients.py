@@ -13,7 +13,7 @@ import pytest
 from kio.schema.create_topics.v7 import request as create_req
 
 from tests.integration.broker_process import BrokerProcess
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def create_topic(bootstrap: str, partitions: int = PARTITIONS, **config: str) ->
     topic = create_req.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=1, assignments=(),
         configs=tuple(create_req.CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in config.items()))
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         result = client.request(create_req.CreateTopicsRequest(
             topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
     assert result.topics[0].error_code.value == 0, result

@@ -19,7 +19,7 @@ from kio.schema.create_topics.v7 import request as create_req
 from typer.testing import CliRunner
 
 from tests.integration.broker_process import BrokerProcess
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> st
     name = name or f"g-{uuid.uuid4().hex[:10]}"
     topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
                                       configs=())
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         result = client.request(create_req.CreateTopicsRequest(
             topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
     assert result.topics[0].error_code.value == 0, result
@@ -264,7 +264,7 @@ def test_confluent_kafka_consumer_protocol(broker):
         assert sorted(len(a) for a in assignments) == [2, 2], assignments
         from kio.schema.consumer_group_describe.v0 import request as req
 
-        with ProtocolClient(broker.bootstrap) as client:
+        with BrokerConnection(broker.bootstrap) as client:
             described = client.request(req.ConsumerGroupDescribeRequest(group_ids=(conf["group.id"],),
                                                                         include_authorized_operations=False))
         group = described.groups[0]
@@ -309,7 +309,7 @@ def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
         poll_until(lambda: got.get(later) == 4, 40)
         assert got == {first: 3, later: 4}
         assert {tp.topic for tp in consumer.assignment()} == {first, later}
-        with ProtocolClient(broker.bootstrap) as client:
+        with BrokerConnection(broker.bootstrap) as client:
             [member] = client.request(req.ConsumerGroupDescribeRequest(
                 group_ids=(conf["group.id"],), include_authorized_operations=False)).groups[0].members
         assert f"^({prefix}-.*|" in member.subscribed_topic_regex  # librdkafka wraps it: "(^...)"
@@ -322,7 +322,7 @@ def _describe_consumer_group(bootstrap: str, group_id: str):
     from kio.schema.consumer_group_describe.v0 import request as req
 
     try:
-        with ProtocolClient(bootstrap) as client:
+        with BrokerConnection(bootstrap) as client:
             return client.request(req.ConsumerGroupDescribeRequest(group_ids=(group_id,),
                                                                    include_authorized_operations=False)).groups[0]
     except OSError:

@@ -168,10 +168,10 @@ def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(broker):
 def _listed_groups(broker, user: str) -> set[str]:
     from kio.schema.list_groups.v4 import request as lg
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user])) as client:
         return {g.group_id for g in client.request(lg.ListGroupsRequest(states_filter=())).groups}
 
@@ -183,10 +183,10 @@ def _assert_each_api_refuses(broker):
     from kio.schema.offset_commit.v8 import request as oc
     from kio.schema.offset_fetch.v7 import request as of
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
         fetched = bob.request(fe.FetchRequest(
             replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
@@ -216,11 +216,11 @@ def _share_api_codes(broker) -> dict[str, str]:
     from kio.schema.share_group_describe.v1 import request as sd
     from kio.schema.share_group_heartbeat.v1 import request as hb
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
     codes = {}
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
         for group in ("s-bob", "s-carol"):
             beat = bob.request(hb.ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=0,
@@ -367,12 +367,12 @@ def test_quotas_count_the_authenticated_user(broker):
     from kio.schema.alter_client_quotas.v1 import request as aq
     from kio.schema.produce.v9 import request as pr
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
     from topiclake.segments.batch import Record, build_batch
 
     def client(user):
-        return ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+        return BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                               security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
 
     admin_client = AdminClient(sasl(broker, "admin"))
@@ -511,7 +511,7 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
     from kio.schema.share_fetch.v1 import request as sf
     from kio.schema.share_group_heartbeat.v1 import request as hb
 
-    from topiclake.broker.client import ProtocolClient
+    from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
     admin = AdminClient(sasl(broker, "admin"))
@@ -522,7 +522,7 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
         future.result(10)
 
     def as_user(user):
-        return ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+        return BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                               security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
 
     with as_user("admin") as c:

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from topiclake.broker import wire
-from topiclake.broker.client import AuthenticationError, ProtocolClient
+from topiclake.client.conn import AuthenticationError, BrokerConnection
 from topiclake.security.client_config import ClientSecurity
 
 from .secure_broker import SecureBroker, make_certificates, security_toml
@@ -216,7 +216,7 @@ def _security(protocol: str, broker, mechanism: str | None = "SCRAM-SHA-256", pa
 def _api_versions_ok(address: str, security: ClientSecurity) -> bool:
     from kio.schema.api_versions.v3 import request as av
 
-    with ProtocolClient(address, security=security, timeout=10) as client:
+    with BrokerConnection(address, security=security, timeout=10) as client:
         answer = client.request(av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         return answer.error_code.value == 0
 
@@ -242,17 +242,17 @@ def test_unknown_mechanism_and_requests_before_authentication(broker):
     from kio.schema.metadata.v12 import request as md
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         answer = client.request(SaslHandshakeRequest(mechanism="GSSAPI"))
         assert answer.error_code.name == "unsupported_sasl_mechanism"
         assert set(answer.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         with pytest.raises(ConnectionError):  # Metadata before SaslHandshake: closed, as Kafka does
             client.request(md.MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                               include_topic_authorized_operations=False))
     _wait_for_log(broker, "before SASL authentication on the SASL_PLAINTEXT listener")
     with pytest.raises(AuthenticationError, match="invalid credentials"):  # the CLI's client says why
-        ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10,
+        BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
                        security=_security("SASL_PLAINTEXT", broker, "SCRAM-SHA-512", password="wrong"))
     assert _api_versions_ok(broker.address("SASL_PLAINTEXT"), _security("SASL_PLAINTEXT", broker))
 
@@ -261,15 +261,15 @@ def test_an_exchange_cut_short_and_a_v0_handshake(broker):
     from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as V0
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    client = ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10)
+    client = BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10)
     assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code.value == 0
     client.close()  # before any token
-    client = ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10)
+    client = BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10)
     client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
     client.send_raw(struct.pack(">i", 1000) + b"n,,n=alice")  # a frame that never ends
     client.close()
     # Handshake v0: the PLAIN token travels as a bare frame and the answer comes back bare (Kafka 0.10).
-    with ProtocolClient(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         assert client.request(V0(mechanism="PLAIN")).error_code.value == 0
         client.send_raw(wire._SIZE.pack(len(token := f"\0{USER}\0{PASSWORD}".encode())) + token)
         assert client.read_frame() == b""
@@ -287,7 +287,7 @@ def _metadata_brokers(client) -> list[int]:
 
 def test_metadata_answers_the_listener_the_client_came_in_on(broker):
     for protocol in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        with ProtocolClient(broker.address(protocol), security=_security(protocol, broker), timeout=10) as client:
+        with BrokerConnection(broker.address(protocol), security=_security(protocol, broker), timeout=10) as client:
             assert _metadata_brokers(client) == [broker.ports[protocol]]
 
 

@@ -26,7 +26,7 @@ from kio.schema.share_group_describe.v1 import request as describe_req
 from typer.testing import CliRunner
 
 from tests.integration.broker_process import BrokerProcess
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def create_topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"share-{uuid.uuid4().hex[:10]}"
     topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
                                       configs=())
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         result = client.request(create_req.CreateTopicsRequest(
             topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
     assert result.topics[0].error_code == ErrorCode.none, result
@@ -106,7 +106,7 @@ def poll(sc: ShareConsumer, timeout: float = 10.0) -> list:
 
 
 def request(bootstrap: str, body):
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         return client.request(body)
 
 

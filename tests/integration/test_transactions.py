@@ -14,7 +14,7 @@ from kio.schema.offset_fetch.v6 import request as fetch_req
 
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.integration.test_broker_clients import create_topic
-from topiclake.broker.client import ProtocolClient
+from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
     """The group's materialised offsets (OffsetFetch without require_stable: pending ones are not shown)."""
-    with ProtocolClient(bootstrap) as client:
+    with BrokerConnection(bootstrap) as client:
         resp = client.request(fetch_req.OffsetFetchRequest(group_id=group, topics=(
             fetch_req.OffsetFetchRequestTopic(name=topic, partition_indexes=tuple(range(partitions))),)))
     return [p.committed_offset for t in resp.topics for p in sorted(t.partitions, key=lambda p: p.partition_index)]

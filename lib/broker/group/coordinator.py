@@ -468,7 +468,7 @@ def _delete_unsubscribed(core: ClassicGroups, group_id: str, partitions: list[tu
 
 def _describe_consumer_group(group: ConsumerGroup) -> GroupDescription:
     from .api import DescribedMember
-    from .consumer_protocol import ConsumerAssignment, encode_assignment
+    from topiclake.protocol.consumer_protocol import ConsumerAssignment, encode_assignment
 
     members = tuple(
         DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"",

@@ -55,14 +55,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from topiclake.protocol.serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions,
+                                      write_strings, write_topic_partitions)
 from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
 
 from ..constants import NO_LEADER_EPOCH
 from . import share_records
 from .share_records import SG, ShareGroupKey
-from .serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings,
-                    write_topic_partitions)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -15,7 +15,7 @@ from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
 
 from .api import Protocol
-from .consumer_protocol import PROTOCOL_TYPE, decode_subscription
+from topiclake.protocol.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 from .java import hashmap_order
 from .records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 

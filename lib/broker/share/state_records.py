@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.varint import encode_unsigned_varint
 
-from ..group.serde import Reader, Writer
+from topiclake.protocol.serde import Reader, Writer
 
 SNAPSHOT_TYPE = 0
 UPDATE_TYPE = 1

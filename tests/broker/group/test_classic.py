@@ -8,7 +8,7 @@ from topiclake.broker.group.api import (CommitOffset, HeartbeatRequest, JoinRequ
                                         OffsetCommitRequest, Protocol, SyncRequest)
 from topiclake.broker.group.assignor import AssignorMember, range_assign
 from topiclake.broker.group.classic import ClassicGroupSettings, ClassicGroups
-from topiclake.broker.group.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
+from topiclake.protocol.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
                                                       decode_subscription, encode_assignment, encode_subscription)
 from topiclake.broker.group.errors import GroupErrorCode as E
 from topiclake.broker.group.records import GroupMetadataKey

@@ -12,7 +12,7 @@ from topiclake.broker.group.api import (CommitOffset, HeartbeatRequest, JoinRequ
                                         OffsetCommitRequest, Protocol, Result, SyncRequest)
 from topiclake.broker.group.classic import ClassicGroupSettings, ClassicGroups
 from topiclake.broker.group.consumer import ConsumerGroups, ConsumerHeartbeatRequest as HB, MemberState
-from topiclake.broker.group.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
+from topiclake.protocol.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
                                                       encode_assignment, encode_subscription)
 from topiclake.broker.group.errors import GroupErrorCode as E
 from topiclake.broker.group.migration import MigrationPolicy

@@ -4,13 +4,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from topiclake.broker.group.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
+from topiclake.protocol.consumer_protocol import (ConsumerAssignment, ConsumerSubscription, decode_assignment,
                                                       decode_subscription, encode_assignment, encode_subscription)
 from topiclake.broker.group.records import (CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata,
                                             OffsetCommitKey, OffsetCommitValue, UnknownKey, decode_group_metadata_value,
                                             decode_key, decode_offset_commit_value, decode_record, encode_key,
                                             encode_value, group_metadata_record, offset_commit_record)
-from topiclake.broker.group.serde import Writer
+from topiclake.protocol.serde import Writer
 from topiclake.segments.errors import CorruptRecordError
 
 VECTORS = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "consumer_offsets_vectors.json"

@@ -1,4 +1,4 @@
-"""Raw transactional requests over the test ProtocolClient (exact control of what is sent)."""
+"""Raw transactional requests over the test BrokerConnection (exact control of what is sent)."""
 
 from __future__ import annotations
 

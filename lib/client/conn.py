@@ -1,37 +1,35 @@
-"""A minimal blocking Kafka protocol client over kio: one connection, one request at a time.
+"""One blocking connection to one broker over kio, one request at a time: the bottom layer of
+the client (conn -> client -> admin, as aiokafka layers it).
 
-Used by the `topiclake topics` commands (they talk to a running broker like kafka-topics) and by
-tests that need exact control over what goes on the wire. `security` (a client-properties file or
-`[client]`, security.client_config) adds TLS and a SASL login (PLAIN, SCRAM-SHA-256/512) before
-the first request.
+`security` (a client-properties file or `[client]`, security.client_config) adds TLS and a SASL
+login (PLAIN, SCRAM-SHA-256/512) before the first request. The cluster client (client.py) keeps
+one per broker; tests use one directly when they need exact control over what goes on the wire
+and which broker answers.
 """
 
 from __future__ import annotations
 
 import socket
-import struct
-import time
-from typing import Any, Callable
+from typing import Any
 
 from topiclake.security import scram
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 
-from . import wire
-
-_SIZE = struct.Struct(">i")
+from topiclake.protocol import codec
 
 
 class AuthenticationError(Exception):
     """The broker refused the login (wrong password, mechanism not enabled, not a SASL listener)."""
 
 
-class ProtocolClient:
-    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "topiclake-cli",
-                 security: ClientSecurity = PLAINTEXT):
-        host, _, port = bootstrap.rpartition(":")
+class BrokerConnection:
+    def __init__(self, address: str, *, timeout: float = 30.0, client_id: str = "topiclake-cli",
+                 security: ClientSecurity = PLAINTEXT, connect_timeout: float | None = None):
+        host, _, port = address.rpartition(":")
         self.address = (host.strip("[]") or "127.0.0.1", int(port))
         self.client_id = client_id
-        self.sock = socket.create_connection(self.address, timeout=timeout)
+        self.sock = socket.create_connection(self.address, timeout=connect_timeout or timeout)
+        self.sock.settimeout(timeout)
         self._correlation = 0
         try:
             if security.uses_tls:
@@ -70,7 +68,7 @@ class ProtocolClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "ProtocolClient":
+    def __enter__(self) -> "BrokerConnection":
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -80,7 +78,7 @@ class ProtocolClient:
         self.sock.sendall(data)
 
     def read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exactly(4))
+        (size,) = codec.SIZE.unpack(self._read_exactly(4))
         return self._read_exactly(size)
 
     def _read_exactly(self, n: int) -> bytes:
@@ -96,23 +94,10 @@ class ProtocolClient:
     def request(self, body: Any, *, expect_response: bool = True) -> Any:
         """Send a kio request dataclass; return the decoded response dataclass."""
         self._correlation += 1
-        self.send_raw(wire.encode_request(self._correlation, body, self.client_id))
+        self.send_raw(codec.encode_request(self._correlation, body, self.client_id))
         if not expect_response:
             return None
-        correlation_id, response = wire.decode_response(self.read_frame(), body)
+        correlation_id, response = codec.decode_response(self.read_frame(), body)
         if correlation_id != self._correlation:
             raise ConnectionError(f"response for correlation id {correlation_id}, expected {self._correlation}")
         return response
-
-    def request_while_retriable(self, body: Any, error_of: Callable[[Any], Any], *, wait_s: float = 30.0,
-                                pause_s: float = 0.1) -> Any:
-        """The response to `body`, asked again while `error_of(response)` is a retriable error
-        code (a coordinator still loading its groups right after a broker start), as Kafka's admin
-        client retries; after `wait_s`, or at a non-retriable error, that last response."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            response = self.request(body)
-            code = error_of(response)
-            if code.value == 0 or not code.retriable or time.monotonic() >= deadline:
-                return response
-            time.sleep(pause_s)
