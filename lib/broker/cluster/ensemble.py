@@ -133,13 +133,16 @@ class Ensemble:
     call start()/stop(). kill()/restart() act on one node (by its 1-based id)."""
 
     def __init__(self, base_dir: str | os.PathLike, size: int = 1, *, tick_ms: int = 200,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", client_port: int | None = None):
+        """`client_port`: node N serves clients on client_port + N - 1 (a connect string known
+        in advance, for configuration files); free ports otherwise."""
         if size < 1:
             raise EnsembleError(f"an ensemble needs at least one node, not {size}")
         self.base_dir = Path(base_dir).absolute()  # zoo.cfg's dataDir must not depend on a cwd
         self.size = size
         self.tick_ms = tick_ms
         self.host = host
+        self.client_port = client_port
         self.nodes: dict[int, ZooKeeperNode] = {}
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -150,6 +153,8 @@ class Ensemble:
         ports = _free_ports(3 * self.size, self.host)
         for node_id in range(1, self.size + 1):
             client, quorum, election = ports[3 * (node_id - 1): 3 * node_id]
+            if self.client_port is not None:
+                client = self.client_port + node_id - 1
             self.nodes[node_id] = ZooKeeperNode(node_id, client, quorum, election, self.base_dir / f"node-{node_id}")
         for node in self.nodes.values():
             self._write_config(node)

@@ -1,6 +1,8 @@
 """bin/zookeeper: a ZooKeeper ensemble on loopback for an operator (docs/CLUSTER.md).
 
-    bin/zookeeper start [--nodes 1|3|5] [--tick-ms MS] DIR    a new ensemble; prints its connect string
+    bin/zookeeper start [--nodes 1|3|5] [--client-port P] [--tick-ms MS] DIR
+                                          a new ensemble (node N serving clients on P + N - 1; free
+                                          ports without --client-port); prints its connect string
     bin/zookeeper start DIR [--node N]    the recorded ensemble's stopped nodes (or node N) again,
                                           on their recorded ports and data
     bin/zookeeper stop DIR [--node N]     every node (or node N); the record stays for `start`
@@ -47,7 +49,8 @@ def _start(args: argparse.Namespace) -> None:
     if not (args.dir / STATE_FILE).exists():
         if args.node is not None:
             raise EnsembleError(f"no ZooKeeper ensemble recorded in {args.dir}: start one without --node")
-        print(Ensemble(args.dir, args.nodes, tick_ms=args.tick_ms).start().connect_string)
+        print(Ensemble(args.dir, args.nodes, tick_ms=args.tick_ms, client_port=args.client_port).start()
+              .connect_string)
         return
     ensemble = Ensemble.attach(args.dir)
     stopped = [n for n in _chosen(ensemble, args.node) if not ensemble.nodes[n].running()]
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                                               "the stopped nodes of the one recorded there, on their ports")
     start.add_argument("--nodes", type=int, default=1, choices=(1, 3, 5), help="a new ensemble's size")
     start.add_argument("--tick-ms", type=int, default=200)
+    start.add_argument("--client-port", type=int, help="a new ensemble's first client port (node N: +N-1)")
     for name, text in (("stop", "stop the nodes (the record stays, for start)"),
                        ("restart", "stop and start again, on the same ports and data")):
         commands.add_parser(name, help=text)
