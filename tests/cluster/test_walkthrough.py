@@ -97,7 +97,7 @@ def test_the_readmes_cluster_walkthrough_runs_as_written(tmp_path):
                for leader, replicas, isr in before.values())
     assert {p: r for p, (_l, r, _i) in after.items()} == {p: r for p, (_l, r, _i) in before.items()}
     assert all(leader != 1 and isr == tuple(b for b in replicas if b != 1) and leader == isr[0]
-               for leader, replicas, isr in after.values())
+               for leader, replicas, isr in after.values()), out
     assert kafka == after  # Kafka's kafka-topics --describe says the same
     assert re.search(r"ReplicationFactor: 3", out)
     assert re.search(r"(?m)^LeaderId:\s+[23]$", out)
