@@ -192,7 +192,7 @@ def one_run(partitions: int, args, work: Path) -> dict:
                 time.sleep(3)  # warm: connections, producer id, metadata
                 for r in range(args.rounds):
                     current = leaders(cluster)
-                    controller = watcher.controller()[0]  # the elected one (Metadata names the broker asked)
+                    controller = watcher.controller()[0]  # the elected one (as Metadata names it)
                     others = [b for b in cluster.live() if b != controller]
                     victim = controller if r % 2 else max(others, key=lambda b: list(current.values()).count(b))
                     led = [p for p, leader in current.items() if leader == victim]

@@ -24,6 +24,7 @@ change is a compare-and-set on the state's version, fenced by the controller epo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Mapping
@@ -37,12 +38,17 @@ from .cluster.controller import LeaderChange, elect, elect_preferred, initial_st
 from .cluster.coordination import (BrokerInfo, Change, Coordination, CoordinationError, ControllerToken,
                                    NodeExistsError, NotControllerError, PartitionState, SessionState,
                                    StaleVersionError, Versioned)
-from .leadership import NO_LEADER, BrokerNode, Election, PartitionLeader, Reassignment
+from .cluster.leadership_log import LeadershipLog
+from .leadership import (DEFAULT_REPLICATION, NO_CONTROLLER, NO_LEADER, BrokerNode, ClusterHealth, Controller,
+                         Election, PartitionLeader, Reassignment, Replication)
 from .security.config import parse_listeners
 
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to move home
+# A leadership event ends once no change was in flight for this long (its partitions' state
+# notifications arrive over a few milliseconds); then its one summary line is logged.
+SUMMARY_QUIET_S = 0.25
 CONFIGS_AREA = "configs"  # change notifications: a topic's configs or the cluster-wide defaults
 COORDINATION_THREADS = 16
 Key = tuple[str, int]
@@ -69,6 +75,7 @@ class ClusterNode:
         self._brokers: dict[int, BrokerInfo] = {}
         self._joined_ms: dict[int, int] = {}  # broker id -> when this node first saw it live
         self._token: ControllerToken | None = None
+        self._controller: Controller | None = None  # who holds the controller role (ZooKeeper's /controller)
         self._states: dict[Key, Versioned[PartitionState]] = {}
         self._watched: set[Key] = set()
         self._partitions_watched: set[str] = set()  # topics whose partition list is watched
@@ -80,6 +87,12 @@ class ClusterNode:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self._session_lost = False
+        self._session_counts = {SessionState.SUSPENDED: 0, SessionState.LOST: 0}  # since start
+        self._elections = 0  # leader changes this broker wrote
+        # One INFO line per leadership event: the changes in flight, and the summary's timer.
+        self._changes = LeadershipLog()
+        self._in_flight = 0
+        self._summary_timer: asyncio.TimerHandle | None = None
 
     # ======================================================================= life cycle
     async def start(self) -> None:
@@ -91,6 +104,7 @@ class ClusterNode:
         self.coordination.watch_topics(lambda topics: self._soon(self._on_topics, topics))
         self.coordination.campaign(lambda token: self._soon(self._on_elected, token),
                                    lambda: self._soon(self._on_resigned))
+        self.coordination.watch_controller(lambda seat: self._soon(self._on_controller, seat))
         await self._blocking(self.coordination.watch_changes, CONFIGS_AREA,
                              lambda change: self._soon(self._on_config_change, change))
         # The cluster as it is now, before the server answers anyone: the watches above deliver
@@ -109,6 +123,7 @@ class ClusterNode:
         for key in list(self._led):
             await self._chain(key, lambda key=key: self._resign(key))
         await asyncio.gather(*self._chains.values(), return_exceptions=True)
+        self._log_summary()
         await self._blocking(self.coordination.close)
         self._pool.shutdown(wait=False)
 
@@ -119,7 +134,12 @@ class ClusterNode:
             return None
         state = current.value
         leader = state.leader if state.leader in self._brokers else NO_LEADER
-        return PartitionLeader(leader, state.leader_epoch)
+        replicas = state.replicas
+        if leader != NO_LEADER and leader not in replicas:
+            replicas += (leader,)  # every replica is down: another broker leads (the storage is shared)
+        return PartitionLeader(leader, state.leader_epoch, replicas,
+                               tuple(b for b in replicas if b in self._brokers),
+                               tuple(b for b in replicas if b not in self._brokers))
 
     def leads(self, topic: str, partition: int) -> bool:
         key = (topic, partition)
@@ -136,18 +156,23 @@ class ClusterNode:
         return out
 
     def controller_id(self) -> int:
-        """What Metadata and DescribeCluster name as the controller: this broker, as KRaft's
-        brokers name a live broker rather than the active controller (KIP-590): every broker here
-        handles the requests clients send "to the controller" (CreateTopics, ElectLeaders...)
-        itself. Naming the elected one sent clients to a dead broker: until its session expires it
-        is still registered, and librdkafka's admin requests then waited for it to come back."""
-        return self.broker_id
+        """The broker ZooKeeper's /controller names (the same answer from every broker), or
+        NO_CONTROLLER while there is none. Every broker handles what clients send "to the
+        controller" (CreateTopics, ElectLeaders...) itself, so a client that reaches another one
+        is served too."""
+        return self._controller.broker_id if self._controller is not None else NO_CONTROLLER
 
-    def topic_created(self, topic: str, partitions: int) -> None:
-        self._spawn(self._create_states(topic, range(partitions)), f"creating the partition states of {topic}")
+    def controller(self) -> Controller | None:
+        return self._controller
+
+    def topic_created(self, topic: str, partitions: int, replication: Replication = DEFAULT_REPLICATION) -> None:
+        self._spawn(self._create_states(topic, range(partitions), replication),
+                    f"creating the partition states of {topic}")
 
     def partitions_added(self, topic: str, old_count: int, new_count: int) -> None:
-        self._spawn(self._create_states(topic, range(old_count, new_count)),
+        first = self._states.get((topic, 0))  # new partitions get as many replicas as the first has
+        factor = len(first.value.replicas) if first is not None and first.value.replicas else None
+        self._spawn(self._create_states(topic, range(old_count, new_count), Replication(factor)),
                     f"creating the states of {topic}'s new partitions")
 
     def topic_deleted(self, topic: str) -> None:
@@ -189,22 +214,37 @@ class ClusterNode:
             return "not available"
         return "elected"
 
-    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
-        """AlterPartitionReassignments: `broker_id` (live) becomes the first of the partition's
-        preferred order and its leader, at once (the storage is shared: there is no replica to
-        copy, so a reassignment completes as it is written). A compare-and-set on the state's
+    async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> Reassignment:
+        """AlterPartitionReassignments: the live `replicas` become the partition's replicas and the
+        first its preferred broker and leader, at once (the storage is shared: there is no replica
+        to copy, so a reassignment completes as it is written). A compare-and-set on the state's
         version, as elect_preferred."""
         current = self._states.get((topic, partition))
         if current is None:
             return "unknown"
-        change = reassign(topic, partition, current, broker_id, self._brokers,
-                          self._token.epoch if self._token else 0)
+        change = reassign(topic, partition, current, tuple(replicas), self._token.epoch if self._token else 0)
         if change is None:
             return "not needed"
         return "moved" if await self._apply(change, self._token) else "conflict"
 
     def broker_ids(self) -> set[int]:
         return set(self._brokers)
+
+    def health(self) -> ClusterHealth:
+        """The cluster's health as this broker sees it (for /metrics; event loop)."""
+        live, me = self._brokers, self.broker_id
+        states = [current.value for current in self._states.values()]
+        led = [self._states[key].value for key in self._led if key in self._states]
+        mine = ClusterHealth(self._token is not None, self.coordination.session_state.value,
+                             self._session_counts[SessionState.SUSPENDED], self._session_counts[SessionState.LOST],
+                             self._elections, len(self._led), sum(me in s.replicas for s in states),
+                             sum(any(r not in live for r in s.replicas) for s in led))
+        if self._token is None:
+            return mine
+        return dataclasses.replace(
+            mine, live_brokers=len(live), topics=len({topic for topic, _ in self._states}), partitions=len(states),
+            offline=sum(s.leader not in live for s in states),
+            preferred_imbalance=sum(bool(s.replicas) and s.replicas[0] != s.leader for s in states))
 
     def not_preferred(self) -> list[Key]:
         """The partitions whose preferred broker does not lead them (ElectLeaders for all)."""
@@ -214,6 +254,8 @@ class ClusterNode:
     # ======================================================== events (on the event loop)
     def _on_session(self, state: SessionState) -> None:
         log.info("broker %d: coordination session %s", self.broker_id, state.value)
+        if state in self._session_counts:
+            self._session_counts[state] += 1
         if state is SessionState.LOST:
             self._session_lost = True
         elif state is SessionState.CONNECTED and self._session_lost:
@@ -238,6 +280,9 @@ class ClusterNode:
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, token.epoch)
         self._token = token
         self._spawn(self._reload(), "the new controller reading the cluster")
+
+    def _on_controller(self, seat: tuple[int, int] | None) -> None:
+        self._controller = Controller(*seat) if seat is not None else None
 
     def _on_resigned(self) -> None:
         if self._token is not None:
@@ -300,10 +345,14 @@ class ClusterNode:
         async def run() -> None:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)
+            self._change_began()
             try:
                 await step()
             except Exception:
                 log.exception("changing the leadership of %s-%d failed", *key)
+                self._changes.failed_on(key)
+            finally:
+                self._change_ended()
 
         task = self._chains[key] = asyncio.ensure_future(run())
         task.add_done_callback(lambda t: self._chains.pop(key, None) if self._chains.get(key) is t else None)
@@ -341,6 +390,7 @@ class ClusterNode:
         self._led[key] = _lead_of(current)
         if runtime is not None:
             await runtime.load(partition)
+        self._changes.took_over(key)
 
     async def _resign(self, key: Key) -> None:
         if key not in self._led:
@@ -351,6 +401,7 @@ class ClusterNode:
             await runtime.unload(partition)
         del self._led[key]
         await self.partitions.resign(topic, partition)
+        self._changes.resigned(key)
 
     # ======================================================================= controller
     async def _reconcile_every(self, interval_s: float) -> None:
@@ -381,21 +432,48 @@ class ClusterNode:
 
     async def _apply(self, change: LeaderChange, token: ControllerToken | None) -> bool:
         """Write one leader change; False if the state moved meanwhile (or the token is stale)."""
+        self._change_began()
         try:
             written = await self._blocking(self.coordination.set_partition_state, change.topic, change.partition,
                                            change.state, change.expected_version, token)
         except (StaleVersionError, NotControllerError) as exc:
             log.debug("%s-%d: leader change not applied: %s", change.topic, change.partition, exc)
             return False
-        log.info("%s-%d: leader %d at epoch %d (%s)", change.topic, change.partition, change.state.leader,
-                 change.state.leader_epoch, change.reason)
+        finally:
+            self._change_ended()
+        log.debug("%s-%d: leader %d at epoch %d (%s)", change.topic, change.partition, change.state.leader,
+                  change.state.leader_epoch, change.reason)
+        self._elections += 1
+        self._changes.elected(change.reason)
         self._on_state((change.topic, change.partition), written)
         return True
 
+    # ==================================================== one log line per leadership event
+    def _change_began(self) -> None:
+        self._in_flight += 1
+        self._changes.begin()
+        if self._summary_timer is not None:
+            self._summary_timer.cancel()
+            self._summary_timer = None
+
+    def _change_ended(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._loop is not None and not self._loop.is_closed():
+            self._summary_timer = self._loop.call_later(SUMMARY_QUIET_S, self._log_summary)
+
+    def _log_summary(self) -> None:
+        self._summary_timer = None
+        if self._in_flight == 0 and not self._changes.empty:
+            log.info("%s", self._changes.summary(self.broker_id, len(self._led)))
+
     # ============================================================ topics and their states
-    async def _create_states(self, topic: str, partitions: range) -> None:
-        states = initial_states(topic, partitions, self._brokers or [self.broker_id],
-                                self._token.epoch if self._token else 0)
+    async def _create_states(self, topic: str, partitions: range, replication: Replication) -> None:
+        live = self._brokers or [self.broker_id]
+        # The default factor never exceeds the live brokers: internal and auto-created topics are
+        # always created (CreateTopics checks a factor a client asked for against them).
+        factor = replication.factor or min(self.config.default_replication_factor, len(live))
+        states = initial_states(topic, partitions, live, self._token.epoch if self._token else 0,
+                                factor=factor, assignments=replication.assignments)
         create = self.coordination.create_topic if partitions.start == 0 else self.coordination.add_partitions
         try:
             await self._blocking(create, topic, states)

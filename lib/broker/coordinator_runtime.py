@@ -271,7 +271,7 @@ class CoordinatorRuntime(Generic[S]):
             self._fail_waiters(shard, CoordinatorErrorCode.NOT_COORDINATOR)
             if state is not None:
                 self.coordinator.unloaded(index, state)
-        log.info("unloaded %s-%d", self.topic.name, index)
+        log.debug("unloaded %s-%d", self.topic.name, index)
 
     async def _load(self, shard: CoordinatorShard[S]) -> int | None:
         """Replay the partition into a fresh state machine; the caller holds the shard's lock.

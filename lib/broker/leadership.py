@@ -11,11 +11,12 @@ over (fenced the old leader in storage and recovered the log).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Protocol
+from typing import Callable, Literal, Mapping, Protocol
 
 from .constants import LEADER_EPOCH
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+NO_CONTROLLER = -1  # Kafka's MetadataResponse.NO_CONTROLLER_ID
 # A preferred-leader election's outcome (ElectLeaders): the preferred broker was made leader; it
 # leads already; it is not live (or the state moved meanwhile); the partition is not known.
 Election = Literal["elected", "not needed", "not available", "unknown"]
@@ -36,9 +37,64 @@ class BrokerNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Controller:
+    """The broker holding the controller role and the controller epoch it was elected at."""
+
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """A new topic's replicas: `factor` brokers per partition in Kafka's preferred order (None:
+    the configured default), or `assignments` naming each partition's brokers (preferred first)."""
+
+    factor: int | None = None
+    assignments: Mapping[int, tuple[int, ...]] | None = None
+
+
+DEFAULT_REPLICATION = Replication()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHealth:
+    """What /metrics reports about the cluster from one broker (docs/METRICS.md, "Cluster
+    health"). The cluster-wide counts are the controller's view, zero on every other broker (as
+    Kafka's controller gauges), so a sum over the brokers counts each once."""
+
+    active_controller: bool  # this broker holds the controller role
+    session: str  # its ZooKeeper session: connected, suspended or lost (SessionState's values)
+    zookeeper_disconnects: int  # connection losses (suspended) since start
+    zookeeper_expires: int  # sessions expired (lost) since start
+    elections: int  # leader changes this broker wrote (as controller or for ElectLeaders, reassignments)
+    leaders: int  # partitions this broker leads and serves
+    replicas: int  # partitions that name this broker among their replicas
+    under_replicated: int  # partitions it leads with a replica that is not live
+    # the controller's view, 0 elsewhere
+    live_brokers: int = 0
+    topics: int = 0
+    partitions: int = 0
+    offline: int = 0  # partitions without a live leader
+    preferred_imbalance: int = 0  # partitions led by another broker than their preferred one
+
+    @classmethod
+    def alone(cls, topics: int, partitions: int) -> "ClusterHealth":
+        """A broker alone: the controller, the leader and only replica of every partition."""
+        return cls(True, "connected", 0, 0, 0, partitions, partitions, 0, 1, topics, partitions)
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionLeader:
+    """A partition as Metadata describes it. The storage is shared, so a "replica" holds no copy:
+    `replicas` are the brokers that should lead it, in preferred order (the first is the preferred
+    broker; a leader from outside them, when all of them are down, is listed after them), `isr`
+    the live ones among them and `offline` the others. Empty `replicas`: the leader alone."""
+
     leader: int  # NO_LEADER while the partition has none
     epoch: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    offline: tuple[int, ...] = ()
 
 
 class Leadership(Protocol):
@@ -54,10 +110,14 @@ class Leadership(Protocol):
     def brokers(self, listener: str) -> list[BrokerNode]:
         """Every live broker, with its endpoint on `listener` (the one the client came in on)."""
 
-    def controller_id(self) -> int: ...
+    def controller_id(self) -> int:
+        """The broker that holds the controller role, or NO_CONTROLLER while none does."""
 
-    def topic_created(self, topic: str, partitions: int) -> None:
-        """A topic was created in the registry: give its partitions leaders."""
+    def controller(self) -> Controller | None:
+        """The controller and its epoch, None while there is none."""
+
+    def topic_created(self, topic: str, partitions: int, replication: Replication = DEFAULT_REPLICATION) -> None:
+        """A topic was created in the registry: give its partitions replicas and leaders."""
 
     def partitions_added(self, topic: str, old_count: int, new_count: int) -> None: ...
 
@@ -76,9 +136,9 @@ class Leadership(Protocol):
     def broker_ids(self) -> set[int]:
         """The ids of the live brokers."""
 
-    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
-        """AlterPartitionReassignments to one live broker: it becomes the partition's preferred
-        broker and its leader."""
+    async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> Reassignment:
+        """AlterPartitionReassignments to live brokers: they become the partition's replicas, the
+        first its preferred broker and its leader."""
 
 
 class SingleBrokerLeadership:
@@ -103,7 +163,10 @@ class SingleBrokerLeadership:
     def controller_id(self) -> int:
         return self.broker_id
 
-    def topic_created(self, topic: str, partitions: int) -> None:
+    def controller(self) -> Controller:
+        return Controller(self.broker_id, LEADER_EPOCH)
+
+    def topic_created(self, topic: str, partitions: int, replication: Replication = DEFAULT_REPLICATION) -> None:
         pass
 
     def partitions_added(self, topic: str, old_count: int, new_count: int) -> None:
@@ -124,5 +187,5 @@ class SingleBrokerLeadership:
     def broker_ids(self) -> set[int]:
         return {self.broker_id}
 
-    async def reassign(self, topic: str, partition: int, broker_id: int) -> Reassignment:
+    async def reassign(self, topic: str, partition: int, replicas: tuple[int, ...]) -> Reassignment:
         return "not needed"  # this broker is the only one, and leads

@@ -1,16 +1,18 @@
 """The broker's Prometheus series (docs/METRICS.md lists each with its Kafka JMX name).
 
-Two steps per scrape. `sample()` runs on the event loop and only copies what is in memory: the
+Three steps per scrape. `sample()` runs on the event loop and only copies what is in memory: the
 open partitions' counters and offsets, the request counters, the group coordinator's committed
-offsets, the share-partitions' in-flight state, the connection counts. `render()` then runs off
-the loop: it looks up the timestamp of the record at each lagging committed offset (one batch
-read per partition and offset, cached while the offset stays) and formats the text with
-prometheus_client.
+offsets, the share-partitions' in-flight state, the connection counts, the cluster's health as
+this broker sees it. `resolve()` then runs on a reader thread: the log end of each partition a
+group committed to that is not open here, from its files on the shared root (followed
+incrementally: `segments.log_end`), and the timestamp of the record at each lagging committed
+offset (one batch read per partition and offset, cached while the offset stays). `render()`
+formats the text with prometheus_client on another thread.
 
 In cluster mode a broker has open only the partitions it leads, and loaded only the
 `__consumer_offsets` partitions it coordinates, so each series comes from one broker: partition
-series from the leader, group offsets from the group's coordinator (its lag only where that
-broker leads the partition too).
+series from the leader, group offsets and lag from the group's coordinator (for every partition
+the group committed to, led here or not), the controller's gauges from the controller.
 
 The `*_samples` functions return plain dataclasses and need nothing but the objects they read:
 other views of the broker (a console) may call them directly.
@@ -19,15 +21,18 @@ other views of the broker (a console) may call them directly.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from topiclake.segments import log_end
 from topiclake.segments.batch import TimestampType, iter_batches
-from topiclake.segments.errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
+from topiclake.segments.errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError, TopiclakeError
 
 from .api_keys import ApiKey
+from .leadership import ClusterHealth
 from .request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -53,7 +58,7 @@ class GroupOffsetSample:
     topic: str
     partition: int
     offset: int  # the committed offset
-    lag: int | None  # high watermark - offset; None where this broker does not have the partition open
+    lag: int | None  # high watermark (the log end from the files, when not open here) - offset; None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +92,9 @@ class Sample:
     connections_created: Mapping[str, int]
     failed_authentications: Mapping[str, int]
     successful_authentications: Mapping[str, int]
-    # (topic, partition, committed offset) -> the open partition, for each lagging group offset
-    lagging: dict[tuple[str, int, int], Any] = field(default_factory=dict)
+    # (topic, partition) -> the open partition, for the partitions group offsets were committed to
+    open_parts: dict[tuple[str, int], Any] = field(default_factory=dict)
+    health: ClusterHealth | None = None  # None: a broker alone (counted from the registry off the loop)
 
 
 def partition_samples(partitions: Any) -> list[PartitionSample]:
@@ -162,6 +168,7 @@ class MetricsCollector:
         self.connections = connections
         self.connections_created = connections_created
         self._timestamps: dict[tuple[str, int, int], int | None] = {}  # the last scrape's lookups
+        self._log_ends = log_end.LogEnds()  # partitions committed to but not open here, followed
 
     def sample(self) -> Sample:
         """Loop thread: copy the state (no disk, no waiting)."""
@@ -169,25 +176,63 @@ class MetricsCollector:
         apis, errors = api_samples(ctx.requests)
         groups = group_offset_samples(ctx.groups, ctx.partitions)
         open_parts = {(p.topic, p.index): p for p in ctx.partitions.open_partitions()}
-        lagging = {(g.topic, g.partition, g.offset): open_parts[(g.topic, g.partition)]
-                   for g in groups if g.lag}
-        return Sample(partition_samples(ctx.partitions), groups, share_partition_samples(ctx.share), apis, errors,
-                      dict(self.connections()), dict(self.connections_created),
-                      dict(ctx.security.failed_authentications()), dict(ctx.security.sasl.successes), lagging)
+        leadership = ctx.leadership
+        health = leadership.health() if leadership.clustered else None
+        return Sample(partition_samples(ctx.partitions), [g for g in groups if self._exists(g)],
+                      share_partition_samples(ctx.share), apis, errors, dict(self.connections()),
+                      dict(self.connections_created), dict(ctx.security.failed_authentications()),
+                      dict(ctx.security.sasl.successes),
+                      {(g.topic, g.partition): open_parts[(g.topic, g.partition)] for g in groups
+                       if (g.topic, g.partition) in open_parts}, health)
 
-    def record_timestamps(self, lagging: Mapping[tuple[str, int, int], Any]) -> dict[tuple[str, int, int], int | None]:
-        """Reader thread: the timestamp of the record at each (topic, partition, offset), from the
-        last scrape where the offset has not moved since."""
+    def _exists(self, g: GroupOffsetSample) -> bool:
+        """Whether the partition of a group offset exists (a deleted topic's offsets have no lag)."""
+        if g.lag is not None:
+            return True
+        leadership = self.context.leadership
+        if leadership.clustered:
+            return leadership.leader(g.topic, g.partition) is not None
+        try:
+            return g.partition < self.context.partitions.topic(g.topic).partitions
+        except TopiclakeError:
+            return False
+
+    def resolve(self, sample: Sample) -> dict[tuple[str, int, int], int | None]:
+        """Reader thread: the lag of group offsets whose partition is not open here (its log end
+        from the files), the health of a broker alone, and the timestamp of the record at each
+        lagging offset (from the last scrape where the offset has not moved since)."""
+        layout = self.context.partitions.layout
+        if sample.health is None:
+            metas = self.context.partitions.registry.list()
+            sample.health = ClusterHealth.alone(len(metas), sum(m.partitions for m in metas))
+        resolved, followed = [], set()
+        for g in sample.groups:
+            if g.lag is None:
+                directory = layout.log_dir(g.topic, g.partition)
+                followed.add(directory)
+                end = self._log_ends.end_offset(directory)
+                g = g if end is None else dataclasses.replace(g, lag=max(end - g.offset, 0))
+            resolved.append(g)
+        sample.groups = resolved
+        self._log_ends.forget(followed)
         found = {}
-        for key, part in lagging.items():
-            found[key] = self._timestamps[key] if key in self._timestamps else timestamp_at(part, key[2])
+        for g in resolved:
+            key = (g.topic, g.partition, g.offset)
+            if not g.lag or key in found:
+                continue
+            if key in self._timestamps:
+                found[key] = self._timestamps[key]
+            elif (part := sample.open_parts.get((g.topic, g.partition))) is not None:
+                found[key] = timestamp_at(part, g.offset)
+            else:
+                found[key] = log_end.timestamp_at(layout.log_dir(g.topic, g.partition), g.offset)
         self._timestamps = found
         return found
 
     async def scrape(self) -> bytes:
-        """The /metrics text: sampled on the loop, timestamps read and text formatted off it."""
+        """The /metrics text: sampled on the loop, lag resolved and text formatted off it."""
         sample = self.sample()
-        timestamps = await self.context.partitions.run_read(self.record_timestamps, sample.lagging)
+        timestamps = await self.context.partitions.run_read(self.resolve, sample)
         return await asyncio.to_thread(render, sample, timestamps, time.time())
 
 
@@ -315,6 +360,9 @@ class _Families:
                      "Records acquired (deliveries) since the share-partition loaded on this broker", share_labels,
                      (((x.group, x.topic, x.partition), x.acquisitions) for x in s.shares))
 
+        if s.health is not None:
+            yield from _health_families(s.health, family)
+
     def _lag_seconds(self, g: GroupOffsetSample) -> float | None:
         if g.lag is None:
             return None
@@ -324,6 +372,39 @@ class _Families:
         if timestamp is None or timestamp < 0:
             return None
         return max(self.now_s - timestamp / 1000, 0.0)
+
+
+SESSION_STATES = ("connected", "suspended", "lost")
+
+
+def _health_families(h: ClusterHealth, family) -> Iterable[Any]:
+    """Cluster health: Kafka's controller and replica-manager gauges, the ZooKeeper session."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    for name, doc, value in (
+            ("kafka_controller_kafkacontroller_activecontrollercount", "1 on the broker holding the controller role",
+             int(h.active_controller)),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount",
+             "Partitions without a live leader (on the controller; 0 elsewhere)", h.offline),
+            ("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+             "Partitions led by another broker than their preferred one (on the controller)", h.preferred_imbalance),
+            ("kafka_controller_kafkacontroller_globaltopiccount", "Topics (on the controller)", h.topics),
+            ("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions (on the controller)", h.partitions),
+            ("kafka_controller_kafkacontroller_activebrokercount", "Live brokers (on the controller)", h.live_brokers),
+            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads", h.leaders),
+            ("kafka_server_replicamanager_partitioncount", "Partitions naming this broker among their replicas",
+             h.replicas),
+            ("kafka_server_replicamanager_underreplicatedpartitions",
+             "Partitions this broker leads with a replica that is not live", h.under_replicated)):
+        yield family(GaugeMetricFamily, name, doc, [], [((), value)])
+    yield family(GaugeMetricFamily, "kafka_server_sessionexpirelistener_sessionstate",
+                 "This broker's ZooKeeper session: 1 for its state (a broker alone: connected)", ["state"],
+                 (((state,), int(state == h.session)) for state in SESSION_STATES))
+    for name, doc, value in (
+            ("kafka_server_sessionexpirelistener_zookeeperdisconnects", "ZooKeeper connection losses", h.zookeeper_disconnects),
+            ("kafka_server_sessionexpirelistener_zookeeperexpires", "ZooKeeper sessions expired", h.zookeeper_expires),
+            ("kafka_controller_controllerstats_leaderelections", "Leader changes this broker wrote", h.elections)):
+        yield family(CounterMetricFamily, name, doc, [], [((), value)])
 
 
 def _bound(bound: float) -> str:

@@ -39,7 +39,7 @@ from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from .errors import FencedLeaderEpoch, NotLeaderOrFollower, UnknownLeaderEpoch
-from .leadership import Leadership
+from .leadership import DEFAULT_REPLICATION, Leadership, Replication
 from .partition_txns import PartitionTxns, scan_log
 
 log = logging.getLogger(__name__)
@@ -320,11 +320,13 @@ class PartitionManager:
     def forget_topic(self, name: str) -> None:
         self._topics.pop(name, None)
 
-    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> TopicMeta:
+    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None,
+                     replication: Replication = DEFAULT_REPLICATION) -> TopicMeta:
+        """`replication`: the partitions' replicas in cluster mode (a broker alone is the only one)."""
         meta = self.registry.create(name, partitions, config)
         self._topics[name] = (time.monotonic(), meta)
         if self.leadership is not None:
-            self.leadership.topic_created(name, meta.partitions)
+            self.leadership.topic_created(name, meta.partitions, replication)
         return meta
 
     def add_partitions(self, name: str, count: int) -> TopicMeta:
@@ -448,7 +450,7 @@ class PartitionManager:
             if self._opening.get(key) is opening:
                 del self._opening[key]
         self._partitions[key] = part
-        log.info("leading %s-%d at epoch %d: offsets [%d, %d)", topic, index, epoch, part.log_start_offset,
+        log.debug("leading %s-%d at epoch %d: offsets [%d, %d)", topic, index, epoch, part.log_start_offset,
                  part.log_end_offset)
         return part
 
@@ -460,7 +462,7 @@ class PartitionManager:
             return
         part.notify()
         await self.run_io(part.log.close_handlers)
-        log.info("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
+        log.debug("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
 
     def serves(self, part: Partition) -> bool:
         """Whether `part` is still the open partition of its key (cluster mode: not resigned)."""

@@ -67,8 +67,9 @@ def describe(name: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMA
         [topic] = admin.topics(client, [name])
         configs = admin.topic_configs(client, name)
     overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.is_override)
+    replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 0  # as kafka-topics: partition 0's
     typer.echo(f"Topic: {name}\tTopicId: {_topic_id(topic.topic_id)}\tPartitionCount: {len(topic.partitions)}\t"
-               f"ReplicationFactor: 1\tConfigs: {overrides}")
+               f"ReplicationFactor: {replication_factor}\tConfigs: {overrides}")
     for p in topic.partitions:
         typer.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")

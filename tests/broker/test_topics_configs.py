@@ -109,3 +109,26 @@ def test_describe_cluster_and_producer_ids(broker):
         # a transactional id: the transaction coordinator's own id, epoch 0 (tests/broker/txn has the rest)
         assert (txn.error_code, txn.producer_epoch) == (ErrorCode.none, 0)
         assert txn.producer_id not in {r.producer_id for r in ids}
+
+
+def test_a_single_broker_takes_a_replication_factor_of_one_and_itself_as_the_only_replica(broker):
+    from kio.schema.create_topics.v7 import request as create_req
+
+    def create(name: str, factor: int = -1, assignments=()):
+        topic = create_req.CreatableTopic(name=name, num_partitions=-1 if assignments else 2,
+                                          replication_factor=factor, assignments=assignments, configs=())
+        with broker.client() as client:
+            return client.request(create_req.CreateTopicsRequest(
+                topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False)).topics[0]
+
+    assert [(r.error_code, r.replication_factor) for r in (create("rf-default"), create("rf-one", 1))] == [
+        (ErrorCode.none, 1), (ErrorCode.none, 1)]
+    two = create("rf-two", 2)
+    assert two.error_code == ErrorCode.invalid_replication_factor
+    assert "replication factor of 2 cannot be reached because only 1 broker(s) are registered" in two.error_message
+    assert create("rf-zero", 0).error_code == ErrorCode.invalid_replication_factor
+    elsewhere = create("rf-elsewhere", assignments=(
+        create_req.CreatableReplicaAssignment(partition_index=0, broker_ids=(0, 7)),))
+    assert elsewhere.error_code == ErrorCode.invalid_replica_assignment and "not live" in elsewhere.error_message
+    mine = create("rf-mine", assignments=(create_req.CreatableReplicaAssignment(partition_index=0, broker_ids=(0,)),))
+    assert (mine.error_code, mine.num_partitions, mine.replication_factor) == (ErrorCode.none, 1, 1)

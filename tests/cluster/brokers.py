@@ -133,6 +133,26 @@ class ClusterBrokers:
                 except Exception:  # noqa: BLE001  (a broker that does not stop in time is killed)
                     broker.kill()
 
+    def zookeeper_controller(self) -> tuple[int, int] | None:
+        """(broker id, controller epoch) as ZooKeeper's /controller names it now; None: no controller."""
+        import json
+
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        cluster = self.settings["cluster"]
+        client = KazooClient(hosts=cluster["zookeeper"])
+        client.start(timeout=10)
+        try:
+            data, _ = client.get(f"{cluster['chroot']}/controller")
+        except NoNodeError:
+            return None
+        finally:
+            client.stop()
+            client.close()
+        value = json.loads(data)
+        return int(value["brokerid"]), int(value["epoch"])
+
     def logs(self) -> str:
         return "\n".join(f"--- broker {i}\n{b.log()[-2500:]}" for i, b in self.brokers.items())
 

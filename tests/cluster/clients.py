@@ -270,14 +270,14 @@ class _QuietLogger:
 
 # ========================================================== a topic and groups to inspect
 def topic_with_groups(bootstrap: str, topic: str, records_in: dict[int, int],
-                      committed: dict[str, dict[int, int]]) -> None:
+                      committed: dict[str, dict[int, int]], replication_factor: int = 1) -> None:
     """Create `topic` with one partition per key of `records_in`, write that many records to
     each partition, and commit `committed[group][partition]` for each group (no member)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     creator = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it alive
-    creator.create_topics([NewTopic(topic, len(records_in), 1)])[topic].result(30)
+    creator.create_topics([NewTopic(topic, len(records_in), replication_factor)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for partition, count in records_in.items():
         for i in range(count):

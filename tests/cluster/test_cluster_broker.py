@@ -144,12 +144,12 @@ def test_find_coordinator_and_describe_cluster_answer_alike_on_every_broker(brok
             txns = wait_for(lambda: (lambda a: a if all(e == ErrorCode.none for e, _ in a.values()) else None)(
                 find(1)), 20, what="every transactional id's coordinator")
             described = client.request(cluster_req.DescribeClusterRequest(include_cluster_authorized_operations=False))
-        # Every broker handles what clients send "to the controller": each names itself (KIP-590).
-        assert described.controller_id == metadata(brokers.bootstrap_of(broker_id), "coordinated").controller \
-            == broker_id
-        answers[broker_id] = (groups, txns, sorted((b.broker_id, b.port) for b in described.brokers))
+        answers[broker_id] = (groups, txns, sorted((b.broker_id, b.port) for b in described.brokers),
+                              described.controller_id, metadata(brokers.bootstrap_of(broker_id), "coordinated").controller)
     assert answers[1] == answers[2] == answers[3]
-    groups, txns, described = answers[1]
+    groups, txns, described, controller, metadata_controller = answers[1]
+    # Every broker names the controller ZooKeeper's /controller names.
+    assert controller == metadata_controller == brokers.zookeeper_controller()[0]
     assert described == sorted((b, int(brokers.bootstrap_of(b).rsplit(":", 1)[1])) for b in (1, 2, 3))
     offsets = metadata(brokers.bootstrap_of(1), "__consumer_offsets").partitions
     states = metadata(brokers.bootstrap_of(1), "__transaction_state").partitions
@@ -175,6 +175,9 @@ def test_elect_leaders_moves_a_partition_home_before_the_controller_would(broker
     moved = wait_for(lambda: settled(brokers, "elected", 6), 20, what="the failover")
     homeless = [p for p, v in views.items() if v.leader == away]
     assert all(moved[p].leader != away and moved[p].epoch > views[p].epoch for p in homeless)
+    # A librdkafka admin client keeps the controller its last Metadata named until it asks again
+    # (topic.metadata.refresh.interval.ms): a new one learns the controller elected after the kill.
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
     result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", homeless[0])]).result(20)
     assert [err.code() for err in result.values()] == [KafkaError.PREFERRED_LEADER_NOT_AVAILABLE]
     brokers.restart(away)
@@ -197,20 +200,23 @@ def test_a_reassignment_moves_a_partitions_leader_and_preferred_broker_at_once(b
     views = create_topic(brokers, "reassigned", 3)
     before = views[0]
     target = next(b for b in sorted(brokers.live()) if b != before.leader)
+    pair = (views[1].leader, next(b for b in (1, 2, 3) if b != views[1].leader))
     admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap)
     try:
         results = admin.alter_partition_reassignments({TopicPartition("reassigned", 0): [target],
-                                                       TopicPartition("reassigned", 1): [1, 2],
+                                                       TopicPartition("reassigned", 1): list(pair),
                                                        TopicPartition("reassigned", 2): [9]})
         assert results == {TopicPartition("reassigned", 0): None,
-                           TopicPartition("reassigned", 1): kerrors.InvalidReplicationFactorError,
+                           TopicPartition("reassigned", 1): None,
                            TopicPartition("reassigned", 2): kerrors.InvalidReplicationAssignmentError}
         assert admin.list_partition_reassignments() == {}  # done as it was written: none in progress
     finally:
         admin.close()
-    after = wait_for(lambda: (v := settled(brokers, "reassigned", 3)) and v[0].leader == target and v, 20,
-                     what="the reassigned leader")
-    assert after[0].epoch == before.epoch + 1 and after[1] == views[1] and after[2] == views[2]
+    after = wait_for(lambda: (v := settled(brokers, "reassigned", 3)) and v[0].leader == target
+                     and v[1].replicas == pair and v, 20, what="the reassigned replicas")
+    assert after[0].epoch == before.epoch + 1 and after[0].replicas == (target,) and after[2] == views[2]
+    # partition 1's leader was already the first of its new replicas: no leader change, more replicas
+    assert (after[1].leader, after[1].epoch) == (views[1].leader, views[1].epoch)
     with BrokerConnection(brokers.bootstrap_of(target)) as client:  # the new leader serves it
         assert raw_produce(client, "reassigned", 0, b"moved").error_code == ErrorCode.none
     # The named broker is now the preferred one: nothing to elect, and the controller keeps it there.

@@ -47,7 +47,8 @@ def cluster(zookeeper, tmp_path_factory):
     brokers = ClusterBrokers(work, settings, count=3).start()
     try:
         topic_with_groups(brokers.bootstrap, TOPIC, {p: records_in(p) for p in range(PARTITIONS)},
-                          {g: {p: committed(i, p) for p in range(PARTITIONS)} for i, g in enumerate(GROUPS)})
+                          {g: {p: committed(i, p) for p in range(PARTITIONS)} for i, g in enumerate(GROUPS)},
+                          replication_factor=3)
         yield brokers
     finally:
         brokers.stop()
@@ -108,7 +109,9 @@ def test_reset_offsets_commits_at_the_coordinator_and_a_dead_first_bootstrap_is_
 
 def test_topics_describe_without_bootstrap_asks_the_brokers_registered_in_the_root(cluster):
     described = cli("topics", "describe", TOPIC, env={"TOPICLAKE_ROOT": str(cluster.root)})
-    rows = [dict(field.split(": ", 1) for field in line.strip().split("\t")) for line in described.splitlines()[1:]]
+    header, *rows = [dict(field.split(": ", 1) for field in line.strip().split("\t"))
+                     for line in described.splitlines()]
+    assert header["ReplicationFactor"] == "3" and all(len(r["Replicas"].split(",")) == 3 for r in rows)
     with ClusterClient(cluster.bootstrap) as client:
         leaders = client.leaders([(TOPIC, p) for p in range(PARTITIONS)])
     assert {int(r["Partition"]): int(r["Leader"]) for r in rows} == {p: leaders[(TOPIC, p)] for p in range(PARTITIONS)}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from topiclake.broker.cluster.controller import elect, elect_preferred, initial_states, preferred_order
+from topiclake.broker.cluster.controller import (elect, elect_preferred, failover_order, initial_states,
+                                                  preferred_order, reassign)
 from topiclake.broker.cluster.coordination import PartitionState, Versioned
 
 
@@ -61,3 +62,30 @@ def test_elect_preferred_moves_only_to_a_live_preferred_broker_that_does_not_lea
     assert elect_preferred("t", 0, _state(2, 2, (1, 2, 3)), [2, 3], 1) is None
     moved = elect_preferred("t", 0, _state(2, 2, (1, 2, 3)), [1, 2, 3], 1)
     assert (moved.state.leader, moved.state.leader_epoch) == (1, 3)
+
+
+def test_a_partitions_replicas_are_the_first_of_its_preferred_order():
+    states = initial_states("t", range(6), [1, 2, 3], factor=2)
+    assert all(s.replicas == preferred_order("t", p, [1, 2, 3])[:2] and s.leader == s.replicas[0]
+               for p, s in states.items())
+    assigned = initial_states("t", range(2), [1, 2, 3], assignments={0: (3, 1), 1: (2, 3)})
+    assert [(s.leader, s.replicas) for s in assigned.values()] == [(3, (3, 1)), (2, (2, 3))]
+
+
+def test_failover_goes_to_live_replicas_first_then_spreads_over_the_others():
+    assert failover_order("t", 0, (1, 3), {2, 3}) == [3, 2]
+    # every replica down: the other live brokers, in the partition's own preferred order, so
+    # that the partitions of a dead single replica spread instead of all falling to one broker
+    heirs = Counter(failover_order("t", p, (1,), {2, 3, 4})[0] for p in range(60))
+    assert set(heirs) == {2, 3, 4} and min(heirs.values()) >= 10
+    change = elect("t", 0, _state(1, 5, (1,)), {2: 0, 3: 0, 4: 0}, 10_000, preferred_delay_ms=1000,
+                   controller_epoch=2)
+    assert change.state.leader == failover_order("t", 0, (1,), {2, 3, 4})[0] and change.state.replicas == (1,)
+
+
+def test_a_reassignment_sets_the_replicas_and_the_first_leads():
+    moved = reassign("t", 0, _state(1, 4, (1, 2)), (3, 1), controller_epoch=2)
+    assert (moved.state.leader, moved.state.leader_epoch, moved.state.replicas) == (3, 5, (3, 1))
+    reordered = reassign("t", 0, _state(1, 4, (1, 2)), (1, 3), controller_epoch=2)
+    assert (reordered.state.leader, reordered.state.leader_epoch, reordered.state.replicas) == (1, 4, (1, 3))
+    assert reassign("t", 0, _state(1, 4, (1, 2)), (1, 2), controller_epoch=2) is None

@@ -8,6 +8,7 @@ broker runs alone on its root exactly as before.
     connection_timeout_ms = 10000              # giving up on the first connect
     rack = "rack-a"                            # broker.rack, in the registration
     preferred_leader_delay_ms = 5000           # a broker back this long gets its preferred partitions back
+    default_replication_factor = 1             # Kafka's default.replication.factor (CreateTopics' -1)
 
 A chroot in the connect string itself ("host:port/path", Kafka's way) is accepted too, once.
 ZooKeeper bounds the session timeout to 2-20 of its tickTime (the server's choice wins).
@@ -37,6 +38,9 @@ class ClusterConfig:
     preferred_leader_delay_ms: int = 5000
     connection_timeout_ms: int = 10_000
     rack: str | None = None
+    # Kafka's default.replication.factor: a partition's replicas are the brokers that should lead
+    # it, preferred first (nothing is copied: the storage is shared).
+    default_replication_factor: int = 1
 
     def __post_init__(self) -> None:
         if self.zookeeper is None:
@@ -60,6 +64,8 @@ class ClusterConfig:
             raise InvalidConfigError("[cluster] session_timeout_ms must lie within 100 and 600000")
         if self.connection_timeout_ms < 1:
             raise InvalidConfigError("[cluster] connection_timeout_ms must be at least 1")
+        if self.default_replication_factor < 1:
+            raise InvalidConfigError("[cluster] default_replication_factor must be at least 1")
 
     @property
     def enabled(self) -> bool:

@@ -3,10 +3,13 @@ every broker shares): which broker leads each partition. Pure functions over the
 state; `node.ClusterNode` applies what they return, each change by compare-and-set on the
 partition state's version, fenced by the controller epoch.
 
-With shared storage any live broker can lead any partition: a "replica" list here is only the
-order of preference (Kafka's preferred replica first). A partition whose leader is not live gets
-the first live broker of that order, with the leader epoch raised; a partition led by another
-broker while its preferred one is live again (for `preferred_delay_ms`) moves back, as Kafka's
+With shared storage any live broker can lead any partition: a partition's replicas (as many as
+its replication factor) hold no copy, they are the brokers that should lead it, in order of
+preference (Kafka's preferred replica first). A partition whose leader is not live gets the first
+live broker of its failover order, with the leader epoch raised: its replicas first, then, when
+all of them are down, the other live brokers in the partition's preferred order over all brokers
+(the storage is shared, so any of them can). A partition led by another broker while its
+preferred one is live again (for `preferred_delay_ms`) moves back, as Kafka's
 auto.leader.rebalance does.
 """
 
@@ -45,15 +48,27 @@ def preferred_order(topic: str, partition: int, brokers: Iterable[int]) -> tuple
     return (ids[first],) + tuple(ids[(first + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1))
 
 
-def initial_states(topic: str, partitions: Iterable[int], brokers: Iterable[int],
-                   controller_epoch: int = 0) -> dict[int, PartitionState]:
-    """A new topic's partition states: each led by its preferred broker, at epoch 0."""
+def initial_states(topic: str, partitions: Iterable[int], brokers: Iterable[int], controller_epoch: int = 0, *,
+                   factor: int | None = None,
+                   assignments: Mapping[int, tuple[int, ...]] | None = None) -> dict[int, PartitionState]:
+    """A new topic's partition states, each led by its preferred broker at epoch 0: its replicas
+    are `assignments[p]` when given, else the first `factor` brokers of its preferred order
+    (every live broker when `factor` is None)."""
     live = sorted(brokers)
     out = {}
     for p in partitions:
-        order = preferred_order(topic, p, live)
+        order = tuple(assignments[p]) if assignments is not None else preferred_order(topic, p, live)[:factor]
         out[p] = PartitionState(order[0] if order else NO_LEADER, 0, order, controller_epoch)
     return out
+
+
+def failover_order(topic: str, partition: int, replicas: tuple[int, ...], live: Iterable[int]) -> list[int]:
+    """The live brokers in the order they should lead the partition: its live replicas, then the
+    other live brokers in the partition's preferred order (so that the partitions of brokers that
+    are all down spread over the others instead of all falling to one)."""
+    live = set(live)
+    rest = [b for b in preferred_order(topic, partition, live) if b not in replicas]
+    return [b for b in replicas if b in live] + rest
 
 
 def elect(topic: str, partition: int, current: Versioned[PartitionState], live: Mapping[int, int], now_ms: int,
@@ -62,7 +77,7 @@ def elect(topic: str, partition: int, current: Versioned[PartitionState], live: 
     state = current.value
     order = state.replicas or tuple(sorted(live))
     if state.leader not in live:
-        candidates = [b for b in order if b in live] or sorted(live)
+        candidates = failover_order(topic, partition, order, live)
         if not candidates:
             return None  # no broker at all: nothing can lead (the controller itself is one, so never)
         new = candidates[0]
@@ -87,16 +102,15 @@ def elect_preferred(topic: str, partition: int, current: Versioned[PartitionStat
                         current.version, "preferred leader election")
 
 
-def reassign(topic: str, partition: int, current: Versioned[PartitionState], broker_id: int, live: Iterable[int],
+def reassign(topic: str, partition: int, current: Versioned[PartitionState], replicas: tuple[int, ...],
              controller_epoch: int) -> LeaderChange | None:
-    """AlterPartitionReassignments to one broker: it goes first in the order of preference (the
-    others keep theirs behind it) and leads, with the epoch raised if the leader changes; None
-    when that is the state already."""
+    """AlterPartitionReassignments to live brokers: they become the partition's replicas (nothing
+    is copied: the storage is shared, so the reassignment completes as it is written) and the
+    first leads, with the epoch raised if the leader changes; None when that is the state already."""
     state = current.value
-    order = (broker_id,) + tuple(b for b in (state.replicas or sorted(live)) if b != broker_id)
-    if order == state.replicas and state.leader == broker_id:
+    if not replicas or (replicas == state.replicas and state.leader == replicas[0]):
         return None
-    moves = state.leader != broker_id
+    moves = state.leader != replicas[0]
     return LeaderChange(topic, partition,
-                        PartitionState(broker_id, state.leader_epoch + (1 if moves else 0), order, controller_epoch),
-                        current.version, f"reassigned to broker {broker_id}")
+                        PartitionState(replicas[0], state.leader_epoch + (1 if moves else 0), replicas, controller_epoch),
+                        current.version, f"reassigned to brokers {list(replicas)}")

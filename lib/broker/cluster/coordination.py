@@ -60,10 +60,12 @@ class BrokerIdInUseError(CoordinationError):
 
 
 class SessionState(enum.Enum):
-    """What the broker must do: CONNECTED act; SUSPENDED stop acting as leader or controller at
-    once (the session may be expiring); LOST the session expired: every ephemeral node of this
-    broker is gone and others have taken over (the implementation registers again, and the
-    broker must reload its view of the cluster before acting)."""
+    """CONNECTED: act. SUSPENDED: the connection is lost, the session may live on: a broker keeps
+    serving the partitions it leads (each acknowledgement is guarded by the partition's fence in
+    storage, which a newer leader's claim moves, not by ZooKeeper; docs/CLUSTER.md), and changes
+    of cluster state wait for the connection. LOST: the session expired: every ephemeral node of
+    this broker is gone and others may have taken over (the implementation registers again, and
+    the broker must reload its view of the cluster before acting)."""
 
     CONNECTED = "connected"
     SUSPENDED = "suspended"

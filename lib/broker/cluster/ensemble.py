@@ -10,7 +10,9 @@ Each node gets free loopback ports (client, quorum, election), a data dir `<base
 tickTime 200 ms (sessions of 0.4-4 s can be negotiated), and the four-letter words. A node is
 ready when `srvr` answers with a Mode (standalone, leader or follower): `ruok` answers `imok`
 before a quorum member serves anything. `ensemble.json` in the base dir records the pids and
-ports, so `bin/zookeeper stop DIR` from another process stops what `start` began.
+ports, so `bin/zookeeper stop DIR` from another process stops what `start` began, and one node
+stopped and started again (`stop_node`, `start_node`) comes back on the same ports with the same
+data: its peers and the brokers' connect string still name it (`ensemble_cli` is the command).
 
 Processes are stopped by their own pid only (never by name).
 """
@@ -70,6 +72,11 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def node_answers(host: str, port: int) -> bool:
+    """Whether the node's client port answers `ruok` (it may not serve yet: see node_mode)."""
+    return four_letter_word(host, port, "ruok") == "imok"
+
+
 def node_mode(host: str, port: int) -> str | None:
     """standalone, leader or follower while the node serves; None otherwise."""
     for line in four_letter_word(host, port, "srvr").splitlines():
@@ -126,13 +133,16 @@ class Ensemble:
     call start()/stop(). kill()/restart() act on one node (by its 1-based id)."""
 
     def __init__(self, base_dir: str | os.PathLike, size: int = 1, *, tick_ms: int = 200,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", client_port: int | None = None):
+        """`client_port`: node N serves clients on client_port + N - 1 (a connect string known
+        in advance, for configuration files); free ports otherwise."""
         if size < 1:
             raise EnsembleError(f"an ensemble needs at least one node, not {size}")
-        self.base_dir = Path(base_dir)
+        self.base_dir = Path(base_dir).absolute()  # zoo.cfg's dataDir must not depend on a cwd
         self.size = size
         self.tick_ms = tick_ms
         self.host = host
+        self.client_port = client_port
         self.nodes: dict[int, ZooKeeperNode] = {}
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -143,6 +153,8 @@ class Ensemble:
         ports = _free_ports(3 * self.size, self.host)
         for node_id in range(1, self.size + 1):
             client, quorum, election = ports[3 * (node_id - 1): 3 * node_id]
+            if self.client_port is not None:
+                client = self.client_port + node_id - 1
             self.nodes[node_id] = ZooKeeperNode(node_id, client, quorum, election, self.base_dir / f"node-{node_id}")
         for node in self.nodes.values():
             self._write_config(node)
@@ -191,6 +203,30 @@ class Ensemble:
         self._save_state()
         self._wait(lambda: node_mode(self.host, node.client_port) in SERVING_MODES, timeout,
                    f"ZooKeeper node {node_id} did not serve again", [node])
+
+    def stop_node(self, node_id: int) -> None:
+        """Stop one node (SIGTERM, SIGKILL after 5 s); its ports and data stay recorded."""
+        node = self._node(node_id)
+        _signal(node, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while node.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if node.running():
+            _signal(node, signal.SIGKILL)
+        _reap(node)
+        node.pid, node.process = None, None
+        self._save_state()
+
+    def start_node(self, node_id: int, timeout: float = 60.0) -> None:
+        """Start one stopped node on its recorded ports and data, and wait until it answers
+        `ruok` (it serves once a quorum of the ensemble runs: `node_mode` then names its mode)."""
+        node = self._node(node_id)
+        if node.running():
+            raise EnsembleError(f"ZooKeeper node {node_id} is running already (pid {node.pid})")
+        self._launch(node, classpath())
+        self._save_state()
+        self._wait(lambda: node_answers(self.host, node.client_port), timeout,
+                   f"ZooKeeper node {node_id} did not answer", [node])
 
     def leader_id(self) -> int | None:
         for node_id, node in self.nodes.items():
@@ -270,7 +306,7 @@ class Ensemble:
             node_id = int(key)
             ensemble.nodes[node_id] = ZooKeeperNode(node_id, node["client_port"], node["quorum_port"],
                                                     node["election_port"], base_dir / f"node-{node_id}",
-                                                    pid=node["pid"])
+                                                    pid=node.get("pid"))
         return ensemble
 
 
@@ -292,39 +328,3 @@ def _reap(node: ZooKeeperNode) -> None:
         deadline = time.monotonic() + 10
         while node.running() and time.monotonic() < deadline:
             time.sleep(0.05)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """bin/zookeeper: start [--nodes N] [--tick-ms MS] DIR | stop DIR | status DIR."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="bin/zookeeper", description="A ZooKeeper ensemble on loopback.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="start N nodes with data under DIR; prints the connect string")
-    start.add_argument("dir")
-    start.add_argument("--nodes", type=int, default=1, choices=(1, 3, 5))
-    start.add_argument("--tick-ms", type=int, default=200)
-    for name, text in (("stop", "stop the ensemble recorded in DIR"), ("status", "each node's mode")):
-        commands.add_parser(name, help=text).add_argument("dir")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "start":
-            ensemble = Ensemble(args.dir, args.nodes, tick_ms=args.tick_ms).start()
-            print(ensemble.connect_string)
-        elif args.command == "stop":
-            ensemble = Ensemble.attach(args.dir)
-            ensemble.stop()
-            print(f"stopped {len(ensemble.nodes)} ZooKeeper node(s) of {args.dir}")
-        else:
-            ensemble = Ensemble.attach(args.dir)
-            for node_id, node in ensemble.nodes.items():
-                mode = node_mode(ensemble.host, node.client_port) or ("not serving" if node.running() else "down")
-                print(f"node {node_id} {ensemble.host}:{node.client_port} pid {node.pid}: {mode}")
-    except EnsembleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,6 +33,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from .config import ClusterConfig
+from .kazoo_log import kazoo_logger
 from .coordination import (BrokerIdInUseError, BrokerInfo, Change, Coordination, CoordinationError,
                            ControllerToken, EventDispatcher, NodeExistsError, NotControllerError, PartitionState,
                            SessionState, StaleVersionError, Versioned, _json_object)
@@ -60,7 +61,8 @@ class ZooKeeperCoordination(Coordination):
         self._dispatcher = EventDispatcher(f"coordination-events-{broker_id}") if dispatch is None else None
         self._dispatch = dispatch or self._dispatcher
         self._client = KazooClient(hosts=config.zookeeper, timeout=config.session_timeout_ms / 1000,
-                                   connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5))
+                                   connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5),
+                                   logger=kazoo_logger(broker_id))  # one line per connection loss, not per try
         self._state = SessionState.LOST
         self._session_listeners: list[Callable[[SessionState], None]] = []
         self._registration: BrokerInfo | None = None

@@ -56,20 +56,25 @@ def topic_id_of(broker: BrokerContext, name: str) -> uuid.UUID:
 
 
 def partition_entries(partition_cls: type, leadership: Leadership, topic: str, indexes) -> tuple:
-    """Metadata/DescribeTopicPartitions entries: each partition's leader is its only replica
-    (storage is shared: there is nothing to replicate); LEADER_NOT_AVAILABLE while it has none."""
+    """Metadata/DescribeTopicPartitions entries (`PartitionLeader`): the storage is shared, so the
+    replicas are the brokers that should lead the partition, preferred first, the ISR the live
+    ones and the offline replicas the others; a broker alone is its partitions' only replica.
+    LEADER_NOT_AVAILABLE while a partition has no live leader."""
     out = []
     for i in indexes:
         current = leadership.leader(topic, i)
-        if current is None or current.leader == NO_LEADER:
-            epoch = current.epoch if current is not None else NO_LEADER_EPOCH
+        if current is None:
             out.append(make(partition_cls, error_code=ErrorCode.leader_not_available, partition_index=i,
-                            leader_id=NO_LEADER, leader_epoch=epoch, replica_nodes=(), isr_nodes=(),
+                            leader_id=NO_LEADER, leader_epoch=NO_LEADER_EPOCH, replica_nodes=(), isr_nodes=(),
                             eligible_leader_replicas=(), last_known_elr=(), offline_replicas=()))
             continue
-        out.append(make(partition_cls, error_code=ErrorCode.none, partition_index=i, leader_id=current.leader,
-                        leader_epoch=current.epoch, replica_nodes=(current.leader,), isr_nodes=(current.leader,),
-                        eligible_leader_replicas=(), last_known_elr=(), offline_replicas=()))
+        led = current.leader != NO_LEADER
+        replicas = current.replicas or ((current.leader,) if led else ())
+        isr = current.isr if current.replicas else replicas
+        out.append(make(partition_cls, error_code=ErrorCode.none if led else ErrorCode.leader_not_available,
+                        partition_index=i, leader_id=current.leader, leader_epoch=current.epoch,
+                        replica_nodes=replicas, isr_nodes=isr, eligible_leader_replicas=(), last_known_elr=(),
+                        offline_replicas=current.offline))
     return tuple(out)
 
 

@@ -1,13 +1,14 @@
 """Replica placement admin: ElectLeaders (43), AlterPartitionReassignments (45),
 ListPartitionReassignments (46).
 
-Each partition has one replica, its leader (the storage is shared: nothing is replicated). One
-broker alone leads every partition: an election is never needed (ELECTION_NOT_NEEDED, as Kafka
-answers when the preferred replica already leads), and a reassignment can only name this broker
-(any other id is INVALID_REPLICA_ASSIGNMENT: no such broker is live). In cluster mode a
-preferred election moves a partition to its preferred broker, and a reassignment to one live
-broker makes it the partition's preferred broker and leader at once (there is no replica to
-catch up), so no reassignment is ever in progress.
+The storage is shared, so a replica holds no copy: a partition's replicas are the brokers that
+should lead it, preferred first. One broker alone is every partition's only replica and leader:
+an election is never needed (ELECTION_NOT_NEEDED, as Kafka answers when the preferred replica
+already leads), and a reassignment can only name this broker (any other id is
+INVALID_REPLICA_ASSIGNMENT: no such broker is live). In cluster mode a preferred election moves a
+partition to its preferred broker, and a reassignment to live brokers makes them its replicas and
+the first its preferred broker and leader at once (there is no replica to catch up), so no
+reassignment is ever in progress.
 """
 
 from __future__ import annotations
@@ -103,9 +104,8 @@ _REASSIGNMENT_CODES = {"moved": ErrorCode.none, "not needed": ErrorCode.none,
 
 
 async def _reassign(broker, topic: str, index: int, replicas) -> tuple[ErrorCode, str | None]:
-    """A partition has one replica, its leader (the storage is shared: nothing is copied). A
-    reassignment names the one live broker that is to lead it: it becomes the partition's
-    preferred broker and leader at once, so none is ever in progress."""
+    """The named live brokers become the partition's replicas, the first its preferred broker
+    and leader at once (nothing is copied: the storage is shared), so none is ever in progress."""
     unknown = _partition_error(broker, topic, index)
     if unknown is not None:
         return unknown
@@ -121,11 +121,7 @@ async def _reassign(broker, topic: str, index: int, replicas) -> tuple[ErrorCode
     if others:
         return ErrorCode.invalid_replica_assignment, (
             f"the assignment of {where} names brokers {others}; the live brokers are {sorted(live)}")
-    if len(replicas) > 1:
-        return ErrorCode.invalid_replication_factor, (
-            f"the assignment of {where} names {len(replicas)} replicas; a partition here has one, its leader "
-            "(the storage is shared): name the one broker to lead it")
-    outcome = await broker.leadership.reassign(topic, index, replicas[0])
+    outcome = await broker.leadership.reassign(topic, index, tuple(replicas))
     messages = {"moved": None, "not needed": None, "unknown": f"{where} has no leader state yet",
                 "conflict": f"the state of {where} changed while it was reassigned; ask again"}
     return _REASSIGNMENT_CODES[outcome], messages[outcome]

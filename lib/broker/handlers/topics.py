@@ -20,6 +20,7 @@ from topiclake.segments.storage import validate_topic_name
 from ..api_keys import ApiKey
 from ..context import BrokerContext
 from ..errors import BrokerError, error_code, error_message
+from ..leadership import Replication
 from ..partitions import topic_uuid
 from ..wire import Request, make, nested
 from ._common import ZERO_UUID, topic_config_entries
@@ -55,18 +56,46 @@ class _Mutations:
         return datetime.timedelta(milliseconds=self.throttle_ms)
 
 
-def _partition_count(broker, topic) -> int:
+def _replication(broker, topic) -> tuple[int, Replication]:
+    """(the partition count, the replicas) of a CreateTopics entry. The storage is shared, so a
+    replica holds no copy: a partition's replicas are the live brokers that should lead it,
+    preferred first, and a factor is accepted up to the live brokers (-1: the configured default,
+    Kafka's default.replication.factor; a broker alone is the only replica)."""
+    live = broker.leadership.broker_ids()
     if topic.assignments:
-        for assignment in topic.assignments:
-            if set(assignment.broker_ids) - {broker.broker_id}:
-                raise BrokerError(f"topic {topic.name!r}: replicas {list(assignment.broker_ids)} name brokers "
-                                  f"other than {broker.broker_id}", ErrorCode.invalid_replica_assignment)
-        return len(topic.assignments)
-    if topic.replication_factor not in (-1, 1):
+        assignments = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        _check_assignments(topic.name, assignments, live)
+        return len(assignments), Replication(assignments=assignments)
+    factor = topic.replication_factor
+    if factor == -1:
+        factor = broker.config.cluster.default_replication_factor if broker.leadership.clustered else 1
+    if factor < 1:
+        raise InvalidReplicationFactor(f"topic {topic.name!r}: replication factor must be larger than 0, or -1 "
+                                       "to use the default value")
+    if factor > len(live):
         raise InvalidReplicationFactor(
-            f"topic {topic.name!r}: replication factor {topic.replication_factor} is larger than "
-            f"the 1 available broker")
-    return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            f"topic {topic.name!r}: unable to replicate the partitions {factor} time(s): the target replication "
+            f"factor of {factor} cannot be reached because only {len(live)} broker(s) are registered")
+    count = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    return count, Replication(factor)
+
+
+def _check_assignments(name: str, assignments: dict[int, tuple[int, ...]], live: set[int]) -> None:
+    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number of
+    distinct replicas, every one a live broker."""
+    def invalid(why: str) -> BrokerError:
+        return BrokerError(f"topic {name!r}: {why}", ErrorCode.invalid_replica_assignment)
+
+    if sorted(assignments) != list(range(len(assignments))):
+        raise invalid(f"the assignment must name partitions 0 to {len(assignments) - 1}, not {sorted(assignments)}")
+    for index, replicas in assignments.items():
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise invalid(f"partition {index}'s replicas {list(replicas)} are empty or repeat a broker")
+        if set(replicas) - live:
+            raise invalid(f"partition {index}'s replicas {list(replicas)} name brokers that are not live "
+                          f"(live: {sorted(live)})")
+    if len({len(r) for r in assignments.values()}) > 1:
+        raise invalid("every partition must have the same number of replicas")
 
 
 @REGISTRY.route(ApiKey.CREATE_TOPICS, (2, 7))
@@ -79,7 +108,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
     for topic in body.topics:
         try:
             validate_topic_name(topic.name)
-            count = _partition_count(broker, topic)
+            count, replication = _replication(broker, topic)
             overrides = {c.name: c.value for c in topic.configs}
             if body.validate_only:
                 LogConfig.from_properties({**broker.partitions.registry.defaults(), **overrides})
@@ -91,7 +120,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
             else:
                 if not broker.partitions.registry.exists(topic.name):
                     mutations.take(count)
-                meta = broker.partitions.create_topic(topic.name, count, overrides)
+                meta = broker.partitions.create_topic(topic.name, count, overrides, replication)
                 log.info("created topic %s (%d partitions, config %s)", meta.name, meta.partitions, dict(meta.config))
         except Exception as exc:
             results.append(make(result_cls, name=topic.name, topic_id=ZERO_UUID, error_code=error_code(exc),
@@ -101,8 +130,14 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
                                        config_cls) if config_cls else ()
         results.append(make(result_cls, name=topic.name, topic_id=topic_uuid(meta) if meta else ZERO_UUID,
                             error_code=ErrorCode.none, error_message=None, num_partitions=count,
-                            replication_factor=1, configs=configs))
+                            replication_factor=_factor(replication), configs=configs))
     return make(cls, throttle_time=mutations.throttle, topics=tuple(results))
+
+
+def _factor(replication: Replication) -> int:
+    if replication.assignments:
+        return len(next(iter(replication.assignments.values())))
+    return replication.factor
 
 
 @REGISTRY.route(ApiKey.DELETE_TOPICS, (1, 6))

@@ -104,7 +104,7 @@ class ShareStateStore:
 
     def loaded(self, index: int, shard: ShareStateShard, count: int) -> None:
         if shard.states:
-            log.info("loaded %d share-partition states from %s-%d", len(shard.states), STATE_TOPIC, index)
+            log.debug("loaded %d share-partition states from %s-%d", len(shard.states), STATE_TOPIC, index)
 
     def unloaded(self, index: int, shard: ShareStateShard) -> None:
         pass  # share-partition leaders keep their live state: the persister finds the next coordinator

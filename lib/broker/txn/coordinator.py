@@ -105,7 +105,7 @@ class TransactionCoordinator:
             counts: dict[str, int] = {}
             for m in shard.values():
                 counts[m.state.label] = counts.get(m.state.label, 0) + 1
-            log.info("loaded %d transactional ids from %s-%d: %s", len(shard), TRANSACTION_STATE_TOPIC, index,
+            log.debug("loaded %d transactional ids from %s-%d: %s", len(shard), TRANSACTION_STATE_TOPIC, index,
                      ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 
     def unloaded(self, index: int, shard: TxnShard) -> None:
