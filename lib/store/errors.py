@@ -9,6 +9,10 @@ and picks the type:
     ObjectExists        a create (If-None-Match: *) lost: the key was there first
     PreconditionFailed  an If-Match put lost: the object changed since its etag was read
     StoreUnavailable    connection refused or reset, timeout, 5xx: retriable once the server is back
+    AccessDenied        wrong keys or no permission (403, 401)
+    InvalidKey          a key that would leave the root's prefix: refused before any request
+
+RootError (a root or key this project cannot serve) shares the base class, StoreError.
 """
 
 from __future__ import annotations

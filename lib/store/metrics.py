@@ -17,6 +17,7 @@ shows `snapshot()`.
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -37,11 +38,8 @@ class OperationStats:
     seconds: float = 0.0
 
     def cumulative_buckets(self) -> list[tuple[float, int]]:
-        total, out = 0, []
-        for bound, count in zip(LATENCY_BUCKETS_S + (float("inf"),), self.buckets):
-            total += count
-            out.append((bound, total))
-        return out
+        """(upper bound, requests at or below it), +Inf last: a Prometheus histogram's buckets."""
+        return list(zip(LATENCY_BUCKETS_S + (float("inf"),), itertools.accumulate(self.buckets)))
 
 
 class ObjectStoreMetrics:
