@@ -225,8 +225,10 @@ class ObjectStore:
 
     def _path(self, operation: str, key: str, *, allow_root: bool = False) -> str:
         """The bucket key of `key` under the root's prefix; InvalidKey (nothing sent) if it is not one."""
-        if allow_root and key.strip("/") == "":
-            return self.root.key()
+        if allow_root:  # a listing's prefix: "" is the whole root, "a/" the same as "a"
+            key = key.rstrip("/")
+            if not key:
+                return self.root.key()
         try:
             return self.root.key(key)
         except RootError as exc:

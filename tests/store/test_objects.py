@@ -113,6 +113,7 @@ def test_list_dir_one_level(store):
         store.put(key, b".")
     listing = store.list_dir("tables")
     assert sorted(listing.prefixes) == ["tables/a", "tables/b"]
+    assert store.list_dir("tables/") == listing
     assert [o.key for o in listing.objects] == ["tables/top.txt"]
     top = store.list_dir()
     assert top.prefixes == ["tables"] and top.objects == []
