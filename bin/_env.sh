@@ -46,6 +46,26 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
 fi
 # --- end console
 
+# --- object storage (issue 29): versitygw, the S3 server of the tests and the quick start (docs/STACK.md),
+# built from its Go module into .venv/bin once per pinned version (1-5 minutes). It needs Go >= 1.25;
+# Debian's golang-go is older, so a machine without a newer Go gets a warning and the S3 tests fail.
+VERSITYGW_VERSION=v1.8.0
+versitygw_current() { go version -m .venv/bin/versitygw 2>/dev/null | grep -q "versity/versitygw[[:space:]]*$VERSITYGW_VERSION"; }
+if ! command -v go >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Go (it builds versitygw, the tests' S3 server)..." >&2
+    apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+fi
+if ! command -v go >/dev/null 2>&1; then
+    [ -x .venv/bin/versitygw ] || echo "warning: no Go to build versitygw $VERSITYGW_VERSION (the S3 tests need it): install Go >= 1.25 and retry" >&2
+elif [ ! -x .venv/bin/versitygw ] || ! versitygw_current; then
+    echo "Building versitygw $VERSITYGW_VERSION into .venv/bin (once per version, 1-5 minutes)..." >&2
+    mkdir -p .venv
+    GOBIN="$ROOT/.venv/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" \
+        >.venv/versitygw-build.log 2>&1 \
+        || echo "warning: versitygw did not build with $(go version) (it needs Go >= 1.25; the S3 tests need it): see .venv/versitygw-build.log" >&2
+fi
+# --- end object storage
+
 if [ ! -x .venv/bin/python ]; then
     echo "Creating .venv..." >&2
     "$PYTHON" -m venv .venv

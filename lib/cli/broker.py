@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -26,7 +27,7 @@ def start(
                                        "(instead of --host/--port; TLS and SASL are set in [security])."),
     advertised_listeners: str = typer.Option(None, "--advertised-listeners",
                                              help="What clients are told per listener (default: the listeners)."),
-    data: Path = typer.Option(None, "--data", help="Shared storage root (default $TOPICLAKE_ROOT or ./data)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Shared storage root (default $TOPICLAKE_ROOT or ./data)."),
     broker_id: int = typer.Option(None, "--broker-id", help="Broker id (default 0)."),
     registry_listen: str = typer.Option(None, "--registry-listen",
                                         help="Also serve the schema registry's REST API on HOST:PORT "

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .output import fail
+from .roots import directory_root
 from .protocol import COMMAND_CONFIG, client_security
 
 
@@ -17,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def console(
-    data: Path = typer.Option(..., "--data", help="Storage root (the broker's and the tables')."),
+    data: str = typer.Option(..., "--data", help="Storage root (the broker's and the tables')."),
     bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "--bootstrap-server",
                                             help="Broker host:port (default: a live broker registered in the root)."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", help="HOST:PORT the console serves on."),
@@ -31,11 +32,12 @@ def console(
     """Serve the web console: cluster, topics and records, groups and lag, Delta tables, schemas."""
     from topiclake.console.server import ConsoleConfigError, serve
 
+    root = directory_root(data)
     security = client_security(command_config) if command_config is not None else None
     try:
-        serve(data, bootstrap=bootstrap, listen=listen, security=security, security_protocol=security_protocol,
+        serve(root, bootstrap=bootstrap, listen=listen, security=security, security_protocol=security_protocol,
               sample_interval_s=sample_interval,
-              on_ready=lambda url: typer.echo(f"topiclake console on {url} (root {data}); Ctrl-C stops it", err=True))
+              on_ready=lambda url: typer.echo(f"topiclake console on {url} (root {root}); Ctrl-C stops it", err=True))
     except ConsoleConfigError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

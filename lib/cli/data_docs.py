@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 
 def data_docs(
-    data: Optional[Path] = typer.Option(None, "--data", help="Storage root."),
+    data: Optional[str] = typer.Option(None, "--data", help="Storage root."),
     config: Optional[Path] = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml)."),
     debug: bool = DEBUG_OPTION,
 ) -> None:
@@ -27,7 +27,7 @@ def data_docs(
     from topiclake.lake.quality import gate
 
     with reported_errors(debug):
-        root = preflight.resolve_root(str(config) if config else None, str(data) if data else None)
+        root = preflight.resolve_root(str(config) if config else None, data)
         stored = sorted(gate.quality_dir(root).joinpath("results").rglob("*.json"))
         if not stored:
             raise UsageError(f"no validation results under {gate.quality_dir(root) / 'results'}: "

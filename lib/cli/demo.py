@@ -21,6 +21,8 @@ import typer
 
 from topiclake.segments import ownership
 
+from .roots import directory_root
+
 TOPIC = "demo.events"
 PARTITIONS = 3
 
@@ -30,14 +32,14 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    data: Path = typer.Option(Path("data"), "--data", help="Storage root (created if missing)."),
+    data: str = typer.Option("data", "--data", help="Storage root (created if missing)."),
     records: int = typer.Option(20_000, "--records", help="Records to produce in this run."),
 ) -> None:
     """Broker -> produce with a real Kafka client -> Spark ingest to Delta -> SQL -> dump-log."""
     from rich.console import Console
 
     console = Console()
-    data = data.resolve()
+    data = directory_root(data).resolve()
     data.mkdir(parents=True, exist_ok=True)
     owner = ownership.owner_of(data)
     if owner is not None and not owner.get("port"):

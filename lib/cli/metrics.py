@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 
 def metrics(
-    data: Optional[Path] = typer.Option(None, "--data", help="Storage root."),
+    data: Optional[str] = typer.Option(None, "--data", help="Storage root."),
     config: Optional[Path] = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml)."),
     listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:PORT",
                                          help="Serve /metrics here instead of printing once."),
@@ -31,7 +31,7 @@ def metrics(
 
     address = parse_listen(listen) if listen is not None else None
     with reported_errors(debug):
-        root = preflight.resolve_root(str(config) if config else None, str(data) if data else None)
+        root = preflight.resolve_root(str(config) if config else None, data)
         if address is None:
             sys.stdout.buffer.write(scrape.exposition(root))
             sys.stdout.flush()

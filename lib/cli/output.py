@@ -46,11 +46,12 @@ def fail(message: object, code: int = 1) -> NoReturn:
 
 
 def expected(exc: BaseException) -> bool:
-    """Errors raised on purpose (TopiclakeError) and the system's (OSError): their message is
-    the whole story. Anything else is a bug, whose traceback matters."""
+    """Errors raised on purpose (TopiclakeError, the object store's StoreError) and the system's
+    (OSError): their message is the whole story. Anything else is a bug, whose traceback matters."""
     from topiclake.segments.errors import TopiclakeError
+    from topiclake.store.errors import StoreError
 
-    return isinstance(exc, (TopiclakeError, OSError))
+    return isinstance(exc, (TopiclakeError, StoreError, OSError))
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from .output import DEBUG_OPTION, fail, reported_errors
+from .roots import directory_root
 from .protocol import BOOTSTRAP, COMMAND_CONFIG, connect
 
 users_app = typer.Typer(help="SCRAM and PLAIN users (over the Kafka protocol, or offline with --data).",
@@ -39,7 +41,7 @@ def users_set(name: str,
               password: str = typer.Option(..., "--password", prompt=True, hide_input=True,
                                            help="The password (prompted when not given)."),
               iterations: int = typer.Option(4096, "--iterations", help="SCRAM iterations (4096-16384)."),
-              data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+              data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
               debug: bool = DEBUG_OPTION) -> None:
     """Create a user or change its password (salted; the password itself is never stored)."""
     from topiclake.security.credentials import MECHANISMS, CredentialStore
@@ -69,7 +71,7 @@ def users_set(name: str,
 def users_delete(name: str,
                  mechanism: list[str] = typer.Option([], "--mechanism", help="Only this mechanism (repeatable; "
                                                                              "default: all of the user's)."),
-                 data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+                 data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
                  debug: bool = DEBUG_OPTION) -> None:
     """Delete a user's credentials."""
     from topiclake.security import scram
@@ -99,7 +101,7 @@ def users_delete(name: str,
 
 
 @users_app.command("list")
-def users_list(data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+def users_list(data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
                debug: bool = DEBUG_OPTION) -> None:
     """Users and their mechanisms (iterations in parentheses)."""
     from topiclake.security.credentials import CredentialStore
@@ -118,15 +120,17 @@ def users_list(data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Pa
         typer.echo(f"{user}\t" + ", ".join(f"{m} ({i})" for m, i in creds))
 
 
-def _existing_root(data: Path) -> Path:
+def _existing_root(value: str) -> Path:
+    data = directory_root(value)
     if not data.is_dir():
         fail(f"storage root {data} does not exist", code=2)
     return data
 
 
-def _root_to_bootstrap(data: Path) -> Path:
+def _root_to_bootstrap(value: str) -> Path:
     """A root for the first users and ACLs: made when it does not exist yet, as `kafka-storage
     format --add-scram` makes a new cluster's log directory (the broker formats the rest)."""
+    data = directory_root(value)
     if data.exists() and not data.is_dir():
         fail(f"storage root {data} is not a directory", code=2)
     if not data.exists():
@@ -234,7 +238,7 @@ def acls_add(allow_principal: list[str] = typer.Option([], "--allow-principal", 
              transactional_id: str = RESOURCE_OPTIONS["transactional_id"],
              resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type",
                                                        help="literal or prefixed."),
-             data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+             data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
              debug: bool = DEBUG_OPTION) -> None:
     """Add ACLs (like kafka-acls --add)."""
     from topiclake.security.acls import AclStore, ResourceType
@@ -286,7 +290,7 @@ def acls_remove(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER
                 cluster: bool = RESOURCE_OPTIONS["cluster"],
                 transactional_id: str = RESOURCE_OPTIONS["transactional_id"],
                 resource_pattern_type: str = FILTER_OPTIONS["pattern"],
-                data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+                data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
                 debug: bool = DEBUG_OPTION) -> None:
     """Remove the ACLs that match (like kafka-acls --remove); what is not given matches anything."""
     from topiclake.security.acls import AclStore
@@ -315,7 +319,7 @@ def acls_list(principal: str = FILTER_OPTIONS["principal"], host: str = FILTER_O
               topic: str = RESOURCE_OPTIONS["topic"], group: str = RESOURCE_OPTIONS["group"],
               cluster: bool = RESOURCE_OPTIONS["cluster"], transactional_id: str = RESOURCE_OPTIONS["transactional_id"],
               resource_pattern_type: str = FILTER_OPTIONS["pattern"],
-              data: Path = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
+              data: Optional[str] = DATA, bootstrap: str = BOOTSTRAP, command_config: Path = COMMAND_CONFIG,
               debug: bool = DEBUG_OPTION) -> None:
     """List ACLs (like kafka-acls --list), grouped by resource pattern."""
     from topiclake.security.acls import AclStore

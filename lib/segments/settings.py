@@ -3,7 +3,8 @@
 Only reading lives here (tomllib, stdlib); each area looks up its own table (`[broker]`,
 `[storage]`, ...). The storage root resolves in this order: an explicit value (a command-line
 flag), $TOPICLAKE_ROOT, `[storage] root` in the file, ./data. A relative root in the file is
-relative to the directory the command runs in, like Kafka's log.dirs.
+relative to the directory the command runs in, like Kafka's log.dirs. It is a directory (or
+file:///path): an object-store URL (s3://...) is refused in one line until commands serve one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError
-from .storage import DEFAULT_ROOT, ROOT_ENV
+from .storage import DEFAULT_ROOT, ROOT_ENV, local_root
 
 DEFAULT_CONFIG_PATH = Path("conf/topiclake.toml")
 CONFIG_ENV = "TOPICLAKE_CONFIG"
@@ -92,11 +93,12 @@ def _is_one_of(value: Any, allowed: tuple[type, ...]) -> bool:
 
 
 def storage_root(settings: Mapping[str, Any], explicit: str | os.PathLike | None = None) -> Path:
+    """The storage root directory; a URL root (s3://...) is a StorageRootError (see local_root)."""
     if explicit is not None:
-        return Path(explicit)
+        return local_root(explicit)
     if os.environ.get(ROOT_ENV):
-        return Path(os.environ[ROOT_ENV])
+        return local_root(os.environ[ROOT_ENV])
     root = section(settings, "storage").get("root", DEFAULT_ROOT)
     if not isinstance(root, str):
         raise InvalidConfigError(f"[storage] root must be a string, not {root!r}")
-    return Path(root)
+    return local_root(root)

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from topiclake.store.errors import RootError
+from topiclake.store.root import LocalRoot, is_url, parse_root
+
 from .atomic import atomic_write, create_exclusive
 from .config import LogConfig
 from .config_store import ConfigStore
@@ -67,6 +70,22 @@ def new_base64_uuid() -> str:
             return text
 
 
+def local_root(root: str | os.PathLike) -> Path:
+    """The directory a root names (a path or file:///path). A URL root is refused in one line:
+    object-store roots (s3://...) are served by no command yet, and as a path `s3://b/r` would
+    silently become a local folder named `s3:`."""
+    if not is_url(root):
+        return Path(root)
+    try:
+        parsed = parse_root(root, env={})  # the bucket and prefix only: what to refuse, never the keys
+    except RootError as exc:
+        raise StorageRootError(str(exc)) from None
+    if isinstance(parsed, LocalRoot):
+        return parsed.path
+    raise StorageRootError(f"object-store roots ({parsed}) are not served by this command yet: "
+                           "give a directory as the storage root")
+
+
 @dataclass(frozen=True, slots=True)
 class StorageLayout:
     root: Path
@@ -76,8 +95,8 @@ class StorageLayout:
 
     @classmethod
     def from_env(cls, root: str | os.PathLike | None = None) -> "StorageLayout":
-        """An explicit root, else $TOPICLAKE_ROOT, else ./data."""
-        return cls(root if root is not None else os.environ.get(ROOT_ENV, DEFAULT_ROOT))
+        """An explicit root, else $TOPICLAKE_ROOT, else ./data (a directory: see local_root)."""
+        return cls(local_root(root if root is not None else os.environ.get(ROOT_ENV, DEFAULT_ROOT)))
 
     @property
     def cluster_dir(self) -> Path:

@@ -5,7 +5,8 @@ import pytest
 
 from topiclake.segments.checkpoints import format_checkpoint, parse_checkpoint, read_checkpoint, write_checkpoint
 from topiclake.segments.errors import (CorruptRecordError, InvalidConfigError, InvalidPartitionsError,
-                                       InvalidTopicError, TopicAlreadyExistsError, UnknownTopicError)
+                                       InvalidTopicError, StorageRootError, TopicAlreadyExistsError,
+                                       UnknownTopicError)
 from topiclake.segments.storage import StorageLayout, TopicRegistry, new_base64_uuid, validate_topic_name
 
 
@@ -36,6 +37,38 @@ def test_from_env(monkeypatch, tmp_path):
     assert StorageLayout.from_env().root == tmp_path
     monkeypatch.delenv("TOPICLAKE_ROOT")
     assert str(StorageLayout.from_env().root) == "data"
+
+
+@pytest.mark.parametrize("source", ["explicit", "env", "settings"])
+def test_url_roots_are_refused_in_one_line_until_served(monkeypatch, tmp_path, source):
+    from topiclake.segments.settings import storage_root
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOPICLAKE_ROOT", raising=False)
+    explicit, settings = None, {}
+    if source == "explicit":
+        explicit = "s3://bars/root"
+    elif source == "env":
+        monkeypatch.setenv("TOPICLAKE_ROOT", "s3://bars/root")
+    else:
+        settings = {"storage": {"root": "s3://bars/root"}}
+    with pytest.raises(StorageRootError) as caught:
+        storage_root(settings, explicit)
+    assert str(caught.value) == ("object-store roots (s3://bars/root) are not served by this command yet: "
+                                 "give a directory as the storage root")
+    if source != "settings":
+        with pytest.raises(StorageRootError):
+            StorageLayout.from_env(explicit)
+    with pytest.raises(StorageRootError, match="gs:// roots are not supported"):
+        storage_root({}, "gs://bars/root")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_url_roots_are_directories(tmp_path):
+    from topiclake.segments.settings import storage_root
+
+    assert storage_root({}, tmp_path.as_uri()) == tmp_path
+    assert StorageLayout.from_env(tmp_path.as_uri()).root == tmp_path
 
 
 def test_cluster_id_created_once(tmp_path):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from deltalake.transaction import RemoveAction
 
@@ -36,6 +37,9 @@ from ..table import delta
 from . import tombstones
 from .merge import merge_bucket
 from .table_kind import KEY_BUCKET
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(slots=True)

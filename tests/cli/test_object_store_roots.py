@@ -1,0 +1,64 @@
+"""Until a command serves object-store roots, `--data s3://...` (or $TOPICLAKE_ROOT, or [storage]
+root) is refused in one line naming the URL, and nothing is created: before, `s3://b/r` became a
+local folder named `s3:`. Each case runs the real command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+NOT_SERVED = "error: object-store roots (s3://bars/root) are not served by this command yet: " \
+             "give a directory as the storage root"
+
+
+def topiclake(*args: str, cwd, env_root: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TOPICLAKE_ROOT", "TOPICLAKE_CONFIG")}
+    if env_root is not None:
+        env["TOPICLAKE_ROOT"] = env_root
+    return subprocess.run([sys.executable, "-m", "topiclake.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def assert_refused(result: subprocess.CompletedProcess, line: str, cwd) -> None:
+    assert result.returncode != 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [line]
+    # (.hypothesis: the cache that importing kio's hypothesis strategies leaves in any working directory)
+    assert [p.name for p in cwd.iterdir() if p.name != ".hypothesis"] == [], "nothing created (no `s3:` folder)"
+
+
+@pytest.mark.parametrize("command", [("broker", "start", "--port", "0"), ("ingest", "--topic", "t")],
+                         ids=["broker", "ingest"])
+def test_data_url_is_refused(tmp_path, command):
+    assert_refused(topiclake(*command, "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
+
+
+@pytest.mark.parametrize("command", [("broker", "start", "--port", "0"), ("ingest", "--topic", "t")],
+                         ids=["broker", "ingest"])
+def test_the_issue_example_is_refused(tmp_path, command):
+    # `b` is too short for a bucket name: refused for that, in one line, before anything else
+    result = topiclake(*command, "--data", "s3://b/r", cwd=tmp_path)
+    assert_refused(result, "error: s3://b/r: 'b' is not a valid bucket name (3-63 characters of a-z, 0-9, "
+                           "'.' and '-', starting and ending with a letter or digit)", tmp_path)
+
+
+def test_root_from_the_environment_and_the_settings_file(tmp_path):
+    assert_refused(topiclake("broker", "start", "--port", "0", cwd=tmp_path, env_root="s3://bars/root"),
+                   NOT_SERVED, tmp_path)
+    settings = tmp_path.parent / f"{tmp_path.name}.toml"
+    settings.write_text('[storage]\nroot = "s3://bars/root"\n')
+    assert_refused(topiclake("ingest", "--topic", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
+
+
+@pytest.mark.parametrize("command", [("console",), ("users", "list"), ("metrics",)])
+def test_other_commands_taking_a_root(tmp_path, command):
+    assert_refused(topiclake(*command, "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
+
+
+def test_other_schemes_say_what_is_supported(tmp_path):
+    result = topiclake("broker", "start", "--port", "0", "--data", "gs://bars/root", cwd=tmp_path)
+    assert_refused(result, "error: gs:// roots are not supported (gs://bars/root): use a directory, "
+                           "file:///path, s3://bucket[/prefix] or s3a://bucket[/prefix]", tmp_path)

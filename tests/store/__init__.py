@@ -1,0 +1,1 @@
+"""Tests of topiclake.store: roots, the object-store client and its metrics, against a real versitygw."""
