@@ -4,8 +4,10 @@ and no import cycle anywhere in lib/."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,3 +138,51 @@ def test_cycle_check_counts_imports_in_functions_not_type_checking(tmp_path):
     (lib / "pkg" / "d.py").write_text("from topiclake.pkg import c\n")  # c -> d only for annotations
     assert import_graph(lib)["topiclake.pkg.b"] == {"topiclake.pkg.a": 2}
     assert import_cycles(lib) == [["topiclake.pkg.a", "topiclake.pkg.b"]]
+
+
+# ------------------------------------------------------------------------------ the design names them
+
+def _layer_modules(layer: str) -> list[str]:
+    """'a | b', 'a : b' and '(a)' (optional) name modules; each is one name."""
+    return [name for name in re.split(r"[|:()\s]+", layer) if name]
+
+
+def test_every_import_linter_layer_is_named_in_design():
+    """A reader of docs/DESIGN.md meets every layer the contracts hold, and every package they
+    cover: a layer added to pyproject.toml without a word in the design fails here."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    design = (REPO / "docs" / "DESIGN.md").read_text()
+    named = set(re.findall(r"`([^`]+)`", design)) | set(re.findall(r"^\|((?:\\\||[^|])+)\|", design, re.M))  # a row's first cell
+    words = {word for text in named for word in re.split(r"[^\w]+", text) if word}
+    layers = [c for c in contracts if c["type"] == "layers"]
+    assert layers, "no layers contract found in pyproject.toml"
+    missing = sorted({f"{container}: {module}" for c in layers for container in c.get("containers", [""])
+                      for layer in c["layers"] for module in _layer_modules(layer)
+                      if module.rsplit(".", 1)[-1] not in words}
+                     | {container for c in layers for container in c.get("containers", [])
+                        if container.rsplit(".", 1)[-1] not in words})
+    assert not missing, "layers docs/DESIGN.md does not name:\n" + "\n".join(missing)
+
+
+# ------------------------------------------------------------------------------------ file sizes
+
+MAX_LINES = 600
+GENERATED = {".json", ".csv", ".tsv", ".lock", ".svg"}  # data and exported dashboards, not prose or code
+
+
+def test_no_file_over_600_lines():
+    """A file that long does several things: split it by concern (code) or by reader (docs)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    too_long = []
+    for name in filter(None, listed):
+        path = REPO / name
+        if Path(name).suffix in GENERATED or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:4096]:  # binary
+            continue
+        lines = data.count(b"\n")
+        if lines > MAX_LINES:
+            too_long.append(f"{name}: {lines} lines")
+    assert not too_long, f"files over {MAX_LINES} lines:\n" + "\n".join(too_long)

@@ -93,8 +93,8 @@ def test_kafka_acls_over_sasl_judged_by_kcat(kafka_tools, broker, tmp_path):
 
 
 def readme_examples() -> dict[str, str]:
-    """The README's client-properties blocks, by security.protocol."""
-    readme = (REPO / "README.md").read_text()
+    """docs/SECURITY.md's client-properties blocks, by security.protocol."""
+    readme = (REPO / "docs" / "SECURITY.md").read_text()
     section = readme.split("<!-- client-properties examples", 1)[1].split("<!-- end of client-properties", 1)[0]
     blocks = re.findall(r"```properties\n(.*?)```", section, re.S)
     return {re.search(r"^security\.protocol=(\S+)$", b, re.M).group(1): b for b in blocks}
