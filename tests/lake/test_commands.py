@@ -97,6 +97,12 @@ def test_backfill_and_coverage_commands_beside_ingest(spark, root, topic_writer)
     assert result.exit_code == 0, result.output
     assert result.output.strip().splitlines()[0] == "cmd-0: committed 3; holds [0, 3)"
 
+    topic_writer("other").produce(0, [b"x"])  # a topic that exists but was never ingested into cmd
+    result = runner.invoke(app, ["coverage", "--table", "cmd", "--topic", "other", "--data", str(root)])
+    assert result.exit_code == 2, result.output
+    assert ("error: table cmd holds nothing of topic other and group topiclake-ingest-cmd committed none of it "
+            "(it holds: cmd)") in result.output
+
 
 def test_the_interrupt_report_reads_what_was_committed(spark, root, topic_writer):
     a, b = topic_writer("ia"), topic_writer("ib")

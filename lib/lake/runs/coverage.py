@@ -34,6 +34,7 @@ from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.filenames import log_file
 from topiclake.segments.storage import StorageLayout
 
+from ..errors import UsageError
 from ..keyed import table_kind
 from ..log.scan import scan_partition
 from ..log.source import PartitionFiles, list_partition, open_segment
@@ -90,9 +91,15 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     upsert = kind is not None and kind.kind == table_kind.UPSERT
     held = read_ranges(snapshot, group) if upsert else held_ranges(spark, uri)
     starts = delta.group_starts(snapshot, group)
+    committed_by_partition = delta.committed_offsets(snapshot, group, [(topic, p) for p in partitions])
+    if not any(t == topic for t, _p in held) and all(c is None for c in committed_by_partition.values()):
+        holds = sorted({t for t, _p in held})
+        raise UsageError(f"table {table} holds nothing of topic {topic} and group {group} committed none of it"
+                         + (f" (it holds: {', '.join(holds)})" if holds else " (it holds no records)"),
+                         hint="check --topic, and --group if the table is fed by another group")
     out = []
     for p in partitions:
-        committed = delta.group_offset(snapshot, group, topic, p) if snapshot else None
+        committed = committed_by_partition[(topic, p)]
         ranges = held.get((topic, p), [])
         lower = starts.get(f"{topic}:{p}", ranges[0].first if ranges else committed or 0)
         upper = committed if committed is not None else (ranges[-1].end if ranges else lower)
