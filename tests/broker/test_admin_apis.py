@@ -18,7 +18,7 @@ from kio.schema.describe_client_quotas.v1 import request as quotas_describe
 from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.errors import ErrorCode
 
-from .conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from . import test_produce_fetch as pf
 from .test_produce_fetch import batch, fetch
 

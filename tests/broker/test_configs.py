@@ -17,7 +17,7 @@ from kio.schema.describe_configs.v4 import request as describe_req
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as inc_req
 
-from .conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from .test_groups import loaded_partition
 from .test_produce_fetch import batch, produce
 

@@ -10,7 +10,7 @@ from kio.schema.find_coordinator.v4 import request as fc4
 from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_fetch.v8 import request as of8
 
-from tests.broker.conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from topiclake.broker.constants import CoordinatorType
 from topiclake.broker.group.api import CommitOffset
 from topiclake.broker.group.errors import GroupCoordinatorError

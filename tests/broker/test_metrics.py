@@ -17,7 +17,7 @@ from topiclake.broker.config import MetricsConfig
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.security.client_config import ClientSecurity
 
-from .conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from .test_produce_fetch import fetch
 
 TOPIC = "metered"

@@ -206,7 +206,7 @@ def test_refresh_passes_over_a_log_closed_under_it(broker, caplog):
 
 
 def test_duplicate_detected_after_restart(tmp_path):
-    from tests.broker.conftest import InProcessBroker
+    from tests.support.in_process_broker import InProcessBroker
 
     now = int(time.time() * 1000)  # a day-old last timestamp would make the producer expire at load
     first = InProcessBroker(tmp_path / "data").start()

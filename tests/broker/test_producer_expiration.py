@@ -17,7 +17,7 @@ from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.producer_snapshot import list_snapshots, read_snapshot
 
-from .conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from .test_partition_snapshot import open_partition, produce
 from .test_produce_fetch import batch
 from .test_produce_fetch import produce as produce_request

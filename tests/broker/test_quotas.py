@@ -19,7 +19,7 @@ from topiclake.broker.client_quotas import ClientQuotas
 from topiclake.broker.throttle import Throttler
 from topiclake.segments.storage import StorageLayout
 
-from .conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from .test_admin_apis import alter_quotas, fetch_throttled, produce_throttled
 from .test_produce_fetch import batch
 

@@ -15,8 +15,8 @@ from topiclake.registry.errors import StoreConflict
 from topiclake.registry.records import SchemaValue
 from topiclake.segments.batch import Record, build_batch
 
-from ..integration.registry_http import RegistryHTTP
-from .conftest import InProcessBroker
+from tests.support.registry_http import RegistryHTTP
+from tests.support.in_process_broker import InProcessBroker
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.segments.fenced_partition import build
+from tests.support.fenced_partition import build
 from topiclake.segments import filenames
 from topiclake.segments.leader_fence import PartitionFence
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 from typer.testing import CliRunner
 
-from tests.broker.conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from topiclake.cli import app
 from topiclake.lake.runs.mirror import mirror_offsets
 

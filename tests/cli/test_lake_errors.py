@@ -15,7 +15,7 @@ import pytest
 from topiclake.lake.table import delta
 from topiclake.lake.table.schema import table_schema
 
-from ..lake.conftest import TopicWriter
+from tests.support.lake import TopicWriter
 
 REPO = Path(__file__).resolve().parents[2]
 NO_JAVA = {"JAVA_HOME": "/nonexistent-java", "SPARK_HOME": "/nonexistent-spark"}

@@ -26,11 +26,11 @@ from topiclake.client.conn import BrokerConnection
 from topiclake.broker.cluster.controller import preferred_order
 from topiclake.broker.group.java import coordinator_partition
 
-from ..integration.broker_process import REPO, BrokerProcess
-from .brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
-from .clients import (ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value,
-                      produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce)
-from .helpers import wait_for
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster_brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
+from tests.support.cluster_clients import ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value, produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce
+from tests.support.waits import wait_for
 
 PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before the controller moves it
 

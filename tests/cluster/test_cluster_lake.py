@@ -13,9 +13,9 @@ import pytest
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
-from .brokers import ClusterBrokers, cluster_settings
-from .helpers import wait_for
+from tests.support.lake import read_table
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.waits import wait_for
 
 TOPIC = "lake-failover"
 PARTITIONS = 6

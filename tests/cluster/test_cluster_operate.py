@@ -21,23 +21,14 @@ from topiclake.client.conn import BrokerConnection
 from topiclake.broker.cluster.controller import preferred_order
 
 from ..broker.test_metrics import scrape_url
-from ..integration.broker_process import REPO, free_port
-from .brokers import ClusterBrokers, cluster_settings
-from .clients import metadata
-from .helpers import wait_for
+from tests.support.paths import REPO
+from tests.support.broker_process import free_port
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import metadata
+from tests.support.waits import wait_for
 from .test_cluster_broker import settled
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def kafka_tools():
-    from bench._kafka import fetch_peers
-
-    from ..peers.conftest import KafkaTools
-
-    peers = fetch_peers("kafka")
-    return KafkaTools(__import__("pathlib").Path(peers["KAFKA_HOME"]), peers["KAFKA_VERSION"])
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,10 @@ from bench._kafka import fetch_peers
 from topiclake.cli import app
 from topiclake.client import ClusterClient
 
-from ..integration.broker_process import free_port
-from ..peers.conftest import KafkaTools
-from .brokers import ClusterBrokers, cluster_settings
-from .clients import topic_with_groups
+from tests.support.broker_process import free_port
+from tests.support.kafka_tools import KafkaTools
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import topic_with_groups
 
 pytestmark = pytest.mark.slow
 

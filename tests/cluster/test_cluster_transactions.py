@@ -15,8 +15,8 @@ import pytest
 
 from topiclake.segments import filenames
 
-from .brokers import ClusterBrokers, cluster_settings
-from .helpers import wait_for
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.waits import wait_for
 
 TOPIC_PARTITIONS = 6
 
@@ -27,8 +27,8 @@ def cluster(zookeeper, tmp_path_factory):
     settings = cluster_settings(zookeeper.connect_string, f"/txn-{uuid.uuid4().hex[:8]}")
     brokers = ClusterBrokers(tmp_path_factory.mktemp("cluster-txn"), settings)
     # Each broker its own schema registry port: one settings file per broker.
-    from .brokers import write_toml
-    from ..integration.broker_process import free_port
+    from tests.support.cluster_brokers import write_toml
+    from tests.support.broker_process import free_port
 
     for broker_id, broker in brokers.brokers.items():
         registry_ports[broker_id] = free_port()

@@ -15,9 +15,9 @@ import pytest
 from topiclake.broker.cluster.ensemble import Ensemble
 from topiclake.client import ClusterClient, admin
 
-from ..cluster.brokers import ClusterBrokers, cluster_settings
-from ..cluster.clients import topic_with_groups
-from .conftest import ConsoleProcess, cells, screenshot
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import topic_with_groups
+from tests.support.console import ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 

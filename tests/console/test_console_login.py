@@ -15,8 +15,8 @@ from deltalake import write_deltalake
 
 from topiclake.security.client_config import ClientSecurity
 
-from ..integration.secure_broker import SecureBroker, make_certificates, security_toml
-from .conftest import ConsoleProcess, cells, screenshot
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.console import ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 

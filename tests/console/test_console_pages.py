@@ -24,9 +24,10 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.broker_process import REPO, BrokerProcess
-from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)
-from .conftest import FIRST_PAINT_JS, ConsoleProcess, cells, screenshot
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.lake import read_table
+from tests.support.console import FIRST_PAINT_JS, ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 

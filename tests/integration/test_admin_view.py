@@ -16,8 +16,8 @@ from kio.schema.end_txn.v5 import request as end5
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v12 import request as produce12
 
-from tests.broker.txn import raw
-from tests.integration.broker_process import BrokerProcess
+from tests.support import txn_wire as raw
+from tests.support.broker_process import BrokerProcess
 from tests.integration.test_group_migration import PARTITIONS, Group, group_type
 from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
 from topiclake.client.conn import BrokerConnection

@@ -12,7 +12,7 @@ import zlib
 import pytest
 from kio.schema.create_topics.v7 import request as create_req
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 from tests.integration.test_broker_clients import create_topic
 
 pytestmark = pytest.mark.slow

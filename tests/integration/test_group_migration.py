@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from kio.schema.create_topics.v7 import request as create_req
 from typer.testing import CliRunner
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..lake.conftest import TopicWriter, read_table, spark  # noqa: F401  (the shared Spark session fixture)
+from tests.support.lake import TopicWriter, read_table
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
-from .broker_process import REPO
-from .secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.paths import REPO
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 

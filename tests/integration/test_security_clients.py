@@ -22,7 +22,7 @@ from topiclake.broker import wire
 from topiclake.client.conn import AuthenticationError, BrokerConnection
 from topiclake.security.client_config import ClientSecurity
 
-from .secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from kio.schema.list_groups.v5 import request as list_req
 from kio.schema.share_group_describe.v1 import request as describe_req
 from typer.testing import CliRunner
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow

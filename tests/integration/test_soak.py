@@ -11,7 +11,6 @@ import random
 
 import pytest
 
-from ..lake.conftest import spark  # noqa: F401  (the shared Spark session: the final ingest)
 from .soak.run import SoakConfig, run_soak
 
 pytestmark = pytest.mark.slow

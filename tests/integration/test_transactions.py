@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from kio.schema.offset_fetch.v6 import request as fetch_req
 
-from tests.integration.broker_process import REPO, BrokerProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 from tests.integration.test_broker_clients import create_topic
 from topiclake.client.conn import BrokerConnection
 

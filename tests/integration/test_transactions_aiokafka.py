@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.integration.test_broker_clients import create_topic
 from tests.integration.test_transactions import committed_offsets, read_all
 

@@ -33,7 +33,7 @@ from topiclake.lake.table.values import quarantine_uri
 from topiclake.registry.formats import parse
 from topiclake.segments.storage import StorageLayout
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)
+from tests.support.lake import read_table
 
 pytestmark = pytest.mark.slow
 

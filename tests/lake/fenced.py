@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from topiclake.segments.storage import StorageLayout, TopicRegistry
-from tests.segments import fenced_partition
+from tests.support import fenced_partition
 
 
 @pytest.fixture

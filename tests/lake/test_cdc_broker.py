@@ -27,7 +27,6 @@ from topiclake.lake.typed.plan import load_registry, plan_typed
 from topiclake.lake.typed.rows import decode_rows
 from topiclake.segments.storage import StorageLayout
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz
 from .test_cdc import assert_changes
 

@@ -24,9 +24,8 @@ from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz
-from .conftest import read_table
+from tests.support.lake import read_table
 from .test_cdc import AFTER_COLUMNS
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from topiclake.segments import leader_reads
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.leader_reads import LeadershipChangedError, TakeoverInProgressError
-from tests.segments.fenced_partition import BASE_TS, lead
+from tests.support.fenced_partition import BASE_TS, lead
 
-from .conftest import read_table
+from tests.support.lake import read_table
 from .fenced import fenced, fenced_topic  # noqa: F401 - the fixtures
 
 GROUP = "topiclake-ingest-t"

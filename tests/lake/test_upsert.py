@@ -23,7 +23,7 @@ from topiclake.lake.runs.rebuild import RebuildOptions, rebuild
 from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .conftest import BASE_TS, read_table
+from tests.support.lake import BASE_TS, read_table
 
 
 def run(spark, root, *topics, **kwargs):

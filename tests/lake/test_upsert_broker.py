@@ -14,14 +14,15 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 from topiclake.lake.runs.compaction import CompactOptions, compact
 from topiclake.lake.runs.coverage import coverage
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")

@@ -16,8 +16,7 @@ from confluent_kafka.serialization import StringSerializer
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
-from .conftest import read_table
+from tests.support.lake import read_table
 from .test_upsert_typed_key import produce_serialized
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "amount", "type": "long"}]}

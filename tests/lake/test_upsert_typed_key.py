@@ -14,8 +14,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
-from .conftest import read_table
+from tests.support.lake import read_table
 
 KEY_V1 = {"type": "record", "name": "AccountKey", "fields": [{"name": "account", "type": "long"}]}
 KEY_V2 = {"type": "record", "name": "AccountKey", "fields": [  # a compatible change: a new schema id

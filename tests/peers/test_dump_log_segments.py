@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
-from tests.peers.conftest import BROKER_TOML
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_tools import BROKER_TOML
 
 pytestmark = pytest.mark.slow
 

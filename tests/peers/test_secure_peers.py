@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO
-from tests.integration.secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.paths import REPO
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench._kafka import fetch_peers
-from tests.integration.broker_process import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from topiclake.segments import filenames
 from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.maintenance import MaintenanceError, delete_segments
 
-from .fenced_partition import build
+from tests.support.fenced_partition import build
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from kio.schema.consumer_group_heartbeat.v0 import request as hb_req
 
 from topiclake.broker.group.config import GroupsConfig
 
-from ..conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 
 RETRIABLE = {"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"}
 

@@ -25,7 +25,7 @@ from topiclake.broker.partitions import topic_uuid
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.broker.share.state_records import DeliveryState, ShareStateKey
 
-from ..conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 
 AVAILABLE, ACKED, ARCHIVED = DeliveryState.AVAILABLE, DeliveryState.ACKNOWLEDGED, DeliveryState.ARCHIVED
 

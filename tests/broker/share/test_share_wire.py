@@ -18,7 +18,7 @@ from topiclake.broker.group.config import GroupsConfig
 from topiclake.broker.group.share_config import ShareConfig
 from topiclake.segments.batch import iter_batches
 
-from ..conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 from ..test_produce_fetch import batch, produce
 
 ACCEPT, RELEASE = 1, 2

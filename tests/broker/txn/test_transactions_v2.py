@@ -22,8 +22,8 @@ from topiclake.broker.txn.coordinator import OFFSETS_TOPIC
 from topiclake.broker.txn.state import MAX_EPOCH, S, TV2, end_transaction_v2
 from topiclake.segments.batch import iter_batches
 
-from ..conftest import InProcessBroker
-from . import raw
+from tests.support.in_process_broker import InProcessBroker
+from tests.support import txn_wire as raw
 
 TXN = "tv2"
 GROUP = "tv2-group"
