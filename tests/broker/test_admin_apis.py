@@ -5,7 +5,6 @@ raw requests)."""
 
 from __future__ import annotations
 
-import datetime
 import time
 
 import confluent_kafka as ck
@@ -13,14 +12,13 @@ import kafka.errors as kerrors
 import pytest
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kio.schema.alter_client_quotas.v1 import request as quotas_alter
 from kio.schema.describe_client_quotas.v1 import request as quotas_describe
 from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.errors import ErrorCode
 
 from tests.support.in_process_broker import InProcessBroker
-from . import test_produce_fetch as pf
-from .test_produce_fetch import batch, fetch
+from tests.support.wire import batch, fetch
+from tests.support.quota_wire import alter_quotas, produce_throttled, fetch_throttled
 
 
 @pytest.fixture
@@ -188,18 +186,6 @@ def test_metadata_quorum_of_one(broker, admin):
     assert [(n["node_id"], n["listeners"][0]["port"]) for n in quorum["nodes"]] == [(0, broker.server.port)]
 
 
-def quota_entity(cls, **names):
-    return tuple(cls(entity_type=t.replace("_", "-"), entity_name=n) for t, n in names.items())
-
-
-def alter_quotas(client, entity: dict, ops: dict, validate_only=False):
-    entry = quotas_alter.EntryData(entity=quota_entity(quotas_alter.EntityData, **entity), ops=tuple(
-        quotas_alter.OpData(key=k, value=v if v is not None else 0.0, remove=v is None) for k, v in ops.items()))
-    [result] = client.request(quotas_alter.AlterClientQuotasRequest(entries=(entry,),
-                                                                    validate_only=validate_only)).entries
-    return result.error_code
-
-
 def describe_quotas(client, *components, strict=False):
     response = client.request(quotas_describe.DescribeClientQuotasRequest(components=tuple(
         quotas_describe.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components), strict=strict))
@@ -243,23 +229,6 @@ def test_client_quotas_are_stored_and_described(tmp_path):
                 (("user", "alice"),): {"producer_byte_rate": 1024.0}}
     finally:
         broker.stop()
-
-
-def produce_throttled(client, topic: str, data: bytes) -> tuple[ErrorCode, int]:
-    """(error, throttle_time_ms) of a produce request."""
-    response = client.request(pf.produce_req.ProduceRequest(
-        transactional_id=None, acks=-1, timeout=pf.TIMEOUT, topic_data=(pf.produce_req.TopicProduceData(
-            name=topic, partition_data=(pf.produce_req.PartitionProduceData(index=0, records=data),)),)))
-    return response.responses[0].partition_responses[0].error_code, int(response.throttle_time.total_seconds() * 1000)
-
-
-def fetch_throttled(client, topic: str) -> tuple[int, int]:
-    """(record bytes, throttle_time_ms) of a fetch from offset 0."""
-    response = client.request(pf.fetch_req.FetchRequest(
-        max_wait=datetime.timedelta(0), min_bytes=1, forgotten_topics_data=(), topics=(pf.fetch_req.FetchTopic(
-            topic=topic, partitions=(pf.fetch_req.FetchPartition(partition=0, fetch_offset=0,
-                                                                 partition_max_bytes=1 << 20),)),)))
-    return len(response.responses[0].partitions[0].records or b""), int(response.throttle_time.total_seconds() * 1000)
 
 
 def test_byte_rate_quotas_throttle_and_mute(broker):

@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as inc_req
 
 from tests.support.in_process_broker import InProcessBroker
-from .test_groups import loaded_partition
-from .test_produce_fetch import batch, produce
+from tests.support.group_wire import loaded_partition
+from tests.support.wire import batch, produce
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 DYNAMIC_TOPIC, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 3, 4, 5, 8

@@ -17,9 +17,9 @@ from kio.schema.join_group.v9 import request as join_req
 from kio.schema.offset_fetch.v8 import request as of8
 
 from tests.support.in_process_broker import InProcessBroker
-from tests.broker.share.test_share_wire import (ACCEPT, batch, joined, partition_of, produce, share_fetch,
-                                                start_offset)
-from tests.broker.test_groups import commit, fetch, retry
+from tests.support.share_wire import ACCEPT, joined, partition_of, share_fetch, start_offset
+from tests.support.wire import batch, produce
+from tests.support.group_wire import commit, fetch, retry
 from tests.support.txn_wire import add_partitions, init_producer_id
 from topiclake.broker import wire
 from topiclake.broker.coordinator_runtime import Status

@@ -18,9 +18,9 @@ from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.producer_snapshot import list_snapshots, read_snapshot
 
 from tests.support.in_process_broker import InProcessBroker
-from .test_partition_snapshot import open_partition, produce
-from .test_produce_fetch import batch
-from .test_produce_fetch import produce as produce_request
+from tests.broker.partitions import open_partition, produce
+from tests.support.wire import batch
+from tests.support.wire import produce as produce_request
 
 EXPIRATION = 60_000
 NOW = 1_700_000_000_000

@@ -20,8 +20,8 @@ from topiclake.broker.throttle import Throttler
 from topiclake.segments.storage import StorageLayout
 
 from tests.support.in_process_broker import InProcessBroker
-from .test_admin_apis import alter_quotas, fetch_throttled, produce_throttled
-from .test_produce_fetch import batch
+from tests.support.quota_wire import alter_quotas, fetch_throttled, produce_throttled
+from tests.support.wire import batch
 
 
 class Clock:
@@ -118,7 +118,7 @@ def test_request_percentage_throttles_mutes_and_ignores_purgatory(broker):
 
 
 def broker_fetch(offset: int, max_wait_ms: int):
-    from .test_produce_fetch import fetch_req
+    from kio.schema.fetch.v12 import request as fetch_req
 
     return fetch_req.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
                                   forgotten_topics_data=(), topics=(fetch_req.FetchTopic(

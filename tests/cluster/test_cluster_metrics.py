@@ -8,7 +8,7 @@ import uuid
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..broker.test_metrics import scrape_url
+from tests.support.metrics import scrape_url
 from tests.support.broker_process import free_port
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 

@@ -20,7 +20,7 @@ from kio.schema.describe_cluster.v1 import request as cluster_req
 from topiclake.client.conn import BrokerConnection
 from topiclake.broker.cluster.controller import preferred_order
 
-from ..broker.test_metrics import scrape_url
+from tests.support.metrics import scrape_url
 from tests.support.paths import REPO
 from tests.support.broker_process import free_port
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings

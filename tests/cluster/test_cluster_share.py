@@ -30,7 +30,7 @@ from kio.schema.metadata.v12 import request as md_req
 
 from topiclake.client.conn import BrokerConnection
 
-from ..broker.share.test_share_wire import share_fetch as raw_share_fetch
+from tests.support.share_wire import share_fetch as raw_share_fetch
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.waits import wait_for
 
