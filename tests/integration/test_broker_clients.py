@@ -5,15 +5,12 @@ per partition, with keyed records in the partition the client's partitioner chos
 from __future__ import annotations
 
 import asyncio
-import datetime
-import uuid
 import zlib
 
 import pytest
-from kio.schema.create_topics.v7 import request as create_req
 
 from tests.support.broker_process import BrokerProcess
-from topiclake.client.conn import BrokerConnection
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -27,18 +24,6 @@ def broker(tmp_path_factory):
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int = PARTITIONS, **config: str) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-        configs=tuple(create_req.CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in config.items()))
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code.value == 0, result
-    return name
 
 
 def make_records():
@@ -67,7 +52,7 @@ def check(sent: dict[int, list], received: dict[int, list]) -> None:
 def test_confluent_kafka(broker, codec):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    topic = create_topic(broker.bootstrap)
+    topic = create_topic(broker.bootstrap, PARTITIONS)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 2,
                          "enable.idempotence": True, "acks": "all"})
     sent: dict[int, list] = {}
@@ -105,7 +90,7 @@ def test_kafka_python(broker, codec):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.partitioner.default import murmur2
 
-    topic = create_topic(broker.bootstrap)
+    topic = create_topic(broker.bootstrap, PARTITIONS)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=None if codec == "none" else codec,
                              linger_ms=2, acks="all")
     futures = [(producer.send(topic, key=key, value=value, headers=headers), key, value, headers)
@@ -146,7 +131,7 @@ async def _aiokafka_round_trip(bootstrap: str, codec: str) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.partitioner import DefaultPartitioner
 
-    topic = create_topic(bootstrap)
+    topic = create_topic(bootstrap, PARTITIONS)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
                                 linger_ms=2, acks="all", enable_idempotence=True)
     await producer.start()

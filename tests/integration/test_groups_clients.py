@@ -5,7 +5,6 @@ KIP-848 protocol, aiokafka, and the `topiclake groups` commands."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 import signal
 import subprocess
@@ -15,29 +14,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kio.schema.create_topics.v7 import request as create_req
 from typer.testing import CliRunner
 
 from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
+from tests.support.topics import create_topic
+from tests.support.waits import wait_for
+from tests.support.clients import produce
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-SETTINGS = """
-[groups]
-offsets_topic_partitions = 5
-initial_rebalance_delay_ms = 0
-consumer_session_timeout_ms = 6000
-consumer_heartbeat_interval_ms = 500
-"""
-
-
-@pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "topiclake.toml"
-    path.write_text(SETTINGS)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -45,39 +32,6 @@ def broker(tmp_path_factory, config_file):
     proc = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", config=config_file).start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
-    name = name or f"g-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code.value == 0, result
-    return name
-
-
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    for i in range(start, start + per_partition):
-        for p in range(partitions):
-            producer.send(topic, f"{p}:{i}".encode(), partition=p)
-    producer.flush()
-    producer.close()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, detail=None):
-    """Poll `predicate` until it is truthy; `detail()` (if given) says what things looked like at the timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\n{detail()}" if detail else ""))
 
 
 # ------------------------------------------------------------ kafka-python, kill -9
@@ -149,12 +103,12 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
     try:
         wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 3]
                  and set().union(*(m.owned() for m in members)) == set(range(partitions)), 60,
-                 "three members owning 3, 2, 2 partitions", detail=state)
+                 what="three members owning 3, 2, 2 partitions", interval=0.1, detail=state)
         # Records for every member to read in the final generation: on a slow machine one member can
         # start late and be given partitions the others already read to the end (then it commits nothing).
         produce(broker.bootstrap, topic, partitions, 10, start=20)
-        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, "commits by all",
-                 detail=state)
+        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, what="commits by all",
+                 interval=0.1, detail=state)
         victim = members[0]
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(10)
@@ -162,8 +116,8 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
         produce(broker.bootstrap, topic, partitions, 30, start=30)
         survivors = members[1:]
         wait_for(lambda: set().union(*(m.owned() for m in survivors)) == set(range(partitions))
-                 and not (survivors[0].owned() & survivors[1].owned()), 40, "two survivors owning all 7",
-                 detail=state)
+                 and not (survivors[0].owned() & survivors[1].owned()), 40,
+                 what="two survivors owning all 7", interval=0.1, detail=state)
 
         def committed_to_end():
             last = {}
@@ -173,7 +127,7 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
                         last[int(args[0])] = max(last.get(int(args[0]), 0), int(args[1]))
             return all(last.get(p) == 60 for p in range(partitions))
 
-        wait_for(committed_to_end, 60, "every partition committed to its end (60)", detail=state)
+        wait_for(committed_to_end, 60, what="every partition committed to its end (60)", interval=0.1, detail=state)
     finally:
         for m in members:
             m.stop()
@@ -352,7 +306,7 @@ def test_kip848_member_keeps_its_assignment_across_broker_restarts(tmp_path, con
             def step():
                 consumer.poll(0.1)
                 return predicate()
-            return wait_for(step, timeout, what, interval=0, detail=lambda: f"events {events}\n{proc.log()}")
+            return wait_for(step, timeout, what=what, interval=0, detail=lambda: f"events {events}\n{proc.log()}")
 
         def described_member(min_epoch: int = 1):
             group = _describe_consumer_group(proc.bootstrap, group_id)

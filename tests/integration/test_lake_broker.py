@@ -87,7 +87,7 @@ def produce(bootstrap: str) -> list[tuple]:
     return committed + after
 
 
-def test_end_to_end_with_a_real_broker(spark, broker, tmp_path):  # noqa: F811
+def test_end_to_end_with_a_real_broker(spark, broker, tmp_path):
     root = broker.data
     expected = sorted(produce(broker.bootstrap))
     assert len(expected) == 31 + 6 + 3

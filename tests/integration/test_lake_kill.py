@@ -85,7 +85,7 @@ class Producing(threading.Thread):
         self.producer.flush(30)
 
 
-def test_sigkill_at_random_points_while_producing(spark, tmp_path):  # noqa: F811
+def test_sigkill_at_random_points_while_producing(spark, tmp_path):
     seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
     rng = random.Random(seed)
     print(f"KILL_SEED={seed}")

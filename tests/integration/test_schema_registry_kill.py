@@ -12,8 +12,7 @@ import pytest
 from topiclake.registry.log_replay import load_state
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.registry_http import REGISTRY_ARGS
-from tests.support.registry_http import RegistryHTTP
+from tests.support.registry_http import REGISTRY_ARGS, RegistryHTTP
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.broker_process import BrokerProcess
-from tests.support.registry_http import REGISTRY_ARGS
-from tests.support.registry_http import RegistryHTTP
+from tests.support.registry_http import REGISTRY_ARGS, RegistryHTTP
 
 pytestmark = pytest.mark.slow
 

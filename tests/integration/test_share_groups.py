@@ -6,7 +6,6 @@ type) as raw requests, DeleteGroups and the GROUP configs through confluent-kafk
 
 from __future__ import annotations
 
-import datetime
 import subprocess
 import sys
 import time
@@ -17,7 +16,6 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                   ResourceType)
 from kio.schema.alter_share_group_offsets.v0 import request as alter_req
-from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.delete_share_group_offsets.v0 import request as delete_req
 from kio.schema.describe_share_group_offsets.v1 import request as describe_offsets_req
 from kio.schema.errors import ErrorCode
@@ -27,6 +25,7 @@ from typer.testing import CliRunner
 
 from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -49,17 +48,6 @@ def broker(tmp_path_factory):
     proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", config=config).start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int = 1) -> str:
-    name = f"share-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code == ErrorCode.none, result
-    return name
 
 
 def group_config(bootstrap: str, group: str, **values) -> None:

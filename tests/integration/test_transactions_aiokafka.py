@@ -13,8 +13,8 @@ import time
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.integration.test_broker_clients import create_topic
-from tests.integration.test_transactions import committed_offsets, read_all
+from tests.support.topics import create_topic
+from tests.support.clients import committed_offsets, read_all
 
 pytestmark = pytest.mark.slow
 
