@@ -35,7 +35,7 @@ def leaders(cluster: ClusterBrokers) -> dict[int, int]:
     return {p.id: p.leader for p in meta.topics[TOPIC].partitions.values() if p.error is None}
 
 
-def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(spark, cluster):  # noqa: F811
+def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(spark, cluster):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -26,7 +26,7 @@ from tests.support.broker_process import free_port
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.cluster_clients import metadata
 from tests.support.waits import wait_for
-from .test_cluster_broker import settled
+from tests.support.cluster_topics import settled
 
 pytestmark = pytest.mark.slow
 

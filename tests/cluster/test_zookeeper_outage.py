@@ -13,7 +13,7 @@ from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.cluster_clients import metadata
 from tests.support.waits import wait_for
 from .outage import zookeeper_outage
-from .test_cluster_broker import create_topic, settled
+from tests.support.cluster_topics import create_topic, settled
 
 pytestmark = pytest.mark.slow
 
