@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.fenced_partition import build as build_fenced_partition
 from tests.support.kafka_tools import KafkaTools
 from tests.support.lake import spark_session
 from tests.support.paths import CONFORMANCE
@@ -54,6 +55,15 @@ def s3_root(s3_server) -> S3Fixture:
 
     env = s3_server.env()
     return S3Fixture(parse_root(f"s3://{s3_server.create_bucket()}/data", env=env), env)
+
+
+@pytest.fixture
+def fenced(tmp_path):
+    """A partition directory (`t-0`) written by takeovers, with a fenced leader's late batches and
+    squatter files (tests/support/fenced_partition.py)."""
+    partition = build_fenced_partition(tmp_path / "t-0")
+    yield partition
+    partition.close()
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, spark):  # noqa: F811
+def world(tmp_path_factory, spark):
     tmp = tmp_path_factory.mktemp("console")
     config = tmp / "broker.toml"
     config.write_text("[groups]\ninitial_rebalance_delay_ms = 0\n")

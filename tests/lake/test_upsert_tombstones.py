@@ -16,7 +16,7 @@ from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.table.delta import app_id, set_properties
 
 from tests.support.lake import read_table
-from .test_upsert import compacted, run, table_rows
+from tests.lake.upserts import compacted, run, table_rows
 
 OLDER, NEWER = 1_714_521_600_000, 1_714_521_700_000
 
