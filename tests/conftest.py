@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.fenced_partition import build as build_fenced_partition
+from tests.support.in_process_broker import InProcessBroker
 from tests.support.kafka_tools import KafkaTools
 from tests.support.lake import spark_session
 from tests.support.paths import CONFORMANCE
@@ -55,6 +56,15 @@ def s3_root(s3_server) -> S3Fixture:
 
     env = s3_server.env()
     return S3Fixture(parse_root(f"s3://{s3_server.create_bucket()}/data", env=env), env)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """An in-process broker on a free loopback port over a fresh root (tests/support/in_process_broker.py);
+    tests that need other settings start their own, under another fixture name."""
+    b = InProcessBroker(tmp_path / "data").start()
+    yield b
+    b.stop()
 
 
 @pytest.fixture

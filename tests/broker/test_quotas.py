@@ -19,7 +19,6 @@ from topiclake.broker.client_quotas import ClientQuotas
 from topiclake.broker.throttle import Throttler
 from topiclake.segments.storage import StorageLayout
 
-from tests.support.in_process_broker import InProcessBroker
 from tests.support.quota_wire import alter_quotas, fetch_throttled, produce_throttled
 from tests.support.wire import batch
 
@@ -77,13 +76,6 @@ def test_connection_rate_per_ip_prefers_the_ip_over_the_default(quotas):
 
 
 # ----------------------------------------------------------------------- over the wire
-@pytest.fixture
-def broker(tmp_path):
-    b = InProcessBroker(tmp_path / "data").start()
-    yield b
-    b.stop()
-
-
 def metadata_throttle_ms(client) -> int:
     response = client.request(metadata12.MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                          include_topic_authorized_operations=False))

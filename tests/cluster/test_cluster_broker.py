@@ -36,7 +36,7 @@ PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before t
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def running_cluster(zookeeper, tmp_path_factory):
     settings = cluster_settings(zookeeper.connect_string, f"/cluster-{uuid.uuid4().hex[:8]}",
                                 preferred_leader_delay_ms=PREFERRED_DELAY_MS)
     with ClusterBrokers(tmp_path_factory.mktemp("cluster"), settings) as brokers:
@@ -44,18 +44,18 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 @pytest.fixture
-def brokers(cluster):
+def brokers(running_cluster):
     """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
-    yield cluster
-    for broker_id in list(cluster.paused):
-        cluster.resume(broker_id)
-    for broker_id, broker in cluster.brokers.items():
+    yield running_cluster
+    for broker_id in list(running_cluster.paused):
+        running_cluster.resume(broker_id)
+    for broker_id, broker in running_cluster.brokers.items():
         if broker.proc.poll() is not None:
-            cluster.restart(broker_id)
+            running_cluster.restart(broker_id)
 
 
-def leader_of(cluster: ClusterBrokers, topic: str, partition: int) -> int:
-    return metadata(cluster.bootstrap_of(cluster.live()[0]), topic).partitions[partition].leader
+def leader_of(running_cluster: ClusterBrokers, topic: str, partition: int) -> int:
+    return metadata(running_cluster.bootstrap_of(running_cluster.live()[0]), topic).partitions[partition].leader
 
 
 # ============================================================================ semantics

@@ -35,3 +35,12 @@ def chromium():
                                              args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    """A fresh browser page (its own context, 1280x900) for one test; the module's fixture starts the
+    console it visits."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    yield context.new_page()
+    context.close()

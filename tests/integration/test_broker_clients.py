@@ -20,7 +20,7 @@ COUNT = 90
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def process_broker(tmp_path_factory):
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
     yield proc
     assert proc.stop() == 0, proc.log()
@@ -49,11 +49,11 @@ def check(sent: dict[int, list], received: dict[int, list]) -> None:
 # -- confluent-kafka (librdkafka) ------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_confluent_kafka(broker, codec):
+def test_confluent_kafka(process_broker, codec):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    topic = create_topic(broker.bootstrap, PARTITIONS)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 2,
+    topic = create_topic(process_broker.bootstrap, PARTITIONS)
+    producer = Producer({"bootstrap.servers": process_broker.bootstrap, "compression.type": codec, "linger.ms": 2,
                          "enable.idempotence": True, "acks": "all"})
     sent: dict[int, list] = {}
     reports = []
@@ -67,7 +67,7 @@ def test_confluent_kafka(broker, codec):
             assert msg.partition() == zlib.crc32(key) % PARTITIONS
         sent.setdefault(msg.partition(), []).append((key, value, headers))
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+    consumer = Consumer({"bootstrap.servers": process_broker.bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     received: dict[int, list] = {}
@@ -86,12 +86,12 @@ def test_confluent_kafka(broker, codec):
 # -- kafka-python ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_kafka_python(broker, codec):
+def test_kafka_python(process_broker, codec):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.partitioner.default import murmur2
 
-    topic = create_topic(broker.bootstrap, PARTITIONS)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=None if codec == "none" else codec,
+    topic = create_topic(process_broker.bootstrap, PARTITIONS)
+    producer = KafkaProducer(bootstrap_servers=process_broker.bootstrap, compression_type=None if codec == "none" else codec,
                              linger_ms=2, acks="all")
     futures = [(producer.send(topic, key=key, value=value, headers=headers), key, value, headers)
                for key, value, headers in make_records()]
@@ -104,7 +104,7 @@ def test_kafka_python(broker, codec):
         sent.setdefault(meta.partition, []).append((key, value, headers))
     producer.close()
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=process_broker.bootstrap, group_id=None, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=10000)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
@@ -123,8 +123,8 @@ def test_kafka_python(broker, codec):
 # -- aiokafka --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_aiokafka(broker, codec):
-    asyncio.run(_aiokafka_round_trip(broker.bootstrap, codec))
+def test_aiokafka(process_broker, codec):
+    asyncio.run(_aiokafka_round_trip(process_broker.bootstrap, codec))
 
 
 async def _aiokafka_round_trip(bootstrap: str, codec: str) -> None:

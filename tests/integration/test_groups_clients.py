@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory, config_file):
+def groups_broker(tmp_path_factory, config_file):
     proc = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", config=config_file).start()
     yield proc
     assert proc.stop() == 0, proc.log()
@@ -91,11 +91,11 @@ def ownership_intervals(member: Member, end: float) -> list[tuple[int, float, fl
     return intervals
 
 
-def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
+def test_three_kafka_python_members_survive_a_kill(groups_broker, tmp_path):
     partitions, group = 7, f"kp-{uuid.uuid4().hex[:6]}"
-    topic = create_topic(broker.bootstrap, partitions)
-    produce(broker.bootstrap, topic, partitions, 20)
-    members = [Member(broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
+    topic = create_topic(groups_broker.bootstrap, partitions)
+    produce(groups_broker.bootstrap, topic, partitions, 20)
+    members = [Member(groups_broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
 
     def state():
         return "\n".join(m.summary() for m in members)
@@ -106,14 +106,14 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
                  what="three members owning 3, 2, 2 partitions", interval=0.1, detail=state)
         # Records for every member to read in the final generation: on a slow machine one member can
         # start late and be given partitions the others already read to the end (then it commits nothing).
-        produce(broker.bootstrap, topic, partitions, 10, start=20)
+        produce(groups_broker.bootstrap, topic, partitions, 10, start=20)
         wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, what="commits by all",
                  interval=0.1, detail=state)
         victim = members[0]
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(10)
         killed_at = time.time()
-        produce(broker.bootstrap, topic, partitions, 30, start=30)
+        produce(groups_broker.bootstrap, topic, partitions, 30, start=30)
         survivors = members[1:]
         wait_for(lambda: set().union(*(m.owned() for m in survivors)) == set(range(partitions))
                  and not (survivors[0].owned() & survivors[1].owned()), 40,
@@ -191,12 +191,12 @@ def test_committed_offsets_survive_a_broker_crash(tmp_path, config_file):
 
 
 # ------------------------------------------------- confluent-kafka, KIP-848 protocol
-def test_confluent_kafka_consumer_protocol(broker):
+def test_confluent_kafka_consumer_protocol(groups_broker):
     from confluent_kafka import Consumer
 
-    topic = create_topic(broker.bootstrap, 4)
-    produce(broker.bootstrap, topic, 4, 10)
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-{uuid.uuid4().hex[:6]}",
+    topic = create_topic(groups_broker.bootstrap, 4)
+    produce(groups_broker.bootstrap, topic, 4, 10)
+    conf = {"bootstrap.servers": groups_broker.bootstrap, "group.id": f"kip848-{uuid.uuid4().hex[:6]}",
             "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False}
     consumers = [Consumer(conf), Consumer(conf)]
     for c in consumers:
@@ -218,7 +218,7 @@ def test_confluent_kafka_consumer_protocol(broker):
         assert sorted(len(a) for a in assignments) == [2, 2], assignments
         from kio.schema.consumer_group_describe.v0 import request as req
 
-        with BrokerConnection(broker.bootstrap) as client:
+        with BrokerConnection(groups_broker.bootstrap) as client:
             described = client.request(req.ConsumerGroupDescribeRequest(group_ids=(conf["group.id"],),
                                                                         include_authorized_operations=False))
         group = described.groups[0]
@@ -230,7 +230,7 @@ def test_confluent_kafka_consumer_protocol(broker):
             c.close()
 
 
-def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
+def test_kip848_regex_subscription_takes_in_a_topic_created_later(groups_broker):
     """A regex subscription (KIP-848: the broker matches it) gets the topics that match now and,
     within the coordinator's refresh (10 s), one created later; internal topics never match, and
     a regex that would take Python's `re` exponential time is RE2's linear time."""
@@ -238,11 +238,11 @@ def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
     from kio.schema.consumer_group_describe.v0 import request as req
 
     prefix = f"rx{uuid.uuid4().hex[:6]}"
-    first = create_topic(broker.bootstrap, 1, f"{prefix}-first")
-    create_topic(broker.bootstrap, 1, f"other-{prefix}")  # does not match: the regex is anchored
-    create_topic(broker.bootstrap, 1, "a" * 60 + f"-{prefix}")  # ([a-z-]+)+x: hours for Python's re
-    produce(broker.bootstrap, first, 1, 3)
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-rx-{prefix}", "group.protocol": "consumer",
+    first = create_topic(groups_broker.bootstrap, 1, f"{prefix}-first")
+    create_topic(groups_broker.bootstrap, 1, f"other-{prefix}")  # does not match: the regex is anchored
+    create_topic(groups_broker.bootstrap, 1, "a" * 60 + f"-{prefix}")  # ([a-z-]+)+x: hours for Python's re
+    produce(groups_broker.bootstrap, first, 1, 3)
+    conf = {"bootstrap.servers": groups_broker.bootstrap, "group.id": f"kip848-rx-{prefix}", "group.protocol": "consumer",
             "auto.offset.reset": "earliest"}
     consumer = Consumer(conf)
     consumer.subscribe([f"^({prefix}-.*|__consumer_offsets|([a-z-]+)+x)"])
@@ -258,12 +258,12 @@ def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
     try:
         poll_until(lambda: got.get(first) == 3, 30)
         assert got == {first: 3}
-        later = create_topic(broker.bootstrap, 2, f"{prefix}-later")
-        produce(broker.bootstrap, later, 2, 2)
+        later = create_topic(groups_broker.bootstrap, 2, f"{prefix}-later")
+        produce(groups_broker.bootstrap, later, 2, 2)
         poll_until(lambda: got.get(later) == 4, 40)
         assert got == {first: 3, later: 4}
         assert {tp.topic for tp in consumer.assignment()} == {first, later}
-        with BrokerConnection(broker.bootstrap) as client:
+        with BrokerConnection(groups_broker.bootstrap) as client:
             [member] = client.request(req.ConsumerGroupDescribeRequest(
                 group_ids=(conf["group.id"],), include_authorized_operations=False)).groups[0].members
         assert f"^({prefix}-.*|" in member.subscribed_topic_regex  # librdkafka wraps it: "(^...)"
@@ -349,15 +349,15 @@ def cli(*args: str):
     return CliRunner().invoke(app, ["groups", *args])
 
 
-def test_aiokafka_group_and_groups_cli(broker):
+def test_aiokafka_group_and_groups_cli(groups_broker):
     from aiokafka import AIOKafkaConsumer
 
-    topic = create_topic(broker.bootstrap, 3)
-    produce(broker.bootstrap, topic, 3, 10)
+    topic = create_topic(groups_broker.bootstrap, 3)
+    produce(groups_broker.bootstrap, topic, 3, 10)
     group = f"aio-{uuid.uuid4().hex[:6]}"
 
     async def consume_some():
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=groups_broker.bootstrap, group_id=group,
                                     enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
         try:
@@ -369,8 +369,8 @@ def test_aiokafka_group_and_groups_cli(broker):
             from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
             await consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(7, "") for p in range(3)})
-            out = cli("describe", group, "--bootstrap", broker.bootstrap)
-            lag = cli("lag", group, "--bootstrap", broker.bootstrap)
+            out = cli("describe", group, "--bootstrap", groups_broker.bootstrap)
+            lag = cli("lag", group, "--bootstrap", groups_broker.bootstrap)
             return seen, out, lag
         finally:
             await consumer.stop()
@@ -384,14 +384,14 @@ def test_aiokafka_group_and_groups_cli(broker):
     rows = [line.split() for line in lag.output.splitlines() if line.startswith(topic)]
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(str(p), "7", "10", "3") for p in range(3)]
 
-    listed = cli("list", "--bootstrap", broker.bootstrap)
+    listed = cli("list", "--bootstrap", groups_broker.bootstrap)
     assert any(line.split()[:3] == [group, "classic", "Empty"] for line in listed.output.splitlines()), listed.output
-    dry = cli("reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", broker.bootstrap)
+    dry = cli("reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", groups_broker.bootstrap)
     assert dry.exit_code == 0 and "Dry run" in dry.output, dry.output
-    assert "7" in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()[1].split()[2]
+    assert "7" in cli("lag", group, "--bootstrap", groups_broker.bootstrap).output.splitlines()[1].split()[2]
     done = cli("reset-offsets", group, "--topic", topic, "--to-offset", "4", "--execute", "--bootstrap",
-               broker.bootstrap)
+               groups_broker.bootstrap)
     assert done.exit_code == 0, done.output
-    rows = [line.split() for line in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()
+    rows = [line.split() for line in cli("lag", group, "--bootstrap", groups_broker.bootstrap).output.splitlines()
             if line.startswith(topic)]
     assert [(r[2], r[4]) for r in rows] == [("4", "6")] * 3

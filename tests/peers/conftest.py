@@ -11,7 +11,7 @@ from tests.support.kafka_tools import BROKER_TOML
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def peer_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("peers")
     config = tmp / "broker.toml"
     config.write_text(BROKER_TOML)

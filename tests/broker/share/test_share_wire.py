@@ -21,7 +21,7 @@ LOCK_MS = 1000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def share_broker(tmp_path_factory):
     b = InProcessBroker(tmp_path_factory.mktemp("share") / "data",
                         groups=GroupsConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0),
                         share=ShareConfig(state_topic_partitions=1, record_lock_duration_ms=LOCK_MS,
@@ -30,11 +30,11 @@ def broker(tmp_path_factory):
     b.stop()
 
 
-def test_sessions_acquisition_and_acknowledgement_errors(broker):
-    broker.create_topic("wire")
-    with broker.client() as c:
+def test_sessions_acquisition_and_acknowledgement_errors(share_broker):
+    share_broker.create_topic("wire")
+    with share_broker.client() as c:
         assert produce(c, "wire", batch([b"a", b"b", b"c"])).error_code == ErrorCode.none
-        topic_id = joined(broker, c, "wire", "wg", "m1")
+        topic_id = joined(share_broker, c, "wire", "wg", "m1")
         assert share_fetch(c, "wg", "m1", 0, topic_id, acks=[(0, 0, ACCEPT)]).error_code == ErrorCode.invalid_request
         first = share_fetch(c, "wg", "m1", 0, topic_id)
         assert (first.error_code, first.acquisition_lock_timeout) == (ErrorCode.none, datetime.timedelta(seconds=1))
@@ -61,12 +61,12 @@ def test_sessions_acquisition_and_acknowledgement_errors(broker):
         assert share_fetch(c, "wg", "m1", 2, topic_id).error_code == ErrorCode.share_session_not_found
 
 
-def test_group_configs_act_on_the_next_acquisition(broker):
-    broker.create_topic("limits")
-    with broker.client() as c:
+def test_group_configs_act_on_the_next_acquisition(share_broker):
+    share_broker.create_topic("limits")
+    with share_broker.client() as c:
         produce(c, "limits", batch([b"x"]))
-        topic_id = joined(broker, c, "limits", "lg", "m")
-        broker.context.groups.configs.alter("lg", {"share.delivery.count.limit": "2",
+        topic_id = joined(share_broker, c, "limits", "lg", "m")
+        share_broker.context.groups.configs.alter("lg", {"share.delivery.count.limit": "2",
                                                    "share.record.lock.duration.ms": "1500"})
         first = share_fetch(c, "lg", "m", 0, topic_id)
         assert first.acquisition_lock_timeout == datetime.timedelta(milliseconds=1500)
