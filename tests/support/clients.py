@@ -1,4 +1,5 @@
-"""Real clients reading a topic back, and the offsets a group committed (kafka-python, confluent-kafka)."""
+"""Real clients reading a topic back, and the offsets a group committed (kafka-python, confluent-
+kafka)."""
 
 from __future__ import annotations
 

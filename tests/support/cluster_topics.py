@@ -1,4 +1,5 @@
-"""Topics on a test cluster: created through a real admin client, settled once every live broker's Metadata agrees."""
+"""Topics on a test cluster: created through a real admin client, settled once every live broker's
+Metadata agrees."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The console under test: a real `topiclake console` process, and what the tests read from headless Chromium's pages."""
+"""The console under test: a real `topiclake console` process, and what the tests read from headless
+Chromium's pages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Raw group requests over the test BrokerConnection: offset commit and fetch, and waiting for a group's offsets partition to load."""
+"""Raw group requests over the test BrokerConnection: offset commit and fetch, and waiting for a
+group's offsets partition to load."""
 
 from __future__ import annotations
 

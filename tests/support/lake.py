@@ -1,4 +1,5 @@
-"""Lake test data: tiny topics written as real Kafka segment files, and Delta tables read back through deltalake."""
+"""Lake test data: tiny topics written as real Kafka segment files, and Delta tables read back
+through deltalake."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Raw share-group requests over the test BrokerConnection: heartbeat, ShareFetch, ShareAcknowledge, and joining a member."""
+"""Raw share-group requests over the test BrokerConnection: heartbeat, ShareFetch, ShareAcknowledge,
+and joining a member."""
 
 from __future__ import annotations
 

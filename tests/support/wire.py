@@ -1,4 +1,5 @@
-"""Raw Produce and Fetch requests over the test BrokerConnection (exact control of what is sent), and the v2 batches they carry."""
+"""Raw Produce and Fetch requests over the test BrokerConnection (exact control of what is sent), and
+the v2 batches they carry."""
 
 from __future__ import annotations
 
