@@ -53,10 +53,10 @@ def running_broker(data: Path | None = None, *extra_args: str):
 @contextlib.contextmanager
 def running_cluster(brokers: int = 3):
     """Yields (bootstrap, data_dir, pids) of `brokers` broker processes in cluster mode on one
-    root with a one-node ZooKeeper (tests/cluster/brokers.py; stopped cleanly at the end)."""
+    root with a one-node ZooKeeper (tests/support/cluster_brokers.py; stopped cleanly at the end)."""
     sys.path.insert(0, str(REPO))
     from topiclake.broker.cluster.ensemble import Ensemble
-    from tests.cluster.brokers import ClusterBrokers, cluster_settings
+    from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 
     with tempfile.TemporaryDirectory(prefix="topiclake-bench-cluster-") as tmp:
         with Ensemble(Path(tmp) / "zookeeper", 1) as ensemble:

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import failover  # noqa: E402  (its producer loop and acknowledgement ledger)
-from tests.cluster.brokers import ClusterBrokers, cluster_settings, write_toml  # noqa: E402
-from tests.integration.broker_process import BrokerProcess  # noqa: E402
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings, write_toml  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
 
 

@@ -39,8 +39,8 @@ from topiclake.broker.cluster.config import ClusterConfig  # noqa: E402
 from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
 from topiclake.broker.cluster.zookeeper import ZooKeeperCoordination  # noqa: E402
 from topiclake.client.conn import BrokerConnection  # noqa: E402
-from tests.cluster.brokers import ClusterBrokers, cluster_settings  # noqa: E402
-from tests.cluster.clients import metadata, raw_produce  # noqa: E402
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings  # noqa: E402
+from tests.support.cluster_clients import metadata, raw_produce  # noqa: E402
 
 TOPIC = "bench-failover"
 TARGETS_S = {12: 3.0, 300: 6.0}

@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
-from tests.cluster.brokers import ClusterBrokers, cluster_settings  # noqa: E402
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings  # noqa: E402
 from tests.cluster.outage import zookeeper_outage  # noqa: E402
-from tests.cluster.test_cluster_broker import create_topic  # noqa: E402
+from tests.support.cluster_topics import create_topic  # noqa: E402
 
 
 def main() -> int:

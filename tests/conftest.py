@@ -9,17 +9,19 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
+from tests.support.broker_process import BrokerProcess
+from tests.support.fenced_partition import build as build_fenced_partition
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.kafka_tools import KafkaTools
+from tests.support.lake import spark_session
+from tests.support.paths import CONFORMANCE
+from tests.support.registry_http import REGISTRY_ARGS, RegistryHTTP
+
 if TYPE_CHECKING:
     from topiclake.store.root import S3Root
 
 # py4j logs "closing down" from __del__ at interpreter exit, after pytest closed the streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
-
-REPO = Path(__file__).resolve().parents[1]
-# shared/ sits beside the project checkout (in CI too); tests read it in place, never copy it in.
-CONFORMANCE = REPO.parent / "shared" / "conformance"
-KAFKA_38_SEGMENTS = CONFORMANCE / "kafka-3.8-segments"
-
 
 @pytest.fixture(scope="session")
 def conformance_dir() -> Path:
@@ -54,3 +56,49 @@ def s3_root(s3_server) -> S3Fixture:
 
     env = s3_server.env()
     return S3Fixture(parse_root(f"s3://{s3_server.create_bucket()}/data", env=env), env)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """An in-process broker on a free loopback port over a fresh root (tests/support/in_process_broker.py);
+    tests that need other settings start their own, under another fixture name."""
+    b = InProcessBroker(tmp_path / "data").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def fenced(tmp_path):
+    """A partition directory (`t-0`) written by takeovers, with a fenced leader's late batches and
+    squatter files (tests/support/fenced_partition.py)."""
+    partition = build_fenced_partition(tmp_path / "t-0")
+    yield partition
+    partition.close()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """ONE real Spark session for the whole test run, whichever directory asks first."""
+    session = spark_session(tmp_path_factory.mktemp("spark-warehouse"))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def registry_broker(tmp_path_factory):
+    """One real broker process serving the schema registry, for the registry API and serializer tests
+    (each test uses its own subjects and topics)."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("registry") / "data", args=REGISTRY_ARGS).start(timeout=60)
+    try:
+        yield proc, RegistryHTTP(proc.registry_url())
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_tools() -> KafkaTools:
+    """Apache Kafka's command-line tools (fetched once by bin/fetch-peers' code)."""
+    from bench._kafka import fetch_peers
+
+    peers = fetch_peers("kafka")
+    return KafkaTools(Path(peers["KAFKA_HOME"]), peers["KAFKA_VERSION"])

@@ -10,6 +10,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.support.imports import imports_of
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -28,44 +30,13 @@ def _module_name(lib: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _imports(tree: ast.Module, module: str, is_package: bool) -> list[tuple[str, int]]:
-    """(imported name, line) of every import statement, at any depth (inside functions too),
-    except under `if TYPE_CHECKING:` (its `else:` counts): a name only for annotations never runs."""
-    found: list[tuple[str, int]] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.extend((alias.name, node.lineno) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from the importing module's package, up level - 1 packages
-                package = module.split(".") if is_package else module.split(".")[:-1]
-                package = package[:len(package) - node.level + 1]
-                base = ".".join(package + ([base] if base else []))
-            found.extend((f"{base}.{alias.name}", node.lineno) for alias in node.names)  # a module, or a name in base
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
-
-
 def import_graph(lib: Path) -> dict[str, dict[str, int]]:
     """module -> {topiclake module it imports: the line of the first such import}."""
     files = {_module_name(lib, path): path for path in sorted(lib.rglob("*.py"))}
     graph: dict[str, dict[str, int]] = {}
     for module, path in files.items():
         edges = graph.setdefault(module, {})
-        for name, line in _imports(ast.parse(path.read_text()), module, path.name == "__init__.py"):
+        for name, line in imports_of(ast.parse(path.read_text()), module, path.name == "__init__.py"):
             while name and name not in files:  # `from a.b import Name`: the module a.b
                 name = name.rpartition(".")[0]
             if name and name != module:

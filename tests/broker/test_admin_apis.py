@@ -5,7 +5,6 @@ raw requests)."""
 
 from __future__ import annotations
 
-import datetime
 import time
 
 import confluent_kafka as ck
@@ -13,18 +12,17 @@ import kafka.errors as kerrors
 import pytest
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kio.schema.alter_client_quotas.v1 import request as quotas_alter
 from kio.schema.describe_client_quotas.v1 import request as quotas_describe
 from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.errors import ErrorCode
 
-from .conftest import InProcessBroker
-from . import test_produce_fetch as pf
-from .test_produce_fetch import batch, fetch
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.wire import batch, fetch
+from tests.support.quota_wire import alter_quotas, produce_throttled, fetch_throttled
 
 
 @pytest.fixture
-def admin(broker):
+def kafka_admin(broker):
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
     yield client
     client.close()
@@ -56,19 +54,19 @@ def test_delete_records_moves_the_log_start_offset_durably(tmp_path):
         with broker.client() as c:
             assert fetch(c, "purge", 1).error_code == ErrorCode.offset_out_of_range
             assert fetch(c, "purge", 3).error_code == ErrorCode.none
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        kafka_admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             # -1 means "up to the high watermark"; a start offset never moves back.
-            assert admin.delete_records({TopicPartition("purge", 0): -1})[TopicPartition("purge", 0)][
+            assert kafka_admin.delete_records({TopicPartition("purge", 0): -1})[TopicPartition("purge", 0)][
                 "low_watermark"] == 5
-            assert admin.delete_records({TopicPartition("purge", 0): 2})[TopicPartition("purge", 0)][
+            assert kafka_admin.delete_records({TopicPartition("purge", 0): 2})[TopicPartition("purge", 0)][
                 "low_watermark"] == 5
             with pytest.raises(kerrors.OffsetOutOfRangeError):
-                admin.delete_records({TopicPartition("purge", 1): 1})  # beyond its high watermark (0)
+                kafka_admin.delete_records({TopicPartition("purge", 1): 1})  # beyond its high watermark (0)
             with pytest.raises(kerrors.UnknownTopicOrPartitionError):
-                admin.delete_records({TopicPartition("purge", 7): 0}, partition_leader_id=0)
+                kafka_admin.delete_records({TopicPartition("purge", 7): 0}, partition_leader_id=0)
         finally:
-            admin.close()
+            kafka_admin.close()
     finally:
         broker.stop()
     # The start offset is checkpointed: a restarted broker keeps it.
@@ -79,17 +77,17 @@ def test_delete_records_moves_the_log_start_offset_durably(tmp_path):
         broker.stop()
 
 
-def test_delete_records_refused_on_a_compacted_topic(broker, admin):
+def test_delete_records_refused_on_a_compacted_topic(broker, kafka_admin):
     broker.create_topic("table", **{"cleanup.policy": "compact"})
     produce_values(broker, "table", 2)
     with pytest.raises(kerrors.PolicyViolationError):
-        admin.delete_records({TopicPartition("table", 0): 1})
+        kafka_admin.delete_records({TopicPartition("table", 0): 1})
 
 
-def test_log_dirs_one_dir_per_storage_root(broker, admin):
+def test_log_dirs_one_dir_per_storage_root(broker, kafka_admin):
     broker.create_topic("sized", 2)
     produce_values(broker, "sized", 3, partition=1)
-    [entry] = admin.describe_log_dirs()
+    [entry] = kafka_admin.describe_log_dirs()
     [log_dir] = entry["log_dirs"]
     assert entry["broker"] == 0 and log_dir["error_code"] == 0
     assert log_dir["log_dir"] == str(broker.context.layout.logs_dir.resolve())
@@ -98,18 +96,18 @@ def test_log_dirs_one_dir_per_storage_root(broker, admin):
     on_disk = sum(f.stat().st_size for f in broker.context.layout.log_dir("sized", 1).glob("*.log"))
     assert sizes[("sized", 0)] == 0 and sizes[("sized", 1)] == on_disk > 0
     assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
-    [only] = admin.describe_log_dirs({"sized": [1]})[0]["log_dirs"][0]["topics"]
+    [only] = kafka_admin.describe_log_dirs({"sized": [1]})[0]["log_dirs"][0]["topics"]
     assert [p["partition_index"] for p in only["partitions"]] == [1]
 
-    moved = admin.alter_replica_log_dirs({("sized", 0, 0): log_dir["log_dir"], ("sized", 1, 0): "/elsewhere",
+    moved = kafka_admin.alter_replica_log_dirs({("sized", 0, 0): log_dir["log_dir"], ("sized", 1, 0): "/elsewhere",
                                           ("sized", 9, 0): log_dir["log_dir"]})
     assert {tpr.partition: err for tpr, err in moved.items()} == {
         0: kerrors.NoError, 1: kerrors.LogDirNotFoundError, 9: kerrors.UnknownTopicOrPartitionError}
 
 
-def test_elections_and_reassignments_name_the_one_replica(broker, admin):
+def test_elections_and_reassignments_name_the_one_replica(broker, kafka_admin):
     broker.create_topic("placed", 2)
-    response = admin.elect_leaders(0, {"placed": [0, 1], "missing": [0]}, raise_errors=False)
+    response = kafka_admin.elect_leaders(0, {"placed": [0, 1], "missing": [0]}, raise_errors=False)
     codes = {(r.topic, p.partition_id): p.error_code for r in response.replica_election_results
              for p in r.partition_result}
     assert codes == {("placed", 0): ErrorCode.election_not_needed, ("placed", 1): ErrorCode.election_not_needed,
@@ -121,21 +119,21 @@ def test_elections_and_reassignments_name_the_one_replica(broker, admin):
     result = confluent.elect_leaders(ck.ElectionType.PREFERRED, [ck.TopicPartition("placed", 0)]).result(10)
     assert result[ck.TopicPartition("placed", 0)].code() == ck.KafkaError.ELECTION_NOT_NEEDED
 
-    results = admin.alter_partition_reassignments({TopicPartition("placed", 0): [0],
+    results = kafka_admin.alter_partition_reassignments({TopicPartition("placed", 0): [0],
                                                    TopicPartition("placed", 1): [0, 1],
                                                    TopicPartition("missing", 0): [0]})
     assert results == {TopicPartition("placed", 0): None,
                        TopicPartition("placed", 1): kerrors.InvalidReplicationAssignmentError,
                        TopicPartition("missing", 0): kerrors.UnknownTopicOrPartitionError}
-    cancel = admin.alter_partition_reassignments({TopicPartition("placed", 0): None})
+    cancel = kafka_admin.alter_partition_reassignments({TopicPartition("placed", 0): None})
     assert cancel == {TopicPartition("placed", 0): kerrors.NoReassignmentInProgressError}
-    assert admin.list_partition_reassignments() == {}
+    assert kafka_admin.list_partition_reassignments() == {}
 
 
-def test_describe_producers_and_transactions(broker, admin):
+def test_describe_producers_and_transactions(broker, kafka_admin):
     broker.create_topic("tx", 2)
     produce_values(broker, "tx", 4, enable_idempotence=True)
-    [state] = admin.describe_producers([TopicPartition("tx", 0)]).values()
+    [state] = kafka_admin.describe_producers([TopicPartition("tx", 0)]).values()
     [idempotent] = state.active_producers
     assert (idempotent.producer_epoch, idempotent.last_sequence, idempotent.current_transaction_start_offset) == \
         (0, 3, -1)
@@ -145,59 +143,47 @@ def test_describe_producers_and_transactions(broker, admin):
     p.begin_transaction()
     p.produce("tx", value=b"open", partition=1)
     p.flush(10)
-    [listed] = admin.list_transactions()[0]
+    [listed] = kafka_admin.list_transactions()[0]
     assert (listed.transactional_id, listed.state) == ("app-1", "Ongoing")
-    described = admin.describe_transactions(["app-1"])["app-1"]
+    described = kafka_admin.describe_transactions(["app-1"])["app-1"]
     assert (described.state, described.producer_id, described.topic_partitions) == (
         "Ongoing", listed.producer_id, {TopicPartition("tx", 1)})
     assert described.transaction_timeout_ms == 60_000 and described.transaction_start_time_ms > 0
-    [in_txn] = admin.describe_producers([TopicPartition("tx", 1)])[TopicPartition("tx", 1)].active_producers
+    [in_txn] = kafka_admin.describe_producers([TopicPartition("tx", 1)])[TopicPartition("tx", 1)].active_producers
     assert (in_txn.producer_id, in_txn.current_transaction_start_offset) == (listed.producer_id, 0)
-    assert [h.transactional_id for h in admin.find_hanging_transactions()] == []
-    assert admin.list_transactions(state_filters=["CompleteCommit"])[0] == []
+    assert [h.transactional_id for h in kafka_admin.find_hanging_transactions()] == []
+    assert kafka_admin.list_transactions(state_filters=["CompleteCommit"])[0] == []
     p.commit_transaction(10)
-    assert [t.state for t in admin.list_transactions(transactional_id_pattern="app-.*")[0]] == ["CompleteCommit"]
-    assert admin.list_transactions(transactional_id_pattern="app")[0] == [], "the pattern matches whole ids"
+    assert [t.state for t in kafka_admin.list_transactions(transactional_id_pattern="app-.*")[0]] == ["CompleteCommit"]
+    assert kafka_admin.list_transactions(transactional_id_pattern="app")[0] == [], "the pattern matches whole ids"
     with pytest.raises(kerrors.TransactionalIdNotFoundError):
-        admin.describe_transactions(["nobody"])
+        kafka_admin.describe_transactions(["nobody"])
 
 
-def test_describe_topic_partitions_pages_by_cursor(broker, admin):
+def test_describe_topic_partitions_pages_by_cursor(broker, kafka_admin):
     broker.create_topic("a", 3)
     broker.create_topic("b", 1)
-    first = admin.describe_topic_partitions(["b", "a"], response_partition_limit=2)
+    first = kafka_admin.describe_topic_partitions(["b", "a"], response_partition_limit=2)
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in first["topics"]] == [("a", [0, 1])]
     assert first["next_cursor"] == {"topic_name": "a", "partition_index": 2}
-    second = admin.describe_topic_partitions(["a", "b"], response_partition_limit=2, cursor=first["next_cursor"])
+    second = kafka_admin.describe_topic_partitions(["a", "b"], response_partition_limit=2, cursor=first["next_cursor"])
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in second["topics"]] == [
         ("a", [2]), ("b", [0])]
     assert second["next_cursor"] is None
     partition = second["topics"][1]["partitions"][0]
     assert (partition["leader_id"], partition["replica_nodes"], partition["isr_nodes"]) == (0, [0], [0])
-    missing = admin.describe_topic_partitions(["nope"])["topics"][0]
+    missing = kafka_admin.describe_topic_partitions(["nope"])["topics"][0]
     assert missing["error_code"] == ErrorCode.unknown_topic_or_partition
 
 
-def test_metadata_quorum_of_one(broker, admin):
-    quorum = admin.describe_metadata_quorum()
+def test_metadata_quorum_of_one(broker, kafka_admin):
+    quorum = kafka_admin.describe_metadata_quorum()
     [partition] = quorum["topics"][0]["partitions"]
     assert (partition["leader_id"], partition["leader_epoch"]) == (0, 0)
     # A real offset, not -1 ("unknown"): an empty metadata log's (kafka-metadata-quorum prints it)
     assert partition["high_watermark"] == 0 and partition["current_voters"][0]["log_end_offset"] == 0
     assert [v["replica_id"] for v in partition["current_voters"]] == [0] and partition["observers"] == []
     assert [(n["node_id"], n["listeners"][0]["port"]) for n in quorum["nodes"]] == [(0, broker.server.port)]
-
-
-def quota_entity(cls, **names):
-    return tuple(cls(entity_type=t.replace("_", "-"), entity_name=n) for t, n in names.items())
-
-
-def alter_quotas(client, entity: dict, ops: dict, validate_only=False):
-    entry = quotas_alter.EntryData(entity=quota_entity(quotas_alter.EntityData, **entity), ops=tuple(
-        quotas_alter.OpData(key=k, value=v if v is not None else 0.0, remove=v is None) for k, v in ops.items()))
-    [result] = client.request(quotas_alter.AlterClientQuotasRequest(entries=(entry,),
-                                                                    validate_only=validate_only)).entries
-    return result.error_code
 
 
 def describe_quotas(client, *components, strict=False):
@@ -243,23 +229,6 @@ def test_client_quotas_are_stored_and_described(tmp_path):
                 (("user", "alice"),): {"producer_byte_rate": 1024.0}}
     finally:
         broker.stop()
-
-
-def produce_throttled(client, topic: str, data: bytes) -> tuple[ErrorCode, int]:
-    """(error, throttle_time_ms) of a produce request."""
-    response = client.request(pf.produce_req.ProduceRequest(
-        transactional_id=None, acks=-1, timeout=pf.TIMEOUT, topic_data=(pf.produce_req.TopicProduceData(
-            name=topic, partition_data=(pf.produce_req.PartitionProduceData(index=0, records=data),)),)))
-    return response.responses[0].partition_responses[0].error_code, int(response.throttle_time.total_seconds() * 1000)
-
-
-def fetch_throttled(client, topic: str) -> tuple[int, int]:
-    """(record bytes, throttle_time_ms) of a fetch from offset 0."""
-    response = client.request(pf.fetch_req.FetchRequest(
-        max_wait=datetime.timedelta(0), min_bytes=1, forgotten_topics_data=(), topics=(pf.fetch_req.FetchTopic(
-            topic=topic, partitions=(pf.fetch_req.FetchPartition(partition=0, fetch_offset=0,
-                                                                 partition_max_bytes=1 << 20),)),)))
-    return len(response.responses[0].partitions[0].records or b""), int(response.throttle_time.total_seconds() * 1000)
 
 
 def test_byte_rate_quotas_throttle_and_mute(broker):

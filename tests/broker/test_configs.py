@@ -17,16 +17,16 @@ from kio.schema.describe_configs.v4 import request as describe_req
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as inc_req
 
-from .conftest import InProcessBroker
-from .test_groups import loaded_partition
-from .test_produce_fetch import batch, produce
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.group_wire import loaded_partition
+from tests.support.wire import batch, produce
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 DYNAMIC_TOPIC, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_CONFIG = 1, 3, 4, 5, 8
 
 
 @pytest.fixture
-def admin(broker):
+def confluent_admin(broker):
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
@@ -43,18 +43,18 @@ def describe_raw(broker, resource_type, name, *, synonyms=False, documentation=F
     return result.error_code, {e.name: e for e in result.configs}
 
 
-def test_every_kafka_4_topic_config_is_accepted_stored_and_described(broker, admin):
+def test_every_kafka_4_topic_config_is_accepted_stored_and_described(broker, confluent_admin):
     new = {"unclean.leader.election.enable": "true", "compression.zstd.level": "7",
            "message.timestamp.after.max.ms": "60000", "leader.replication.throttled.replicas": "0:0",
            "local.retention.ms": "-2", "remote.log.copy.disable": "false", "min.insync.replicas": "1"}
-    futures = admin.create_topics([NewTopic("modern", 1, 1, config=new)])
+    futures = confluent_admin.create_topics([NewTopic("modern", 1, 1, config=new)])
     futures["modern"].result(10)
-    [configs] = results(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "modern")])).values()
+    [configs] = results(confluent_admin.describe_configs([ConfigResource(ResourceType.TOPIC, "modern")])).values()
     for name, value in new.items():
         assert (configs[name].value, configs[name].source) == (value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value), name
     assert configs["remote.storage.enable"].value == "false" and configs["remote.storage.enable"].is_default
     assert broker.context.partitions.topic("modern", fresh=True).log_config.compression_zstd_level == 7
-    refused = admin.create_topics([NewTopic("tiered", 1, 1, config={"remote.storage.enable": "true"})])
+    refused = confluent_admin.create_topics([NewTopic("tiered", 1, 1, config={"remote.storage.enable": "true"})])
     with pytest.raises(ck.KafkaException) as info:
         refused["tiered"].result(10)
     assert info.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
@@ -80,12 +80,12 @@ def test_synonyms_only_when_asked_and_in_precedence_order(broker):
     assert full["min.insync.replicas"].config_source == DYNAMIC_DEFAULT_BROKER
 
 
-def test_subtract_may_empty_cleanup_policy(broker, admin):
+def test_subtract_may_empty_cleanup_policy(broker, confluent_admin):
     broker.create_topic("keep-all")
     resource = ConfigResource(ResourceType.TOPIC, "keep-all", incremental_configs=[
         ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
-    assert results(admin.incremental_alter_configs([resource])) == {"keep-all": None}
-    [configs] = results(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "keep-all")])).values()
+    assert results(confluent_admin.incremental_alter_configs([resource])) == {"keep-all": None}
+    [configs] = results(confluent_admin.describe_configs([ConfigResource(ResourceType.TOPIC, "keep-all")])).values()
     assert (configs["cleanup.policy"].value, configs["cleanup.policy"].is_default) == ("", False)
     config = broker.context.partitions.topic("keep-all", fresh=True).log_config
     assert not config.delete and not config.compact
@@ -116,13 +116,13 @@ def test_broker_resource_is_the_whole_configuration_with_sources(tmp_path):
         broker.stop()
 
 
-def test_cluster_wide_topic_defaults_reach_topics_and_their_logs(broker, admin):
+def test_cluster_wide_topic_defaults_reach_topics_and_their_logs(broker, confluent_admin):
     broker.create_topic("defaulted")
     broker.create_topic("overridden", **{"retention.ms": "5000"})
     with broker.client() as c:
         assert produce(c, "defaulted", batch([b"x"])).error_code == ErrorCode.none
     assert set_cluster_default(broker, "log.retention.ms", "3600000") == ErrorCode.none
-    described = results(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "defaulted"),
+    described = results(confluent_admin.describe_configs([ConfigResource(ResourceType.TOPIC, "defaulted"),
                                                 ConfigResource(ResourceType.TOPIC, "overridden")]))
     assert (described["defaulted"]["retention.ms"].value, described["defaulted"]["retention.ms"].source) == (
         "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
@@ -134,7 +134,7 @@ def test_cluster_wide_topic_defaults_reach_topics_and_their_logs(broker, admin):
     one_broker = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
         ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(ck.KafkaException) as info:
-        results(admin.incremental_alter_configs([one_broker]))
+        results(confluent_admin.incremental_alter_configs([one_broker]))
     assert info.value.args[0].code() == ck.KafkaError.INVALID_REQUEST, "topic defaults are cluster-wide"
     assert set_cluster_default(broker, "num.io.threads", "4") == ErrorCode.invalid_request
     assert set_cluster_default(broker, "log.retention.ms", "-7") == ErrorCode.invalid_config
@@ -159,14 +159,14 @@ def heartbeat_interval_ms(broker, group: str) -> int:
     return int(response.heartbeat_interval.total_seconds() * 1000)
 
 
-def test_group_configs_are_described_altered_and_used(broker, admin):
+def test_group_configs_are_described_altered_and_used(broker, confluent_admin):
     loaded_partition(broker, "g848")
     loaded_partition(broker, "other")
     group = ConfigResource(ResourceType.GROUP, "g848", incremental_configs=[
         ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
-    assert results(admin.incremental_alter_configs([group])) == {"g848": None}
-    [configs] = results(admin.describe_configs([ConfigResource(ResourceType.GROUP, "g848")])).values()
+    assert results(confluent_admin.incremental_alter_configs([group])) == {"g848": None}
+    [configs] = results(confluent_admin.describe_configs([ConfigResource(ResourceType.GROUP, "g848")])).values()
     assert (configs["consumer.session.timeout.ms"].value, configs["consumer.session.timeout.ms"].source) == (
         "50000", ConfigSource.GROUP_CONFIG.value)
     assert (configs["share.record.lock.duration.ms"].value, configs["share.record.lock.duration.ms"].is_default) == (
@@ -179,7 +179,7 @@ def test_group_configs_are_described_altered_and_used(broker, admin):
         bad = ConfigResource(ResourceType.GROUP, "g848", incremental_configs=[
             ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
         with pytest.raises(ck.KafkaException) as info:
-            results(admin.incremental_alter_configs([bad]))
+            results(confluent_admin.incremental_alter_configs([bad]))
         assert info.value.args[0].code() == ck.KafkaError.INVALID_CONFIG, name
     kafka_python = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from topiclake.broker.leadership import ClusterHealth
 from topiclake.broker.metrics import GroupOffsetSample, PartitionSample, Sample, render
 
-from ..integration.broker_process import REPO
+from tests.support.paths import REPO
 
 DASHBOARD = REPO / "conf" / "grafana" / "topiclake-cluster.json"
 SERIES = re.compile(r"\b((?:kafka|topiclake)_[a-z_]+)")

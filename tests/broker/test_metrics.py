@@ -6,19 +6,18 @@ from __future__ import annotations
 import logging
 import re
 import time
-import urllib.request
 
 import confluent_kafka as ck
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from topiclake.client.conn import AuthenticationError, BrokerConnection
 from topiclake.broker.config import MetricsConfig
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.security.client_config import ClientSecurity
 
-from .conftest import InProcessBroker
-from .test_produce_fetch import fetch
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.wire import fetch
+from tests.support.metrics import scrape_url
 
 TOPIC = "metered"
 GROUP = "lagging"
@@ -36,15 +35,6 @@ def created_ms(index: int) -> int:
 
 def scrape(broker: InProcessBroker) -> dict[tuple[str, tuple], float]:
     return scrape_url(f"http://127.0.0.1:{broker.server.metrics.port}/metrics")
-
-
-def scrape_url(url: str) -> dict[tuple[str, tuple], float]:
-    """{(sample name, sorted labels): value} of one GET /metrics, parsed by prometheus_client."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = answer.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def value(samples, name: str, **labels) -> float:
@@ -200,8 +190,8 @@ def test_share_partitions_report_in_flight_and_acquired_records(tmp_path):
     from topiclake.broker.group.config import GroupsConfig
     from topiclake.broker.group.share_config import ShareConfig
 
-    from .share.test_share_wire import ACCEPT, joined, partition_of, share_ack, share_fetch
-    from .test_produce_fetch import batch, produce
+    from tests.support.share_wire import ACCEPT, joined, partition_of, share_ack, share_fetch
+    from tests.support.wire import batch, produce
 
     broker = InProcessBroker(tmp_path / "data", metrics=MetricsConfig(listen="127.0.0.1:0"),
                              groups=GroupsConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0),

@@ -13,26 +13,9 @@ from topiclake.broker.producer_state import Duplicate
 from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, build_batch, read_header
-from topiclake.segments.config import LogConfig
-from topiclake.segments.log import Log
 from topiclake.segments.producer_snapshot import list_snapshots
 from topiclake.segments.txn_index import TxnIndexEntry, read_txn_index
-
-CONFIG = LogConfig()
-
-
-def open_partition(directory, **load) -> Partition:
-    part = Partition("t", 0, Log.open(directory, CONFIG), CONFIG)
-    part.load_state(**load)
-    return part
-
-
-def produce(part, pid, seq, n=1, *, epoch=0, transactional=False, ts=1000):
-    data = build_batch([Record(i, ts + seq + i, None, b"v", ()) for i in range(n)], base_offset=0, producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
-    header = read_header(data)
-    assert part.producers.check(header) is None
-    return part.append_batch(data, header, leader_epoch=0)
+from tests.broker.partitions import open_partition, produce
 
 
 def state(part):

@@ -17,10 +17,11 @@ from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.producer_snapshot import list_snapshots, read_snapshot
 
-from .conftest import InProcessBroker
-from .test_partition_snapshot import open_partition, produce
-from .test_produce_fetch import batch
-from .test_produce_fetch import produce as produce_request
+from tests.support.in_process_broker import InProcessBroker
+from tests.broker.partitions import open_partition, produce
+from tests.support.wire import batch
+from tests.support.wire import produce as produce_request
+from tests.support.waits import wait_for
 
 EXPIRATION = 60_000
 NOW = 1_700_000_000_000
@@ -109,13 +110,6 @@ def test_broker_config_keys():
         BrokerConfig.from_settings({"broker": {"producer_id_expiration_check_interval_ms": 0}})
 
 
-def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_the_broker_expires_idle_producers_periodically(tmp_path):
     now = [NOW]
     b = InProcessBroker(tmp_path / "data", producer_id_expiration_ms=EXPIRATION,
@@ -135,7 +129,7 @@ def test_the_broker_expires_idle_producers_periodically(tmp_path):
             assert (dup.error_code, dup.base_offset) == (ErrorCode.none, 0)
 
             now[0] = NOW + 1 + EXPIRATION  # the batch's max timestamp is NOW + 1
-            wait_for(lambda: 7 not in part.producers)
+            wait_for(lambda: 7 not in part.producers, 5.0, interval=0.01)
             # An unknown producer again: any sequence is accepted, as Kafka does.
             late = produce_request(c, "idle", batch([b"c"], ts=now[0], producer_id=7, epoch=0, seq=5))
             assert (late.error_code, late.base_offset) == (ErrorCode.none, 2)

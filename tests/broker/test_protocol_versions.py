@@ -20,8 +20,8 @@ from kio.schema.produce.v13 import request as produce_req
 
 from topiclake.broker.partitions import topic_uuid
 
-from .test_groups import loaded_partition
-from .test_produce_fetch import batch, fetch, values_of
+from tests.support.group_wire import loaded_partition
+from tests.support.wire import batch, fetch, values_of
 
 UNKNOWN_ID = uuid.UUID(int=12345)
 

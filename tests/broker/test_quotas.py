@@ -19,9 +19,8 @@ from topiclake.broker.client_quotas import ClientQuotas
 from topiclake.broker.throttle import Throttler
 from topiclake.segments.storage import StorageLayout
 
-from .conftest import InProcessBroker
-from .test_admin_apis import alter_quotas, fetch_throttled, produce_throttled
-from .test_produce_fetch import batch
+from tests.support.quota_wire import alter_quotas, fetch_throttled, produce_throttled
+from tests.support.wire import batch
 
 
 class Clock:
@@ -77,13 +76,6 @@ def test_connection_rate_per_ip_prefers_the_ip_over_the_default(quotas):
 
 
 # ----------------------------------------------------------------------- over the wire
-@pytest.fixture
-def broker(tmp_path):
-    b = InProcessBroker(tmp_path / "data").start()
-    yield b
-    b.stop()
-
-
 def metadata_throttle_ms(client) -> int:
     response = client.request(metadata12.MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                          include_topic_authorized_operations=False))
@@ -118,7 +110,7 @@ def test_request_percentage_throttles_mutes_and_ignores_purgatory(broker):
 
 
 def broker_fetch(offset: int, max_wait_ms: int):
-    from .test_produce_fetch import fetch_req
+    from kio.schema.fetch.v12 import request as fetch_req
 
     return fetch_req.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
                                   forgotten_topics_data=(), topics=(fetch_req.FetchTopic(

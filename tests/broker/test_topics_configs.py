@@ -75,7 +75,7 @@ def test_legacy_alter_configs_replaces_overrides_and_reaches_open_logs(broker):
 
 
 def test_incremental_alter_reaches_the_active_segment_at_once(broker):
-    from tests.broker.test_produce_fetch import batch, produce
+    from tests.support.wire import batch, produce
 
     broker.create_topic("grows")
     directory = broker.context.layout.log_dir("grows", 0)

@@ -8,7 +8,7 @@ import sys
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def _delta_rows(path):

@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import KAFKA_38_SEGMENTS
+from tests.support.paths import KAFKA_38_SEGMENTS
 from topiclake.cli import app
 from topiclake.segments.batch import Record, build_batch
 

@@ -8,18 +8,9 @@ import json
 import subprocess
 import sys
 
-import pytest
 
-from tests.segments.fenced_partition import build
 from topiclake.segments import filenames
 from topiclake.segments.leader_fence import PartitionFence
-
-
-@pytest.fixture
-def fenced(tmp_path):
-    partition = build(tmp_path / "t-0")
-    yield partition
-    partition.close()
 
 
 def dump(*args) -> subprocess.CompletedProcess:

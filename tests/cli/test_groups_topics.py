@@ -7,21 +7,12 @@ import re
 import socket
 import threading
 
-import pytest
 from typer.testing import CliRunner
 
-from tests.broker.conftest import InProcessBroker
 from topiclake.cli import app
 from topiclake.lake.runs.mirror import mirror_offsets
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = InProcessBroker(tmp_path / "data").start()
-    yield b
-    b.stop()
 
 
 def cli(broker, *args: str):

@@ -15,7 +15,7 @@ import pytest
 from topiclake.lake.table import delta
 from topiclake.lake.table.schema import table_schema
 
-from ..lake.conftest import TopicWriter
+from tests.support.lake import TopicWriter
 
 REPO = Path(__file__).resolve().parents[2]
 NO_JAVA = {"JAVA_HOME": "/nonexistent-java", "SPARK_HOME": "/nonexistent-spark"}
@@ -36,18 +36,18 @@ def cli(name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
+def clicks_root(tmp_path_factory) -> Path:
     """A topic `clicks` (2 partitions) and a table `clicks` whose group ingested [2, 5) of clicks-0,
     made with delta-rs alone (no Spark needed for these checks)."""
-    root = tmp_path_factory.mktemp("lake")
-    w = TopicWriter(root, "clicks", partitions=2)
+    clicks_root = tmp_path_factory.mktemp("lake")
+    w = TopicWriter(clicks_root, "clicks", partitions=2)
     w.produce(0, [b"a"] * 6)
-    uri = str(root / "tables" / "clicks")
+    uri = str(clicks_root / "tables" / "clicks")
     delta.commit(uri, group="topiclake-ingest-clicks", actions=[],
                  offsets=[delta.OffsetUpdate("clicks", 0, None, 5)], schema=table_schema(()), partition_by=[],
                  metadata={"topiclake": {"operation": "ingest", "group": "topiclake-ingest-clicks",
                                          "ranges": {"clicks:0": [2, 5]}}})
-    return root
+    return clicks_root
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
@@ -98,15 +98,15 @@ def test_commands_and_jobs_take_the_same_flags(tmp_path):
         assert options(from_job.stdout) == options(from_cli.stdout) and "--data" in from_cli.stdout
 
 
-def test_an_unknown_topic_is_named_with_the_topics_there(root, tmp_path):
+def test_an_unknown_topic_is_named_with_the_topics_there(clicks_root, tmp_path):
     for argv in (job("ingest"), cli("ingest")):
-        assert_one_line_error(run(argv + ["--topic", "clikcs", "--data", str(root)], cwd=tmp_path), 2,
+        assert_one_line_error(run(argv + ["--topic", "clikcs", "--data", str(clicks_root)], cwd=tmp_path), 2,
                               "unknown topic 'clikcs'", "topics there: clicks", "hint: `topiclake topics list`")
-    assert_one_line_error(run(job("coverage") + ["--table", "clicks", "--topic", "nope", "--data", str(root)],
+    assert_one_line_error(run(job("coverage") + ["--table", "clicks", "--topic", "nope", "--data", str(clicks_root)],
                               cwd=tmp_path), 2, "unknown topic 'nope'")
-    assert_one_line_error(run(job("compact") + ["--topic", "nope", "--data", str(root)], cwd=tmp_path), 2,
+    assert_one_line_error(run(job("compact") + ["--topic", "nope", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "unknown topic 'nope'")
-    assert_one_line_error(run(job("retention") + ["--topic", "nope", "--data", str(root)], cwd=tmp_path), 2,
+    assert_one_line_error(run(job("retention") + ["--topic", "nope", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "unknown topic 'nope'")
 
 
@@ -133,12 +133,12 @@ def test_the_root_from_the_environment_is_checked_too(tmp_path):
     assert_one_line_error(result, 2, f"storage root {tmp_path / 'gone'} does not exist")
 
 
-def test_unknown_partition_and_table(root, tmp_path):
+def test_unknown_partition_and_table(clicks_root, tmp_path):
     assert_one_line_error(run(cli("coverage") + ["--table", "clicks", "--topic", "clicks", "--partition", "7",
-                                                 "--data", str(root)], cwd=tmp_path), 2,
+                                                 "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "topic 'clicks' has partitions 0-1, not 7")
     assert_one_line_error(run(job("backfill") + ["--table", "orders", "--topic", "clicks", "--partition", "0",
-                                                 "--from", "2", "--to", "3", "--data", str(root)], cwd=tmp_path), 2,
+                                                 "--from", "2", "--to", "3", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "no Delta table at", "tables under", "clicks", "hint: ingest the topic first")
 
 
@@ -150,27 +150,27 @@ def test_unknown_partition_and_table(root, tmp_path):
     (("0", "2"), "backfill of clicks-0 offsets [0, 2) is before what was ingested: "
                  "group 'topiclake-ingest-clicks' has ingested [2, 5) (it began at 2)"),
 ])
-def test_backfill_ranges_outside_what_was_ingested_say_which(root, tmp_path, span, message):
+def test_backfill_ranges_outside_what_was_ingested_say_which(clicks_root, tmp_path, span, message):
     for argv in (job("backfill"), cli("backfill")):
         assert_one_line_error(run(argv + ["--table", "clicks", "--topic", "clicks", "--partition", "0", "--from",
-                                          span[0], "--to", span[1], "--data", str(root)], cwd=tmp_path), 2, message)
+                                          span[0], "--to", span[1], "--data", str(clicks_root)], cwd=tmp_path), 2, message)
 
 
-def test_a_partition_the_group_never_ingested(root, tmp_path):
+def test_a_partition_the_group_never_ingested(clicks_root, tmp_path):
     assert_one_line_error(run(job("backfill") + ["--table", "clicks", "--topic", "clicks", "--partition", "1",
-                                                 "--from", "0", "--to", "1", "--data", str(root)], cwd=tmp_path), 2,
+                                                 "--from", "0", "--to", "1", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "group 'topiclake-ingest-clicks' has ingested nothing of clicks-1")
 
 
-def test_sql_statements_from_two_places_and_unreadable_files(root, tmp_path):
-    assert_one_line_error(run(job("sql") + ["SELECT 1", "-f", "q.sql", "--data", str(root)], cwd=tmp_path), 2,
+def test_sql_statements_from_two_places_and_unreadable_files(clicks_root, tmp_path):
+    assert_one_line_error(run(job("sql") + ["SELECT 1", "-f", "q.sql", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "as arguments or with --file, not both")
-    assert_one_line_error(run(cli("sql") + ["-f", "missing.sql", "--data", str(root)], cwd=tmp_path), 2,
+    assert_one_line_error(run(cli("sql") + ["-f", "missing.sql", "--data", str(clicks_root)], cwd=tmp_path), 2,
                           "cannot read --file missing.sql: No such file or directory")
 
 
-def test_debug_adds_the_traceback(root, tmp_path):
-    result = run(job("ingest") + ["--topic", "nope", "--data", str(root), "--debug"], cwd=tmp_path)
+def test_debug_adds_the_traceback(clicks_root, tmp_path):
+    result = run(job("ingest") + ["--topic", "nope", "--data", str(clicks_root), "--debug"], cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback (most recent call last)" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: unknown topic 'nope'")

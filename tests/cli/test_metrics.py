@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from tests.lake.test_retention import DAY, T0, bases, make_log
+from tests.support.retention_logs import DAY, T0, bases, make_log
 from topiclake.cli import app
 from topiclake.lake.metrics.run_metrics import pipeline_runs, textfile_path
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from typer.testing import CliRunner
 
-from tests.lake.test_retention import DAY, T0, bases, make_log
+from tests.support.retention_logs import DAY, T0, bases, make_log
 from topiclake.cli import app
 from topiclake.segments.storage import StorageLayout
 

@@ -1,4 +1,4 @@
-"""Helpers of the cluster tests: waiting for a condition, and member processes."""
+"""Helpers of the cluster tests: recording callbacks, and member processes."""
 
 from __future__ import annotations
 
@@ -10,20 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 SESSION_TIMEOUT_MS = 2000
-
-
-def wait_for(predicate, timeout: float = 15.0, interval: float = 0.02, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 class Recorder:

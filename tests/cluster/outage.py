@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from topiclake.broker.cluster.ensemble import Ensemble
 
-from .brokers import ClusterBrokers
-from .clients import ConfluentProducer, Ledger
-from .helpers import wait_for
+from tests.support.cluster_brokers import ClusterBrokers
+from tests.support.cluster_clients import ConfluentProducer, Ledger
+from tests.support.waits import wait_for
 
 KAZOO_LOGGER = "kazoo.client.broker-"
 

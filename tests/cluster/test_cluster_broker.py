@@ -23,20 +23,20 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as fc_req
 
 from topiclake.client.conn import BrokerConnection
-from topiclake.broker.cluster.controller import preferred_order
 from topiclake.broker.group.java import coordinator_partition
 
-from ..integration.broker_process import REPO, BrokerProcess
-from .brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
-from .clients import (ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value,
-                      produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce)
-from .helpers import wait_for
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster_brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
+from tests.support.cluster_clients import ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value, produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce
+from tests.support.waits import wait_for
+from tests.support.cluster_topics import create_topic, settled, preferred_leader
 
 PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before the controller moves it
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def running_cluster(zookeeper, tmp_path_factory):
     settings = cluster_settings(zookeeper.connect_string, f"/cluster-{uuid.uuid4().hex[:8]}",
                                 preferred_leader_delay_ms=PREFERRED_DELAY_MS)
     with ClusterBrokers(tmp_path_factory.mktemp("cluster"), settings) as brokers:
@@ -44,51 +44,18 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 @pytest.fixture
-def brokers(cluster):
+def brokers(running_cluster):
     """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
-    yield cluster
-    for broker_id in list(cluster.paused):
-        cluster.resume(broker_id)
-    for broker_id, broker in cluster.brokers.items():
+    yield running_cluster
+    for broker_id in list(running_cluster.paused):
+        running_cluster.resume(broker_id)
+    for broker_id, broker in running_cluster.brokers.items():
         if broker.proc.poll() is not None:
-            cluster.restart(broker_id)
+            running_cluster.restart(broker_id)
 
 
-def create_topic(cluster: ClusterBrokers, topic: str, partitions: int) -> dict:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
-    return wait_for(lambda: settled(cluster, topic, partitions), 30, what=f"{topic}'s leaders")
-
-
-def settled(cluster: ClusterBrokers, topic: str, partitions: int, *, preferred: bool = False):
-    """Every live broker's Metadata, once they agree: every live broker listed, every partition led
-    by a live broker (its preferred one when `preferred`). Falsy until then."""
-    live = set(cluster.live())
-    try:
-        views = [metadata(cluster.bootstrap_of(b), topic) for b in sorted(live)]
-    except OSError:
-        return None
-    first = views[0]
-    if any(v.brokers != live or v.partitions != first.partitions for v in views):
-        return None
-    if len(first.partitions) != partitions or any(p.leader not in live for p in first.partitions.values()):
-        return None
-    if preferred and any(v.leader != preferred_leader(topic, p) for p, v in first.partitions.items()):
-        return None
-    return first.partitions
-
-
-def preferred_leader(topic: str, partition: int) -> int:
-    """Where the controller puts a partition of a topic created with brokers 1-3 live (Metadata
-    names only the leader as replica: the storage is shared, nothing is replicated)."""
-    return preferred_order(topic, partition, (1, 2, 3))[0]
-
-
-def leader_of(cluster: ClusterBrokers, topic: str, partition: int) -> int:
-    return metadata(cluster.bootstrap_of(cluster.live()[0]), topic).partitions[partition].leader
+def leader_of(running_cluster: ClusterBrokers, topic: str, partition: int) -> int:
+    return metadata(running_cluster.bootstrap_of(running_cluster.live()[0]), topic).partitions[partition].leader
 
 
 # ============================================================================ semantics

@@ -13,36 +13,36 @@ import pytest
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
-from .brokers import ClusterBrokers, cluster_settings
-from .helpers import wait_for
+from tests.support.lake import read_table
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.waits import wait_for
 
 TOPIC = "lake-failover"
 PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def lake_cluster(zookeeper, tmp_path_factory):
     settings = cluster_settings(zookeeper.connect_string, f"/lake-{uuid.uuid4().hex[:8]}")
     with ClusterBrokers(tmp_path_factory.mktemp("cluster-lake"), settings) as brokers:
         yield brokers
 
 
-def leaders(cluster: ClusterBrokers) -> dict[int, int]:
+def leaders(lake_cluster: ClusterBrokers) -> dict[int, int]:
     from confluent_kafka.admin import AdminClient
 
-    meta = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(TOPIC, timeout=10)
+    meta = AdminClient({"bootstrap.servers": lake_cluster.bootstrap}).list_topics(TOPIC, timeout=10)
     return {p.id: p.leader for p in meta.topics[TOPIC].partitions.values() if p.error is None}
 
 
-def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(spark, cluster):  # noqa: F811
+def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(spark, lake_cluster):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": lake_cluster.bootstrap})
     for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
         future.result(30)
-    wait_for(lambda: len(leaders(cluster)) == PARTITIONS, 30, what="the topic's leaders")
+    wait_for(lambda: len(leaders(lake_cluster)) == PARTITIONS, 30, what="the topic's leaders")
     acknowledged: dict[tuple[int, int], bytes] = {}
     failed = []
 
@@ -52,7 +52,7 @@ def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(
         else:
             failed.append(err)
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+    producer = Producer({"bootstrap.servers": lake_cluster.bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 5, "message.timeout.ms": 60000})
     stop = threading.Event()
 
@@ -68,12 +68,12 @@ def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(
     writer.start()
     try:
         time.sleep(2)
-        first, second = sorted(set(leaders(cluster).values()))[:2]
-        cluster.kill(first)
+        first, second = sorted(set(leaders(lake_cluster).values()))[:2]
+        lake_cluster.kill(first)
         time.sleep(4)
-        cluster.pause(second)
+        lake_cluster.pause(second)
         time.sleep(4)  # beyond its session: its partitions move
-        cluster.resume(second)
+        lake_cluster.resume(second)
         time.sleep(3)
     finally:
         stop.set()
@@ -81,9 +81,9 @@ def test_an_ingest_after_a_kill_and_a_pause_holds_exactly_what_was_acknowledged(
         producer.flush(60)
     assert not failed and len(acknowledged) > 1000
 
-    result = ingest(spark, IngestOptions(topics=(TOPIC,), root=cluster.root, bootstrap=cluster.bootstrap))
+    result = ingest(spark, IngestOptions(topics=(TOPIC,), root=lake_cluster.root, bootstrap=lake_cluster.bootstrap))
     assert result.records == len(acknowledged)
-    _table, data = read_table(cluster.root / "tables" / TOPIC)
+    _table, data = read_table(lake_cluster.root / "tables" / TOPIC)
     rows = list(zip(data["partition"].to_pylist(), data["offset"].to_pylist(), data["key"].to_pylist()))
     assert len(rows) == len(set(rows)) == len(acknowledged)  # nothing twice
     assert {(p, o): k for p, o, k in rows} == acknowledged  # each at the offset its producer was told

@@ -8,9 +8,9 @@ import uuid
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..broker.test_metrics import scrape_url
-from ..integration.broker_process import free_port
-from .brokers import ClusterBrokers, cluster_settings
+from tests.support.metrics import scrape_url
+from tests.support.broker_process import free_port
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 
 TOPIC = "metered-cluster"
 PARTITIONS = 4

@@ -30,9 +30,9 @@ from kio.schema.metadata.v12 import request as md_req
 
 from topiclake.client.conn import BrokerConnection
 
-from ..broker.share.test_share_wire import share_fetch as raw_share_fetch
-from ..integration.broker_process import BrokerProcess, free_port
-from .helpers import wait_for
+from tests.support.share_wire import share_fetch as raw_share_fetch
+from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -112,36 +112,36 @@ preferred_leader_delay_ms = 1000
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def share_cluster(zookeeper, tmp_path_factory):
     brokers = Cluster(tmp_path_factory.mktemp("share-cluster"), zookeeper.connect_string).start()
     yield brokers
     brokers.stop()
 
 
-def create_topic(cluster: Cluster) -> tuple[str, uuid.UUID]:
+def create_topic(share_cluster: Cluster) -> tuple[str, uuid.UUID]:
     name = f"share-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": share_cluster.bootstrap})
     for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
         future.result(20)
-    wait_for(lambda: all(leader >= 0 for leader in leaders(cluster, name).values()), 20, 0.1,
+    wait_for(lambda: all(leader >= 0 for leader in leaders(share_cluster, name).values()), 20, 0.1,
              f"leaders of {name}")
-    return name, topic_metadata(cluster, name).topic_id
+    return name, topic_metadata(share_cluster, name).topic_id
 
 
-def topic_metadata(cluster: Cluster, topic: str):
-    response = cluster.request(md_req.MetadataRequest(topics=(md_req.MetadataRequestTopic(topic_id=None, name=topic),),
+def topic_metadata(share_cluster: Cluster, topic: str):
+    response = share_cluster.request(md_req.MetadataRequest(topics=(md_req.MetadataRequestTopic(topic_id=None, name=topic),),
                                                       allow_auto_topic_creation=False,
                                                       include_topic_authorized_operations=False))
     return response.topics[0]
 
 
-def leaders(cluster: Cluster, topic: str) -> dict[int, int]:
-    return {p.partition_index: p.leader_id for p in topic_metadata(cluster, topic).partitions}
+def leaders(share_cluster: Cluster, topic: str) -> dict[int, int]:
+    return {p.partition_index: p.leader_id for p in topic_metadata(share_cluster, topic).partitions}
 
 
-def coordinator(cluster: Cluster, key_type: int, key: str) -> int | None:
+def coordinator(share_cluster: Cluster, key_type: int, key: str) -> int | None:
     """The broker coordinating `key` (None while it has none)."""
-    response = cluster.request(fc_req.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,)))
+    response = share_cluster.request(fc_req.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,)))
     [found] = response.coordinators
     return found.node_id if found.error_code == ErrorCode.none else None
 
@@ -151,40 +151,40 @@ def share_key(group: str, topic_id: uuid.UUID, partition: int) -> str:
     return f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}:{partition}"
 
 
-def state_coordinators(cluster: Cluster, group: str, topic_id: uuid.UUID) -> dict[int, int]:
-    return {p: wait_for(lambda p=p: coordinator(cluster, SHARE_KEY, share_key(group, topic_id, p)), 20, 0.1,
+def state_coordinators(share_cluster: Cluster, group: str, topic_id: uuid.UUID) -> dict[int, int]:
+    return {p: wait_for(lambda p=p: coordinator(share_cluster, SHARE_KEY, share_key(group, topic_id, p)), 20, 0.1,
                         "a share coordinator") for p in range(PARTITIONS)}
 
 
-def group_apart(cluster: Cluster, topic: str, topic_id: uuid.UUID) -> tuple[str, dict[int, int]]:
+def group_apart(share_cluster: Cluster, topic: str, topic_id: uuid.UUID) -> tuple[str, dict[int, int]]:
     """A group whose share-partitions all have their state on another broker than their data
     (a data leader coordinating another one's state), with the group's own coordinator elsewhere
     than at least one of them; and its share coordinator of each partition."""
-    data = leaders(cluster, topic)
+    data = leaders(share_cluster, topic)
     seen = []
     for _ in range(200):
         group = f"sg-{uuid.uuid4().hex[:8]}"
-        state = state_coordinators(cluster, group, topic_id)
-        group_coordinator = wait_for(lambda: coordinator(cluster, GROUP_KEY, group), 20, 0.1, "a group coordinator")
+        state = state_coordinators(share_cluster, group, topic_id)
+        group_coordinator = wait_for(lambda: coordinator(share_cluster, GROUP_KEY, group), 20, 0.1, "a group coordinator")
         if all(state[p] != data[p] for p in range(PARTITIONS)) and set(state.values()) != {group_coordinator} \
                 and set(state.values()) & set(data.values()):
-            set_group_config(cluster, group, "share.auto.offset.reset", "earliest")
+            set_group_config(share_cluster, group, "share.auto.offset.reset", "earliest")
             return group, state
         seen.append((state, group_coordinator))
     raise AssertionError(f"no group found whose state lies apart from its data {data}: {seen[:5]}")
 
 
-def set_group_config(cluster: Cluster, group: str, name: str, value: str) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+def set_group_config(share_cluster: Cluster, group: str, name: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": share_cluster.bootstrap})
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(20)
 
 
-def produce(cluster: Cluster, topic: str, per_partition: int, tag: str, partitions=range(PARTITIONS)) -> set[bytes]:
+def produce(share_cluster: Cluster, topic: str, per_partition: int, tag: str, partitions=range(PARTITIONS)) -> set[bytes]:
     """Idempotent, acks=all; each partition's records in one batch (they are acquired together)."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+    producer = Producer({"bootstrap.servers": share_cluster.bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 200})
     values = set()
     for p in partitions:
@@ -196,8 +196,8 @@ def produce(cluster: Cluster, topic: str, per_partition: int, tag: str, partitio
     return values
 
 
-def share_consumer(cluster: Cluster, group: str, topic: str) -> ShareConsumer:
-    sc = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+def share_consumer(share_cluster: Cluster, group: str, topic: str) -> ShareConsumer:
+    sc = ShareConsumer({"bootstrap.servers": share_cluster.bootstrap, "group.id": group,
                         "share.acknowledgement.mode": "explicit"})
     sc.subscribe([topic])
     return sc
@@ -221,11 +221,11 @@ def commit(sc: ShareConsumer) -> None:
     assert all(error is None for error in results.values()), results
 
 
-def start_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int]:
+def start_offsets(share_cluster: Cluster, group: str, topic: str) -> dict[int, int]:
     """DescribeShareGroupOffsets at the group's coordinator: the state of each partition, read
     from its share coordinator (another broker for some)."""
-    node = wait_for(lambda: coordinator(cluster, GROUP_KEY, group), 20, 0.1, "a group coordinator")
-    response = cluster.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
+    node = wait_for(lambda: coordinator(share_cluster, GROUP_KEY, group), 20, 0.1, "a group coordinator")
+    response = share_cluster.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
         describe_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
             describe_req.DescribeShareGroupOffsetsRequestTopic(topic_name=topic,
                                                                partitions=tuple(range(PARTITIONS))),)),)), node)
@@ -235,43 +235,43 @@ def start_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int]:
     return {p.partition_index: p.start_offset for p in entry.partitions}
 
 
-def test_every_record_is_delivered_and_a_leader_kill_redelivers_only_what_was_not_acknowledged(cluster):
-    topic, topic_id = create_topic(cluster)
-    group, state = group_apart(cluster, topic, topic_id)
-    data = leaders(cluster, topic)
+def test_every_record_is_delivered_and_a_leader_kill_redelivers_only_what_was_not_acknowledged(share_cluster):
+    topic, topic_id = create_topic(share_cluster)
+    group, state = group_apart(share_cluster, topic, topic_id)
+    data = leaders(share_cluster, topic)
     # The victim's leader is the share coordinator of the orphan's state: both move at the kill.
     victim, orphan = next((p, q) for p in range(PARTITIONS) for q in range(PARTITIONS) if state[q] == data[p])
-    first = produce(cluster, topic, 20, "a")
-    holder = share_consumer(cluster, group, topic)
+    first = produce(share_cluster, topic, 20, "a")
+    holder = share_consumer(share_cluster, group, topic)
     taker = None
     try:
         got = consume(holder, lambda got: {m.value() for m in got} >= first, 60)
         values = [m.value() for m in got]
         assert set(values) == first and len(values) == len(first), "every record once, each acknowledged"
         commit(holder)
-        assert start_offsets(cluster, group, topic) == {p: 20 for p in range(PARTITIONS)}
+        assert start_offsets(share_cluster, group, topic) == {p: 20 for p in range(PARTITIONS)}
 
         # The holder acquires the victim partition's next records and keeps them unacknowledged
         # (explicit acknowledgement: it cannot poll again), on the leader that is then killed.
         victim_leader = data[victim]
-        held = produce(cluster, topic, 10, "b", partitions=[victim])
+        held = produce(share_cluster, topic, 10, "b", partitions=[victim])
         acquired = consume(holder, lambda got: bool(got), 30, ack=lambda m: False)
         assert {m.value() for m in acquired} == held, "the batch is acquired whole"
 
-        cluster.brokers[victim_leader].kill()  # kill -9: the acquisitions die with it, the state does not
-        wait_for(lambda: leaders(cluster, topic)[victim] not in (victim_leader, -1), 30, 0.2, "a new leader")
+        share_cluster.brokers[victim_leader].kill()  # kill -9: the acquisitions die with it, the state does not
+        wait_for(lambda: leaders(share_cluster, topic)[victim] not in (victim_leader, -1), 30, 0.2, "a new leader")
         holder.close()  # leaves the group: the taker is given every partition
-        more = produce(cluster, topic, 5, "c", partitions=[orphan])  # its state now has another coordinator
-        taker = share_consumer(cluster, group, topic)
+        more = produce(share_cluster, topic, 5, "c", partitions=[orphan])  # its state now has another coordinator
+        taker = share_consumer(share_cluster, group, topic)
         again = consume(taker, lambda got: {m.value() for m in got} >= held | more, 90)
         delivered = [m.value() for m in again]
-        assert set(delivered) >= held, f"not delivered again: {sorted(held - set(delivered))}\n{cluster.logs()}"
+        assert set(delivered) >= held, f"not delivered again: {sorted(held - set(delivered))}\n{share_cluster.logs()}"
         assert set(delivered) >= more
         assert not set(delivered) & first, "an acknowledged record came back"
         assert len(delivered) == len(set(delivered)) == len(held) + len(more)
         commit(taker)
         expected = {p: 20 + (10 if p == victim else 0) + (5 if p == orphan else 0) for p in range(PARTITIONS)}
-        assert wait_for(lambda: start_offsets(cluster, group, topic) == expected or None, 30, 0.3,
+        assert wait_for(lambda: start_offsets(share_cluster, group, topic) == expected or None, 30, 0.3,
                         "every record acknowledged, none lost")
     finally:
         for sc in (holder, taker):
@@ -280,26 +280,26 @@ def test_every_record_is_delivered_and_a_leader_kill_redelivers_only_what_was_no
                     sc.close()
                 except RuntimeError:  # closed already
                     pass
-        for broker_id in [i for i in BROKERS if i not in cluster.live()]:  # whole again for the next test
-            cluster.brokers[broker_id].start()
-        cluster.wait_whole()
+        for broker_id in [i for i in BROKERS if i not in share_cluster.live()]:  # whole again for the next test
+            share_cluster.brokers[broker_id].start()
+        share_cluster.wait_whole()
 
 
-def test_offsets_altered_on_the_group_coordinator_reach_the_partition_leaders(cluster):
-    topic, topic_id = create_topic(cluster)
-    group, _state = group_apart(cluster, topic, topic_id)
-    produce(cluster, topic, 8, "c")
-    sc = share_consumer(cluster, group, topic)
+def test_offsets_altered_on_the_group_coordinator_reach_the_partition_leaders(share_cluster):
+    topic, topic_id = create_topic(share_cluster)
+    group, _state = group_apart(share_cluster, topic, topic_id)
+    produce(share_cluster, topic, 8, "c")
+    sc = share_consumer(share_cluster, group, topic)
     try:
         assert len(consume(sc, lambda got: len(got) >= 8 * PARTITIONS, 60)) == 8 * PARTITIONS
         commit(sc)
     finally:
         sc.close()  # leaves the group; its share sessions close on every leader
-    assert start_offsets(cluster, group, topic) == {p: 8 for p in range(PARTITIONS)}
-    node = coordinator(cluster, GROUP_KEY, group)
+    assert start_offsets(share_cluster, group, topic) == {p: 8 for p in range(PARTITIONS)}
+    node = coordinator(share_cluster, GROUP_KEY, group)
 
     def alter():
-        return cluster.request(alter_req.AlterShareGroupOffsetsRequest(group_id=group, topics=(
+        return share_cluster.request(alter_req.AlterShareGroupOffsetsRequest(group_id=group, topics=(
             alter_req.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=tuple(
                 alter_req.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=5)
                 for p in range(PARTITIONS))),)), node)
@@ -307,8 +307,8 @@ def test_offsets_altered_on_the_group_coordinator_reach_the_partition_leaders(cl
     altered = wait_for(lambda: (lambda r: r if r.error_code == ErrorCode.none else None)(alter()), 20, 0.5,
                        "the group to be empty")  # the member's leave reaches the coordinator
     assert [p.error_code for p in altered.responses[0].partitions] == [ErrorCode.none] * PARTITIONS
-    assert start_offsets(cluster, group, topic) == {p: 5 for p in range(PARTITIONS)}
-    again = share_consumer(cluster, group, topic)
+    assert start_offsets(share_cluster, group, topic) == {p: 5 for p in range(PARTITIONS)}
+    again = share_consumer(share_cluster, group, topic)
     try:
         records = consume(again, lambda got: len(got) >= 3 * PARTITIONS, 60)
         assert sorted((m.partition(), m.offset()) for m in records) == [
@@ -316,19 +316,19 @@ def test_offsets_altered_on_the_group_coordinator_reach_the_partition_leaders(cl
         commit(again)
     finally:
         again.close()
-    assert start_offsets(cluster, group, topic) == {p: 8 for p in range(PARTITIONS)}
+    assert start_offsets(share_cluster, group, topic) == {p: 8 for p in range(PARTITIONS)}
 
 
-def test_a_share_fetch_to_a_broker_not_leading_the_partition_names_its_leader(cluster):
-    topic, topic_id = create_topic(cluster)
-    [partition] = [p for p in topic_metadata(cluster, topic).partitions if p.partition_index == 0]
-    other = next(i for i in cluster.live() if i != partition.leader_id)
-    with BrokerConnection(cluster.brokers[other].bootstrap, timeout=20) as client:
+def test_a_share_fetch_to_a_broker_not_leading_the_partition_names_its_leader(share_cluster):
+    topic, topic_id = create_topic(share_cluster)
+    [partition] = [p for p in topic_metadata(share_cluster, topic).partitions if p.partition_index == 0]
+    other = next(i for i in share_cluster.live() if i != partition.leader_id)
+    with BrokerConnection(share_cluster.brokers[other].bootstrap, timeout=20) as client:
         response = raw_share_fetch(client, f"sg-{uuid.uuid4().hex[:8]}", "member-1", 0, topic_id)
     [answer] = response.responses[0].partitions
     assert answer.error_code == ErrorCode.not_leader_or_follower
     assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (
         partition.leader_id, partition.leader_epoch)
-    leader = cluster.brokers[partition.leader_id]
+    leader = share_cluster.brokers[partition.leader_id]
     assert [(n.node_id, n.host, n.port) for n in response.node_endpoints] == [
         (partition.leader_id, "127.0.0.1", leader.port)]

@@ -19,10 +19,10 @@ from bench._kafka import fetch_peers
 from topiclake.cli import app
 from topiclake.client import ClusterClient
 
-from ..integration.broker_process import free_port
-from ..peers.conftest import KafkaTools
-from .brokers import ClusterBrokers, cluster_settings
-from .clients import topic_with_groups
+from tests.support.broker_process import free_port
+from tests.support.kafka_tools import KafkaTools
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import topic_with_groups
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def committed(group_index: int, partition: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def tools_cluster(zookeeper, tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster-tools")
     settings = cluster_settings(zookeeper.connect_string, f"/tools-{uuid.uuid4().hex[:8]}")
     brokers = ClusterBrokers(work, settings, count=3).start()
@@ -71,9 +71,9 @@ def expected_lag(group: str) -> dict[int, tuple[int, int, int]]:
     return {p: (committed(index, p), records_in(p), records_in(p) - committed(index, p)) for p in range(PARTITIONS)}
 
 
-def test_the_cluster_spreads_leaders_and_coordinators(cluster):
+def test_the_cluster_spreads_leaders_and_coordinators(tools_cluster):
     """The premise of the tests below: no one broker leads every partition or coordinates every group."""
-    with ClusterClient(cluster.bootstrap) as client:
+    with ClusterClient(tools_cluster.bootstrap) as client:
         leaders = set(client.leaders([(TOPIC, p) for p in range(PARTITIONS)]).values())
         coordinators = set(client.coordinators(GROUPS).values())
     assert leaders == {1, 2, 3}
@@ -81,8 +81,8 @@ def test_the_cluster_spreads_leaders_and_coordinators(cluster):
 
 
 @pytest.mark.parametrize("broker_id", [1, 2, 3])
-def test_groups_commands_are_right_through_any_broker(cluster, broker_id):
-    bootstrap = cluster.bootstrap_of(broker_id)
+def test_groups_commands_are_right_through_any_broker(tools_cluster, broker_id):
+    bootstrap = tools_cluster.bootstrap_of(broker_id)
     listed = cli("groups", "list", "--bootstrap", bootstrap)
     assert sorted(line.split()[0] for line in listed.splitlines()[1:] if line.startswith("readers-")) == GROUPS
     for group in GROUPS:
@@ -94,9 +94,9 @@ def test_groups_commands_are_right_through_any_broker(cluster, broker_id):
         [[str(p), str(records_in(p))] for p in range(PARTITIONS)]
 
 
-def test_reset_offsets_commits_at_the_coordinator_and_a_dead_first_bootstrap_is_skipped(cluster):
+def test_reset_offsets_commits_at_the_coordinator_and_a_dead_first_bootstrap_is_skipped(tools_cluster):
     dead = f"127.0.0.1:{free_port()}"
-    bootstrap = f"{dead},{cluster.bootstrap_of(2)}"
+    bootstrap = f"{dead},{tools_cluster.bootstrap_of(2)}"
     group = "resettable"
     started = time.monotonic()
     done = cli("groups", "reset-offsets", group, "--topic", TOPIC, "--to-offset", "2", "--execute",
@@ -107,22 +107,22 @@ def test_reset_offsets_commits_at_the_coordinator_and_a_dead_first_bootstrap_is_
     assert time.monotonic() - started < 20  # a dead address is one refused connection, not a wait
 
 
-def test_topics_describe_without_bootstrap_asks_the_brokers_registered_in_the_root(cluster):
-    described = cli("topics", "describe", TOPIC, env={"TOPICLAKE_ROOT": str(cluster.root)})
+def test_topics_describe_without_bootstrap_asks_the_brokers_registered_in_the_root(tools_cluster):
+    described = cli("topics", "describe", TOPIC, env={"TOPICLAKE_ROOT": str(tools_cluster.root)})
     header, *rows = [dict(field.partition(":")[::2] for field in line.strip().split("\t"))
                      for line in described.splitlines()]  # "Configs: " is empty when nothing is overridden
     header, rows = {k: v.strip() for k, v in header.items()}, [{k: v.strip() for k, v in r.items()} for r in rows]
     assert header["ReplicationFactor"] == "3" and all(len(r["Replicas"].split(",")) == 3 for r in rows)
-    with ClusterClient(cluster.bootstrap) as client:
+    with ClusterClient(tools_cluster.bootstrap) as client:
         leaders = client.leaders([(TOPIC, p) for p in range(PARTITIONS)])
     assert {int(r["Partition"]): int(r["Leader"]) for r in rows} == {p: leaders[(TOPIC, p)] for p in range(PARTITIONS)}
 
 
-def test_lag_is_what_kafka_consumer_groups_prints(cluster):
+def test_lag_is_what_kafka_consumer_groups_prints(tools_cluster):
     peers = fetch_peers("kafka")
     tools = KafkaTools(Path(peers["KAFKA_HOME"]), peers["KAFKA_VERSION"])
     for broker_id, group in zip((1, 2, 3), GROUPS[:3]):
-        bootstrap = cluster.bootstrap_of(broker_id)
+        bootstrap = tools_cluster.bootstrap_of(broker_id)
         theirs = tools("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
         rows = [line.split() for line in theirs.splitlines() if line.split()[:2] == [group, TOPIC]]
         kafka = {int(r[2]): (int(r[3]), int(r[4]), int(r[5])) for r in rows}
@@ -130,10 +130,10 @@ def test_lag_is_what_kafka_consumer_groups_prints(cluster):
         assert kafka == ours == expected_lag(group)
 
 
-def test_groups_commands_keep_working_after_a_broker_is_killed(cluster):
+def test_groups_commands_keep_working_after_a_broker_is_killed(tools_cluster):
     """Last in the module: broker 1 is killed -9; its partitions and groups move to the others."""
-    cluster.kill(1)
-    bootstrap = f"{cluster.bootstrap_of(1)},{cluster.bootstrap_of(3)}"  # the dead broker first
+    tools_cluster.kill(1)
+    bootstrap = f"{tools_cluster.bootstrap_of(1)},{tools_cluster.bootstrap_of(3)}"  # the dead broker first
     deadline = time.monotonic() + 60
     while True:  # until the others took over broker 1's groups (they load them from __consumer_offsets)
         result = CliRunner().invoke(app, ["groups", "list", "--bootstrap", bootstrap])

@@ -15,20 +15,20 @@ import pytest
 
 from topiclake.segments import filenames
 
-from .brokers import ClusterBrokers, cluster_settings
-from .helpers import wait_for
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.waits import wait_for
 
 TOPIC_PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
+def txn_cluster(zookeeper, tmp_path_factory):
     registry_ports = {}
     settings = cluster_settings(zookeeper.connect_string, f"/txn-{uuid.uuid4().hex[:8]}")
     brokers = ClusterBrokers(tmp_path_factory.mktemp("cluster-txn"), settings)
     # Each broker its own schema registry port: one settings file per broker.
-    from .brokers import write_toml
-    from ..integration.broker_process import free_port
+    from tests.support.cluster_brokers import write_toml
+    from tests.support.broker_process import free_port
 
     for broker_id, broker in brokers.brokers.items():
         registry_ports[broker_id] = free_port()
@@ -40,34 +40,34 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 @pytest.fixture
-def live(cluster):
-    yield cluster
-    for broker_id, broker in cluster.brokers.items():
+def live(txn_cluster):
+    yield txn_cluster
+    for broker_id, broker in txn_cluster.brokers.items():
         if broker.proc.poll() is not None:
-            cluster.restart(broker_id)
+            txn_cluster.restart(broker_id)
 
 
-def leaders(cluster: ClusterBrokers, topic: str) -> dict[int, int]:
+def leaders(txn_cluster: ClusterBrokers, topic: str) -> dict[int, int]:
     from confluent_kafka.admin import AdminClient
 
-    meta = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic, timeout=10)
+    meta = AdminClient({"bootstrap.servers": txn_cluster.bootstrap}).list_topics(topic, timeout=10)
     return {p.id: p.leader for p in meta.topics[topic].partitions.values() if p.error is None}
 
 
-def create_topic(cluster: ClusterBrokers, topic: str, partitions: int = TOPIC_PARTITIONS, **config: str) -> None:
+def create_topic(txn_cluster: ClusterBrokers, topic: str, partitions: int = TOPIC_PARTITIONS, **config: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": txn_cluster.bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config)]).values():
         future.result(30)
-    wait_for(lambda: len(leaders(cluster, topic)) == partitions and set(leaders(cluster, topic).values()) <=
-             set(cluster.live()), 30, what=f"{topic}'s leaders")
+    wait_for(lambda: len(leaders(txn_cluster, topic)) == partitions and set(leaders(txn_cluster, topic).values()) <=
+             set(txn_cluster.live()), 30, what=f"{topic}'s leaders")
 
 
-def read_committed(cluster: ClusterBrokers, topic: str, expected: int, timeout: float = 30) -> Counter:
+def read_committed(txn_cluster: ClusterBrokers, topic: str, expected: int, timeout: float = 30) -> Counter:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({"bootstrap.servers": txn_cluster.bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(TOPIC_PARTITIONS)])
     seen: Counter = Counter()
@@ -128,10 +128,10 @@ def test_transactions_span_brokers_with_offsets_committed_in_them(live):
     assert sum(_committed(live, "tx-copier").values()) == copied  # the offsets committed with them
 
 
-def _committed(cluster: ClusterBrokers, group: str) -> dict[int, int]:
+def _committed(txn_cluster: ClusterBrokers, group: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": txn_cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         offsets = consumer.committed([TopicPartition("tx-in", p) for p in range(TOPIC_PARTITIONS)], timeout=30)
     finally:
@@ -157,12 +157,12 @@ def test_a_transaction_commits_after_its_coordinator_fails_over(live):
     assert sum(seen.values()) == 60 and set(seen.values()) == {1}
 
 
-def _coordinator_of(cluster: ClusterBrokers, transactional_id: str) -> int:
+def _coordinator_of(txn_cluster: ClusterBrokers, transactional_id: str) -> int:
     from kio.schema.find_coordinator.v4 import request as fc_req
 
     from topiclake.client.conn import BrokerConnection
 
-    with BrokerConnection(cluster.bootstrap_of(cluster.live()[0])) as client:
+    with BrokerConnection(txn_cluster.bootstrap_of(txn_cluster.live()[0])) as client:
         [found] = client.request(fc_req.FindCoordinatorRequest(key_type=1, coordinator_keys=(transactional_id,))
                                  ).coordinators
     assert found.error_code.value == 0

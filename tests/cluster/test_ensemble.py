@@ -13,7 +13,8 @@ import pytest
 from topiclake.broker.cluster.coordination import BrokerInfo, CoordinationError, PartitionState
 from topiclake.broker.cluster.ensemble import Ensemble, EnsembleError, node_mode
 
-from .helpers import REPO, wait_for
+from tests.support.paths import REPO
+from tests.support.waits import wait_for
 
 
 def _write_until_ok(client, version: int, epoch: int, timeout: float = 15.0) -> tuple[int, float]:

@@ -16,7 +16,8 @@ import pytest
 
 from topiclake.broker.cluster.ensemble import Ensemble, EnsembleError
 
-from ..integration.broker_process import REPO, free_port
+from tests.support.paths import REPO
+from tests.support.broker_process import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ from topiclake.broker.cluster.coordination import (BrokerIdInUseError, BrokerInf
                                                    NodeExistsError, NotControllerError, PartitionState, SessionState,
                                                    StaleVersionError)
 
-from .helpers import SESSION_TIMEOUT_MS, Recorder, wait_for
+from tests.cluster.helpers import SESSION_TIMEOUT_MS, Recorder
+from tests.support.waits import wait_for
 
 
 def test_a_registration_is_seen_by_every_broker_and_goes_when_its_broker_is_killed(coordination, members, zookeeper):

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from .brokers import ClusterBrokers, cluster_settings
-from .clients import metadata
-from .helpers import wait_for
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import metadata
+from tests.support.waits import wait_for
 from .outage import zookeeper_outage
-from .test_cluster_broker import create_topic, settled
+from tests.support.cluster_topics import create_topic, settled
 
 pytestmark = pytest.mark.slow
 

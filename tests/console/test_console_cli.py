@@ -11,8 +11,9 @@ import urllib.request
 
 import pytest
 
-from ..integration.broker_process import REPO, free_port
-from .conftest import ConsoleProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import free_port
+from tests.support.console import ConsoleProcess
 
 
 def console(*args: str) -> subprocess.CompletedProcess:

@@ -15,9 +15,9 @@ import pytest
 from topiclake.broker.cluster.ensemble import Ensemble
 from topiclake.client import ClusterClient, admin
 
-from ..cluster.brokers import ClusterBrokers, cluster_settings
-from ..cluster.clients import topic_with_groups
-from .conftest import ConsoleProcess, cells, screenshot
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import topic_with_groups
+from tests.support.console import ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def committed(group_index: int, partition: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def cluster_world(tmp_path_factory):
     work = tmp_path_factory.mktemp("console-cluster")
     with Ensemble(work / "zookeeper", 1) as zookeeper:
         brokers = ClusterBrokers(work, cluster_settings(zookeeper.connect_string, f"/console-{uuid.uuid4().hex[:8]}"))
@@ -48,13 +48,6 @@ def world(tmp_path_factory):
                 yield brokers, console
         finally:
             brokers.stop()
-
-
-@pytest.fixture
-def page(chromium, world):
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    yield context.new_page()
-    context.close()
 
 
 def check_pages(page, console, artifacts, name: str) -> None:
@@ -76,8 +69,8 @@ def check_pages(page, console, artifacts, name: str) -> None:
                                                           for p in range(PARTITIONS)]
 
 
-def test_pages_through_one_broker_show_the_whole_cluster(page, world, artifacts):
-    brokers, console = world
+def test_pages_through_one_broker_show_the_whole_cluster(page, cluster_world, artifacts):
+    brokers, console = cluster_world
     with ClusterClient(brokers.bootstrap) as client:
         leaders = set(client.leaders([(TOPIC, p) for p in range(PARTITIONS)]).values())
         coordinators = set(client.coordinators(GROUPS).values())
@@ -91,8 +84,8 @@ def test_pages_through_one_broker_show_the_whole_cluster(page, world, artifacts)
     assert f"controller {controllers.pop()}" in page.inner_text("body").lower()
 
 
-def test_every_page_is_served_after_the_bootstrap_broker_is_killed(page, world, artifacts):
-    brokers, console = world
+def test_every_page_is_served_after_the_bootstrap_broker_is_killed(page, cluster_world, artifacts):
+    brokers, console = cluster_world
     brokers.kill(1)
     paths = ["/", "/topics", f"/topics/{TOPIC}", "/groups", *(f"/groups/{g}" for g in GROUPS), "/tables", "/schemas"]
     deadline = time.monotonic() + 60
@@ -112,8 +105,8 @@ def test_every_page_is_served_after_the_bootstrap_broker_is_killed(page, world, 
     assert console.log().count(OUTAGE_LINE) <= 1, console.log()[-3000:]
 
 
-def test_a_whole_outage_is_logged_once_and_tables_need_no_broker(world):
-    brokers, console = world
+def test_a_whole_outage_is_logged_once_and_tables_need_no_broker(cluster_world):
+    brokers, console = cluster_world
     for broker_id in brokers.live():
         brokers.kill(broker_id)
     time.sleep(5)  # ten sample intervals

@@ -15,8 +15,8 @@ from deltalake import write_deltalake
 
 from topiclake.security.client_config import ClientSecurity
 
-from ..integration.secure_broker import SecureBroker, make_certificates, security_toml
-from .conftest import ConsoleProcess, cells, screenshot
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.console import ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def sasl(broker, user: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def sasl_world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("console-sasl")
     toml = security_toml(make_certificates(tmp / "certs"), authorizer='"acl"', super_users='["User:admin"]')
     broker = SecureBroker(tmp, ("SASL_PLAINTEXT",), toml, users=USERS).start()
@@ -83,16 +83,16 @@ def logged_in(browser, console, user: str, password: str):
         context.close()
 
 
-def test_a_wrong_password_is_refused(chromium, world, artifacts):
-    _broker, console = world
+def test_a_wrong_password_is_refused(chromium, sasl_world, artifacts):
+    _broker, console = sasl_world
     with logged_in(chromium, console, "alice", "not-her-password") as page:
         assert "/login" in page.url and "refused" in page.locator("#error").inner_text()
         screenshot(page, artifacts, "login-refused")
         assert page.goto(console.url + "/groups").url.startswith(console.url + "/login")  # still no session
 
 
-def test_a_limited_user_sees_only_what_their_acls_allow(chromium, world, artifacts):
-    _broker, console = world
+def test_a_limited_user_sees_only_what_their_acls_allow(chromium, sasl_world, artifacts):
+    _broker, console = sasl_world
     with logged_in(chromium, console, "alice", USERS["alice"]) as page:
         assert page.url == console.url + "/topics"
         assert cells(page, "#topics tr[data-topic] td:first-child") == ["public"]
@@ -118,8 +118,8 @@ def test_a_limited_user_sees_only_what_their_acls_allow(chromium, world, artifac
         assert "/login" in page.url
 
 
-def test_the_super_user_sees_everything(chromium, world, artifacts):
-    _broker, console = world
+def test_the_super_user_sees_everything(chromium, sasl_world, artifacts):
+    _broker, console = sasl_world
     with logged_in(chromium, console, "admin", USERS["admin"]) as page:
         names = cells(page, "#topics tr[data-topic] td:first-child")
         assert {"public", "secret"} <= set(names)

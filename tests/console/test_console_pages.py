@@ -24,9 +24,10 @@ from kio.schema.errors import ErrorCode
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.broker_process import REPO, BrokerProcess
-from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)
-from .conftest import FIRST_PAINT_JS, ConsoleProcess, cells, screenshot
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.lake import read_table
+from tests.support.console import FIRST_PAINT_JS, ConsoleProcess, cells, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ COMMITTED = {("orders", 0): 2, ("orders", 1): 1, ("clicks", 0): 3}  # behind the
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, spark):  # noqa: F811
+def pages_world(tmp_path_factory, spark):
     tmp = tmp_path_factory.mktemp("console")
     config = tmp / "broker.toml"
     config.write_text("[groups]\ninitial_rebalance_delay_ms = 0\n")
@@ -126,13 +127,6 @@ def share_group_behind(bootstrap: str, group: str, topic: str, start: int) -> No
     assert done.error_code == ErrorCode.none and done.responses[0].partitions[0].error_code == ErrorCode.none, done
 
 
-@pytest.fixture
-def page(chromium, world):
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    yield context.new_page()
-    context.close()
-
-
 def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
     """(low, high) per partition, from librdkafka: another client than the console's."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "console-test-watermarks"})
@@ -156,8 +150,8 @@ def cli_lag(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, int,
     return {(r[0], int(r[1])): (int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
 
-def test_cluster_page_shows_the_broker_and_the_root(page, world, artifacts):
-    broker, console = world
+def test_cluster_page_shows_the_broker_and_the_root(page, pages_world, artifacts):
+    broker, console = pages_world
     page.goto(console.url + "/")
     meta = json.loads((broker.data / "cluster" / "meta.json").read_text())
     assert meta["cluster_id"] in page.locator("h1").inner_text()
@@ -169,8 +163,8 @@ def test_cluster_page_shows_the_broker_and_the_root(page, world, artifacts):
     screenshot(page, artifacts, "cluster")
 
 
-def test_topics_pages_show_the_offsets_the_clients_see(page, world, artifacts):
-    broker, console = world
+def test_topics_pages_show_the_offsets_the_clients_see(page, pages_world, artifacts):
+    broker, console = pages_world
     page.goto(console.url + "/topics")
     orders = watermarks(broker.bootstrap, "orders", 2)
     clicks = watermarks(broker.bootstrap, "clicks", 1)
@@ -190,8 +184,8 @@ def test_topics_pages_show_the_offsets_the_clients_see(page, world, artifacts):
     assert clicks == {0: (0, 5)}
 
 
-def test_record_browser_decodes_registry_values_and_shows_raw_ones(page, world, artifacts):
-    _broker, console = world
+def test_record_browser_decodes_registry_values_and_shows_raw_ones(page, pages_world, artifacts):
+    _broker, console = pages_world
     page.goto(console.url + "/topics/orders/records?partition=0&from=0&to=10")
     offsets = cells(page, "#records tr[data-offset] td:nth-child(1)")
     assert offsets == ["0", "1", "2", "3"]  # ids 0, 2, 4, 6 went to partition 0
@@ -209,8 +203,8 @@ def test_record_browser_decodes_registry_values_and_shows_raw_ones(page, world, 
     assert "from must be an integer" in page.content()
 
 
-def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
-    broker, console = world
+def test_groups_pages_show_the_lag_the_cli_reports(page, pages_world, artifacts):
+    broker, console = pages_world
     expected = cli_lag(broker.bootstrap, GROUP)
     assert {tp: row[0] for tp, row in expected.items()} == COMMITTED
     page.goto(console.url + "/groups")
@@ -235,8 +229,8 @@ def test_groups_pages_show_the_lag_the_cli_reports(page, world, artifacts):
     screenshot(page, artifacts, "group")
 
 
-def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(page, world, artifacts):
-    broker, console = world
+def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(page, pages_world, artifacts):
+    broker, console = pages_world
     group_line, member_line = groups_cli(broker.bootstrap, "describe", LIVE_GROUP)
     described = dict(field.split(": ", 1) for field in member_line.strip().split("\t"))
     page.goto(console.url + f"/groups/{LIVE_GROUP}")
@@ -250,10 +244,10 @@ def test_a_live_member_and_its_assignment_are_shown_as_the_cli_describes_them(pa
     screenshot(page, artifacts, "group-live")
 
 
-def test_a_kip848_group_shows_its_assignment(page, world, artifacts):
+def test_a_kip848_group_shows_its_assignment(page, pages_world, artifacts):
     """DescribeGroups describes a consumer-protocol group without assignments (so does `groups
     describe`); the console asks ConsumerGroupDescribe for them."""
-    _broker, console = world
+    _broker, console = pages_world
     page.goto(console.url + "/groups")
     assert page.locator(f'#groups tr[data-group="{KIP848_GROUP}"] td').nth(1).inner_text() == "consumer"
     page.goto(console.url + f"/groups/{KIP848_GROUP}")
@@ -264,8 +258,8 @@ def test_a_kip848_group_shows_its_assignment(page, world, artifacts):
     screenshot(page, artifacts, "group-kip848")
 
 
-def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
-    broker, console = world
+def test_share_group_pages_show_the_lag_the_cli_reports(page, pages_world, artifacts):
+    broker, console = pages_world
     expected = [line.split()[:5] for line in groups_cli(broker.bootstrap, "lag", SHARE_GROUP)[1:]]
     assert expected == [["clicks", "0", "2", "5", "3"]]
     page.goto(console.url + "/groups")
@@ -277,8 +271,8 @@ def test_share_group_pages_show_the_lag_the_cli_reports(page, world, artifacts):
     screenshot(page, artifacts, "share-group")
 
 
-def test_tables_pages_show_the_delta_table(page, world, artifacts):
-    broker, console = world
+def test_tables_pages_show_the_delta_table(page, pages_world, artifacts):
+    broker, console = pages_world
     table, data = read_table(broker.data / "tables" / "orders")
     page.goto(console.url + "/tables")
     row = page.locator('#tables tr[data-table="orders"]')
@@ -304,8 +298,8 @@ def test_tables_pages_show_the_delta_table(page, world, artifacts):
     screenshot(page, artifacts, "data-docs")
 
 
-def test_schemas_pages_list_the_registry(page, world, artifacts):
-    _broker, console = world
+def test_schemas_pages_list_the_registry(page, pages_world, artifacts):
+    _broker, console = pages_world
     page.goto(console.url + "/schemas")
     assert page.locator('#subjects tr[data-subject="orders-value"] td.versions').inner_text() == "1"
     screenshot(page, artifacts, "schemas")
@@ -313,8 +307,8 @@ def test_schemas_pages_list_the_registry(page, world, artifacts):
     assert '"name": "Order"' in page.locator("pre.schema").inner_text().replace('"name":"Order"', '"name": "Order"')
 
 
-def test_throughput_is_plotted_and_a_missing_topic_is_a_page_not_a_crash(page, world, artifacts):
-    broker, console = world
+def test_throughput_is_plotted_and_a_missing_topic_is_a_page_not_a_crash(page, pages_world, artifacts):
+    broker, console = pages_world
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(30):
         producer.produce("clicks", f"more-{i}".encode(), partition=0)
@@ -329,8 +323,8 @@ def test_throughput_is_plotted_and_a_missing_topic_is_a_page_not_a_crash(page, w
     assert page.goto(console.url + "/healthz").status == 200
 
 
-def test_first_paint_under_500_ms_with_100_topics(page, world, artifacts):
-    broker, console = world
+def test_first_paint_under_500_ms_with_100_topics(page, pages_world, artifacts):
+    broker, console = pages_world
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(f"load-{i:03d}", 1) for i in range(100)]).values():
         future.result(30)

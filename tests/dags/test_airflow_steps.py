@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..lake.conftest import TopicWriter, read_table
+from tests.support.lake import TopicWriter, read_table
 
 pytest.importorskip("airflow.providers.apache.spark", reason="the airflow extra is not installed (bin/_env.sh)")
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 
 from topiclake.lake.metrics.run_metrics import pipeline_runs, textfile_path
 
-from ..lake.conftest import TopicWriter, read_table
+from tests.support.lake import TopicWriter, read_table
 
 pytest.importorskip("airflow.providers.apache.spark", reason="the airflow extra is not installed (bin/_env.sh)")
 

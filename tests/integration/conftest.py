@@ -1,21 +1,21 @@
-"""Fixtures shared by the integration tests."""
+"""Fixtures shared by the integration tests (the session's `registry_broker` is the root conftest's)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .broker_process import BrokerProcess
-from .registry_http import RegistryHTTP
+# the group settings of the consumer-group tests' brokers: quick rebalances, short sessions
+SETTINGS = """
+[groups]
+offsets_topic_partitions = 5
+initial_rebalance_delay_ms = 0
+consumer_session_timeout_ms = 6000
+consumer_heartbeat_interval_ms = 500
+"""
 
-REGISTRY_ARGS = ("--registry-listen", "127.0.0.1:0")
 
-
-@pytest.fixture(scope="session")
-def registry_broker(tmp_path_factory):
-    """One real broker process serving the schema registry, for the registry API and serializer tests
-    (each test uses its own subjects and topics)."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("registry") / "data", args=REGISTRY_ARGS).start(timeout=60)
-    try:
-        yield proc, RegistryHTTP(proc.registry_url())
-    finally:
-        proc.stop()
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("conf") / "topiclake.toml"
+    path.write_text(SETTINGS)
+    return path

@@ -16,10 +16,12 @@ from kio.schema.end_txn.v5 import request as end5
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v12 import request as produce12
 
-from tests.broker.txn import raw
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_group_migration import PARTITIONS, Group, group_type
-from tests.integration.test_groups_clients import config_file, create_topic, produce, wait_for  # noqa: F401
+from tests.support import txn_wire as raw
+from tests.support.broker_process import BrokerProcess
+from tests.integration.group_members import PARTITIONS, Group, group_type
+from tests.support.topics import create_topic
+from tests.support.clients import produce
+from tests.support.waits import wait_for
 from topiclake.client.conn import BrokerConnection
 
 pytestmark = pytest.mark.slow
@@ -40,7 +42,7 @@ def tv2_transaction(bootstrap: str, topic: str) -> None:
         assert (ended.error_code, ended.producer_epoch) == (ErrorCode.none, epoch + 1)
 
 
-def test_admin_clients_describe_the_broker_as_it_is(tmp_path, config_file):  # noqa: F811
+def test_admin_clients_describe_the_broker_as_it_is(tmp_path, config_file):
     data = tmp_path / "data"
     proc = BrokerProcess(data, config=config_file).start()
     group = None
@@ -98,7 +100,8 @@ def test_admin_clients_describe_the_broker_as_it_is(tmp_path, config_file):  # n
 
         group.close("consumer")  # back to a classic group: the classic APIs describe it
         group.settle([4], "the classic member alone")
-        assert wait_for(lambda: group_type(proc.bootstrap, group.group_id) == "CLASSIC", 20, "a classic group")
+        assert wait_for(lambda: group_type(proc.bootstrap, group.group_id) == "CLASSIC", 20, what="a classic group",
+                        interval=0.1)
         classic = kafka_admin.describe_groups([group.group_id])[group.group_id]
         assert (classic["error"], classic["group_state"], classic["protocol_type"], classic["protocol_data"]) == \
             (None, "Stable", "consumer", "range")

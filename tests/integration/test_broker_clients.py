@@ -5,15 +5,12 @@ per partition, with keyed records in the partition the client's partitioner chos
 from __future__ import annotations
 
 import asyncio
-import datetime
-import uuid
 import zlib
 
 import pytest
-from kio.schema.create_topics.v7 import request as create_req
 
-from tests.integration.broker_process import BrokerProcess
-from topiclake.client.conn import BrokerConnection
+from tests.support.broker_process import BrokerProcess
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -23,22 +20,10 @@ COUNT = 90
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def process_broker(tmp_path_factory):
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int = PARTITIONS, **config: str) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-        configs=tuple(create_req.CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in config.items()))
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code.value == 0, result
-    return name
 
 
 def make_records():
@@ -64,11 +49,11 @@ def check(sent: dict[int, list], received: dict[int, list]) -> None:
 # -- confluent-kafka (librdkafka) ------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_confluent_kafka(broker, codec):
+def test_confluent_kafka(process_broker, codec):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    topic = create_topic(broker.bootstrap)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 2,
+    topic = create_topic(process_broker.bootstrap, PARTITIONS)
+    producer = Producer({"bootstrap.servers": process_broker.bootstrap, "compression.type": codec, "linger.ms": 2,
                          "enable.idempotence": True, "acks": "all"})
     sent: dict[int, list] = {}
     reports = []
@@ -82,7 +67,7 @@ def test_confluent_kafka(broker, codec):
             assert msg.partition() == zlib.crc32(key) % PARTITIONS
         sent.setdefault(msg.partition(), []).append((key, value, headers))
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+    consumer = Consumer({"bootstrap.servers": process_broker.bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     received: dict[int, list] = {}
@@ -101,12 +86,12 @@ def test_confluent_kafka(broker, codec):
 # -- kafka-python ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_kafka_python(broker, codec):
+def test_kafka_python(process_broker, codec):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.partitioner.default import murmur2
 
-    topic = create_topic(broker.bootstrap)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=None if codec == "none" else codec,
+    topic = create_topic(process_broker.bootstrap, PARTITIONS)
+    producer = KafkaProducer(bootstrap_servers=process_broker.bootstrap, compression_type=None if codec == "none" else codec,
                              linger_ms=2, acks="all")
     futures = [(producer.send(topic, key=key, value=value, headers=headers), key, value, headers)
                for key, value, headers in make_records()]
@@ -119,7 +104,7 @@ def test_kafka_python(broker, codec):
         sent.setdefault(meta.partition, []).append((key, value, headers))
     producer.close()
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=process_broker.bootstrap, group_id=None, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=10000)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
@@ -138,15 +123,15 @@ def test_kafka_python(broker, codec):
 # -- aiokafka --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_aiokafka(broker, codec):
-    asyncio.run(_aiokafka_round_trip(broker.bootstrap, codec))
+def test_aiokafka(process_broker, codec):
+    asyncio.run(_aiokafka_round_trip(process_broker.bootstrap, codec))
 
 
 async def _aiokafka_round_trip(bootstrap: str, codec: str) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.partitioner import DefaultPartitioner
 
-    topic = create_topic(bootstrap)
+    topic = create_topic(bootstrap, PARTITIONS)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
                                 linger_ms=2, acks="all", enable_idempotence=True)
     await producer.start()

@@ -13,27 +13,12 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
-from tests.integration.test_broker_clients import create_topic
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.topics import create_topic
+from tests.support.clients import consume_all
 
 pytestmark = pytest.mark.slow
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0):
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < expected and time.monotonic() < deadline:
-        msg = consumer.poll(1)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        out.append((msg.offset(), msg.value()))
-    consumer.close()
-    return out
 
 
 def test_kill_9_keeps_every_acknowledged_record(tmp_path):

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess, free_port
-from tests.integration.test_broker_durability import consume_all
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.clients import consume_all
 from topiclake.segments import ownership
 from topiclake.segments.filenames import CLEAN_SHUTDOWN_FILE
 

@@ -5,7 +5,6 @@ KIP-848 protocol, aiokafka, and the `topiclake groups` commands."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 import signal
 import subprocess
@@ -15,69 +14,24 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kio.schema.create_topics.v7 import request as create_req
 from typer.testing import CliRunner
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
+from tests.support.topics import create_topic
+from tests.support.waits import wait_for
+from tests.support.clients import produce
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-SETTINGS = """
-[groups]
-offsets_topic_partitions = 5
-initial_rebalance_delay_ms = 0
-consumer_session_timeout_ms = 6000
-consumer_heartbeat_interval_ms = 500
-"""
 
 
 @pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "topiclake.toml"
-    path.write_text(SETTINGS)
-    return path
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, config_file):
+def groups_broker(tmp_path_factory, config_file):
     proc = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", config=config_file).start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
-    name = name or f"g-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code.value == 0, result
-    return name
-
-
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    for i in range(start, start + per_partition):
-        for p in range(partitions):
-            producer.send(topic, f"{p}:{i}".encode(), partition=p)
-    producer.flush()
-    producer.close()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, detail=None):
-    """Poll `predicate` until it is truthy; `detail()` (if given) says what things looked like at the timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\n{detail()}" if detail else ""))
 
 
 # ------------------------------------------------------------ kafka-python, kill -9
@@ -137,11 +91,11 @@ def ownership_intervals(member: Member, end: float) -> list[tuple[int, float, fl
     return intervals
 
 
-def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
+def test_three_kafka_python_members_survive_a_kill(groups_broker, tmp_path):
     partitions, group = 7, f"kp-{uuid.uuid4().hex[:6]}"
-    topic = create_topic(broker.bootstrap, partitions)
-    produce(broker.bootstrap, topic, partitions, 20)
-    members = [Member(broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
+    topic = create_topic(groups_broker.bootstrap, partitions)
+    produce(groups_broker.bootstrap, topic, partitions, 20)
+    members = [Member(groups_broker.bootstrap, topic, group, tmp_path / f"m{i}.events") for i in range(3)]
 
     def state():
         return "\n".join(m.summary() for m in members)
@@ -149,21 +103,21 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
     try:
         wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2, 3]
                  and set().union(*(m.owned() for m in members)) == set(range(partitions)), 60,
-                 "three members owning 3, 2, 2 partitions", detail=state)
+                 what="three members owning 3, 2, 2 partitions", interval=0.1, detail=state)
         # Records for every member to read in the final generation: on a slow machine one member can
         # start late and be given partitions the others already read to the end (then it commits nothing).
-        produce(broker.bootstrap, topic, partitions, 10, start=20)
-        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, "commits by all",
-                 detail=state)
+        produce(groups_broker.bootstrap, topic, partitions, 10, start=20)
+        wait_for(lambda: all(any(k == "K" for _, k, _a in m.events()) for m in members), 30, what="commits by all",
+                 interval=0.1, detail=state)
         victim = members[0]
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(10)
         killed_at = time.time()
-        produce(broker.bootstrap, topic, partitions, 30, start=30)
+        produce(groups_broker.bootstrap, topic, partitions, 30, start=30)
         survivors = members[1:]
         wait_for(lambda: set().union(*(m.owned() for m in survivors)) == set(range(partitions))
-                 and not (survivors[0].owned() & survivors[1].owned()), 40, "two survivors owning all 7",
-                 detail=state)
+                 and not (survivors[0].owned() & survivors[1].owned()), 40,
+                 what="two survivors owning all 7", interval=0.1, detail=state)
 
         def committed_to_end():
             last = {}
@@ -173,7 +127,7 @@ def test_three_kafka_python_members_survive_a_kill(broker, tmp_path):
                         last[int(args[0])] = max(last.get(int(args[0]), 0), int(args[1]))
             return all(last.get(p) == 60 for p in range(partitions))
 
-        wait_for(committed_to_end, 60, "every partition committed to its end (60)", detail=state)
+        wait_for(committed_to_end, 60, what="every partition committed to its end (60)", interval=0.1, detail=state)
     finally:
         for m in members:
             m.stop()
@@ -237,12 +191,12 @@ def test_committed_offsets_survive_a_broker_crash(tmp_path, config_file):
 
 
 # ------------------------------------------------- confluent-kafka, KIP-848 protocol
-def test_confluent_kafka_consumer_protocol(broker):
+def test_confluent_kafka_consumer_protocol(groups_broker):
     from confluent_kafka import Consumer
 
-    topic = create_topic(broker.bootstrap, 4)
-    produce(broker.bootstrap, topic, 4, 10)
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-{uuid.uuid4().hex[:6]}",
+    topic = create_topic(groups_broker.bootstrap, 4)
+    produce(groups_broker.bootstrap, topic, 4, 10)
+    conf = {"bootstrap.servers": groups_broker.bootstrap, "group.id": f"kip848-{uuid.uuid4().hex[:6]}",
             "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False}
     consumers = [Consumer(conf), Consumer(conf)]
     for c in consumers:
@@ -264,7 +218,7 @@ def test_confluent_kafka_consumer_protocol(broker):
         assert sorted(len(a) for a in assignments) == [2, 2], assignments
         from kio.schema.consumer_group_describe.v0 import request as req
 
-        with BrokerConnection(broker.bootstrap) as client:
+        with BrokerConnection(groups_broker.bootstrap) as client:
             described = client.request(req.ConsumerGroupDescribeRequest(group_ids=(conf["group.id"],),
                                                                         include_authorized_operations=False))
         group = described.groups[0]
@@ -276,7 +230,7 @@ def test_confluent_kafka_consumer_protocol(broker):
             c.close()
 
 
-def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
+def test_kip848_regex_subscription_takes_in_a_topic_created_later(groups_broker):
     """A regex subscription (KIP-848: the broker matches it) gets the topics that match now and,
     within the coordinator's refresh (10 s), one created later; internal topics never match, and
     a regex that would take Python's `re` exponential time is RE2's linear time."""
@@ -284,11 +238,11 @@ def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
     from kio.schema.consumer_group_describe.v0 import request as req
 
     prefix = f"rx{uuid.uuid4().hex[:6]}"
-    first = create_topic(broker.bootstrap, 1, f"{prefix}-first")
-    create_topic(broker.bootstrap, 1, f"other-{prefix}")  # does not match: the regex is anchored
-    create_topic(broker.bootstrap, 1, "a" * 60 + f"-{prefix}")  # ([a-z-]+)+x: hours for Python's re
-    produce(broker.bootstrap, first, 1, 3)
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"kip848-rx-{prefix}", "group.protocol": "consumer",
+    first = create_topic(groups_broker.bootstrap, 1, f"{prefix}-first")
+    create_topic(groups_broker.bootstrap, 1, f"other-{prefix}")  # does not match: the regex is anchored
+    create_topic(groups_broker.bootstrap, 1, "a" * 60 + f"-{prefix}")  # ([a-z-]+)+x: hours for Python's re
+    produce(groups_broker.bootstrap, first, 1, 3)
+    conf = {"bootstrap.servers": groups_broker.bootstrap, "group.id": f"kip848-rx-{prefix}", "group.protocol": "consumer",
             "auto.offset.reset": "earliest"}
     consumer = Consumer(conf)
     consumer.subscribe([f"^({prefix}-.*|__consumer_offsets|([a-z-]+)+x)"])
@@ -304,12 +258,12 @@ def test_kip848_regex_subscription_takes_in_a_topic_created_later(broker):
     try:
         poll_until(lambda: got.get(first) == 3, 30)
         assert got == {first: 3}
-        later = create_topic(broker.bootstrap, 2, f"{prefix}-later")
-        produce(broker.bootstrap, later, 2, 2)
+        later = create_topic(groups_broker.bootstrap, 2, f"{prefix}-later")
+        produce(groups_broker.bootstrap, later, 2, 2)
         poll_until(lambda: got.get(later) == 4, 40)
         assert got == {first: 3, later: 4}
         assert {tp.topic for tp in consumer.assignment()} == {first, later}
-        with BrokerConnection(broker.bootstrap) as client:
+        with BrokerConnection(groups_broker.bootstrap) as client:
             [member] = client.request(req.ConsumerGroupDescribeRequest(
                 group_ids=(conf["group.id"],), include_authorized_operations=False)).groups[0].members
         assert f"^({prefix}-.*|" in member.subscribed_topic_regex  # librdkafka wraps it: "(^...)"
@@ -352,7 +306,7 @@ def test_kip848_member_keeps_its_assignment_across_broker_restarts(tmp_path, con
             def step():
                 consumer.poll(0.1)
                 return predicate()
-            return wait_for(step, timeout, what, interval=0, detail=lambda: f"events {events}\n{proc.log()}")
+            return wait_for(step, timeout, what=what, interval=0, detail=lambda: f"events {events}\n{proc.log()}")
 
         def described_member(min_epoch: int = 1):
             group = _describe_consumer_group(proc.bootstrap, group_id)
@@ -395,15 +349,15 @@ def cli(*args: str):
     return CliRunner().invoke(app, ["groups", *args])
 
 
-def test_aiokafka_group_and_groups_cli(broker):
+def test_aiokafka_group_and_groups_cli(groups_broker):
     from aiokafka import AIOKafkaConsumer
 
-    topic = create_topic(broker.bootstrap, 3)
-    produce(broker.bootstrap, topic, 3, 10)
+    topic = create_topic(groups_broker.bootstrap, 3)
+    produce(groups_broker.bootstrap, topic, 3, 10)
     group = f"aio-{uuid.uuid4().hex[:6]}"
 
     async def consume_some():
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=groups_broker.bootstrap, group_id=group,
                                     enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
         try:
@@ -415,8 +369,8 @@ def test_aiokafka_group_and_groups_cli(broker):
             from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
             await consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(7, "") for p in range(3)})
-            out = cli("describe", group, "--bootstrap", broker.bootstrap)
-            lag = cli("lag", group, "--bootstrap", broker.bootstrap)
+            out = cli("describe", group, "--bootstrap", groups_broker.bootstrap)
+            lag = cli("lag", group, "--bootstrap", groups_broker.bootstrap)
             return seen, out, lag
         finally:
             await consumer.stop()
@@ -430,14 +384,14 @@ def test_aiokafka_group_and_groups_cli(broker):
     rows = [line.split() for line in lag.output.splitlines() if line.startswith(topic)]
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(str(p), "7", "10", "3") for p in range(3)]
 
-    listed = cli("list", "--bootstrap", broker.bootstrap)
+    listed = cli("list", "--bootstrap", groups_broker.bootstrap)
     assert any(line.split()[:3] == [group, "classic", "Empty"] for line in listed.output.splitlines()), listed.output
-    dry = cli("reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", broker.bootstrap)
+    dry = cli("reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", groups_broker.bootstrap)
     assert dry.exit_code == 0 and "Dry run" in dry.output, dry.output
-    assert "7" in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()[1].split()[2]
+    assert "7" in cli("lag", group, "--bootstrap", groups_broker.bootstrap).output.splitlines()[1].split()[2]
     done = cli("reset-offsets", group, "--topic", topic, "--to-offset", "4", "--execute", "--bootstrap",
-               broker.bootstrap)
+               groups_broker.bootstrap)
     assert done.exit_code == 0, done.output
-    rows = [line.split() for line in cli("lag", group, "--bootstrap", broker.bootstrap).output.splitlines()
+    rows = [line.split() for line in cli("lag", group, "--bootstrap", groups_broker.bootstrap).output.splitlines()
             if line.startswith(topic)]
     assert [(r[2], r[4]) for r in rows] == [("4", "6")] * 3

@@ -17,8 +17,9 @@ from topiclake.lake.table.delta import app_id
 from topiclake.lake.table.location import discover_tables
 from topiclake.segments.storage import StorageLayout
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
-from .broker_process import REPO, BrokerProcess
+from tests.support.lake import read_table
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ GROUP = f"topiclake-ingest-{TOPIC}"
 
 
 @pytest.fixture
-def broker(tmp_path):
+def lake_broker(tmp_path):
     b = BrokerProcess(tmp_path / "data").start()
     yield b
     if b.proc.poll() is None:
@@ -86,12 +87,12 @@ def produce(bootstrap: str) -> list[tuple]:
     return committed + after
 
 
-def test_end_to_end_with_a_real_broker(spark, broker, tmp_path):  # noqa: F811
-    root = broker.data
-    expected = sorted(produce(broker.bootstrap))
+def test_end_to_end_with_a_real_broker(spark, lake_broker, tmp_path):
+    root = lake_broker.data
+    expected = sorted(produce(lake_broker.bootstrap))
     assert len(expected) == 31 + 6 + 3
 
-    result = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=broker.bootstrap))
+    result = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=lake_broker.bootstrap))
     outcome = result.tables[0]
     assert outcome.version == 0 and result.records == len(expected)
     assert outcome.quality.success and outcome.mirror.ok, outcome.mirror.describe()
@@ -115,18 +116,18 @@ def test_end_to_end_with_a_real_broker(spark, broker, tmp_path):  # noqa: F811
     # The group's offsets: in the Delta log, and mirrored into the broker's __consumer_offsets
     ends = {p: table.transaction_version(app_id(GROUP, TOPIC, p)) for p in range(PARTITIONS)}
     assert ends == {p: 1 + max(e[1] for e in expected if e[0] == p) for p in range(PARTITIONS)}  # data ends each
-    assert broker_offsets(broker.bootstrap) == ends
+    assert broker_offsets(lake_broker.bootstrap) == ends
     lag = subprocess.run([sys.executable, "-m", "topiclake.cli", "groups", "lag", GROUP, "--bootstrap",
-                          broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
+                          lake_broker.bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert lag.returncode == 0, lag.stderr
     rows = [line.split() for line in lag.stdout.splitlines()[1:] if line.strip()]
     assert {(int(r[1]), int(r[2]), int(r[4])) for r in rows} == {(p, ends[p], 0) for p in range(PARTITIONS)}
 
     # Nothing new: nothing committed; the broker going away is a warning, not a failure
-    again = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=broker.bootstrap))
+    again = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=lake_broker.bootstrap))
     assert again.tables[0].version is None and again.tables[0].mirror.ok
-    broker.stop()
-    down = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=broker.bootstrap, mirror_timeout_s=2))
+    lake_broker.stop()
+    down = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=lake_broker.bootstrap, mirror_timeout_s=2))
     assert down.tables[0].version is None and "unreachable" in down.tables[0].mirror.error
     assert read_table(root / "tables" / TOPIC)[0].version() == 0
 

@@ -22,7 +22,7 @@ import pytest
 
 from topiclake.lake.spark.package import build_pyfiles
 
-from ..lake.conftest import TopicWriter, read_table
+from tests.support.lake import TopicWriter, read_table
 
 pytestmark = pytest.mark.slow
 

@@ -26,8 +26,9 @@ import pytest
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the shared Spark session fixture)
-from .broker_process import REPO, BrokerProcess
+from tests.support.lake import read_table
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,7 @@ class Producing(threading.Thread):
         self.producer.flush(30)
 
 
-def test_sigkill_at_random_points_while_producing(spark, tmp_path):  # noqa: F811
+def test_sigkill_at_random_points_while_producing(spark, tmp_path):
     seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
     rng = random.Random(seed)
     print(f"KILL_SEED={seed}")

@@ -19,7 +19,7 @@ import pytest
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..lake.conftest import TopicWriter, read_table, spark  # noqa: F401  (the shared Spark session fixture)
+from tests.support.lake import TopicWriter, read_table
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +123,7 @@ def test_ctrl_c_in_a_spark_submitted_ingest(tmp_path):
     assert not (table / "_delta_log").exists()
 
 
-def test_ctrl_c_in_a_backfill(spark, tmp_path):  # noqa: F811
+def test_ctrl_c_in_a_backfill(spark, tmp_path):
     make_topic(tmp_path, 100)
     ingest(spark, IngestOptions(topics=("clicks",), root=tmp_path, bootstrap="none"))
     table = tmp_path / "tables" / "clicks"

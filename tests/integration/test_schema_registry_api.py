@@ -10,7 +10,7 @@ import uuid
 import pytest
 from google.protobuf import descriptor_pb2
 
-from .registry_http import subject_path
+from tests.support.registry_http import subject_path
 
 AVRO_V1 = json.dumps({"type": "record", "name": "User", "namespace": "t",
                       "fields": [{"name": "name", "type": "string"}]})

@@ -11,9 +11,8 @@ import pytest
 
 from topiclake.registry.log_replay import load_state
 
-from .broker_process import BrokerProcess
-from .conftest import REGISTRY_ARGS
-from .registry_http import RegistryHTTP
+from tests.support.broker_process import BrokerProcess
+from tests.support.registry_http import REGISTRY_ARGS, RegistryHTTP
 
 pytestmark = pytest.mark.slow
 

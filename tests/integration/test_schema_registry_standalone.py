@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from .broker_process import REPO, BrokerProcess
-from .conftest import REGISTRY_ARGS
-from .registry_http import RegistryHTTP
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.registry_http import REGISTRY_ARGS, RegistryHTTP
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
-from .broker_process import REPO
-from .secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.paths import REPO
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def acl_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security-acls")
     certs = make_certificates(tmp / "certs")
     toml = '[registry]\nlisten = "127.0.0.1:0"\n' + security_toml(certs, authorizer='"acl"', super_users='["User:admin"]')
@@ -66,8 +66,8 @@ def _new_topic(name):
     return NewTopic(name, 1)
 
 
-def sasl(broker, user: str, password: str | None = None, **extra) -> dict:
-    return {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+def sasl(acl_broker, user: str, password: str | None = None, **extra) -> dict:
+    return {"bootstrap.servers": acl_broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
             "sasl.password": password or USERS[user], **extra}
 
@@ -124,14 +124,14 @@ def acl(resource_type, name, principal, operation, permission=AclPermissionType.
     return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
 
 
-def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(broker):
-    bob = sasl(broker, "bob")
-    admin = AdminClient(sasl(broker, "admin"))
+def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(acl_broker):
+    bob = sasl(acl_broker, "bob")
+    admin = AdminClient(sasl(acl_broker, "admin"))
     assert produce_error(bob, "orders").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert consume_error(bob, "orders", "g-bob")[1].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     assert describe_error(bob, "orders").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "orders" not in AdminClient(bob).list_topics(timeout=10).topics  # Metadata hides it
-    _assert_each_api_refuses(broker)
+    _assert_each_api_refuses(acl_broker)
 
     grants = [acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.WRITE),
               acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.READ),
@@ -147,9 +147,9 @@ def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(broker):
     assert set(AdminClient(bob).list_topics(timeout=10).topics) == {"orders"}
 
     # ListGroups hides the groups bob may not describe.
-    assert commit_error(sasl(broker, "admin"), "orders", "g-admin") is None
-    assert _listed_groups(broker, "admin") >= {"g-admin", "g-bob"}
-    assert _listed_groups(broker, "bob") == {"g-bob"}
+    assert commit_error(sasl(acl_broker, "admin"), "orders", "g-admin") is None
+    assert _listed_groups(acl_broker, "admin") >= {"g-admin", "g-bob"}
+    assert _listed_groups(acl_broker, "bob") == {"g-bob"}
 
     deny = acl(ResourceType.TOPIC, "ord", "User:bob", AclOperation.READ, AclPermissionType.DENY,
                ResourcePatternType.PREFIXED)
@@ -165,18 +165,18 @@ def test_no_acl_no_access_then_granted_without_restart_and_deny_wins(broker):
          (ResourceType.GROUP.value, AclOperation.READ.value)])
 
 
-def _listed_groups(broker, user: str) -> set[str]:
+def _listed_groups(acl_broker, user: str) -> set[str]:
     from kio.schema.list_groups.v4 import request as lg
 
     from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(acl_broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user])) as client:
         return {g.group_id for g in client.request(lg.ListGroupsRequest(states_filter=())).groups}
 
 
-def _assert_each_api_refuses(broker):
+def _assert_each_api_refuses(acl_broker):
     """The broker's own answers to bob, API by API (what the clients above turned into errors)."""
     from kio.schema.fetch.v12 import request as fe
     from kio.schema.list_offsets.v7 import request as lo
@@ -186,7 +186,7 @@ def _assert_each_api_refuses(broker):
     from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(acl_broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
         fetched = bob.request(fe.FetchRequest(
             replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
@@ -208,7 +208,7 @@ def _assert_each_api_refuses(broker):
         assert offsets.error_code.name == "group_authorization_failed"
 
 
-def _share_api_codes(broker) -> dict[str, str]:
+def _share_api_codes(acl_broker) -> dict[str, str]:
     """bob's answers from the share-group APIs, by what was asked (READ on group s-bob only)."""
     from kio.schema.consumer_group_heartbeat.v1 import request as chb
     from kio.schema.delete_share_group_offsets.v0 import request as dso
@@ -220,7 +220,7 @@ def _share_api_codes(broker) -> dict[str, str]:
     from topiclake.security.client_config import ClientSecurity
 
     codes = {}
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
+    with BrokerConnection(acl_broker.address("SASL_PLAINTEXT"), timeout=10,
                         security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", USERS["bob"])) as bob:
         for group in ("s-bob", "s-carol"):
             beat = bob.request(hb.ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=0,
@@ -244,14 +244,14 @@ def _share_api_codes(broker) -> dict[str, str]:
     return codes
 
 
-def _share_poll(broker, user: str, group: str, topic: str, seconds: float = 15) -> tuple[list, list]:
+def _share_poll(acl_broker, user: str, group: str, topic: str, seconds: float = 15) -> tuple[list, list]:
     """(records, errors) a ShareConsumer of `user` gets within `seconds` (errors end the wait). A
     share group starts at the log end (share.auto.offset.reset=latest): admin produces while it polls."""
     from confluent_kafka import ShareConsumer
 
-    sc = ShareConsumer({**sasl(broker, user), "group.id": group})
+    sc = ShareConsumer({**sasl(acl_broker, user), "group.id": group})
     sc.subscribe([topic])
-    producer = Producer(sasl(broker, "admin"))
+    producer = Producer(sasl(acl_broker, "admin"))
     got, errors = [], []
     try:
         deadline = time.monotonic() + seconds
@@ -268,17 +268,17 @@ def _share_poll(broker, user: str, group: str, topic: str, seconds: float = 15) 
     return got, errors
 
 
-def test_share_groups_need_read_on_the_group_and_the_topic(broker):
-    got, errors = _share_poll(broker, "bob", "s-bob", "other")
+def test_share_groups_need_read_on_the_group_and_the_topic(acl_broker):
+    got, errors = _share_poll(acl_broker, "bob", "s-bob", "other")
     assert not got and errors and errors[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, errors
 
-    admin = AdminClient(sasl(broker, "admin"))
+    admin = AdminClient(sasl(acl_broker, "admin"))
     grant = acl(ResourceType.GROUP, "s-bob", "User:bob", AclOperation.READ)
     admin.create_acls([grant])[grant].result(10)
     # The heartbeat answers TOPIC_AUTHORIZATION_FAILED; librdkafka keeps it to itself and retries.
-    got, errors = _share_poll(broker, "bob", "s-bob", "other", seconds=6)
+    got, errors = _share_poll(acl_broker, "bob", "s-bob", "other", seconds=6)
     assert not got and all(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
-    assert _share_api_codes(broker) == {"heartbeat s-bob": "topic_authorization_failed",
+    assert _share_api_codes(acl_broker) == {"heartbeat s-bob": "topic_authorization_failed",
                                         "heartbeat s-carol": "group_authorization_failed",
                                         "describe s-bob": "group_id_not_found", "describe s-carol": "group_authorization_failed",
                                         "offsets s-bob other": "topic_authorization_failed",
@@ -287,35 +287,35 @@ def test_share_groups_need_read_on_the_group_and_the_topic(broker):
 
     grant = acl(ResourceType.TOPIC, "other", "User:bob", AclOperation.READ)
     admin.create_acls([grant])[grant].result(10)
-    got, errors = _share_poll(broker, "bob", "s-bob", "other")
+    got, errors = _share_poll(acl_broker, "bob", "s-bob", "other")
     assert got and set(got) == {b"shared"} and not errors
 
 
-def test_a_client_certificate_subject_is_the_principal(broker):
-    certs = broker.certs
-    tls = {"bootstrap.servers": broker.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+def test_a_client_certificate_subject_is_the_principal(acl_broker):
+    certs = acl_broker.certs
+    tls = {"bootstrap.servers": acl_broker.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
     with_cert = {**tls, "ssl.certificate.location": str(certs.client_cert),
                  "ssl.key.location": str(certs.client_key)}
     assert produce_error(with_cert, "other").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     grant = acl(ResourceType.TOPIC, "other", certs.client_principal, AclOperation.WRITE)
-    admin = AdminClient(sasl(broker, "admin"))
+    admin = AdminClient(sasl(acl_broker, "admin"))
     admin.create_acls([grant])[grant].result(10)
     assert produce_error(with_cert, "other") is None
     assert produce_error(tls, "other").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # no certificate: ANONYMOUS
 
 
-def test_scram_credentials_through_the_admin_api(broker):
-    admin = AdminClient(sasl(broker, "admin"))
+def test_scram_credentials_through_the_admin_api(acl_broker):
+    admin = AdminClient(sasl(acl_broker, "admin"))
     carol = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                          b"carol-secret")
     admin.alter_user_scram_credentials([carol])["carol"].result(10)
     described = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
     assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 8192)]
-    carol_conf = sasl(broker, "carol", "carol-secret", **{"sasl.mechanism": "SCRAM-SHA-512"})
+    carol_conf = sasl(acl_broker, "carol", "carol-secret", **{"sasl.mechanism": "SCRAM-SHA-512"})
     assert AdminClient(carol_conf).list_topics(timeout=10).topics == {}  # logged in; may describe nothing
     with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
-        bob = AdminClient(sasl(broker, "bob"))
+        bob = AdminClient(sasl(acl_broker, "bob"))
         bob.describe_user_scram_credentials(["carol"])["carol"].result(10)
 
 
@@ -327,43 +327,43 @@ def _cli(*args, check=True) -> subprocess.CompletedProcess:
     return result
 
 
-def test_cli_over_the_protocol_and_offline_acls_take_effect_at_once(broker):
-    props = broker.tmp / "admin.properties"
+def test_cli_over_the_protocol_and_offline_acls_take_effect_at_once(acl_broker):
+    props = acl_broker.tmp / "admin.properties"
     props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
                      "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" "
                      f"password=\"{USERS['admin']}\";\n")
-    remote = ("--bootstrap", broker.address("SASL_PLAINTEXT"), "--command-config", str(props))
+    remote = ("--bootstrap", acl_broker.address("SASL_PLAINTEXT"), "--command-config", str(props))
     _cli("users", "set", "dave", "--password", "dave-secret", "--mechanism", "SCRAM-SHA-256", *remote)
     assert "dave\tSCRAM-SHA-256 (4096)" in _cli("users", "list", *remote).stdout
     _cli("acls", "add", "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "other", *remote)
     listed = _cli("acls", "list", "--topic", "other", *remote).stdout
     assert "(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed
 
-    dave = sasl(broker, "dave", "dave-secret")
+    dave = sasl(acl_broker, "dave", "dave-secret")
     assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other"}
     # Offline, on the storage root of the running broker: effective at once.
     _cli("acls", "add", "--allow-principal", "User:dave", "--operation", "Describe", "--topic", "orders",
-         "--data", str(broker.data))
+         "--data", str(acl_broker.data))
     assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other", "orders"}
-    _cli("acls", "remove", "--principal", "User:dave", "--topic", "orders", "--data", str(broker.data))
+    _cli("acls", "remove", "--principal", "User:dave", "--topic", "orders", "--data", str(acl_broker.data))
     assert set(AdminClient(dave).list_topics(timeout=10).topics) == {"other"}
 
-    refused = _cli("topics", "delete", "other", "--bootstrap", broker.address("SASL_PLAINTEXT"),
-                   "--command-config", str(_props(broker, "dave", "dave-secret")), check=False)
+    refused = _cli("topics", "delete", "other", "--bootstrap", acl_broker.address("SASL_PLAINTEXT"),
+                   "--command-config", str(_props(acl_broker, "dave", "dave-secret")), check=False)
     assert refused.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr
-    wrong = _cli("topics", "list", "--bootstrap", broker.address("SASL_PLAINTEXT"), "--command-config",
-                 str(_props(broker, "dave", "nope")), check=False)
+    wrong = _cli("topics", "list", "--bootstrap", acl_broker.address("SASL_PLAINTEXT"), "--command-config",
+                 str(_props(acl_broker, "dave", "nope")), check=False)
     assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1 and "refused the login of 'dave'" in wrong.stderr
 
 
-def _props(broker, user, password):
-    path = broker.tmp / f"{user}-{password}.properties"
+def _props(acl_broker, user, password):
+    path = acl_broker.tmp / f"{user}-{password}.properties"
     path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username={user}\n"
                     f"sasl.password={password}\n")
     return path
 
 
-def test_quotas_count_the_authenticated_user(broker):
+def test_quotas_count_the_authenticated_user(acl_broker):
     from kio.schema.alter_client_quotas.v1 import request as aq
     from kio.schema.produce.v9 import request as pr
 
@@ -372,10 +372,10 @@ def test_quotas_count_the_authenticated_user(broker):
     from topiclake.segments.batch import Record, build_batch
 
     def client(user):
-        return BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
+        return BrokerConnection(acl_broker.address("SASL_PLAINTEXT"), timeout=10,
                               security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
 
-    admin_client = AdminClient(sasl(broker, "admin"))
+    admin_client = AdminClient(sasl(acl_broker, "admin"))
     grant = acl(ResourceType.TOPIC, "orders", "User:bob", AclOperation.WRITE)
     admin_client.create_acls([grant])[grant].result(10)
     with client("admin") as admin:
@@ -399,11 +399,11 @@ def test_quotas_count_the_authenticated_user(broker):
     assert throttle_ms("admin") == 0
 
 
-def test_the_schema_registry_takes_basic_auth_with_the_same_users(broker):
+def test_the_schema_registry_takes_basic_auth_with_the_same_users(acl_broker):
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    url = broker.registry_url()
+    url = acl_broker.registry_url()
     schema = Schema('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}', "AVRO")
     bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": f"bob:{USERS['bob']}"})
     assert bob.register_schema("orders-value", schema) >= 1
@@ -414,13 +414,13 @@ def test_the_schema_registry_takes_basic_auth_with_the_same_users(broker):
         assert refused.value.http_status_code == 401
 
 
-def test_the_offsets_mirror_authenticates_as_its_client_config(broker):
+def test_the_offsets_mirror_authenticates_as_its_client_config(acl_broker):
     from topiclake.lake.runs.mirror import find_bootstrap, mirror_offsets
     from topiclake.security.client_config import ClientSecurity
     from topiclake.segments.storage import StorageLayout
 
-    bootstrap, _source = find_bootstrap(StorageLayout(broker.data), None, protocol="SASL_PLAINTEXT")
-    assert bootstrap == broker.address("SASL_PLAINTEXT")  # the registered endpoint for its protocol
+    bootstrap, _source = find_bootstrap(StorageLayout(acl_broker.data), None, protocol="SASL_PLAINTEXT")
+    assert bootstrap == acl_broker.address("SASL_PLAINTEXT")  # the registered endpoint for its protocol
     as_admin = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", USERS["admin"])
     assert mirror_offsets(bootstrap, "lake-group", {("orders", 0): 2}, security=as_admin, timeout_s=10).ok
     as_bob = ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", USERS["bob"])
@@ -454,7 +454,7 @@ ssl_client_auth = "required"
         proc.stop()
 
 
-def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_path):
+def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(acl_broker, tmp_path):
     """`topiclake registry start` reaches _schemas over SASL (--command-config) and takes HTTP basic
     auth with the storage root's users (--users-from), as the broker's own registry does."""
     import base64
@@ -470,8 +470,8 @@ def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_p
     log = tmp_path / "registry.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "topiclake.cli", "registry", "start", "--bootstrap",
-                                 broker.address("SASL_PLAINTEXT"), "--listen", "127.0.0.1:0", "--command-config",
-                                 str(properties), "--users-from", str(broker.data)],
+                                 acl_broker.address("SASL_PLAINTEXT"), "--listen", "127.0.0.1:0", "--command-config",
+                                 str(properties), "--users-from", str(acl_broker.data)],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         deadline, url = time.monotonic() + 60, None
@@ -502,7 +502,7 @@ def test_a_standalone_registry_on_a_sasl_listener_takes_basic_auth(broker, tmp_p
         assert proc.wait(30) == 0
 
 
-def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_partition(broker):
+def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_partition(acl_broker):
     """KafkaApis answers TOPIC_AUTHORIZATION_FAILED for each partition of a topic the member may not
     read and serves the rest; it asks on every request, for every partition of the share session."""
     from kio.schema.describe_share_group_offsets.v0 import request as ds
@@ -514,7 +514,7 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
     from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
-    admin = AdminClient(sasl(broker, "admin"))
+    admin = AdminClient(sasl(acl_broker, "admin"))
     admin.create_topics([_new_topic("share-open"), _new_topic("share-closed")])["share-closed"].result(10)
     grants = [acl(ResourceType.GROUP, "s-pp", "User:bob", AclOperation.READ),
               acl(ResourceType.TOPIC, "share-open", "User:bob", AclOperation.READ)]
@@ -522,7 +522,7 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
         future.result(10)
 
     def as_user(user):
-        return BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
+        return BrokerConnection(acl_broker.address("SASL_PLAINTEXT"), timeout=10,
                               security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", user, USERS[user]))
 
     with as_user("admin") as c:
@@ -550,7 +550,7 @@ def test_a_share_fetch_serves_the_readable_topics_and_refuses_the_others_per_par
         opened = fetch(bob, 0)  # opens the session with both topics
         assert {n: p.error_code for n, p in opened.items()} == {
             "share-open": ErrorCode.none, "share-closed": ErrorCode.topic_authorization_failed}
-        producer = Producer(sasl(broker, "admin"))
+        producer = Producer(sasl(acl_broker, "admin"))
         for topic in ids:
             producer.produce(topic, topic.encode())
         assert producer.flush(10) == 0

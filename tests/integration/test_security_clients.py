@@ -22,7 +22,7 @@ from topiclake.broker import wire
 from topiclake.client.conn import AuthenticationError, BrokerConnection
 from topiclake.security.client_config import ClientSecurity
 
-from .secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ SETUPS = {  # name: (listener, mechanism)
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def secure_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security-clients")
     certs = make_certificates(tmp / "certs")
     toml = security_toml(certs)
@@ -52,14 +52,14 @@ def broker(tmp_path_factory):
 
 
 # ------------------------------------------------------------------ the three clients
-def confluent_roundtrip(broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
+def confluent_roundtrip(secure_broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    conf = {"bootstrap.servers": broker.address(protocol), "security.protocol": protocol}
+    conf = {"bootstrap.servers": secure_broker.address(protocol), "security.protocol": protocol}
     if mechanism:
         conf.update({"sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": password})
     if "SSL" in protocol:
-        conf["ssl.ca.location"] = str(broker.certs.ca)
+        conf["ssl.ca.location"] = str(secure_broker.certs.ca)
     errors = []
     producer = Producer({**conf, "message.timeout.ms": 8000, "error_cb": errors.append})
     for i in range(3):
@@ -81,20 +81,20 @@ def confluent_roundtrip(broker, protocol, mechanism, password, topic, group) -> 
         consumer.close()
 
 
-def kafka_python_conf(broker, protocol, mechanism, password) -> dict:
-    conf = {"bootstrap_servers": broker.address(protocol), "security_protocol": protocol,
+def kafka_python_conf(secure_broker, protocol, mechanism, password) -> dict:
+    conf = {"bootstrap_servers": secure_broker.address(protocol), "security_protocol": protocol,
             "request_timeout_ms": 15000}
     if mechanism:
         conf.update(sasl_mechanism=mechanism, sasl_plain_username=USER, sasl_plain_password=password)
     if "SSL" in protocol:
-        conf.update(ssl_cafile=str(broker.certs.ca), ssl_check_hostname=True)
+        conf.update(ssl_cafile=str(secure_broker.certs.ca), ssl_check_hostname=True)
     return conf
 
 
-def kafka_python_roundtrip(broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
+def kafka_python_roundtrip(secure_broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    conf = kafka_python_conf(broker, protocol, mechanism, password)
+    conf = kafka_python_conf(secure_broker, protocol, mechanism, password)
     producer = KafkaProducer(**conf)
     for i in range(3):
         producer.send(topic, f"v{i}".encode()).get(timeout=20)
@@ -113,23 +113,23 @@ def kafka_python_roundtrip(broker, protocol, mechanism, password, topic, group) 
         consumer.close()
 
 
-def aiokafka_conf(broker, protocol, mechanism, password) -> dict:
+def aiokafka_conf(secure_broker, protocol, mechanism, password) -> dict:
     from aiokafka.helpers import create_ssl_context
 
-    conf = {"bootstrap_servers": broker.address(protocol), "security_protocol": protocol,
+    conf = {"bootstrap_servers": secure_broker.address(protocol), "security_protocol": protocol,
             "request_timeout_ms": 15000}
     if mechanism:
         conf.update(sasl_mechanism=mechanism, sasl_plain_username=USER, sasl_plain_password=password)
     if "SSL" in protocol:
-        conf["ssl_context"] = create_ssl_context(cafile=str(broker.certs.ca))
+        conf["ssl_context"] = create_ssl_context(cafile=str(secure_broker.certs.ca))
     return conf
 
 
-def aiokafka_roundtrip(broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
+def aiokafka_roundtrip(secure_broker, protocol, mechanism, password, topic, group) -> tuple[list[bytes], int]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     async def run():
-        conf = aiokafka_conf(broker, protocol, mechanism, password)
+        conf = aiokafka_conf(secure_broker, protocol, mechanism, password)
         producer = AIOKafkaProducer(**conf)
         await producer.start()
         try:
@@ -159,19 +159,19 @@ CLIENTS = {"confluent": confluent_roundtrip, "kafka-python": kafka_python_roundt
 
 @pytest.mark.parametrize("setup", list(SETUPS))
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_client_produces_consumes_and_commits(broker, client, setup):
+def test_client_produces_consumes_and_commits(secure_broker, client, setup):
     protocol, mechanism = SETUPS[setup]
     topic, group = f"t-{client}-{setup}", f"g-{client}-{setup}"
-    got, committed = CLIENTS[client](broker, protocol, mechanism, PASSWORD, topic, group)
+    got, committed = CLIENTS[client](secure_broker, protocol, mechanism, PASSWORD, topic, group)
     assert got == [b"v0", b"v1", b"v2"]
     assert committed == 3
 
 
-def test_a_wrong_password_fails_for_every_client(broker):
+def test_a_wrong_password_fails_for_every_client(secure_broker):
     from confluent_kafka import KafkaError, Producer
 
     errors = []
-    producer = Producer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+    producer = Producer({"bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": USER, "sasl.password": "wrong",
                          "error_cb": errors.append, "message.timeout.ms": 3000})
     producer.produce("never", b"x")
@@ -184,13 +184,13 @@ def test_a_wrong_password_fails_for_every_client(broker):
     from kafka import KafkaProducer
 
     with pytest.raises(kafka.errors.KafkaError):  # it retries bootstrap until bootstrap_timeout_ms
-        KafkaProducer(**{**kafka_python_conf(broker, "SASL_PLAINTEXT", "SCRAM-SHA-512", "wrong"),
+        KafkaProducer(**{**kafka_python_conf(secure_broker, "SASL_PLAINTEXT", "SCRAM-SHA-512", "wrong"),
                          "bootstrap_timeout_ms": 3000})
 
     from aiokafka import AIOKafkaProducer
 
     async def aio():
-        conf = {**aiokafka_conf(broker, "SASL_SSL", "PLAIN", "wrong"), "request_timeout_ms": 3000}
+        conf = {**aiokafka_conf(secure_broker, "SASL_SSL", "PLAIN", "wrong"), "request_timeout_ms": 3000}
         producer = AIOKafkaProducer(**conf)
         try:
             await producer.start()
@@ -201,16 +201,16 @@ def test_a_wrong_password_fails_for_every_client(broker):
 
     with pytest.raises(KafkaConnectionError):  # "Unable to bootstrap", the SASL error logged before it
         asyncio.run(aio())
-    log = broker.log_path.read_text()
+    log = secure_broker.log_path.read_text()
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"):
         assert f"failed authentication with 127.0.0.1:" in log and f"({mechanism}, user 'alice')" in log
 
 
 # ------------------------------------------------------------------------- bad input
-def _security(protocol: str, broker, mechanism: str | None = "SCRAM-SHA-256", password: str = PASSWORD):
+def _security(protocol: str, secure_broker, mechanism: str | None = "SCRAM-SHA-256", password: str = PASSWORD):
     return ClientSecurity(security_protocol=protocol, sasl_mechanism=mechanism if "SASL" in protocol else None,
                           sasl_username=USER if "SASL" in protocol else None,
-                          sasl_password=password if "SASL" in protocol else None, ssl_cafile=str(broker.certs.ca))
+                          sasl_password=password if "SASL" in protocol else None, ssl_cafile=str(secure_broker.certs.ca))
 
 
 def _api_versions_ok(address: str, security: ClientSecurity) -> bool:
@@ -221,60 +221,60 @@ def _api_versions_ok(address: str, security: ClientSecurity) -> bool:
         return answer.error_code.value == 0
 
 
-def _wait_for_log(broker, text: str, timeout: float = 5.0) -> None:
+def _wait_for_log(secure_broker, text: str, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while text not in broker.log_path.read_text():
+    while text not in secure_broker.log_path.read_text():
         assert time.monotonic() < deadline, f"{text!r} not logged"
         time.sleep(0.05)
 
 
-def test_plaintext_client_on_the_tls_port_and_tls_client_on_the_plaintext_port(broker):
+def test_plaintext_client_on_the_tls_port_and_tls_client_on_the_plaintext_port(secure_broker):
     with pytest.raises(OSError):  # the broker closes it at the TLS handshake
-        _api_versions_ok(broker.address("SSL"), ClientSecurity())
-    _wait_for_log(broker, "does not speak TLS (a plaintext client on an SSL listener?)")
+        _api_versions_ok(secure_broker.address("SSL"), ClientSecurity())
+    _wait_for_log(secure_broker, "does not speak TLS (a plaintext client on an SSL listener?)")
     with pytest.raises(OSError):
-        _api_versions_ok(broker.address("PLAINTEXT"), _security("SSL", broker))
-    _wait_for_log(broker, "a TLS handshake on the PLAINTEXT listener")
-    assert _api_versions_ok(broker.address("SSL"), _security("SSL", broker))  # the right way still works
+        _api_versions_ok(secure_broker.address("PLAINTEXT"), _security("SSL", secure_broker))
+    _wait_for_log(secure_broker, "a TLS handshake on the PLAINTEXT listener")
+    assert _api_versions_ok(secure_broker.address("SSL"), _security("SSL", secure_broker))  # the right way still works
 
 
-def test_unknown_mechanism_and_requests_before_authentication(broker):
+def test_unknown_mechanism_and_requests_before_authentication(secure_broker):
     from kio.schema.metadata.v12 import request as md
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         answer = client.request(SaslHandshakeRequest(mechanism="GSSAPI"))
         assert answer.error_code.name == "unsupported_sasl_mechanism"
         assert set(answer.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         with pytest.raises(ConnectionError):  # Metadata before SaslHandshake: closed, as Kafka does
             client.request(md.MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                               include_topic_authorized_operations=False))
-    _wait_for_log(broker, "before SASL authentication on the SASL_PLAINTEXT listener")
+    _wait_for_log(secure_broker, "before SASL authentication on the SASL_PLAINTEXT listener")
     with pytest.raises(AuthenticationError, match="invalid credentials"):  # the CLI's client says why
-        BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10,
-                       security=_security("SASL_PLAINTEXT", broker, "SCRAM-SHA-512", password="wrong"))
-    assert _api_versions_ok(broker.address("SASL_PLAINTEXT"), _security("SASL_PLAINTEXT", broker))
+        BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10,
+                       security=_security("SASL_PLAINTEXT", secure_broker, "SCRAM-SHA-512", password="wrong"))
+    assert _api_versions_ok(secure_broker.address("SASL_PLAINTEXT"), _security("SASL_PLAINTEXT", secure_broker))
 
 
-def test_an_exchange_cut_short_and_a_v0_handshake(broker):
+def test_an_exchange_cut_short_and_a_v0_handshake(secure_broker):
     from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as V0
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    client = BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10)
+    client = BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10)
     assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code.value == 0
     client.close()  # before any token
-    client = BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10)
+    client = BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10)
     client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
     client.send_raw(struct.pack(">i", 1000) + b"n,,n=alice")  # a frame that never ends
     client.close()
     # Handshake v0: the PLAIN token travels as a bare frame and the answer comes back bare (Kafka 0.10).
-    with BrokerConnection(broker.address("SASL_PLAINTEXT"), timeout=10) as client:
+    with BrokerConnection(secure_broker.address("SASL_PLAINTEXT"), timeout=10) as client:
         assert client.request(V0(mechanism="PLAIN")).error_code.value == 0
         client.send_raw(wire._SIZE.pack(len(token := f"\0{USER}\0{PASSWORD}".encode())) + token)
         assert client.read_frame() == b""
-        assert _metadata_brokers(client) == [broker.ports["SASL_PLAINTEXT"]]
-    assert _api_versions_ok(broker.address("SASL_PLAINTEXT"), _security("SASL_PLAINTEXT", broker))
+        assert _metadata_brokers(client) == [secure_broker.ports["SASL_PLAINTEXT"]]
+    assert _api_versions_ok(secure_broker.address("SASL_PLAINTEXT"), _security("SASL_PLAINTEXT", secure_broker))
 
 
 def _metadata_brokers(client) -> list[int]:
@@ -285,10 +285,10 @@ def _metadata_brokers(client) -> list[int]:
     return [b.port for b in response.brokers]
 
 
-def test_metadata_answers_the_listener_the_client_came_in_on(broker):
+def test_metadata_answers_the_listener_the_client_came_in_on(secure_broker):
     for protocol in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        with BrokerConnection(broker.address(protocol), security=_security(protocol, broker), timeout=10) as client:
-            assert _metadata_brokers(client) == [broker.ports[protocol]]
+        with BrokerConnection(secure_broker.address(protocol), security=_security(protocol, secure_broker), timeout=10) as client:
+            assert _metadata_brokers(client) == [secure_broker.ports[protocol]]
 
 
 async def _failed_login(port: int, user: str, password: str) -> float:
@@ -314,8 +314,8 @@ async def _failed_login(port: int, user: str, password: str) -> float:
         writer.close()
 
 
-def test_a_thousand_failed_logins_slow_down_only_themselves(broker):
-    port = broker.ports["SASL_PLAINTEXT"]
+def test_a_thousand_failed_logins_slow_down_only_themselves(secure_broker):
+    port = secure_broker.ports["SASL_PLAINTEXT"]
 
     async def attack():
         limit = asyncio.Semaphore(100)
@@ -329,13 +329,13 @@ def test_a_thousand_failed_logins_slow_down_only_themselves(broker):
     started = time.monotonic()
     alice_ok = []  # alice logs in and produces while the attack runs
     thread = threading.Thread(target=lambda: alice_ok.append(confluent_roundtrip(
-        broker, "SASL_PLAINTEXT", "SCRAM-SHA-512", PASSWORD, "during-attack", "g-during-attack")))
+        secure_broker, "SASL_PLAINTEXT", "SCRAM-SHA-512", PASSWORD, "during-attack", "g-during-attack")))
     thread.start()
     delays = asyncio.run(attack())
     thread.join(60)
     assert min(delays) >= 0.09  # failed_authentication_delay_ms = 100, as Kafka's default
     assert alice_ok and alice_ok[0] == ([b"v0", b"v1", b"v2"], 3)
     assert time.monotonic() - started < 60
-    log = broker.log_path.read_text()
+    log = secure_broker.log_path.read_text()
     assert log.count("failed authentication with 127.0.0.1:") >= 1000
-    assert _api_versions_ok(broker.address("SASL_SSL"), _security("SASL_SSL", broker))
+    assert _api_versions_ok(secure_broker.address("SASL_SSL"), _security("SASL_SSL", secure_broker))

@@ -6,7 +6,6 @@ type) as raw requests, DeleteGroups and the GROUP configs through confluent-kafk
 
 from __future__ import annotations
 
-import datetime
 import subprocess
 import sys
 import time
@@ -17,7 +16,6 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                   ResourceType)
 from kio.schema.alter_share_group_offsets.v0 import request as alter_req
-from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.delete_share_group_offsets.v0 import request as delete_req
 from kio.schema.describe_share_group_offsets.v1 import request as describe_offsets_req
 from kio.schema.errors import ErrorCode
@@ -25,8 +23,9 @@ from kio.schema.list_groups.v5 import request as list_req
 from kio.schema.share_group_describe.v1 import request as describe_req
 from typer.testing import CliRunner
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.client.conn import BrokerConnection
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -43,23 +42,12 @@ state_topic_partitions = 3
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def share_groups_broker(tmp_path_factory):
     config = tmp_path_factory.mktemp("conf") / "topiclake.toml"
     config.write_text(SETTINGS)
     proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", config=config).start()
     yield proc
     assert proc.stop() == 0, proc.log()
-
-
-def create_topic(bootstrap: str, partitions: int = 1) -> str:
-    name = f"share-{uuid.uuid4().hex[:10]}"
-    topic = create_req.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-    with BrokerConnection(bootstrap) as client:
-        result = client.request(create_req.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
-    assert result.topics[0].error_code == ErrorCode.none, result
-    return name
 
 
 def group_config(bootstrap: str, group: str, **values) -> None:
@@ -128,15 +116,15 @@ def start_offset(bootstrap: str, group: str, topic: str) -> int:
     return describe_offsets(bootstrap, group, topic).topics[0].partitions[0].start_offset
 
 
-def test_two_members_share_one_partition_and_get_every_record_once(broker):
-    topic, group = create_topic(broker.bootstrap), new_group(broker.bootstrap)
+def test_two_members_share_one_partition_and_get_every_record_once(share_groups_broker):
+    topic, group = create_topic(share_groups_broker.bootstrap), new_group(share_groups_broker.bootstrap)
     # At most 4 records per fetch (the batches hold one each), so both members get a turn.
-    a, b = (consumer(broker.bootstrap, group, topic, **{"max.poll.records": 4}) for _ in range(2))
+    a, b = (consumer(share_groups_broker.bootstrap, group, topic, **{"max.poll.records": 4}) for _ in range(2))
     try:
         for _ in range(6):  # both join (a share group gives them the same partition)
             a.poll(timeout=0.2)
             b.poll(timeout=0.2)
-        values = produce(broker.bootstrap, topic, 40, one_per_batch=True)
+        values = produce(share_groups_broker.bootstrap, topic, 40, one_per_batch=True)
         got: dict[str, list] = {"a": [], "b": []}
         deadline = time.monotonic() + 30
         while sum(map(len, got.values())) < len(values) and time.monotonic() < deadline:
@@ -148,23 +136,23 @@ def test_two_members_share_one_partition_and_get_every_record_once(broker):
         offsets = got["a"] + got["b"]
         assert sorted(offsets) == list(range(len(values))), "every record exactly once"
         assert got["a"] and got["b"], "both members consumed from the shared partition"
-        described = request(broker.bootstrap, describe_req.ShareGroupDescribeRequest(
+        described = request(share_groups_broker.bootstrap, describe_req.ShareGroupDescribeRequest(
             group_ids=(group,), include_authorized_operations=False)).groups[0]
         assert (described.error_code, described.group_state, described.assignor_name) == (
             ErrorCode.none, "Stable", "simple")
         assert [m.assignment.topic_partitions[0].partitions for m in described.members] == [(0,), (0,)]
         a.commit_sync(10)  # the last acknowledgements (sent with the next fetch otherwise)
         b.commit_sync(10)
-        assert start_offset(broker.bootstrap, group, topic) == len(values)
+        assert start_offset(share_groups_broker.bootstrap, group, topic) == len(values)
     finally:
         a.close()
         b.close()
 
 
-def test_unacknowledged_records_come_back_after_the_lock_with_their_delivery_count(broker):
-    topic, group = create_topic(broker.bootstrap), new_group(broker.bootstrap)
-    produce(broker.bootstrap, topic, 5)
-    silent, other = consumer(broker.bootstrap, group, topic), consumer(broker.bootstrap, group, topic)
+def test_unacknowledged_records_come_back_after_the_lock_with_their_delivery_count(share_groups_broker):
+    topic, group = create_topic(share_groups_broker.bootstrap), new_group(share_groups_broker.bootstrap)
+    produce(share_groups_broker.bootstrap, topic, 5)
+    silent, other = consumer(share_groups_broker.bootstrap, group, topic), consumer(share_groups_broker.bootstrap, group, topic)
     try:
         held = poll(silent)
         assert [m.delivery_count() for m in held] == [1] * len(held) and held
@@ -176,16 +164,16 @@ def test_unacknowledged_records_come_back_after_the_lock_with_their_delivery_cou
         for m in again:
             other.acknowledge(m, AcknowledgeType.ACCEPT)
         other.commit_sync(10)
-        assert start_offset(broker.bootstrap, group, topic) == 5
+        assert start_offset(share_groups_broker.bootstrap, group, topic) == 5
     finally:
         silent.close()
         other.close()
 
 
-def test_reject_archives_release_redelivers_and_the_delivery_limit_archives(broker):
-    topic, group = create_topic(broker.bootstrap), new_group(broker.bootstrap, share_delivery_count_limit=2)
-    produce(broker.bootstrap, topic, 2)
-    sc = consumer(broker.bootstrap, group, topic)
+def test_reject_archives_release_redelivers_and_the_delivery_limit_archives(share_groups_broker):
+    topic, group = create_topic(share_groups_broker.bootstrap), new_group(share_groups_broker.bootstrap, share_delivery_count_limit=2)
+    produce(share_groups_broker.bootstrap, topic, 2)
+    sc = consumer(share_groups_broker.bootstrap, group, topic)
     try:
         first = poll(sc)
         assert [m.offset() for m in first] == [0, 1]
@@ -196,48 +184,48 @@ def test_reject_archives_release_redelivers_and_the_delivery_limit_archives(brok
         sc.acknowledge(second[0], AcknowledgeType.RELEASE)  # the second delivery: the limit archives it
         sc.commit_sync(10)
         assert poll(sc, timeout=2 * LOCK_MS / 1000) == []
-        assert start_offset(broker.bootstrap, group, topic) == 2
+        assert start_offset(share_groups_broker.bootstrap, group, topic) == 2
     finally:
         sc.close()
 
 
-def test_share_group_admin_apis(broker):
-    topic, group = create_topic(broker.bootstrap), new_group(broker.bootstrap)
-    produce(broker.bootstrap, topic, 10)
-    sc = consumer(broker.bootstrap, group, topic, explicit=False)
+def test_share_group_admin_apis(share_groups_broker):
+    topic, group = create_topic(share_groups_broker.bootstrap), new_group(share_groups_broker.bootstrap)
+    produce(share_groups_broker.bootstrap, topic, 10)
+    sc = consumer(share_groups_broker.bootstrap, group, topic, explicit=False)
     try:
         assert len(poll(sc)) == 10
         sc.commit_sync(10)
-        listed = request(broker.bootstrap, list_req.ListGroupsRequest(states_filter=(), types_filter=("share",)))
+        listed = request(share_groups_broker.bootstrap, list_req.ListGroupsRequest(states_filter=(), types_filter=("share",)))
         assert (group, "share", "Stable") in {(g.group_id, g.group_type, g.group_state) for g in listed.groups}
-        described = groups_cli("describe", group, "--bootstrap", broker.bootstrap)
+        described = groups_cli("describe", group, "--bootstrap", share_groups_broker.bootstrap)
         assert described.exit_code == 0 and "Type: share\tState: Stable" in described.output
         assert f"Assignment: {topic}-0" in described.output
-        lag = groups_cli("lag", group, "--bootstrap", broker.bootstrap)
+        lag = groups_cli("lag", group, "--bootstrap", share_groups_broker.bootstrap)
         assert lag.exit_code == 0, lag.output
         assert lag.output.splitlines()[1].split()[:5] == [topic, "0", "10", "10", "0"]
         alter = alter_req.AlterShareGroupOffsetsRequest(group_id=group, topics=(
             alter_req.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
                 alter_req.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=4),)),))
-        assert request(broker.bootstrap, alter).error_code == ErrorCode.non_empty_group
+        assert request(share_groups_broker.bootstrap, alter).error_code == ErrorCode.non_empty_group
     finally:
         sc.close()  # leaves the group
-    described = describe_offsets(broker.bootstrap, group)
+    described = describe_offsets(share_groups_broker.bootstrap, group)
     assert [(t.topic_name, [(p.partition_index, p.start_offset, p.lag) for p in t.partitions])
             for t in described.topics] == [(topic, [(0, 10, 0)])]
-    altered = request(broker.bootstrap, alter)
+    altered = request(share_groups_broker.bootstrap, alter)
     assert altered.error_code == ErrorCode.none and altered.responses[0].partitions[0].error_code == ErrorCode.none
-    assert start_offset(broker.bootstrap, group, topic) == 4
-    sc = consumer(broker.bootstrap, group, topic, explicit=False)
+    assert start_offset(share_groups_broker.bootstrap, group, topic) == 4
+    sc = consumer(share_groups_broker.bootstrap, group, topic, explicit=False)
     try:
         assert [m.offset() for m in poll(sc)] == list(range(4, 10))  # delivered again from the altered offset
     finally:
         sc.close()
-    deleted = request(broker.bootstrap, delete_req.DeleteShareGroupOffsetsRequest(group_id=group, topics=(
+    deleted = request(share_groups_broker.bootstrap, delete_req.DeleteShareGroupOffsetsRequest(group_id=group, topics=(
         delete_req.DeleteShareGroupOffsetsRequestTopic(topic_name=topic),)))
     assert deleted.error_code == ErrorCode.none and deleted.responses[0].error_code == ErrorCode.none
-    assert start_offset(broker.bootstrap, group, topic) == -1
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert start_offset(share_groups_broker.bootstrap, group, topic) == -1
+    admin = AdminClient({"bootstrap.servers": share_groups_broker.bootstrap})
     configs = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
     [entries] = [f.result(10) for f in configs.values()]
     assert (entries["share.auto.offset.reset"].value, entries["share.auto.offset.reset"].source) == (
@@ -249,36 +237,36 @@ def test_share_group_admin_apis(broker):
     assert (lock.value, lock.source) == (str(LOCK_MS), ConfigSource.STATIC_BROKER_CONFIG.value)
     for future in admin.delete_consumer_groups([group]).values():
         future.result(10)
-    gone = request(broker.bootstrap, describe_req.ShareGroupDescribeRequest(group_ids=(group,),
+    gone = request(share_groups_broker.bootstrap, describe_req.ShareGroupDescribeRequest(group_ids=(group,),
                                                                            include_authorized_operations=False))
     assert gone.groups[0].error_code == ErrorCode.group_id_not_found
 
 
-def test_acknowledged_records_stay_done_across_a_kill_9(broker):
-    topic, group = create_topic(broker.bootstrap), new_group(broker.bootstrap)
-    produce(broker.bootstrap, topic, 20)
-    sc = consumer(broker.bootstrap, group, topic)
+def test_acknowledged_records_stay_done_across_a_kill_9(share_groups_broker):
+    topic, group = create_topic(share_groups_broker.bootstrap), new_group(share_groups_broker.bootstrap)
+    produce(share_groups_broker.bootstrap, topic, 20)
+    sc = consumer(share_groups_broker.bootstrap, group, topic)
     batch = poll(sc)
     assert [m.offset() for m in batch] == list(range(20))
     for m in batch[:12]:
         sc.acknowledge(m, AcknowledgeType.ACCEPT)
     results = sc.commit_sync(10)
     assert all(err is None for err in results.values()), results
-    broker.kill()  # offsets 12-19 are still acquired by the consumer
+    share_groups_broker.kill()  # offsets 12-19 are still acquired by the consumer
     sc.close()
-    broker.start()
-    again = consumer(broker.bootstrap, group, topic)
+    share_groups_broker.start()
+    again = consumer(share_groups_broker.bootstrap, group, topic)
     try:
         redelivered = poll(again, timeout=20)
         assert [m.offset() for m in redelivered] == list(range(12, 20)), "in-flight records come back, acked ones not"
         for m in redelivered:
             again.acknowledge(m, AcknowledgeType.ACCEPT)
         again.commit_sync(10)
-        assert start_offset(broker.bootstrap, group, topic) == 20
+        assert start_offset(share_groups_broker.bootstrap, group, topic) == 20
         assert poll(again, timeout=2 * LOCK_MS / 1000) == []
     finally:
         again.close()
-    described = request(broker.bootstrap, describe_req.ShareGroupDescribeRequest(
+    described = request(share_groups_broker.bootstrap, describe_req.ShareGroupDescribeRequest(
         group_ids=(group,), include_authorized_operations=False)).groups[0]
     assert described.error_code == ErrorCode.none and described.group_epoch >= 2  # membership replayed
 
@@ -297,15 +285,15 @@ while True:
 """
 
 
-def test_a_dropped_connection_gives_its_records_back_at_once(broker, tmp_path):
+def test_a_dropped_connection_gives_its_records_back_at_once(share_groups_broker, tmp_path):
     """A member's records are released when its connection drops (as Kafka does), not when their
     30 s acquisition locks run out."""
-    topic = create_topic(broker.bootstrap)
-    group = new_group(broker.bootstrap, share_record_lock_duration_ms=30_000)
-    produce(broker.bootstrap, topic, 5)
+    topic = create_topic(share_groups_broker.bootstrap)
+    group = new_group(share_groups_broker.bootstrap, share_record_lock_duration_ms=30_000)
+    produce(share_groups_broker.bootstrap, topic, 5)
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
-    holder = subprocess.Popen([sys.executable, str(script), broker.bootstrap, group, topic], stdout=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, str(script), share_groups_broker.bootstrap, group, topic], stdout=subprocess.PIPE,
                               text=True)
     try:
         assert holder.stdout.readline().startswith("HELD "), "the holder never got records"
@@ -313,7 +301,7 @@ def test_a_dropped_connection_gives_its_records_back_at_once(broker, tmp_path):
         holder.kill()
         holder.wait()
     dropped = time.monotonic()
-    other = consumer(broker.bootstrap, group, topic)
+    other = consumer(share_groups_broker.bootstrap, group, topic)
     try:
         again = poll(other, timeout=20)
         assert again and time.monotonic() - dropped < 15, "the records waited for their locks"

@@ -11,13 +11,12 @@ import random
 
 import pytest
 
-from ..lake.conftest import spark  # noqa: F401  (the shared Spark session: the final ingest)
 from .soak.run import SoakConfig, run_soak
 
 pytestmark = pytest.mark.slow
 
 
-def test_soak_with_kills_loses_and_duplicates_nothing(spark, tmp_path):  # noqa: F811
+def test_soak_with_kills_loses_and_duplicates_nothing(spark, tmp_path):
     seed = int(os.environ.get("SOAK_SEED", random.randrange(10**6)))
     report = run_soak(SoakConfig(work=tmp_path, duration_s=35, seed=seed, rate=80, txn_rate=25,
                                  broker_kill_gap_s=(7, 13), lake_kill_gap_s=(2, 10), lake_cold_kill_share=1.0,

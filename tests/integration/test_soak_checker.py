@@ -6,7 +6,7 @@ from __future__ import annotations
 from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import StorageLayout
 
-from ..lake.conftest import TopicWriter
+from tests.support.lake import TopicWriter
 from .soak.check import (PartitionLog, TableRows, Verdict, check_group_offsets, check_log, check_tables,
                          read_partition_log)
 from .soak.ledger import Ack, Ledger, OffsetSample
@@ -70,7 +70,7 @@ def test_a_cluster_root_is_read_with_its_leader_epochs(tmp_path):
     the log's; what both leaders acknowledged is, once each (docs/CLUSTER.md, readers' rule)."""
     from topiclake.segments.leader_fence import FencedLeaderError
 
-    from ..segments.epoch_log import Leader
+    from tests.support.epoch_log import Leader
 
     layout = StorageLayout(tmp_path)
     directory = layout.log_dir("t", 0)

@@ -10,43 +10,13 @@ import time
 from collections import Counter
 
 import pytest
-from kio.schema.offset_fetch.v6 import request as fetch_req
 
-from tests.integration.broker_process import REPO, BrokerProcess
-from tests.integration.test_broker_clients import create_topic
-from topiclake.client.conn import BrokerConnection
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.topics import create_topic
+from tests.support.clients import read_all, committed_offsets
 
 pytestmark = pytest.mark.slow
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
-             timeout: float = 20.0) -> list[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                  "isolation.level": isolation})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    settle = None
-    while time.monotonic() < deadline:
-        m = c.poll(0.2)
-        if m is not None and m.error() is None:
-            out.append(m.value())
-        if len(out) >= expected:  # keep reading briefly: more than expected would be a bug
-            settle = settle or time.monotonic() + 0.5
-            if time.monotonic() > settle:
-                break
-    c.close()
-    return out
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
-    """The group's materialised offsets (OffsetFetch without require_stable: pending ones are not shown)."""
-    with BrokerConnection(bootstrap) as client:
-        resp = client.request(fetch_req.OffsetFetchRequest(group_id=group, topics=(
-            fetch_req.OffsetFetchRequestTopic(name=topic, partition_indexes=tuple(range(partitions))),)))
-    return [p.committed_offset for t in resp.topics for p in sorted(t.partitions, key=lambda p: p.partition_index)]
 
 
 def test_broker_restarts_between_and_during_transactions(tmp_path):

@@ -12,15 +12,15 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.test_broker_clients import create_topic
-from tests.integration.test_transactions import committed_offsets, read_all
+from tests.support.broker_process import BrokerProcess
+from tests.support.topics import create_topic
+from tests.support.clients import committed_offsets, read_all
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def aiokafka_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("aiokafka-txn")
     config = tmp / "broker.toml"
     config.write_text("[groups]\ninitial_rebalance_delay_ms = 0\nmin_session_timeout_ms = 1000\n")
@@ -71,38 +71,38 @@ async def transform(bootstrap: str, consumer, topic_out: str, group: str, expect
         await producer.stop()
 
 
-def test_aiokafka_send_offsets_to_transaction_in_a_stable_classic_group(broker):
+def test_aiokafka_send_offsets_to_transaction_in_a_stable_classic_group(aiokafka_broker):
     from aiokafka import AIOKafkaConsumer
 
-    topic_in, topic_out = create_topic(broker.bootstrap, partitions=2), create_topic(broker.bootstrap, partitions=2)
-    inputs = produce_inputs(broker.bootstrap, topic_in, 40)
+    topic_in, topic_out = create_topic(aiokafka_broker.bootstrap, partitions=2), create_topic(aiokafka_broker.bootstrap, partitions=2)
+    inputs = produce_inputs(aiokafka_broker.bootstrap, topic_in, 40)
 
     async def run():
-        consumer = AIOKafkaConsumer(topic_in, bootstrap_servers=broker.bootstrap, group_id="aio-xform",
+        consumer = AIOKafkaConsumer(topic_in, bootstrap_servers=aiokafka_broker.bootstrap, group_id="aio-xform",
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     isolation_level="read_committed")
         await consumer.start()
         try:
-            await transform(broker.bootstrap, consumer, topic_out, "aio-xform", len(inputs))
+            await transform(aiokafka_broker.bootstrap, consumer, topic_out, "aio-xform", len(inputs))
         finally:
             await consumer.stop()
 
     asyncio.run(asyncio.wait_for(run(), 90))
-    got = read_all(broker.bootstrap, topic_out, 2, "read_committed", len(inputs))
+    got = read_all(aiokafka_broker.bootstrap, topic_out, 2, "read_committed", len(inputs))
     assert sorted(got) == sorted(v + b":out" for v in inputs)  # each exactly once: the aborted one is gone
-    assert committed_offsets(broker.bootstrap, "aio-xform", topic_in, 2) == [20, 20]
+    assert committed_offsets(aiokafka_broker.bootstrap, "aio-xform", topic_in, 2) == [20, 20]
 
 
-def test_aiokafka_send_offsets_to_transaction_for_a_kip848_group(broker):
+def test_aiokafka_send_offsets_to_transaction_for_a_kip848_group(aiokafka_broker):
     """The group is a KIP-848 group, Stable with a confluent-kafka member (group.protocol=consumer);
     aiokafka's transactional producer commits its offsets with TxnOffsetCommit v0."""
     from aiokafka import AIOKafkaProducer
     from aiokafka.structs import TopicPartition
     from confluent_kafka import Consumer
 
-    topic_in, topic_out = create_topic(broker.bootstrap, partitions=2), create_topic(broker.bootstrap, partitions=2)
-    inputs = produce_inputs(broker.bootstrap, topic_in, 10)
-    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-xform", "group.protocol": "consumer",
+    topic_in, topic_out = create_topic(aiokafka_broker.bootstrap, partitions=2), create_topic(aiokafka_broker.bootstrap, partitions=2)
+    inputs = produce_inputs(aiokafka_broker.bootstrap, topic_in, 10)
+    member = Consumer({"bootstrap.servers": aiokafka_broker.bootstrap, "group.id": "kip848-xform", "group.protocol": "consumer",
                        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     member.subscribe([topic_in])
     try:
@@ -115,7 +115,7 @@ def test_aiokafka_send_offsets_to_transaction_for_a_kip848_group(broker):
         assert len(seen) == len(inputs), "the KIP-848 member did not get its assignment"
 
         async def commit():
-            producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kip848-xform-tx")
+            producer = AIOKafkaProducer(bootstrap_servers=aiokafka_broker.bootstrap, transactional_id="kip848-xform-tx")
             await producer.start()
             try:
                 async with producer.transaction():
@@ -127,8 +127,8 @@ def test_aiokafka_send_offsets_to_transaction_for_a_kip848_group(broker):
                 await producer.stop()
 
         asyncio.run(asyncio.wait_for(commit(), 60))
-        assert committed_offsets(broker.bootstrap, "kip848-xform", topic_in, 2) == [5, 5]
-        assert sorted(read_all(broker.bootstrap, topic_out, 2, "read_committed", len(inputs))) == \
+        assert committed_offsets(aiokafka_broker.bootstrap, "kip848-xform", topic_in, 2) == [5, 5]
+        assert sorted(read_all(aiokafka_broker.bootstrap, topic_out, 2, "read_committed", len(inputs))) == \
             sorted(v + b":out" for v in inputs)
     finally:
         member.close()

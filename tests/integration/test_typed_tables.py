@@ -33,7 +33,7 @@ from topiclake.lake.table.values import quarantine_uri
 from topiclake.registry.formats import parse
 from topiclake.segments.storage import StorageLayout
 
-from ..lake.conftest import read_table, spark  # noqa: F401  (the session's Spark)
+from tests.support.lake import read_table
 
 pytestmark = pytest.mark.slow
 
@@ -276,7 +276,7 @@ def _produce_version(out: Produced, kind: str, client, version: int, ids: range)
 KINDS = ("avro", "protobuf", "json")
 
 
-def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):  # noqa: F811
+def test_typed_tables_across_three_versions(registry_broker, spark, tmp_path):
     proc, http = registry_broker
     client = SchemaRegistryClient({"url": http.url})
     suffix = uuid.uuid4().hex[:6]
@@ -401,7 +401,7 @@ WIDEN_V2 = {**WIDEN_V1, "fields": [  # int -> long, float -> double (nested too)
 WIDEN_V3 = {**WIDEN_V2, "fields": [{"name": "n", "type": "double"}] + WIDEN_V2["fields"][1:]}  # long -> double: no
 
 
-def test_a_version_that_widens_a_field_widens_the_column(registry_broker, spark, tmp_path):  # noqa: F811
+def test_a_version_that_widens_a_field_widens_the_column(registry_broker, spark, tmp_path):
     """A registry version that widens fields (int -> long, float -> double, inside a struct too)
     widens the columns instead of quarantining its records; the table keeps protocol (1, 2), so
     deltalake, DuckDB (through Arrow) and polars read every row. A change Delta cannot widen

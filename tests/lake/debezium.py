@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from topiclake.lake.table.schema import DATA_SCHEMA
 
+
 UTC = dt.timezone.utc
 SERVER, DB, TABLE = "dbserver1", "inventory", "customers"
 
@@ -219,3 +220,17 @@ def _row_of(connect: dict | None, i: int) -> dict | None:
         return None
     version = round(connect["weight"] - i * 1.5)
     return customer(i, version=version)
+
+
+AFTER_COLUMNS = ["id", "first_name", "email", "active", "weight", "price", "birth", "created", "seen", "photo",
+                 "after_offset"]
+
+
+def assert_changes(changes, expected: list[dict], *, offsets: list[int] | None = None):
+    rows = changes.rows.to_pylist()
+    assert changes.key_columns == ("id",)
+    assert [{c: r[c] for c in AFTER_COLUMNS} for r in rows] == expected_rows(expected)
+    assert [r["cdc_op"] for r in rows] == [c["op"] for c in expected]
+    assert changes.deleted.to_pylist() == [c["op"] in ("d", None) for c in expected]
+    assert [r["cdc_pos"] for r in rows] == [c["pos"] for c in expected]
+    assert [r["offset"] for r in rows] == (offsets if offsets is not None else list(range(len(expected))))

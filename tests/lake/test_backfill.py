@@ -12,7 +12,7 @@ from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 GROUP = "topiclake-ingest-orders"
 

@@ -27,22 +27,11 @@ from topiclake.registry.records import SchemaValue, schema_record
 from topiclake.registry.state import RegistryState
 
 from . import debezium as dbz
+from tests.lake.debezium import AFTER_COLUMNS, assert_changes
 
 TOPIC = "dbz.customers"
-AFTER_COLUMNS = ["id", "first_name", "email", "active", "weight", "price", "birth", "created", "seen", "photo",
-                 "after_offset"]
 METADATA = ["topic", "partition", "offset", "timestamp", "cdc_op", "cdc_ts_ms", "cdc_source_ts_ms",
             "cdc_source_table", "cdc_lsn", "cdc_file", "cdc_pos"]
-
-
-def assert_changes(changes, expected: list[dict], *, offsets: list[int] | None = None):
-    rows = changes.rows.to_pylist()
-    assert changes.key_columns == ("id",)
-    assert [{c: r[c] for c in AFTER_COLUMNS} for r in rows] == dbz.expected_rows(expected)
-    assert [r["cdc_op"] for r in rows] == [c["op"] for c in expected]
-    assert changes.deleted.to_pylist() == [c["op"] in ("d", None) for c in expected]
-    assert [r["cdc_pos"] for r in rows] == [c["pos"] for c in expected]
-    assert [r["offset"] for r in rows] == (offsets if offsets is not None else list(range(len(expected))))
 
 
 def test_json_with_the_schema_wrapper_gives_connect_typed_columns():

@@ -27,9 +27,8 @@ from topiclake.lake.typed.plan import load_registry, plan_typed
 from topiclake.lake.typed.rows import decode_rows
 from topiclake.segments.storage import StorageLayout
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz
-from .test_cdc import assert_changes
+from tests.lake.debezium import assert_changes
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +60,7 @@ def task_rows(root, topic: str) -> tuple[pa.Table, list]:
     return pa.concat_tables(tables), [plan]
 
 
-def test_json_events_with_the_schema_wrapper_become_their_changes(registry_broker):  # noqa: F811
+def test_json_events_with_the_schema_wrapper_become_their_changes(registry_broker):
     proc, _ = registry_broker
     topic = f"dbz-json-{uuid.uuid4().hex[:6]}"
     records, expected = dbz.history()
@@ -79,7 +78,7 @@ def test_json_events_with_the_schema_wrapper_become_their_changes(registry_broke
     assert set(changes.rows.column("topic").to_pylist()) == {topic}
 
 
-def test_registry_avro_events_become_their_changes(registry_broker):  # noqa: F811
+def test_registry_avro_events_become_their_changes(registry_broker):
     proc, http = registry_broker
     topic = f"dbz-avro-{uuid.uuid4().hex[:6]}"
     client = SchemaRegistryClient({"url": http.url})

@@ -24,10 +24,9 @@ from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
 from . import debezium as dbz
-from .conftest import read_table
-from .test_cdc import AFTER_COLUMNS
+from tests.support.lake import read_table
+from tests.lake.debezium import AFTER_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +41,7 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
 
 @pytest.fixture
-def new_topic(registry_broker):  # noqa: F811
+def new_topic(registry_broker):
     """A function: a new topic of PARTITIONS partitions and the Events to produce to it (by a given
     producer, else a plain one). The producers are gone before the session's broker stops."""
     proc, _ = registry_broker
@@ -117,7 +116,7 @@ def comparable(rows: list[dict], columns) -> list[dict]:
     return [{c: r[c] for c in columns} for r in rows]
 
 
-def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(spark, registry_broker,  # noqa: F811
+def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(spark, registry_broker,
                                                                                 new_topic):
     proc, _ = registry_broker
     events = new_topic("dbz-wrapped")
@@ -179,7 +178,7 @@ def test_json_with_the_schema_wrapper_new_columns_deletes_quarantine_and_rerun(s
     assert table_of(uri, columns) == expected
 
 
-def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registry_broker, new_topic,  # noqa: F811
+def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registry_broker, new_topic,
                                                                     capsys):
     proc, _ = registry_broker
     events = new_topic("dbz-plain")
@@ -205,7 +204,7 @@ def test_json_without_the_wrapper_by_the_command_infers_the_types(spark, registr
             sent["first_name"], sent["weight"], sent["created"], sent["price"], want["cdc_op"], want["offset"])
 
 
-def test_registry_avro_key_and_value(spark, registry_broker, new_topic):  # noqa: F811
+def test_registry_avro_key_and_value(spark, registry_broker, new_topic):
     proc, http = registry_broker
     client = SchemaRegistryClient({"url": http.url})
     producer = SerializingProducer({

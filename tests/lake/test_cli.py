@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from topiclake.cli import app
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

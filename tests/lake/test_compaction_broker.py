@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
 from topiclake.lake.runs.retention import RetentionOptions, retain
 from topiclake.segments import ownership

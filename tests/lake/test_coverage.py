@@ -12,7 +12,7 @@ from topiclake.lake.table import delta
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.checkpoints import LOG_START_OFFSET_CHECKPOINT, write_partition_offset
 
-from .conftest import BASE_TS
+from tests.support.lake import BASE_TS
 
 GROUP = "topiclake-ingest-mixed"
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 # The child runs a real ingest and dies (os._exit: no clean-up, like a killed driver) at the
 # moment it would commit, after the executors wrote every file.

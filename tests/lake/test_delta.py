@@ -8,7 +8,7 @@ from topiclake.lake.errors import ConcurrentWriterError
 from topiclake.lake.table import delta
 from topiclake.lake.table.schema import table_schema
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 SCHEMA = table_schema()
 PART = ["record_date"]

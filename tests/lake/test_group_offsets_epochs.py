@@ -9,7 +9,7 @@ import struct
 from topiclake.lake.log.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.storage import StorageLayout, TopicRegistry
-from tests.segments.fenced_partition import lead
+from tests.support.fenced_partition import lead
 
 
 def commit(group: str, topic: str, partition: int, offset: int) -> bytes:

@@ -12,7 +12,7 @@ from topiclake.lake.errors import DataLossError
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 
-from .conftest import BASE_TS, read_table
+from tests.support.lake import BASE_TS, read_table
 
 
 def run(spark, root, *topics, **kwargs):

@@ -15,9 +15,8 @@ from topiclake.lake.runs.compaction import CompactOptions, compact
 from topiclake.lake.runs.retention import RetentionOptions, retain
 from topiclake.segments import filenames
 from topiclake.segments.batch import Record, build_batch
-from tests.segments.fenced_partition import BASE_TS, lead, log_records
+from tests.support.fenced_partition import BASE_TS, lead, log_records
 
-from .fenced import fenced_topic  # noqa: F401 - the fixture
 
 COMPACTED = {"cleanup.policy": "compact", "delete.retention.ms": "0"}
 # Kafka's compaction of the valid log over [0, 14) (14 is B's active segment): the latest record of

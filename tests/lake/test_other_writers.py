@@ -16,7 +16,7 @@ from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table import delta
 from topiclake.lake.table.delta import app_id, group_offset
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 GROUP = "topiclake-ingest-orders"
 

@@ -23,7 +23,7 @@ from topiclake.lake.runs.compaction import CompactOptions, compact
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
 from .compaction_model import write_workload
-from .conftest import BASE_TS
+from tests.support.lake import BASE_TS
 
 GROUP = "topiclake-ingest-orders"
 RUN = {"operation": "ingest", "table": "orders", "group": GROUP}

@@ -14,7 +14,7 @@ from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.schema import parse_partition_by
 
-from .conftest import BASE_TS, read_table
+from tests.support.lake import BASE_TS, read_table
 
 HOUR_MS = 3_600_000
 

@@ -18,22 +18,13 @@ from topiclake.lake.errors import ConcurrentWriterError
 from topiclake.lake.keyed.table_kind import KindMismatchError, TableSettings
 from topiclake.lake.runs import ingest as ingest_module
 from topiclake.lake.runs.backfill import BackfillOptions, backfill, format_result
-from topiclake.lake.runs.ingest import IngestOptions, format_summary, ingest
+from topiclake.lake.runs.ingest import format_summary
 from topiclake.lake.runs.rebuild import RebuildOptions, rebuild
 from topiclake.lake.table.delta import app_id
-from topiclake.segments.storage import StorageLayout, TopicRegistry
+from topiclake.segments.storage import StorageLayout
 
-from .conftest import BASE_TS, read_table
-
-
-def run(spark, root, *topics, **kwargs):
-    return ingest(spark, IngestOptions(topics=tuple(topics), root=root, **kwargs))
-
-
-def compacted(topic_writer, root, topic, partitions=1):
-    writer = topic_writer(topic, partitions)
-    TopicRegistry(StorageLayout(root)).alter_config(topic, {"cleanup.policy": "compact"})
-    return writer
+from tests.support.lake import BASE_TS, read_table
+from tests.lake.upserts import run, compacted, table_rows
 
 
 def latest(changes: list[tuple[bytes, bytes | None]]) -> dict[bytes, bytes]:
@@ -42,13 +33,6 @@ def latest(changes: list[tuple[bytes, bytes | None]]) -> dict[bytes, bytes]:
     for key, value in changes:
         out[key] = value
     return {k: v for k, v in out.items() if v is not None}
-
-
-def table_rows(uri) -> dict[bytes, bytes]:
-    _table, data = read_table(uri)
-    keys = data["key"].to_pylist()
-    assert len(keys) == len(set(keys)), "one row per key"
-    return dict(zip(keys, data["value"].to_pylist()))
 
 
 def produce(writer, partition, changes):

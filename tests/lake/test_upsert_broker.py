@@ -14,14 +14,15 @@ import time
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 from topiclake.lake.runs.compaction import CompactOptions, compact
 from topiclake.lake.runs.coverage import coverage
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table.delta import app_id
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -31,7 +32,7 @@ PARTITIONS = 2
 
 
 @pytest.fixture
-def broker(root):
+def compacted_broker(root):
     TopicRegistry(StorageLayout(root)).create(TOPIC, PARTITIONS, {"cleanup.policy": "compact",
                                                                   "segment.bytes": "16384",
                                                                   "delete.retention.ms": "0"})
@@ -114,23 +115,23 @@ def ingest_process(root, *extra: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def test_the_table_is_the_latest_value_per_key_a_consumer_sees(spark, root, broker):
-    produce(broker.bootstrap, 400, 60)
+def test_the_table_is_the_latest_value_per_key_a_consumer_sees(spark, root, compacted_broker):
+    produce(compacted_broker.bootstrap, 400, 60)
     uri = root / "tables" / TOPIC
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))  # compacted topic: upsert
-    expected = consumed_latest(broker.bootstrap)
+    expected = consumed_latest(compacted_broker.bootstrap)
     assert len(expected) > 30 and table_rows(uri) == expected == spark_rows(spark, uri)
 
-    produce(broker.bootstrap, 150, 90, start=400)  # updates, new keys, more tombstones
+    produce(compacted_broker.bootstrap, 150, 90, start=400)  # updates, new keys, more tombstones
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))
-    assert_latest_at_log_end(spark, uri, broker.bootstrap)
+    assert_latest_at_log_end(spark, uri, compacted_broker.bootstrap)
 
 
-def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, broker):
-    produce(broker.bootstrap, 300, 50)
+def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, compacted_broker):
+    produce(compacted_broker.bootstrap, 300, 50)
     uri = root / "tables" / TOPIC
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))
-    produce(broker.bootstrap, 300, 80, start=300)
+    produce(compacted_broker.bootstrap, 300, 80, start=300)
 
     victim = ingest_process(root)
     staging = uri / "_topiclake_staging"
@@ -142,7 +143,7 @@ def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, broker)
     victim.wait(30)
     assert read_table(uri)[0].version() == 1  # created + its properties: the killed run committed nothing
 
-    produce(broker.bootstrap, 100, 80, start=600)
+    produce(compacted_broker.bootstrap, 100, 80, start=600)
     first, second = ingest_process(root), ingest_process(root)
     outcomes = [p.communicate(timeout=300) + (p.returncode,) for p in (first, second)]
     codes = sorted(code for _out, _err, code in outcomes)
@@ -152,22 +153,22 @@ def test_sigkill_mid_run_then_rerun_and_two_concurrent_runs(spark, root, broker)
         assert code == 0 or (len(errors) == 1 and "another writer" in errors[0] and "nothing was committed"
                              in errors[0] and err.strip().splitlines()[-1] == errors[0]), err
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))  # whatever is left
-    assert_latest_at_log_end(spark, uri, broker.bootstrap)
+    assert_latest_at_log_end(spark, uri, compacted_broker.bootstrap)
 
 
-def test_the_cleaner_before_the_ingest_leaves_the_latest_value(spark, root, broker):
-    produce(broker.bootstrap, 2500, 40)  # several segments per partition: the cleaner works below the active one
-    produced = sum(log_ends(broker.bootstrap).values())
+def test_the_cleaner_before_the_ingest_leaves_the_latest_value(spark, root, compacted_broker):
+    produce(compacted_broker.bootstrap, 2500, 40)  # several segments per partition: the cleaner works below the active one
+    produced = sum(log_ends(compacted_broker.bootstrap).values())
     result = compact(spark, CompactOptions(root=root, topics=(TOPIC,), force=True))
     assert not result.errors
-    expected = consumed_latest(broker.bootstrap)
+    expected = consumed_latest(compacted_broker.bootstrap)
     uri = root / "tables" / TOPIC
     ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap="none"))
     assert table_rows(uri) == expected == spark_rows(spark, uri)
 
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    consumer = KafkaConsumer(bootstrap_servers=compacted_broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)

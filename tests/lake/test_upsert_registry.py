@@ -16,9 +16,8 @@ from confluent_kafka.serialization import StringSerializer
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
-from .conftest import read_table
-from .test_upsert_typed_key import produce_serialized
+from tests.support.lake import read_table
+from tests.lake.upserts import produce_serialized
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "amount", "type": "long"}]}
 V1_INT = {"type": "record", "name": "Order", "fields": [{"name": "amount", "type": "int"}]}
@@ -39,7 +38,7 @@ def produce(bootstrap: str, registry_url: str, topic: str, schema: dict, records
                        AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(schema)), records)
 
 
-def test_a_backfill_decodes_registry_values_and_brings_a_deleted_row_back(spark, registry_broker):  # noqa: F811
+def test_a_backfill_decodes_registry_values_and_brings_a_deleted_row_back(spark, registry_broker):
     proc, http = registry_broker
     topic = compacted_topic(proc.bootstrap)
     produce(proc.bootstrap, http.url, topic, V1, [("a", {"amount": 5}), ("b", {"amount": 7})])
@@ -64,7 +63,7 @@ def test_key_bucket_is_a_built_in_column_for_typed_plan():
     assert KEY_BUCKET in _BUILTIN  # else an upsert table's schema makes key_bucket a typed column too
 
 
-def test_a_new_value_schema_version_adds_and_widens_columns_of_the_upsert_table(spark, registry_broker):  # noqa: F811
+def test_a_new_value_schema_version_adds_and_widens_columns_of_the_upsert_table(spark, registry_broker):
     proc, http = registry_broker
     topic = compacted_topic(proc.bootstrap)
     produce(proc.bootstrap, http.url, topic, V1_INT, [("a", {"amount": 5}), ("b", {"amount": 6})])

@@ -15,8 +15,8 @@ from topiclake.lake.keyed import table_kind, tombstones, upsert
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.table.delta import app_id, set_properties
 
-from .conftest import read_table
-from .test_upsert import compacted, run, table_rows
+from tests.support.lake import read_table
+from tests.lake.upserts import compacted, run, table_rows
 
 OLDER, NEWER = 1_714_521_600_000, 1_714_521_700_000
 

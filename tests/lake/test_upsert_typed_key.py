@@ -3,19 +3,17 @@ columns: the same key under a later key schema (other bytes: another schema id) 
 
 from __future__ import annotations
 
-import gc
 import json
 import uuid
 
-from confluent_kafka import SerializingProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 
-from ..integration.conftest import registry_broker  # noqa: F401  (one broker with its registry)
-from .conftest import read_table
+from tests.support.lake import read_table
+from tests.lake.upserts import produce_serialized
 
 KEY_V1 = {"type": "record", "name": "AccountKey", "fields": [{"name": "account", "type": "long"}]}
 KEY_V2 = {"type": "record", "name": "AccountKey", "fields": [  # a compatible change: a new schema id
@@ -28,18 +26,7 @@ def produce(bootstrap: str, client, topic: str, key_schema: dict, records: list[
                        AvroSerializer(client, json.dumps(VALUE)), records)
 
 
-def produce_serialized(bootstrap: str, topic: str, key_serializer, value_serializer, records: list[tuple]) -> None:
-    """Produce (key, value) pairs to partition 0 through the serializers (None: a tombstone)."""
-    producer = SerializingProducer({"bootstrap.servers": bootstrap, "key.serializer": key_serializer,
-                                    "value.serializer": value_serializer})
-    for key, value in records:
-        producer.produce(topic, key=key, value=value, partition=0)
-    assert producer.flush(30) == 0
-    del producer
-    gc.collect()  # a serializing producer sits in a reference cycle
-
-
-def test_rows_are_keyed_by_the_decoded_key_across_key_schema_versions(spark, registry_broker):  # noqa: F811
+def test_rows_are_keyed_by_the_decoded_key_across_key_schema_versions(spark, registry_broker):
     proc, http = registry_broker
     topic = f"balances-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": proc.bootstrap})

@@ -12,7 +12,7 @@ from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.table import delta
 from topiclake.lake.table.values import ValueSchema, decode_values
 
-from .conftest import read_table
+from tests.support.lake import read_table
 
 SCHEMA = {"fields": {"id": "long", "amount": "double", "note": "string", "at": "timestamp"}}
 

@@ -13,7 +13,7 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.log import Log
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from .conftest import BASE_TS, read_table
+from tests.support.lake import BASE_TS, read_table
 
 
 def test_ingest_from_an_open_log(spark, root):

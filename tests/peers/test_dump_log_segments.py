@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO, BrokerProcess
-from tests.peers.conftest import BROKER_TOML
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_tools import BROKER_TOML
 
 pytestmark = pytest.mark.slow
 
@@ -98,26 +99,26 @@ def write_transactions(bootstrap: str, records: dict) -> set[int]:
     return {p.offset for p in aborted}
 
 
-def write_compacted(broker: BrokerProcess, records: dict) -> list[tuple[int, bytes, bytes | None]]:
+def write_compacted(peer_broker: BrokerProcess, records: dict) -> list[tuple[int, bytes, bytes | None]]:
     """Keys written over and over (some deleted), cleaned by `topiclake compact` beside the live
     broker; what a consumer then reads."""
     from confluent_kafka import Producer
 
-    create_topic(broker.bootstrap, "dump-compact", **{"cleanup.policy": "compact", "segment.bytes": "2048",
+    create_topic(peer_broker.bootstrap, "dump-compact", **{"cleanup.policy": "compact", "segment.bytes": "2048",
                                                      "min.cleanable.dirty.ratio": "0.01"})
     # The keyed records, then a filler key written past a segment roll: the last tombstone (offset
     # 391) then sits in a closed segment the cleaner works on, however the producer batched.
     written = [(b"k%d" % (i % 13), None if i % 17 == 0 else b"v%d" % i, []) for i in range(400)]
     written += [(b"filler", b"f%d" % i, []) for i in range(120)]
-    produce(Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 10}), "dump-compact",
+    produce(Producer({"bootstrap.servers": peer_broker.bootstrap, "batch.num.messages": 10}), "dump-compact",
             written, records.setdefault("dump-compact", []))
     compacted = subprocess.run([sys.executable, "-m", "topiclake.cli", "compact", "--topic", "dump-compact",
-                                "--data", str(broker.data), "--master", "local[1]"],
+                                "--data", str(peer_broker.data), "--master", "local[1]"],
                                capture_output=True, text=True, timeout=300, cwd=REPO)
     assert compacted.returncode == 0, compacted.stderr
     # The broker serves the cleaned segments without a restart (it looks every few seconds).
     deadline = time.monotonic() + 30
-    while len(view := read_back(broker.bootstrap, "dump-compact")) == len(written):
+    while len(view := read_back(peer_broker.bootstrap, "dump-compact")) == len(written):
         assert time.monotonic() < deadline, "the broker still serves the segments from before the cleaning"
         time.sleep(0.5)
     return view
@@ -130,15 +131,15 @@ def written(tmp_path_factory) -> Written:
     tmp = tmp_path_factory.mktemp("dump")
     config = tmp / "broker.toml"
     config.write_text(BROKER_TOML)
-    broker = BrokerProcess(tmp / "data", config=config).start()
+    peer_broker = BrokerProcess(tmp / "data", config=config).start()
     records: dict[str, list[Produced]] = {}
     try:
-        write_codec_topics(broker.bootstrap, records)
-        aborted = write_transactions(broker.bootstrap, records)
-        view = write_compacted(broker, records)
+        write_codec_topics(peer_broker.bootstrap, records)
+        aborted = write_transactions(peer_broker.bootstrap, records)
+        view = write_compacted(peer_broker, records)
     finally:
-        broker.stop()
-    return Written(broker.data, records, aborted, view)
+        peer_broker.stop()
+    return Written(peer_broker.data, records, aborted, view)
 
 
 def read_back(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:

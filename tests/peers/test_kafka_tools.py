@@ -17,19 +17,19 @@ from topiclake.security.credentials import CredentialStore
 pytestmark = pytest.mark.slow
 
 
-def new_topic(kafka_tools, broker, partitions: int = 1, *configs: str) -> str:
+def new_topic(kafka_tools, peer_broker, partitions: int = 1, *configs: str) -> str:
     name = f"k-{uuid.uuid4().hex[:8]}"
     config_args = [a for c in configs for a in ("--config", c)]
-    assert f"Created topic {name}." in kafka_tools("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create",
+    assert f"Created topic {name}." in kafka_tools("kafka-topics", "--bootstrap-server", peer_broker.bootstrap, "--create",
                                                    "--topic", name, "--partitions", str(partitions), *config_args)
     return name
 
 
-def produce(broker, topic: str, values: list[bytes], partition: int = 0) -> None:
+def produce(peer_broker, topic: str, values: list[bytes], partition: int = 0) -> None:
     """Keyed records, timestamps 1 ms apart (the last one has the largest)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": peer_broker.bootstrap})
     start_ms = int(time.time() * 1000) - len(values)
     for i, value in enumerate(values):
         producer.produce(topic, value=value, key=b"key-%d" % i, partition=partition, timestamp=start_ms + i)
@@ -42,9 +42,9 @@ def table(output: str) -> list[dict[str, str]]:
     return [dict(zip(header, row)) for row in rows]
 
 
-def test_kafka_topics_create_describe_alter_delete(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker, 2, "cleanup.policy=compact", "retention.ms=3600000")
+def test_kafka_topics_create_describe_alter_delete(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker, 2, "cleanup.policy=compact", "retention.ms=3600000")
     described = kafka_tools("kafka-topics", *b, "--describe", "--topic", topic)
     assert re.search(rf"Topic: {topic}\tTopicId: \S+\tPartitionCount: 2\tReplicationFactor: 1", described)
     assert "cleanup.policy=compact" in described and "retention.ms=3600000" in described
@@ -62,9 +62,9 @@ def test_kafka_topics_create_describe_alter_delete(kafka_tools, broker):
     assert topic not in kafka_tools("kafka-topics", *b, "--list").split()
 
 
-def test_kafka_configs_topics_brokers_quotas_and_scram_users(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker)
+def test_kafka_configs_topics_brokers_quotas_and_scram_users(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker)
     configs = ("kafka-configs", *b)
     # a topic's dynamic configs
     kafka_tools(*configs, "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config",
@@ -82,7 +82,7 @@ def test_kafka_configs_topics_brokers_quotas_and_scram_users(kafka_tools, broker
         kafka_tools(*configs, "--describe", "--entity-type", "brokers", "--entity-default")
     every = kafka_tools(*configs, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
     assert every.startswith("All configs for broker 0 are:")
-    assert f"advertised.listeners=PLAINTEXT://{broker.bootstrap}" in every
+    assert f"advertised.listeners=PLAINTEXT://{peer_broker.bootstrap}" in every
     # client quotas: a client id, the default client id, a user's client id
     kafka_tools(*configs, "--alter", "--entity-type", "clients", "--entity-name", "app-1", "--add-config",
                 "consumer_byte_rate=1024,producer_byte_rate=2048")
@@ -105,14 +105,14 @@ def test_kafka_configs_topics_brokers_quotas_and_scram_users(kafka_tools, broker
                                                           "--entity-name", "bob")
     kafka_tools(*configs, "--alter", "--entity-type", "users", "--entity-name", "bob", "--delete-config",
                 "SCRAM-SHA-512")
-    store = CredentialStore(broker.data)
+    store = CredentialStore(peer_broker.data)
     assert store.verify_password("bob", "bob-secret") and store.get("bob", "SCRAM-SHA-512") is None
     assert store.get("bob", "SCRAM-SHA-256").iterations == 8192
 
 
-def test_console_producer_consumer_and_consumer_groups(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker, 2)
+def test_console_producer_consumer_and_consumer_groups(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker, 2)
     lines = "".join(f"h{i}:x{i}\tkey-{i}|value-{i}\n" for i in range(10))
     kafka_tools("kafka-console-producer", *b, "--topic", topic, "--reader-property", "parse.key=true",
                 "--reader-property", "key.separator=|", "--reader-property", "parse.headers=true", input=lines)
@@ -132,7 +132,7 @@ def test_console_producer_consumer_and_consumer_groups(kafka_tools, broker):
 
     groups = ("kafka-consumer-groups", *b)
     assert "console-g" in kafka_tools(*groups, "--list").split()
-    produce(broker, topic, [b"more-%d" % i for i in range(5)], partition=0)
+    produce(peer_broker, topic, [b"more-%d" % i for i in range(5)], partition=0)
     rows = {r["PARTITION"]: r for r in table(kafka_tools(*groups, "--describe", "--group", "console-g"))}
     assert rows["0"]["CURRENT-OFFSET"] == str(ends[0]) and rows["0"]["LAG"] == "5"
     assert rows["0"]["LOG-END-OFFSET"] == str(ends[0] + 5)
@@ -152,18 +152,18 @@ def test_console_producer_consumer_and_consumer_groups(kafka_tools, broker):
     assert "console-g" not in kafka_tools(*groups, "--list").split()
 
 
-def test_get_offsets_delete_records_log_dirs_and_leader_election(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker, 2)
-    produce(broker, topic, [b"v%d" % i for i in range(20)], partition=0)
-    produce(broker, topic, [b"w%d" % i for i in range(3)], partition=1)
+def test_get_offsets_delete_records_log_dirs_and_leader_election(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker, 2)
+    produce(peer_broker, topic, [b"v%d" % i for i in range(20)], partition=0)
+    produce(peer_broker, topic, [b"w%d" % i for i in range(3)], partition=1)
     assert kafka_tools("kafka-get-offsets", *b, "--topic", topic).split() == [f"{topic}:0:20", f"{topic}:1:3"]
     assert kafka_tools("kafka-get-offsets", *b, "--topic", topic, "--time", "earliest").split() == \
         [f"{topic}:0:0", f"{topic}:1:0"]
     assert kafka_tools("kafka-get-offsets", *b, "--topic-partitions", f"{topic}:0", "--time", "max-timestamp"
                        ).split() == [f"{topic}:0:19"]
 
-    plan = broker.data.parent / "delete-records.json"
+    plan = peer_broker.data.parent / "delete-records.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 7}]}))
     deleted = kafka_tools("kafka-delete-records", *b, "--offset-json-file", str(plan))
     assert f"partition: {topic}-0\tlow_watermark: 7" in deleted
@@ -173,9 +173,9 @@ def test_get_offsets_delete_records_log_dirs_and_leader_election(kafka_tools, br
     described = kafka_tools("kafka-log-dirs", *b, "--describe", "--topic-list", topic)
     report = json.loads(next(line for line in described.splitlines() if line.startswith("{")))
     [log_dir] = report["brokers"][0]["logDirs"]
-    assert log_dir["error"] is None and log_dir["logDir"] == str(broker.data / "log")
+    assert log_dir["error"] is None and log_dir["logDir"] == str(peer_broker.data / "log")
     sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
-    on_disk = {f"{topic}-{p}": sum(f.stat().st_size for f in (broker.data / "log" / f"{topic}-{p}").glob("*.log"))
+    on_disk = {f"{topic}-{p}": sum(f.stat().st_size for f in (peer_broker.data / "log" / f"{topic}-{p}").glob("*.log"))
                for p in (0, 1)}
     assert sizes == on_disk and all(size > 0 for size in sizes.values())
 
@@ -186,17 +186,17 @@ def test_get_offsets_delete_records_log_dirs_and_leader_election(kafka_tools, br
     kafka_tools("kafka-leader-election", *b, "--election-type", "preferred", "--all-topic-partitions")
 
 
-def test_kafka_transactions_list_and_describe(kafka_tools, broker):
+def test_kafka_transactions_list_and_describe(kafka_tools, peer_broker):
     from confluent_kafka import Producer
 
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker)
-    done = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tools-done"})
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker)
+    done = Producer({"bootstrap.servers": peer_broker.bootstrap, "transactional.id": "tools-done"})
     done.init_transactions(20)
     done.begin_transaction()
     done.produce(topic, b"committed")
     done.commit_transaction(20)
-    open_one = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tools-open"})
+    open_one = Producer({"bootstrap.servers": peer_broker.bootstrap, "transactional.id": "tools-open"})
     open_one.init_transactions(20)
     open_one.begin_transaction()
     open_one.produce(topic, b"pending")
@@ -225,10 +225,10 @@ def _tsv(output: str) -> list[dict[str, str]]:
     return [dict(zip(header, (c.strip() for c in line.split("\t")))) for line in lines[1:]]
 
 
-def test_kafka_share_groups(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker)
-    produce(broker, topic, [b"s%d" % i for i in range(10)])
+def test_kafka_share_groups(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker)
+    produce(peer_broker, topic, [b"s%d" % i for i in range(10)])
     kafka_tools("kafka-configs", *b, "--alter", "--entity-type", "groups", "--entity-name", "share-g",
                 "--add-config", "share.auto.offset.reset=earliest")
     consumed = kafka_tools("kafka-console-share-consumer", *b, "--topic", topic, "--group", "share-g",
@@ -248,28 +248,28 @@ def test_kafka_share_groups(kafka_tools, broker):
     assert "share-g" not in kafka_tools(*share, "--list").split()
 
 
-def test_kafka_metadata_quorum(kafka_tools, broker):
+def test_kafka_metadata_quorum(kafka_tools, peer_broker):
     status = dict(line.split(":", 1) for line in kafka_tools(
-        "kafka-metadata-quorum", "--bootstrap-server", broker.bootstrap, "describe", "--status").splitlines())
+        "kafka-metadata-quorum", "--bootstrap-server", peer_broker.bootstrap, "describe", "--status").splitlines())
     status = {k: v.strip() for k, v in status.items()}
     assert (status["LeaderId"], status["LeaderEpoch"], status["HighWatermark"]) == ("0", "0", "0")
     assert status["MaxFollowerLag"] == "0" and status["CurrentObservers"] == "[]"
-    assert json.loads(status["CurrentVoters"]) == [{"id": 0, "endpoints": [f"PLAINTEXT://{broker.bootstrap}"]}]
-    replication = _tsv(kafka_tools("kafka-metadata-quorum", "--bootstrap-server", broker.bootstrap, "describe",
+    assert json.loads(status["CurrentVoters"]) == [{"id": 0, "endpoints": [f"PLAINTEXT://{peer_broker.bootstrap}"]}]
+    replication = _tsv(kafka_tools("kafka-metadata-quorum", "--bootstrap-server", peer_broker.bootstrap, "describe",
                                    "--replication"))
     assert [(r["NodeId"], r["LogEndOffset"], r["Lag"], r["Status"]) for r in replication] == [("0", "0", "0", "Leader")]
 
 
-def test_producer_and_consumer_perf_tools(kafka_tools, broker):
-    b = ("--bootstrap-server", broker.bootstrap)
-    topic = new_topic(kafka_tools, broker)
+def test_producer_and_consumer_perf_tools(kafka_tools, peer_broker):
+    b = ("--bootstrap-server", peer_broker.bootstrap)
+    topic = new_topic(kafka_tools, peer_broker)
     produced = kafka_tools("kafka-producer-perf-test", "--topic", topic, "--num-records", "20000", "--record-size",
-                           "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={broker.bootstrap}",
+                           "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={peer_broker.bootstrap}",
                            "acks=all", "compression.type=lz4")
     assert re.search(r"^20000 records sent, [\d.]+ records/sec", produced, re.M), produced
     transactional = kafka_tools("kafka-producer-perf-test", "--topic", topic, "--num-records", "5000", "--record-size",
                                 "100", "--throughput", "-1", "--transaction-duration-ms", "200", "--command-property",
-                                f"bootstrap.servers={broker.bootstrap}")
+                                f"bootstrap.servers={peer_broker.bootstrap}")
     assert re.search(r"^5000 records sent", transactional, re.M), transactional
 
     consumed = kafka_tools("kafka-consumer-perf-test", *b, "--topic", topic, "--num-records", "25000", "--timeout",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker_process import REPO
-from tests.integration.secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.paths import REPO
+from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}  # alice: the README's us
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def secure_peer_broker(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("secure-peers")
     certs = make_certificates(tmp / "certs")
     toml = security_toml(certs, authorizer='"acl"', super_users=f'["User:alice", "{certs.client_principal}"]')
@@ -42,25 +42,25 @@ def sasl_properties(path: Path, user: str, mechanism: str = "SCRAM-SHA-512") -> 
     return path
 
 
-def kcat(broker, user: str, *args: str, password: str | None = None, mechanism: str = "SCRAM-SHA-512",
+def kcat(secure_peer_broker, user: str, *args: str, password: str | None = None, mechanism: str = "SCRAM-SHA-512",
          input: str | None = None, metadata_timeout_s: int = 15) -> subprocess.CompletedProcess:
-    return subprocess.run(["kcat", "-b", broker.address("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
+    return subprocess.run(["kcat", "-b", secure_peer_broker.address("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
                            "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}", "-X",
                            f"sasl.password={password or USERS[user]}", "-m", str(metadata_timeout_s), *args],
                           input=input, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
-def test_kcat_logs_in_and_a_wrong_password_does_not(broker, mechanism):
-    listed = kcat(broker, "bob", "-L", mechanism=mechanism)
+def test_kcat_logs_in_and_a_wrong_password_does_not(secure_peer_broker, mechanism):
+    listed = kcat(secure_peer_broker, "bob", "-L", mechanism=mechanism)
     assert listed.returncode == 0, listed.stderr
-    assert f"broker 0 at {broker.address('SASL_PLAINTEXT')}" in listed.stdout
-    wrong = kcat(broker, "bob", "-L", mechanism=mechanism, password="not-it", metadata_timeout_s=2)
+    assert f"broker 0 at {secure_peer_broker.address('SASL_PLAINTEXT')}" in listed.stdout
+    wrong = kcat(secure_peer_broker, "bob", "-L", mechanism=mechanism, password="not-it", metadata_timeout_s=2)
     assert wrong.returncode != 0 and "Authentication failed" in wrong.stderr
 
 
-def test_kafka_acls_over_sasl_judged_by_kcat(kafka_tools, broker, tmp_path):
-    admin = ("--bootstrap-server", broker.address("SASL_PLAINTEXT"), "--command-config",
+def test_kafka_acls_over_sasl_judged_by_kcat(kafka_tools, secure_peer_broker, tmp_path):
+    admin = ("--bootstrap-server", secure_peer_broker.address("SASL_PLAINTEXT"), "--command-config",
              str(sasl_properties(tmp_path / "alice.properties", "alice")))
     kafka_tools("kafka-topics", *admin, "--create", "--topic", "orders", "--partitions", "1")
     kafka_tools("kafka-topics", *admin, "--create", "--topic", "secret-plans", "--partitions", "1")
@@ -77,18 +77,18 @@ def test_kafka_acls_over_sasl_judged_by_kcat(kafka_tools, broker, tmp_path):
          ("ALL", "DENY")])
     assert "ResourcePattern(resourceType=TOPIC, name=secret, patternType=PREFIXED)" in listed
 
-    produced = kcat(broker, "bob", "-P", "-t", "orders", input="o1\no2\no3\n")
+    produced = kcat(secure_peer_broker, "bob", "-P", "-t", "orders", input="o1\no2\no3\n")
     assert produced.returncode == 0, produced.stderr
-    consumed = kcat(broker, "bob", "-G", "bob-readers", "-o", "beginning", "-e", "orders")
+    consumed = kcat(secure_peer_broker, "bob", "-G", "bob-readers", "-o", "beginning", "-e", "orders")
     assert consumed.returncode == 0 and consumed.stdout.split() == ["o1", "o2", "o3"], consumed.stderr
-    denied = kcat(broker, "bob", "-P", "-t", "secret-plans", input="x\n")
+    denied = kcat(secure_peer_broker, "bob", "-P", "-t", "secret-plans", input="x\n")
     assert denied.returncode != 0 and "Topic authorization failed" in denied.stderr
-    other_group = kcat(broker, "bob", "-G", "someone-elses", "-o", "beginning", "-e", "orders")
+    other_group = kcat(secure_peer_broker, "bob", "-G", "someone-elses", "-o", "beginning", "-e", "orders")
     assert other_group.returncode != 0 and "FindCoordinator response error: Authorization failed" in other_group.stderr
 
     kafka_tools("kafka-acls", *admin, "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Write",
                 "--topic", "orders")
-    after = kcat(broker, "bob", "-P", "-t", "orders", input="o4\n")
+    after = kcat(secure_peer_broker, "bob", "-P", "-t", "orders", input="o4\n")
     assert after.returncode != 0 and "Topic authorization failed" in after.stderr
 
 
@@ -100,17 +100,17 @@ def readme_examples() -> dict[str, str]:
     return {re.search(r"^security\.protocol=(\S+)$", b, re.M).group(1): b for b in blocks}
 
 
-def test_readme_client_properties_examples_work_as_written(kafka_tools, broker, tmp_path):
+def test_readme_client_properties_examples_work_as_written(kafka_tools, secure_peer_broker, tmp_path):
     examples = readme_examples()
     assert sorted(examples) == sorted(PROTOCOLS)
-    certs = broker.certs
+    certs = secure_peer_broker.certs
     keystore = tmp_path / "client-keystore.pem"  # the README's keystore: key, then certificate
     keystore.write_text(certs.client_key.read_text() + certs.client_cert.read_text())
     (tmp_path / "ca.pem").write_text(certs.ca.read_text())
     for protocol, text in examples.items():
         config = tmp_path / f"{protocol}.properties"
         config.write_text(text.replace("/etc/topiclake/", f"{tmp_path}/"))
-        where = ("--bootstrap-server", broker.address(protocol), "--command-config", str(config))
+        where = ("--bootstrap-server", secure_peer_broker.address(protocol), "--command-config", str(config))
         if protocol == "PLAINTEXT":  # User:ANONYMOUS, no ACLs: it sees no topic, and may create none
             assert kafka_tools("kafka-topics", *where, "--list").strip() == ""
             continue
@@ -118,12 +118,12 @@ def test_readme_client_properties_examples_work_as_written(kafka_tools, broker, 
         topic = f"readme-{protocol.lower().replace('_', '-')}"
         kafka_tools("kafka-topics", *where, "--create", "--topic", topic, "--partitions", "1")
         ours = subprocess.run([sys.executable, "-m", "topiclake.cli", "topics", "describe", topic, "--bootstrap",
-                               broker.address(protocol), "--command-config", str(config)],
+                               secure_peer_broker.address(protocol), "--command-config", str(config)],
                               capture_output=True, text=True, timeout=60, cwd=REPO)
         assert ours.returncode == 0 and topic in ours.stdout, ours.stderr
     # The SASL examples really log in: with another password, Kafka's tool is refused.
     wrong = tmp_path / "wrong.properties"
     wrong.write_text(examples["SASL_SSL"].replace("/etc/topiclake/", f"{tmp_path}/").replace("alice-secret", "x"))
-    refused = kafka_tools.run("kafka-topics", "--bootstrap-server", broker.address("SASL_SSL"), "--command-config",
+    refused = kafka_tools.run("kafka-topics", "--bootstrap-server", secure_peer_broker.address("SASL_SSL"), "--command-config",
                               str(wrong), "--list", check=False)
     assert refused.returncode != 0 and "Authentication failed" in refused.stdout + refused.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench._kafka import fetch_peers
-from tests.integration.broker_process import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -71,13 +71,13 @@ def produce(bootstrap: str) -> tuple[list[list], list[list]]:
     return kept, aborted
 
 
-def test_spark_kafka_source_reads_exact_records_and_read_committed(broker, tmp_path):
-    kept, aborted = produce(broker.bootstrap)
+def test_spark_kafka_source_reads_exact_records_and_read_committed(peer_broker, tmp_path):
+    kept, aborted = produce(peer_broker.bootstrap)
     jars = ",".join(str(j) for j in sorted(Path(fetch_peers("spark-kafka")["SPARK_KAFKA_JARS"]).glob("*.jar")))
     script = tmp_path / "read_kafka.py"
     script.write_text(READER)
     done = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--jars", jars,
-                           "--conf", "spark.ui.enabled=false", str(script), broker.bootstrap, TOPIC],
+                           "--conf", "spark.ui.enabled=false", str(script), peer_broker.bootstrap, TOPIC],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-4000:]
     read = {r["isolation"]: sorted(r["rows"]) for r in map(json.loads, done.stdout.splitlines())}

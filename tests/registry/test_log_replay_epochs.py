@@ -7,7 +7,7 @@ from topiclake.registry.log_replay import load_state
 from topiclake.registry.records import SchemaValue, schema_record
 from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.storage import StorageLayout
-from tests.segments.fenced_partition import lead
+from tests.support.fenced_partition import lead
 
 
 def registration(subject: str, schema_id: int) -> bytes:

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from tests.conftest import CONFORMANCE
+from tests.support.paths import CONFORMANCE
 from topiclake.segments import batch as b
 from topiclake.segments.batch import Record, TimestampType, build_batch, iter_batches, read_header
 from topiclake.segments.compression import Compression

@@ -18,7 +18,7 @@ from topiclake.segments.leader_epochs import (CHECKPOINT_FILE, UNDEFINED_EPOCH_O
                                               parse_checkpoint, read_checkpoint, start_path, write_checkpoint)
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 
-from .epoch_log import Leader, read_log, recovered_end
+from tests.support.epoch_log import Leader, read_log, recovered_end
 
 # ---- Kafka's leader-epoch-checkpoint ------------------------------------------------------------
 

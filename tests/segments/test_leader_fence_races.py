@@ -18,13 +18,13 @@ import pytest
 from topiclake.segments.leader_epochs import UNDEFINED_EPOCH_OFFSET, EpochHistory, claim_path
 from topiclake.segments.leader_fence import FencedLeaderError
 
-from .epoch_log import Leader, read_log
+from tests.support.epoch_log import Leader, read_log
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def spawn_leader(directory: Path, epoch: int, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.segments.epoch_log", "leader", str(directory), str(epoch),
+    return subprocess.Popen([sys.executable, "-m", "tests.support.epoch_log", "leader", str(directory), str(epoch),
                              *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -17,17 +17,10 @@ from topiclake.segments.leader_epochs import EpochHistory
 from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.leader_reads import LeadershipChangedError, ReadEpochs, log_batches, read_epochs
 
-from .fenced_partition import BASE_TS, batch, build, lead
+from tests.support.fenced_partition import BASE_TS, batch, lead
 
 DECODERS = [pytest.param(arrow.decode_to_arrow_reference, id="reference")] + (
     [pytest.param(arrow.decode_to_arrow_native, id="native")] if arrow.HAS_NATIVE else [])
-
-
-@pytest.fixture
-def fenced(tmp_path):
-    partition = build(tmp_path / "t-0")
-    yield partition
-    partition.close()
 
 
 def bases(directory) -> list[int]:

@@ -7,23 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from topiclake.segments import filenames as fn
-from topiclake.segments.batch import iter_batches
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT
 from topiclake.segments.config import LogConfig
 from topiclake.segments.log import Log
 from topiclake.segments.loader import load_log
 
-from .conftest import CORPUS, make_batch
-
-
-def read_all(log: Log) -> list[bytes]:
-    out, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        result = log.read(offset, 1 << 20)
-        data = result.to_bytes()
-        out += [bytes(b.data) for b in iter_batches(data)]
-        offset = result.next_offset
-    return out
+from tests.segments.segment_logs import make_batch, read_all
 
 
 def fill(directory: Path, config: LogConfig, counts: list[int]) -> list[bytes]:

@@ -11,8 +11,7 @@ from topiclake.segments.log import Log
 from topiclake.segments.read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from topiclake.segments.time_index import TimestampOffset
 
-from .conftest import make_batch
-from .test_loader import read_all
+from tests.segments.segment_logs import make_batch, read_all
 
 
 @pytest.fixture

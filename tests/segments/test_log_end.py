@@ -9,7 +9,7 @@ from topiclake.segments import filenames
 from topiclake.segments.log import Log
 from topiclake.segments.log_end import LogEnds, timestamp_at
 
-from .fenced_partition import BASE_TS, CONFIG, batch, build
+from tests.support.fenced_partition import BASE_TS, CONFIG, batch, build
 
 
 def test_a_single_brokers_log_is_followed_as_it_grows_and_rolls(tmp_path):

@@ -5,15 +5,11 @@ import pytest
 from topiclake.segments import filenames as fn
 from topiclake.segments import maintenance
 from topiclake.segments.batch import NO_TIMESTAMP, iter_batches, read_header
-from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError, OffsetOutOfRangeError, TopiclakeError
 from topiclake.segments.log import Log
 from topiclake.segments.maintenance import MaintenanceError, delete_segments, replace_segments
 
-from .test_loader import read_all
-from .conftest import make_batch
-
-CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=100)
+from tests.segments.segment_logs import read_all, make_batch, CONFIG, record_offsets, write_dropping
 
 
 def offsets(log):
@@ -175,23 +171,6 @@ def test_cleaner_offset_checkpoint(tmp_path):
 
 
 # --- cleaner output that ends below the last old segment (a segment or a whole group emptied)
-
-def record_offsets(log):
-    return [r.offset for b in read_all(log) for r in iter_batches(b).__next__().records()]
-
-
-def write_dropping(directory, old_bases, drop):
-    """A 'compacted' copy of old_bases keeping every other batch of the segments not in `drop`
-    (whose batches all go). Returns (cleaned path, kept record offsets)."""
-    kept = []
-    for b in old_bases:
-        if b in drop:
-            continue
-        batches = [bytes(x.data) for x in iter_batches(fn.log_file(directory, b).read_bytes())]
-        kept += batches[::2]
-    target = fn.log_file(directory, old_bases[0], fn.CLEANED_SUFFIX)
-    target.write_bytes(b"".join(kept))
-    return target, [r.offset for blob in kept for r in next(iter_batches(blob)).records()]
 
 
 SCENARIOS = {

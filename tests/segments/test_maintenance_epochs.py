@@ -10,15 +10,6 @@ from topiclake.segments import filenames
 from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.maintenance import MaintenanceError, delete_segments
 
-from .fenced_partition import build
-
-
-@pytest.fixture
-def fenced(tmp_path):
-    partition = build(tmp_path / "t-0")
-    yield partition
-    partition.close()
-
 
 def test_a_fenced_leaders_file_is_never_deleted(fenced):
     with pytest.raises(MaintenanceError, match="segment 11 .* is not part of the log .*fenced leader.*leave it alone"):
@@ -50,8 +41,7 @@ def test_a_cleaned_group_that_is_only_padding_stays_part_of_a_cluster_log(tmp_pa
     from topiclake.segments.log import Log
     from topiclake.segments.maintenance import replace_segments
 
-    from .conftest import make_batch
-    from .test_maintenance import CONFIG, record_offsets, write_dropping
+    from tests.segments.segment_logs import make_batch, CONFIG, record_offsets, write_dropping
 
     directory = tmp_path / "t-0"
 

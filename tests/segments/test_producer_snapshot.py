@@ -7,7 +7,7 @@ from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.producer_snapshot import (ProducerSnapshotEntry, decode_snapshot, delete_snapshots,
                                                   encode_snapshot, list_snapshots, read_snapshot, write_snapshot)
 
-from .conftest import CORPUS
+from tests.support.paths import KAFKA_38_SEGMENTS as CORPUS
 
 KAFKA = {
     "codecrafters-kafka-tester-510714e/foo-0/00000000000000000001.snapshot":
@@ -69,7 +69,7 @@ def test_the_loader_drops_snapshots_when_it_completes_a_swap(tmp_path):
     trust a snapshot's promise that every abort below it is indexed."""
     from topiclake.segments.log import Log
 
-    from .conftest import make_batch
+    from tests.segments.segment_logs import make_batch
 
     directory = tmp_path / "t-0"
     log = Log.open(directory)

@@ -6,7 +6,7 @@ from topiclake.segments.batch import iter_batches, read_header
 from topiclake.segments.config import LogConfig
 from topiclake.segments.segment import LogSegment, RollParams
 
-from .conftest import CORPUS, make_batch
+from tests.segments.segment_logs import make_batch
 
 
 def append(segment, data):

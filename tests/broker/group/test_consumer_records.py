@@ -19,7 +19,7 @@ from topiclake.broker.group.records import (CG, ClassicMemberMetadata, ConsumerG
                                             TopicMetadata, UnknownKey, decode_record)
 from topiclake.segments.errors import CorruptRecordError
 
-from .test_consumer import Driver
+from tests.broker.group.consumer_driver import Driver
 
 T1 = uuid.UUID("00000000-0000-0000-0000-0000000000a1")
 T2 = uuid.UUID("00000000-0000-0000-0000-0000000000b2")

@@ -11,7 +11,7 @@ from kio.schema.consumer_group_heartbeat.v0 import request as hb_req
 
 from topiclake.broker.group.config import GroupsConfig
 
-from ..conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 
 RETRIABLE = {"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"}
 
@@ -87,7 +87,7 @@ def test_a_member_keeps_its_epoch_and_assignment_across_a_restart(tmp_path):
 def test_an_empty_group_without_offsets_is_deleted_by_the_offset_clean_up_and_stays_deleted(tmp_path):
     """As Kafka's offset clean-up does: a KIP-848 group left empty with no offsets is deleted (its
     records tombstoned, so a restart does not bring it back); one with offsets stays."""
-    from ..test_groups import commit
+    from tests.support.group_wire import commit
 
     settings = dict(groups=GroupsConfig(offsets_topic_partitions=2, offsets_retention_check_interval_ms=300))
     broker = InProcessBroker(tmp_path / "data", **settings).start()
@@ -118,7 +118,7 @@ def test_an_empty_group_without_offsets_is_deleted_by_the_offset_clean_up_and_st
 
 
 def test_an_empty_group_goes_once_its_offsets_expired(tmp_path):
-    from ..test_groups import commit
+    from tests.support.group_wire import commit
 
     settings = dict(groups=GroupsConfig(offsets_topic_partitions=2, offsets_retention_check_interval_ms=300,
                                         offsets_retention_minutes=0))  # expired at the first clean-up

@@ -72,7 +72,7 @@ def test_a_transactional_commit_without_member_is_accepted_by_a_stable_group():
     """TxnOffsetCommit v0-v2 carry no member id or generation (aiokafka 0.14 sends v0): Kafka's
     ClassicGroup.validateOffsetCommit checks the member only when the request names one, and
     accepts it while the group rebalances too. A plain commit without identity still fails."""
-    from tests.broker.group.test_classic import G as CLASSIC_GROUP, Cluster
+    from tests.broker.group.classic_driver import G as CLASSIC_GROUP, Cluster
 
     c = Cluster()
     responses = c.full_join(["a"])

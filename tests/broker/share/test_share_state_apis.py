@@ -25,21 +25,21 @@ from topiclake.broker.partitions import topic_uuid
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.broker.share.state_records import DeliveryState, ShareStateKey
 
-from ..conftest import InProcessBroker
+from tests.support.in_process_broker import InProcessBroker
 
 AVAILABLE, ACKED, ARCHIVED = DeliveryState.AVAILABLE, DeliveryState.ACKNOWLEDGED, DeliveryState.ARCHIVED
 
 
 @pytest.fixture
-def broker(tmp_path):
+def share_state_broker(tmp_path):
     b = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=3)).start()
     yield b
     b.stop()
 
 
-def topic_id(broker, name: str, partitions: int = 2) -> uuid.UUID:
-    assert broker.create_topic(name, partitions).error_code == ErrorCode.none
-    return topic_uuid(broker.context.partitions.topic(name))
+def topic_id(share_state_broker, name: str, partitions: int = 2) -> uuid.UUID:
+    assert share_state_broker.create_topic(name, partitions).error_code == ErrorCode.none
+    return topic_uuid(share_state_broker.context.partitions.topic(name))
 
 
 def one(response):
@@ -84,9 +84,9 @@ def batches_of(part):
     return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in part.state_batches]
 
 
-def test_initialize_read_write_summary_and_delete(broker):
-    tid = topic_id(broker, "st-life")
-    with broker.client() as c:
+def test_initialize_read_write_summary_and_delete(share_state_broker):
+    tid = topic_id(share_state_broker, "st-life")
+    with share_state_broker.client() as c:
         unknown = read(c, "g", tid, 0, 1)
         assert (unknown.error_code, unknown.start_offset, unknown.state_batches) == (ErrorCode.none, -1, ())
         assert initialize(c, "g", tid, 0, 0, 5).error_code == ErrorCode.none
@@ -118,10 +118,10 @@ def test_initialize_read_write_summary_and_delete(broker):
 
 
 def test_a_newer_leader_epoch_read_fences_the_older_leader_and_survives_a_restart(tmp_path):
-    broker = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=3)).start()
+    share_state_broker = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=3)).start()
     try:
-        tid = topic_id(broker, "st-fence")
-        with broker.client() as c:
+        tid = topic_id(share_state_broker, "st-fence")
+        with share_state_broker.client() as c:
             assert initialize(c, "g", tid, 0, 0, 0).error_code == ErrorCode.none
             assert read(c, "g", tid, 0, 4).error_code == ErrorCode.none  # the leader of epoch 4
             assert write(c, "g", tid, 0, state_epoch=0, leader_epoch=4, batches=[(0, 0, ACKED, 1)],
@@ -140,7 +140,7 @@ def test_a_newer_leader_epoch_read_fences_the_older_leader_and_survives_a_restar
             assert write(c, "g", tid, 0, state_epoch=1, leader_epoch=5, batches=[(10, 10, ACKED, 1)],
                          complete=1).error_code == ErrorCode.none
     finally:
-        broker.stop()
+        share_state_broker.stop()
     again = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=3)).start()
     try:
         with again.client() as c:
@@ -152,9 +152,9 @@ def test_a_newer_leader_epoch_read_fences_the_older_leader_and_survives_a_restar
         again.stop()
 
 
-def test_each_key_is_checked_and_answered_alone(broker):
-    tid = topic_id(broker, "st-checks", partitions=1)
-    with broker.client() as c:
+def test_each_key_is_checked_and_answered_alone(share_state_broker):
+    tid = topic_id(share_state_broker, "st-checks", partitions=1)
+    with share_state_broker.client() as c:
         assert initialize(c, "", tid, 0, 0, 0).error_code == ErrorCode.invalid_request
         assert read(c, "g", tid, -1, 0).error_code == ErrorCode.invalid_request
         assert read(c, "g", None, 0, 0).error_code == ErrorCode.invalid_request
@@ -170,35 +170,35 @@ def test_each_key_is_checked_and_answered_alone(broker):
         assert read(c, "g", tid, 0, 0).start_offset == 3
 
 
-def test_a_state_partition_not_served_here_answers_not_coordinator(broker):
-    tid = topic_id(broker, "st-moved", partitions=1)
-    store = broker.context.share.store
-    with broker.client() as c:
+def test_a_state_partition_not_served_here_answers_not_coordinator(share_state_broker):
+    tid = topic_id(share_state_broker, "st-moved", partitions=1)
+    store = share_state_broker.context.share.store
+    with share_state_broker.client() as c:
         assert initialize(c, "g", tid, 0, 0, 2).error_code == ErrorCode.none
         index = store.partition_for(ShareStateKey("g", tid, 0))
-        asyncio.run_coroutine_threadsafe(store.runtime.unload(index), broker.loop).result(10)
+        asyncio.run_coroutine_threadsafe(store.runtime.unload(index), share_state_broker.loop).result(10)
         for answer in (read(c, "g", tid, 0, 0), write(c, "g", tid, 0, state_epoch=0, leader_epoch=0),
                        summary(c, "g", tid, 0), initialize(c, "g", tid, 0, 1, 0), delete(c, "g", tid, 0)):
             assert answer.error_code == ErrorCode.not_coordinator, answer
-        asyncio.run_coroutine_threadsafe(store.runtime.load(index), broker.loop).result(10)
+        asyncio.run_coroutine_threadsafe(store.runtime.load(index), share_state_broker.loop).result(10)
         assert read(c, "g", tid, 0, 0).start_offset == 2
 
 
 @pytest.mark.parametrize("super_users", [(), ("User:ANONYMOUS",)], ids=["not-super", "super"])
 def test_with_an_authorizer_only_super_users_may_call_them(tmp_path, super_users):
-    broker = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=1),
+    share_state_broker = InProcessBroker(tmp_path / "data", share=ShareConfig(state_topic_partitions=1),
                              security=SecurityConfig(authorizer="acl", super_users=super_users,
                                                      allow_everyone_if_no_acl_found=True)).start()
     try:
-        tid = topic_id(broker, "st-acl", partitions=1)
-        with broker.client() as c:
+        tid = topic_id(share_state_broker, "st-acl", partitions=1)
+        with share_state_broker.client() as c:
             if super_users:
                 assert initialize(c, "g", tid, 0, 0, 0).error_code == ErrorCode.none
                 assert read(c, "g", tid, 0, 0).start_offset == 0
             else:  # no policy: these responses carry no top-level error, so the connection is closed
                 with pytest.raises((ConnectionError, EOFError, OSError)):
                     initialize(c, "g", tid, 0, 0, 0)
-        recorded = broker.context.share.store.get(ShareStateKey("g", tid, 0))
+        recorded = share_state_broker.context.share.store.get(ShareStateKey("g", tid, 0))
         assert (recorded is not None) == bool(super_users)
     finally:
-        broker.stop()
+        share_state_broker.stop()

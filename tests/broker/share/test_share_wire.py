@@ -5,28 +5,23 @@ final epoch releasing what a member holds, and GROUP configs acting on the next 
 from __future__ import annotations
 
 import datetime
-import time
 
 import pytest
-from kio.schema.describe_share_group_offsets.v1 import request as offsets_req
 from kio.schema.errors import ErrorCode
-from kio.schema.share_acknowledge.v1 import request as ack_req
-from kio.schema.share_fetch.v1 import request as fetch_req
-from kio.schema.share_group_heartbeat.v1 import request as hb_req
 
 from topiclake.broker.group.config import GroupsConfig
 from topiclake.broker.group.share_config import ShareConfig
 from topiclake.segments.batch import iter_batches
 
-from ..conftest import InProcessBroker
-from ..test_produce_fetch import batch, produce
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.wire import batch, produce
+from tests.support.share_wire import ACCEPT, RELEASE, heartbeat, share_fetch, share_ack, start_offset, partition_of, joined
 
-ACCEPT, RELEASE = 1, 2
 LOCK_MS = 1000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def share_broker(tmp_path_factory):
     b = InProcessBroker(tmp_path_factory.mktemp("share") / "data",
                         groups=GroupsConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0),
                         share=ShareConfig(state_topic_partitions=1, record_lock_duration_ms=LOCK_MS,
@@ -35,63 +30,11 @@ def broker(tmp_path_factory):
     b.stop()
 
 
-def heartbeat(c, group, member, epoch, topics=None):
-    return c.request(hb_req.ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
-                                                       rack_id=None, subscribed_topic_names=topics))
-
-
-def share_fetch(c, group, member, epoch, topic_id, acks=(), max_records=100, max_wait_ms=0):
-    batches = tuple(fetch_req.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=(t,))
-                    for f, l, t in acks)
-    return c.request(fetch_req.ShareFetchRequest(
-        group_id=group, member_id=member, share_session_epoch=epoch,
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
-        max_records=max_records, batch_size=100, topics=(fetch_req.FetchTopic(topic_id=topic_id, partitions=(
-            fetch_req.FetchPartition(partition_index=0, acknowledgement_batches=batches),)),),
-        forgotten_topics_data=()))
-
-
-def share_ack(c, group, member, epoch, topic_id, acks):
-    return c.request(ack_req.ShareAcknowledgeRequest(
-        group_id=group, member_id=member, share_session_epoch=epoch, topics=(ack_req.AcknowledgeTopic(
-            topic_id=topic_id, partitions=(ack_req.AcknowledgePartition(
-                partition_index=0, acknowledgement_batches=tuple(
-                    ack_req.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=(t,))
-                    for f, l, t in acks)),)),)))
-
-
-def start_offset(c, group, topic):
-    wanted = offsets_req.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(0,))
-    resp = c.request(offsets_req.DescribeShareGroupOffsetsRequest(groups=(
-        offsets_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(wanted,)),)))
-    return resp.groups[0].topics[0].partitions[0].start_offset
-
-
-def partition_of(response):
-    [topic] = response.responses
-    [part] = topic.partitions
-    return part
-
-
-def joined(broker, c, topic, group, member):
-    """Join (earliest reset) and return the topic id of the assignment."""
-    broker.context.groups.configs.alter(group, {"share.auto.offset.reset": "earliest"})
-    for _ in range(500):  # the coordinator may still be loading (polled, not spun: its load needs the loop)
-        resp = heartbeat(c, group, member, 0, (topic,))
-        if resp.error_code != ErrorCode.coordinator_load_in_progress:
-            break
-        time.sleep(0.01)
-    assert resp.error_code == ErrorCode.none and resp.member_epoch == 1
-    [tp] = resp.assignment.topic_partitions
-    assert tp.partitions == (0,)
-    return tp.topic_id
-
-
-def test_sessions_acquisition_and_acknowledgement_errors(broker):
-    broker.create_topic("wire")
-    with broker.client() as c:
+def test_sessions_acquisition_and_acknowledgement_errors(share_broker):
+    share_broker.create_topic("wire")
+    with share_broker.client() as c:
         assert produce(c, "wire", batch([b"a", b"b", b"c"])).error_code == ErrorCode.none
-        topic_id = joined(broker, c, "wire", "wg", "m1")
+        topic_id = joined(share_broker, c, "wire", "wg", "m1")
         assert share_fetch(c, "wg", "m1", 0, topic_id, acks=[(0, 0, ACCEPT)]).error_code == ErrorCode.invalid_request
         first = share_fetch(c, "wg", "m1", 0, topic_id)
         assert (first.error_code, first.acquisition_lock_timeout) == (ErrorCode.none, datetime.timedelta(seconds=1))
@@ -118,12 +61,12 @@ def test_sessions_acquisition_and_acknowledgement_errors(broker):
         assert share_fetch(c, "wg", "m1", 2, topic_id).error_code == ErrorCode.share_session_not_found
 
 
-def test_group_configs_act_on_the_next_acquisition(broker):
-    broker.create_topic("limits")
-    with broker.client() as c:
+def test_group_configs_act_on_the_next_acquisition(share_broker):
+    share_broker.create_topic("limits")
+    with share_broker.client() as c:
         produce(c, "limits", batch([b"x"]))
-        topic_id = joined(broker, c, "limits", "lg", "m")
-        broker.context.groups.configs.alter("lg", {"share.delivery.count.limit": "2",
+        topic_id = joined(share_broker, c, "limits", "lg", "m")
+        share_broker.context.groups.configs.alter("lg", {"share.delivery.count.limit": "2",
                                                    "share.record.lock.duration.ms": "1500"})
         first = share_fetch(c, "lg", "m", 0, topic_id)
         assert first.acquisition_lock_timeout == datetime.timedelta(milliseconds=1500)

@@ -15,8 +15,8 @@ from topiclake.broker.txn.coordinator import TRANSACTION_STATE_TOPIC
 from topiclake.broker.txn.state import S
 from topiclake.segments.batch import iter_batches
 
-from ..conftest import InProcessBroker
-from . import raw
+from tests.support.in_process_broker import InProcessBroker
+from tests.support import txn_wire as raw
 
 
 def values(fetched) -> list[bytes]:

@@ -22,15 +22,15 @@ from topiclake.broker.txn.coordinator import OFFSETS_TOPIC
 from topiclake.broker.txn.state import MAX_EPOCH, S, TV2, end_transaction_v2
 from topiclake.segments.batch import iter_batches
 
-from ..conftest import InProcessBroker
-from . import raw
+from tests.support.in_process_broker import InProcessBroker
+from tests.support import txn_wire as raw
 
 TXN = "tv2"
 GROUP = "tv2-group"
 
 
 @pytest.fixture
-def broker(tmp_path):
+def txn_broker(tmp_path):
     b = InProcessBroker(tmp_path / "data").start()
     b.create_topic("t", 2)
     yield b
@@ -85,8 +85,8 @@ def markers(client, partition=0):
         offset = batches[-1].next_offset
 
 
-def test_api_versions_advertise_transactions_v2(broker):
-    with broker.client() as c:
+def test_api_versions_advertise_transactions_v2(txn_broker):
+    with txn_broker.client() as c:
         v4 = c.request(versions4.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         v3 = c.request(versions3.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     versions = {k.api_key: k.max_version for k in v4.api_keys}
@@ -99,16 +99,16 @@ def test_api_versions_advertise_transactions_v2(broker):
     assert v3.supported_features == ()  # v3 leaves out features supported from level 0 (Kafka's schema)
 
 
-def test_every_transaction_bumps_the_epoch_and_fences_what_it_left_behind(broker):
-    with broker.client() as c:
+def test_every_transaction_bumps_the_epoch_and_fences_what_it_left_behind(txn_broker):
+    with txn_broker.client() as c:
         _, pid, epoch = raw.init_producer_id(c, TXN)
         # No AddPartitionsToTxn: the first transactional batch adds its partition.
         assert produce(c, pid, epoch, 0, [b"a", b"b"]) == ErrorCode.none
         assert produce(c, pid, epoch, 2, [b"c"], partition=1) == ErrorCode.none
         assert commit_offset(c, pid, epoch, 3) == ErrorCode.none  # no AddOffsetsToTxn either
-        m = broker.context.txn.get(TXN)
+        m = txn_broker.context.txn.get(TXN)
         assert m.state is S.ONGOING and m.client_txn_version == TV2
-        assert m.partitions == {("t", 0), ("t", 1), (OFFSETS_TOPIC, broker.context.groups.partition_for(GROUP))}
+        assert m.partitions == {("t", 0), ("t", 1), (OFFSETS_TOPIC, txn_broker.context.groups.partition_for(GROUP))}
         assert raw.latest(c, "t", committed=True) == 0
 
         assert end(c, pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
@@ -118,7 +118,7 @@ def test_every_transaction_bumps_the_epoch_and_fences_what_it_left_behind(broker
         assert end(c, pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
         # ... but a late batch of the ended transaction cannot start a new one (the KIP-890 defence).
         assert produce(c, pid, epoch, 3, [b"zombie"]) == ErrorCode.producer_fenced
-        assert broker.context.txn.get(TXN).state is S.COMPLETE_COMMIT
+        assert txn_broker.context.txn.get(TXN).state is S.COMPLETE_COMMIT
 
         # The next transaction: the new epoch, sequences from 0; an abort bumps again.
         epoch += 1
@@ -180,11 +180,11 @@ def test_a_used_up_epoch_rotates_the_producer_id():
     assert end_transaction_v2(begun, 8, 0, False, 8, lambda: 9).producer == (8, 1)
 
 
-def test_records_keep_the_tagged_fields(broker):
+def test_records_keep_the_tagged_fields(txn_broker):
     from topiclake.broker.txn import records
 
-    m = broker.context.txn
-    with broker.client() as c:
+    m = txn_broker.context.txn
+    with txn_broker.client() as c:
         _, pid, epoch = raw.init_producer_id(c, TXN)
         produce(c, pid, epoch, 0, [b"a"])
     value = records.encode_value(m.get(TXN))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from topiclake.broker.cluster.ensemble import Ensemble
 
-from ...cluster.brokers import ClusterBrokers, cluster_settings
-from ...cluster.clients import metadata
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import metadata
 from .faults import Fault, Killer
 from .ledger import Ledger
 

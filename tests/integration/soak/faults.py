@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..broker_process import REPO, BrokerProcess
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from topiclake.lake.table.delta import committed_offsets, load_table
 from topiclake.lake.table.location import GROUP_PREFIX
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-from ..broker_process import BrokerProcess
-from ...lake.conftest import read_table
+from tests.support.broker_process import BrokerProcess
+from tests.support.lake import read_table
 from . import check
 from .cluster import BrokerFaults, ClusterShape, SoakCluster, ZooKeeperKiller, failover_s, longest_gaps, summary
 from .faults import BrokerKiller, Fault, LakeKiller, LakeProcess

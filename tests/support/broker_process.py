@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def free_port() -> int:

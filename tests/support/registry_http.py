@@ -8,6 +8,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+# `broker start` flags that serve the registry on a free loopback port
+REGISTRY_ARGS = ("--registry-listen", "127.0.0.1:0")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -49,3 +51,4 @@ def _decode(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode(errors="replace")
+

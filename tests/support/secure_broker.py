@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.broker_process import REPO, BrokerProcess, free_port
+from tests.support.paths import REPO
+from tests.support.broker_process import BrokerProcess, free_port
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 a leader that takes over, appends (write, fsync, fence check, acknowledge) and rolls, and a
 reader that applies the epoch rules the way the broker's fetch, recovery and Spark's decode will.
 
-It also runs as a process (`python -m tests.segments.epoch_log leader DIR EPOCH ...`) so tests can
+It also runs as a process (`python -m tests.support.epoch_log leader DIR EPOCH ...`) so tests can
 SIGSTOP, SIGCONT and kill a leader that shares the directory with another.
 """
 

@@ -1,4 +1,4 @@
-"""An in-process broker on a free loopback port (its own event loop thread), and a raw client."""
+"""An in-process broker on a free loopback port (its own event loop thread), and a raw client to it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import asyncio
 import datetime
 import threading
 
-import pytest
 from kio.schema.create_topics.v7 import request as create_req
 
 from topiclake.client.conn import BrokerConnection
@@ -50,10 +49,3 @@ class InProcessBroker:
             result = c.request(create_req.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=5),
                                                               validate_only=False))
         return result.topics[0]
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = InProcessBroker(tmp_path / "data").start()
-    yield b
-    b.stop()

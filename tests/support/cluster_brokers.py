@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping
 
-from tests.integration.broker_process import BrokerProcess, free_port
+from tests.support.broker_process import BrokerProcess, free_port
 
 # Short enough that a test's failover takes a few seconds; ZooKeeper's tick of 200 ms allows it.
 SESSION_TIMEOUT_MS = 1000

@@ -1,0 +1,25 @@
+"""Topics on one broker, created with a raw CreateTopics request (replication factor 1)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from kio.schema.create_topics.v7 import request as create_req
+from kio.schema.errors import ErrorCode
+
+from topiclake.client.conn import BrokerConnection
+
+
+def create_topic(bootstrap: str, partitions: int = 1, name: str | None = None, **config: str) -> str:
+    """Create `name` (a fresh random one by default) and return it; `config` keys may spell dots as
+    underscores (flush_messages=...)."""
+    name = name or f"t-{uuid.uuid4().hex[:10]}"
+    topic = create_req.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=(),
+        configs=tuple(create_req.CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in config.items()))
+    with BrokerConnection(bootstrap) as client:
+        result = client.request(create_req.CreateTopicsRequest(
+            topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
+    assert result.topics[0].error_code == ErrorCode.none, result
+    return name

@@ -1,0 +1,41 @@
+"""Raw Produce and Fetch requests over the test BrokerConnection (exact control of what is sent), and
+the v2 batches they carry."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.produce.v9 import request as produce_req
+
+from topiclake.segments.batch import Record, build_batch, iter_batches
+
+
+TIMEOUT = datetime.timedelta(seconds=5)
+
+
+def batch(values, *, ts=1_700_000_000_000, producer_id=-1, epoch=-1, seq=-1, compression="none") -> bytes:
+    records = [Record(i, ts + i, f"k{i}".encode(), v, ()) for i, v in enumerate(values)]
+    return build_batch(records, base_offset=0, compression=compression, producer_id=producer_id,
+                       producer_epoch=epoch, base_sequence=seq)
+
+
+def produce(client, topic, data, partition=0, acks=-1):
+    req = produce_req.ProduceRequest(transactional_id=None, acks=acks, timeout=TIMEOUT, topic_data=(
+        produce_req.TopicProduceData(name=topic, partition_data=(
+            produce_req.PartitionProduceData(index=partition, records=data),)),))
+    resp = client.request(req, expect_response=acks != 0)
+    return None if resp is None else resp.responses[0].partition_responses[0]
+
+
+def fetch(client, topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, partition_max_bytes=1 << 20):
+    req = fetch_req.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+                                 topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
+                                     partition=partition, fetch_offset=offset,
+                                     partition_max_bytes=partition_max_bytes),)),),
+                                 forgotten_topics_data=())
+    return client.request(req).responses[0].partitions[0]
+
+
+def values_of(records: bytes):
+    return [(r.offset, r.value) for b in iter_batches(records) for r in b.records()]
