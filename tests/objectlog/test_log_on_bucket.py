@@ -113,3 +113,52 @@ def test_a_flush_object_is_a_kafka_segment_for_topiclakes_reader(store, tmp_path
     finally:
         segment.close()
     assert [b.base_offset for b in iter_batches(store.get(key))] == [0, 2, 4]
+
+
+def test_a_seal_makes_the_tail_a_closed_segment_and_a_crash_before_its_commit_changes_nothing(store, tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from topiclake.objectlog.seal import delete_superseded, seal_tail
+    from topiclake.segments.config import LogConfig
+    from topiclake.segments.segment import LogSegment
+
+    fence = BucketFence(store, KEYS)
+    fence.begin_takeover(0)
+    fence.record_start(0, 0)
+    for first in (0, 6, 12):
+        flush(fence, first, 0, batches(first, 3, epoch=0, tag="a"), deadline=deadline())
+    store.put(KEYS.flush(12, 0).replace(".e0.", ".e9."), batches(12, 1, epoch=9, tag="x"), mode=CREATE)  # never valid
+    before = values(read_log(store, KEYS))
+    assert [offset for offset, _ in before] == list(range(18))
+    # a seal whose segment objects landed but whose commit did not (killed): the flush objects are the log
+    config = LogConfig.from_properties({"index.interval.bytes": "1"})
+    store.put(KEYS.segment(0), b"partial garbage", mode=CREATE)
+    assert values(read_log(store, KEYS)) == before
+    store.delete(KEYS.segment(0))
+    manifest = seal_tail(store, view_partition(store, KEYS), 0, config=config, deadline=deadline())
+    assert manifest.version == 0 and manifest.end_offset == 18 and manifest.leader_epoch == 0
+    view = view_partition(store, KEYS)
+    assert [(p.kind, p.base_offset) for p in view.pieces] == [("segment", 0)]
+    assert values(read_log(store, KEYS, view=view)) == before
+    # the segment objects are Kafka's files: opened as a segment with its indexes, offsets look up
+    for suffix in (".log", ".index", ".timeindex"):
+        (tmp_path / f"00000000000000000000{suffix}").write_bytes(store.get(KEYS.segment(0, suffix)))
+    segment = LogSegment(tmp_path, 0, config, writable=False)
+    try:
+        segment.sanity_check()
+        assert segment.offset_index.entries >= 8  # an entry per batch at index.interval.bytes=1
+        found = segment.translate_offset(13)
+        assert found is not None and found.base_offset <= 13 <= found.last_offset and found.position > 0
+        assert segment.read_next_offset() == 18
+    finally:
+        segment.close()
+    # superseded flush objects go only after the grace
+    assert delete_superseded(store, KEYS, manifest, grace_ms=3_600_000) == []
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    deleted = delete_superseded(store, KEYS, manifest, grace_ms=3_600_000, now=later)
+    assert sorted(deleted) == sorted([KEYS.flush(0, 0), KEYS.flush(6, 0), KEYS.flush(12, 0),
+                                      KEYS.flush(12, 0).replace(".e0.", ".e9.")])
+    assert values(read_log(store, KEYS)) == before
+    # the next flush object continues after the segment
+    flush(fence, 18, 0, batches(18, 1, epoch=0, tag="b"), deadline=deadline())
+    assert [offset for offset, _ in values(read_log(store, KEYS))] == list(range(20))
