@@ -48,7 +48,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .atomic import atomic_write
 from .errors import CorruptRecordError
@@ -183,21 +183,29 @@ class EpochHistory:
     def load(cls, partition_dir: str | os.PathLike, previous: "EpochHistory | None" = None) -> "EpochHistory":
         """The history recorded in `partition_dir` now. Start files never change once written, so
         those `previous` already read are not read again: a reload is one listdir."""
-        starts = dict(previous.starts) if previous is not None else {}
-        claimed = None
         try:
             names = os.listdir(epochs_dir(partition_dir))
         except FileNotFoundError:
             return cls({}, None)
+        return cls.from_names(names, lambda epoch: start_path(partition_dir, epoch).read_bytes(), previous,
+                              source=str(epochs_dir(partition_dir)))
+
+    @classmethod
+    def from_names(cls, names: Iterable[str], read_start: Callable[[int], bytes],
+                   previous: "EpochHistory | None" = None, *, source: str = EPOCHS_DIR) -> "EpochHistory":
+        """The history that claim and start names make (a directory's or a bucket's listing);
+        `read_start(epoch)` returns a start's bytes, asked only for starts `previous` lacks."""
+        starts = dict(previous.starts) if previous is not None else {}
+        claimed = None
         for name in names:
-            match = _NAME.match(name)
+            match = _NAME.match(name.rpartition("/")[2])
             if match is None:
                 continue  # temp files of a create in progress
             epoch = int(match.group(1))
             if match.group(2) == CLAIM_SUFFIX:
                 claimed = epoch if claimed is None else max(claimed, epoch)
             elif epoch not in starts:
-                starts[epoch] = _read_start(epochs_dir(partition_dir) / name)
+                starts[epoch] = parse_start(read_start(epoch), source=f"{source}/{match.group(0)}")
         if starts and (claimed is None or claimed < max(starts)):
             claimed = max(starts)  # a start is only ever written after its claim
         return cls(starts, claimed)
@@ -289,12 +297,13 @@ class EpochHistory:
         return EpochHistory({**self.starts, epoch: start_offset}, max(epoch, self.claimed or 0))
 
 
-def _read_start(path: Path) -> int:
-    text = path.read_text(encoding="ascii", errors="replace").strip()
+def parse_start(data: bytes, *, source: str) -> int:
+    """The offset a `<e>.start` file (or object) holds: a start, or -1 when the epoch was sealed."""
+    text = data.decode("ascii", errors="replace").strip()
     try:
         value = int(text)
     except ValueError:
-        raise CorruptRecordError(f"expected a start offset, got {text[:40]!r}", source=str(path)) from None
+        raise CorruptRecordError(f"expected a start offset, got {text[:40]!r}", source=source) from None
     if value < UNDEFINED_EPOCH_OFFSET:
-        raise CorruptRecordError(f"negative start offset {value}", source=str(path))
+        raise CorruptRecordError(f"negative start offset {value}", source=source)
     return value

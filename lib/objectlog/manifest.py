@@ -1,0 +1,129 @@
+"""Manifest versions: which closed segments make a partition's log (docs/OBJECT-STORAGE.md,
+"The manifest"). Version N+1 is created with If-None-Match, so each version has exactly one
+writer; losing the race (ManifestConflict) means reload and decide again, Delta's protocol one
+partition at a time. A writer whose epoch is below the newest manifest's must not commit: a newer
+leader took over (StaleManifestWriter).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from topiclake.segments.errors import TopiclakeError
+from topiclake.store.errors import ObjectExists
+from topiclake.store.objects import CREATE, ObjectStore
+
+from .keys import PartitionKeys, parse_manifest_name
+
+FORMAT_VERSION = 0
+
+
+class ManifestConflict(TopiclakeError):
+    """Another writer created this manifest version first: reload the newest and decide again."""
+
+
+class StaleManifestWriter(TopiclakeError):
+    """The newest manifest was committed at a higher leader epoch than the writer's: it resigns."""
+
+
+class CorruptManifest(TopiclakeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEntry:
+    """One closed segment: its objects and the offsets it holds [base_offset, end_offset)."""
+
+    key: str  # the .log object, relative to the root
+    base_offset: int
+    end_offset: int  # exclusive: the next segment's base
+    size: int
+    largest_timestamp: int
+    index_key: str
+    time_index_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    version: int
+    leader_epoch: int  # of the writer
+    log_start_offset: int = 0
+    segments: tuple[SegmentEntry, ...] = field(default_factory=tuple)
+
+    @property
+    def end_offset(self) -> int:
+        """Where the closed segments end: the tail (flush objects) starts here."""
+        return self.segments[-1].end_offset if self.segments else self.log_start_offset
+
+    def __post_init__(self) -> None:
+        previous_end = None
+        for entry in self.segments:
+            if entry.end_offset < entry.base_offset or (previous_end is not None and entry.base_offset < previous_end):
+                raise CorruptManifest(f"manifest {self.version}: segment {entry.key} [{entry.base_offset}, "
+                                      f"{entry.end_offset}) overlaps or runs backwards")
+            previous_end = entry.end_offset
+
+    def to_json(self) -> bytes:
+        body = {"format": FORMAT_VERSION, "version": self.version, "leader_epoch": self.leader_epoch,
+                "log_start_offset": self.log_start_offset, "end_offset": self.end_offset,
+                "segments": [asdict(entry) for entry in self.segments]}
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, source: str) -> "Manifest":
+        try:
+            body = json.loads(data)
+            if body.get("format") != FORMAT_VERSION:
+                raise ValueError(f"unknown format {body.get('format')!r}")
+            manifest = cls(int(body["version"]), int(body["leader_epoch"]), int(body["log_start_offset"]),
+                           tuple(SegmentEntry(**entry) for entry in body["segments"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptManifest(f"{source}: unreadable manifest ({exc})") from None
+        if manifest.end_offset != int(body["end_offset"]):
+            raise CorruptManifest(f"{source}: end_offset {body['end_offset']} is not where its segments end "
+                                  f"({manifest.end_offset})")
+        return manifest
+
+    def successor(self, *, leader_epoch: int, segments: tuple[SegmentEntry, ...] | None = None,
+                  log_start_offset: int | None = None) -> "Manifest":
+        """Version N+1 with the changes given (the rest as in this one)."""
+        return Manifest(self.version + 1, leader_epoch,
+                        self.log_start_offset if log_start_offset is None else log_start_offset,
+                        self.segments if segments is None else segments)
+
+
+EMPTY = Manifest(version=-1, leader_epoch=0)  # before any commit: its successor is version 0
+
+
+def newest_version(keys: PartitionKeys, listed: list[str]) -> int | None:
+    """The highest manifest version among listed keys (relative to the root); None if none."""
+    versions = [parse_manifest_name(key) for key in listed if key.startswith(keys.manifest_prefix + "/")]
+    versions = [version for version in versions if version is not None]
+    return max(versions) if versions else None
+
+
+def load_newest(store: ObjectStore, keys: PartitionKeys) -> Manifest:
+    """The newest committed manifest, EMPTY when the partition has none."""
+    version = newest_version(keys, [info.key for info in store.list(keys.manifest_prefix)])
+    if version is None:
+        return EMPTY
+    manifest = Manifest.from_json(store.get(keys.manifest(version)), source=store.root.uri(keys.manifest(version)))
+    if manifest.version != version:
+        raise CorruptManifest(f"{store.root.uri(keys.manifest(version))} says it is version {manifest.version}")
+    return manifest
+
+
+def commit(store: ObjectStore, keys: PartitionKeys, base: Manifest, new: Manifest) -> Manifest:
+    """Create `new` (base's successor) once. StaleManifestWriter when `base` was committed by a
+    newer epoch than `new`'s writer; ManifestConflict when another writer created the version."""
+    if new.version != base.version + 1:
+        raise ValueError(f"manifest {new.version} does not follow {base.version}")
+    if new.leader_epoch < base.leader_epoch:
+        raise StaleManifestWriter(f"{keys.prefix}: epoch {new.leader_epoch} may not commit over manifest "
+                                  f"{base.version} of epoch {base.leader_epoch}")
+    try:
+        store.put(keys.manifest(new.version), new.to_json(), mode=CREATE)
+    except ObjectExists:
+        raise ManifestConflict(f"{keys.prefix}: manifest {new.version} was committed by another writer") from None
+    return new
