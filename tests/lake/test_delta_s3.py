@@ -3,7 +3,8 @@ gets s3a and topiclake's conditional-create LogStore (topiclake.lake.spark.logst
 
 - the LogStore itself refuses to replace a commit file, as Delta needs to retry at the next version;
 - delta-rs and delta-spark take turns on one table, each reading the other's commits;
-- two driver processes racing to append to one table lose no commit: versions 0..2N, every row.
+- two driver processes racing to append to one table lose no commit: versions 0..2N, every row;
+- `topiclake sql --data s3://...` queries the bucket's tables and creates new ones there.
 
 Delta's own default for s3a, S3SingleDriverLogStore, checks that N.json is absent and then writes
 it, with a lock inside one JVM only: two drivers can both find N free, and the later PUT replaces
@@ -14,6 +15,7 @@ commits; the race below is what the conditional create guarantees whatever the t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -24,6 +26,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from py4j.protocol import Py4JJavaError
+from typer.testing import CliRunner
+
+from topiclake.cli import app
 
 from topiclake.lake.spark.logstore import LOGSTORE_CLASS
 from topiclake.lake.spark.session import get_session
@@ -119,3 +124,29 @@ def test_two_spark_drivers_racing_to_append_lose_no_commit(s3_root):
     assert sorted(by_version) == ["w1"] * COMMITS_PER_WRITER + ["w2"] * COMMITS_PER_WRITER
     switches = sum(1 for a, b in zip(by_version, by_version[1:]) if a != b)
     assert switches >= 2, f"the writers did not overlap: {by_version}"
+
+
+def test_sql_on_a_bucket_root(spark_on, s3_root, monkeypatch, tmp_path):
+    root = s3_root.root
+    options = root.delta_storage_options()
+    write_deltalake(root.uri("tables", "orders"), pa.table({"item": ["a", "b", "a"], "n": [1, 2, 3]}),
+                    storage_options=options)
+    for name, value in s3_root.env.items():  # the server and keys as a user's shell would give them
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # nothing lands in the checkout
+    default_db = spark_on.catalog.getDatabase("default").locationUri
+    try:
+        result = CliRunner().invoke(app, [
+            "sql", "--data", str(root), "--format", "json",
+            "SELECT item, sum(n) AS total FROM orders GROUP BY item ORDER BY item; "
+            "CREATE TABLE totals AS SELECT item, sum(n) AS total FROM orders GROUP BY item"])
+        assert result.exit_code == 0, result.output
+        rows = [json.loads(line) for line in result.output.strip().splitlines() if line.startswith("{")]
+        assert rows[:2] == [{"item": "a", "total": 4}, {"item": "b", "total": 2}]
+        created = DeltaTable(root.uri("tables", "totals"), storage_options=options)  # on the bucket, by delta-spark
+        assert sorted((r["item"], r["total"]) for r in created.to_pyarrow_table().to_pylist()) == [("a", 4), ("b", 2)]
+        assert not any(tmp_path.iterdir()), "no local folder for the URL"
+    finally:  # the shared session's new tables go back to its own warehouse; the names are forgotten
+        spark_on.sql(f"ALTER DATABASE default SET LOCATION '{default_db}'")
+        spark_on.sql("DROP TABLE IF EXISTS default.orders")
+        spark_on.sql("DROP TABLE IF EXISTS default.totals")
