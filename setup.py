@@ -5,8 +5,9 @@ from setuptools import Extension, find_packages, setup
 setup(
     packages=["topiclake"] + [f"topiclake.{name}" for name in find_packages("lib")],
     package_dir={"topiclake": "lib"},
-    # lake/spark's data: the JVM's quiet log4j2 configuration, and the pom Delta's jars are resolved from
-    package_data={"topiclake.lake.spark": ["log4j2.properties", "pom.xml"],
+    # lake/spark's data: the JVM's quiet log4j2 configuration, the pom Delta's jars are resolved from, and
+    # the Delta LogStore's Java source (compiled at install)
+    package_data={"topiclake.lake.spark": ["log4j2.properties", "pom.xml", "java/io/topiclake/delta/*.java"],
                   "topiclake.console": ["templates/*.html", "static/*.css"]},
     ext_modules=[
         Extension(

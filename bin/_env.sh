@@ -22,6 +22,17 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; 
     fi
 fi
 
+# The Delta LogStore of object-store tables (topiclake.lake.spark.logstore) is compiled at install: javac.
+if ! command -v javac >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "Installing the Java 17 compiler (it builds topiclake's Delta LogStore)..." >&2
+        apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    else
+        echo "topiclake compiles its Delta LogStore with javac: install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) and retry" >&2
+        exit 1
+    fi
+fi
+
 # --- cluster mode (docs/CLUSTER.md): ZooKeeper from Debian's `zookeeper` package, for the tests and
 # bin/zookeeper. Only root can install it; without it the cluster tests fail with the apt command.
 if [ ! -f /usr/share/java/zookeeper.jar ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -92,8 +103,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # written again below for this install: the wrapper's JVM options, the archive of its jars
     rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa
 fi
-# Delta's JVM jars (topiclake.lake.spark.jars): Maven resolves lib/lake/spark/pom.xml into the venv
-# when the project installs (again when the pom changes), never when a job runs.
+# Delta's and s3a's JVM jars (topiclake.lake.spark.jars): Maven resolves lib/lake/spark/pom.xml into the
+# machine's repository (~/.cache/topiclake/m2: the AWS SDK bundle, ~690 MB, once per machine) and the venv
+# links them, when the project installs (again when the pom or the LogStore changes), never when a job runs.
 if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark.jars import installed_for; sys.exit(not installed_for())'; then
     if ! command -v mvn >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -104,7 +116,7 @@ if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark.jars import inst
             exit 1
         fi
     fi
-    echo "Fetching Delta's jars from Maven Central into .venv (once per install)..." >&2
+    echo "Resolving Delta's and s3a's jars (Maven Central, once per machine) into .venv..." >&2
     .venv/bin/python -m topiclake.lake.spark.jars install >/dev/null
     # the class archive holds Delta's classes, the wrapper names the jars: both are made again
     rm -f .venv/bin/spark-submit .venv/share/topiclake/spark-driver-*.jsa

@@ -40,9 +40,14 @@ AIRFLOW = SETTINGS.get("airflow", {})
 
 
 def storage_root() -> str:
+    """$TOPICLAKE_ROOT, else `[storage] root`: a URL (s3://bucket/prefix) passes unchanged, a
+    relative directory is made absolute under <home>."""
     if os.environ.get("TOPICLAKE_ROOT"):
         return os.environ["TOPICLAKE_ROOT"]
-    return str((HOME / SETTINGS.get("storage", {}).get("root", "data")).resolve())
+    root = SETTINGS.get("storage", {}).get("root", "data")
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", root):
+        return root
+    return str((HOME / root).resolve())
 
 
 def pipelines() -> list[dict]:

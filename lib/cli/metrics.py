@@ -1,5 +1,6 @@
 """`topiclake metrics`: the lake's Prometheus metrics (the jobs' last runs, each table's snapshot,
 lag and freshness), printed once or served on /metrics. No Spark: deltalake and the segment files.
+On an object-store root (s3://...), each table's snapshot figures.
 docs/PIPELINE-METRICS.md lists the series."""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def metrics(
 
     address = parse_listen(listen) if listen is not None else None
     with reported_errors(debug):
-        root = preflight.resolve_root(str(config) if config else None, data)
+        root = preflight.resolve_tables_root(str(config) if config else None, data)  # a bucket too
         if address is None:
             sys.stdout.buffer.write(scrape.exposition(root))
             sys.stdout.flush()

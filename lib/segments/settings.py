@@ -16,7 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, StorageRootError
 from .storage import DEFAULT_ROOT, ROOT_ENV, local_root
 
 DEFAULT_CONFIG_PATH = Path("conf/topiclake.toml")
@@ -94,11 +94,31 @@ def _is_one_of(value: Any, allowed: tuple[type, ...]) -> bool:
 
 def storage_root(settings: Mapping[str, Any], explicit: str | os.PathLike | None = None) -> Path:
     """The storage root directory; a URL root (s3://...) is a StorageRootError (see local_root)."""
+    return local_root(_root_text(settings, explicit))
+
+
+def storage_location(settings: Mapping[str, Any], explicit: str | os.PathLike | None = None):
+    """The root for a command that serves object-store roots too: a topiclake.store LocalRoot, or
+    an S3Root whose server and keys come from [storage.s3] and the AWS environment."""
+    from topiclake.store.errors import RootError
+    from topiclake.store.root import parse_root
+
+    s3_settings = section(settings, "storage").get("s3", {})
+    if not isinstance(s3_settings, dict):
+        raise InvalidConfigError("[storage.s3] in the config file must be a table")
+    try:
+        return parse_root(_root_text(settings, explicit), s3_settings)
+    except RootError as exc:
+        raise StorageRootError(str(exc)) from None
+
+
+def _root_text(settings: Mapping[str, Any], explicit: str | os.PathLike | None) -> str | os.PathLike:
+    """The root as given: the flag, else $TOPICLAKE_ROOT, else [storage] root."""
     if explicit is not None:
-        return local_root(explicit)
+        return explicit
     if os.environ.get(ROOT_ENV):
-        return local_root(os.environ[ROOT_ENV])
+        return os.environ[ROOT_ENV]
     root = section(settings, "storage").get("root", DEFAULT_ROOT)
     if not isinstance(root, str):
         raise InvalidConfigError(f"[storage] root must be a string, not {root!r}")
-    return local_root(root)
+    return root

@@ -1,6 +1,7 @@
 """Until a command serves object-store roots, `--data s3://...` (or $TOPICLAKE_ROOT, or [storage]
 root) is refused in one line naming the URL, and nothing is created: before, `s3://b/r` became a
-local folder named `s3:`. Each case runs the real command in a subprocess."""
+local folder named `s3:`. `topiclake metrics` serves one (its tables' snapshot figures): tested on
+the real server. Each case runs the real command in a subprocess."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ NOT_SERVED = "error: object-store roots (s3://bars/root) are not served by this 
              "give a directory as the storage root"
 
 
-def topiclake(*args: str, cwd, env_root: str | None = None) -> subprocess.CompletedProcess:
+def topiclake(*args: str, cwd, env_root: str | None = None, aws: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TOPICLAKE_ROOT", "TOPICLAKE_CONFIG")}
+    env.update(aws or {})
     if env_root is not None:
         env["TOPICLAKE_ROOT"] = env_root
     return subprocess.run([sys.executable, "-m", "topiclake.cli", *args], capture_output=True, text=True,
@@ -53,7 +56,7 @@ def test_root_from_the_environment_and_the_settings_file(tmp_path):
     assert_refused(topiclake("ingest", "--topic", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
 
 
-@pytest.mark.parametrize("command", [("console",), ("users", "list"), ("metrics",)])
+@pytest.mark.parametrize("command", [("console",), ("users", "list")])
 def test_other_commands_taking_a_root(tmp_path, command):
     assert_refused(topiclake(*command, "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
 
@@ -62,3 +65,21 @@ def test_other_schemes_say_what_is_supported(tmp_path):
     result = topiclake("broker", "start", "--port", "0", "--data", "gs://bars/root", cwd=tmp_path)
     assert_refused(result, "error: gs:// roots are not supported (gs://bars/root): use a directory, "
                            "file:///path, s3://bucket[/prefix] or s3a://bucket[/prefix]", tmp_path)
+
+
+def test_metrics_of_the_tables_on_a_bucket(tmp_path, s3_root):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    root = s3_root.root
+    write_deltalake(root.uri("tables", "orders"), pa.table({"item": ["a", "b", "c"]}),
+                    storage_options=root.delta_storage_options())
+    write_deltalake(root.uri("tables", "orders"), pa.table({"item": ["d"]}), mode="append",
+                    storage_options=root.delta_storage_options())
+    result = topiclake("metrics", "--data", str(root), cwd=tmp_path, aws=s3_root.env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for expected in ('topiclake_table_up{table="orders"} 1.0', 'topiclake_table_version{table="orders"} 1.0',
+                     'topiclake_table_files{table="orders"} 2.0', 'topiclake_table_rows{table="orders"} 4.0'):
+        assert expected in lines, result.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name != ".hypothesis"] == [], "nothing created locally"

@@ -51,6 +51,22 @@ def run_script(tmp_path: Path, env: dict, body: str, timeout: int = 300) -> subp
                           timeout=timeout, cwd=tmp_path)
 
 
+@pytest.mark.parametrize("configured, expected", [
+    ('"s3://lake-bucket/root"', "s3://lake-bucket/root"),  # a URL passes through unchanged
+    ('"data"', str(REPO / "data")),  # a directory: absolute, under the project's home
+])
+def test_the_storage_root_of_the_settings(tmp_path, configured, expected):
+    env = airflow_env(tmp_path, f"[storage]\nroot = {configured}\n")
+    result = run_script(tmp_path, env, f"""
+        import sys
+        sys.path.insert(0, {str(DAGS)!r})
+        from topiclake_common import storage_root
+        print(storage_root())
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == expected
+
+
 def test_dagbag_imports_and_wiring(tmp_path):
     env = airflow_env(tmp_path, textwrap.dedent("""
         [airflow]

@@ -1,5 +1,6 @@
 import json
 import multiprocessing
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,28 @@ def test_url_roots_are_refused_in_one_line_until_served(monkeypatch, tmp_path, s
     with pytest.raises(StorageRootError, match="gs:// roots are not supported"):
         storage_root({}, "gs://bars/root")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_storage_location_takes_storage_s3_over_the_environment(monkeypatch):
+    """For commands that serve a bucket (topiclake sql): [storage.s3] reaches parse_root, and its
+    keys win over the AWS environment's; the environment fills in what it leaves out."""
+    from topiclake.segments.settings import storage_location
+    from topiclake.store.root import LocalRoot, S3Root
+
+    monkeypatch.delenv("TOPICLAKE_ROOT", raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    settings = {"storage": {"root": "s3://lake-bucket/root", "s3": {
+        "endpoint": "http://127.0.0.1:7070", "access_key_id": "from-settings", "secret_access_key": "s"}}}
+    location = storage_location(settings)
+    assert isinstance(location, S3Root)
+    assert (location.bucket, location.prefix, location.endpoint, location.region, location.allow_http) == (
+        "lake-bucket", "root", "http://127.0.0.1:7070", "eu-west-1", True)
+    assert location.credentials.access_key_id == "from-settings"
+    assert storage_location({}, "some/dir") == LocalRoot(Path("some/dir"))
+    with pytest.raises(StorageRootError, match=r"unknown \[storage.s3\] settings: bucket"):
+        storage_location({"storage": {"root": "s3://lake-bucket", "s3": {"bucket": "x"}}})
 
 
 def test_file_url_roots_are_directories(tmp_path):

@@ -184,7 +184,7 @@ def _sql(args, command: Command) -> int:
 
     if args.query and args.file:
         raise UsageError("give the statements as arguments or with --file, not both")
-    root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data)  # a bucket too: sql reads no log
     source = _sql_source(args)
     _prepare_spark(args)
     from ..sql.shell import SqlSession

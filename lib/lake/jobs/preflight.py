@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topiclake.segments.settings import load_settings, storage_root
+from topiclake.segments.settings import load_settings, storage_location, storage_root
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..errors import UsageError
@@ -19,7 +19,22 @@ ROOT_HINT = "pass --data DIR, or set $TOPICLAKE_ROOT or [storage] root in the se
 
 def resolve_root(config: str | None, data: str | None) -> Path:
     """The storage root the flags and settings name; it must be an existing directory."""
-    root = storage_root(load_settings(config), data)
+    return _existing_directory(storage_root(load_settings(config), data))
+
+
+def resolve_tables_root(config: str | None, data: str | None):
+    """For a command that reads and writes tables only (no log): an existing directory (a Path), or
+    an object-store root (topiclake.store's S3Root, its server and keys from [storage.s3] and the
+    AWS environment)."""
+    from topiclake.store.root import LocalRoot
+
+    location = storage_location(load_settings(config), data)
+    if isinstance(location, LocalRoot):
+        return _existing_directory(location.path)
+    return location
+
+
+def _existing_directory(root: Path) -> Path:
     if not root.is_dir():
         what = "is not a directory" if root.exists() else "does not exist"
         raise UsageError(f"storage root {root} {what}", hint=ROOT_HINT)

@@ -31,7 +31,7 @@ from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..log.source import PartitionFiles, list_partition
 from ..table import delta
-from ..table.location import discover_tables
+from ..table.location import discover_bucket_tables, discover_tables
 from ..table.values import quarantine_uri
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,22 @@ class TableState:
     error: str | None = None  # the table (or its log) could not be read
 
 
-def table_states(root: Path) -> list[TableState]:
-    """Every table's snapshot figures and, where an ingest group feeds it, its partitions'."""
-    layout = StorageLayout(root)
-    tables = discover_tables(layout)
+def table_states(root) -> list[TableState]:
+    """Every table's snapshot figures and, where an ingest group feeds it, its partitions'.
+    `root`: a directory, or an object-store root (topiclake.store's S3Root), whose tables give
+    their snapshot figures only: the log is not on the bucket yet, so no partition has a lag."""
+    if isinstance(root, Path):
+        layout, tables, options = StorageLayout(root), discover_tables(StorageLayout(root)), None
+    else:
+        layout, tables, options = None, discover_bucket_tables(root), root.delta_storage_options()
     quarantines = {quarantine_uri(uri) for uri in tables.values()}
     states = []
     for name, uri in tables.items():
         state = TableState(name, uri)
         try:
             # a quarantine table follows its table's offsets: the table's series say it
-            _read_table(layout, state, offsets=uri not in quarantines)
+            _read_table(layout, state, offsets=layout is not None and uri not in quarantines,
+                        storage_options=options)
         except Exception as exc:  # noqa: BLE001 - one unreadable table must not hide the others
             state.error = f"{type(exc).__name__}: {exc}"
             log.warning("table %s: %s", name, state.error)
@@ -91,8 +96,9 @@ def table_states(root: Path) -> list[TableState]:
     return states
 
 
-def _read_table(layout: StorageLayout, state: TableState, *, offsets: bool) -> None:
-    table = delta.load_table(state.uri)
+def _read_table(layout: StorageLayout | None, state: TableState, *, offsets: bool,
+                storage_options: dict[str, str] | None = None) -> None:
+    table = delta.load_table(state.uri, storage_options)
     if table is None:
         raise FileNotFoundError(f"no Delta table at {state.uri}")
     state.version = table.version()

@@ -20,12 +20,15 @@ PARTITION_LABELS = ("table", "group", "topic", "partition")
 class LakeCollector:
     """A prometheus_client collector over a storage root."""
 
-    def __init__(self, root: Path):
-        self.root = Path(root)
+    def __init__(self, root):
+        """`root`: a directory, or an object-store root (topiclake.store's S3Root): its tables only,
+        as the jobs that record runs do not serve a bucket yet."""
+        self.root = root if not isinstance(root, (str, Path)) else Path(root)
 
     def collect(self):
         started = time.monotonic()
-        yield from run_metrics.last_run_families(self.root)
+        if isinstance(self.root, Path):
+            yield from run_metrics.last_run_families(self.root)
         yield from table_families(freshness.table_states(self.root))
         from prometheus_client.core import GaugeMetricFamily
 

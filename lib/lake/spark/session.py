@@ -4,7 +4,9 @@ Settings that are correctness, not tuning: the session time zone is UTC (record 
 timestamps must not depend on the machine that runs the job), Parquet timestamps are written as
 microseconds (Delta has no nanosecond or INT96 timestamps), and Arrow transfer is on (toArrow
 moves column batches, never per-record Python objects). Every session has Delta: its SQL
-extension and catalog, its jars on the driver's class path (topiclake.lake.spark.jars).
+extension and catalog, its jars on the driver's class path (topiclake.lake.spark.jars), and for
+s3:// and s3a:// tables s3a with topiclake's conditional-create LogStore (topiclake.lake.spark.logstore);
+a session for an object-store root gets that root's server, region and keys (S3Root.hadoop_conf).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from ..errors import LakeError
 from . import python_workers
 from .jars import DELTA_CONF, with_delta_classpath
+from .logstore import LOGSTORE_CONF, SCHEME_CONF
 
 DEFAULT_MASTER = "local[*]"
 
@@ -29,14 +32,25 @@ REQUIRED_CONF = {
 }
 
 
+def storage_conf(root=None) -> dict[str, str]:
+    """The session settings for tables on object storage: s3:// served by s3a, commits through the
+    conditional LogStore, and for an S3Root (topiclake.store.root) its s3a client settings."""
+    conf = {**SCHEME_CONF, **LOGSTORE_CONF}
+    hadoop_conf = getattr(root, "hadoop_conf", None)
+    if hadoop_conf is not None:
+        conf.update({f"spark.hadoop.{key}": value for key, value in hadoop_conf().items()})
+    return conf
+
+
 def get_session(app_name: str = "topiclake", *, master: str | None = None, conf: dict[str, str] | None = None,
-                long_queries: bool = False):
+                long_queries: bool = False, root=None):
     """The active session if there is one (spark-submit, a test fixture), else a new one.
 
     `master` defaults to spark-submit's choice, then $MASTER, then local[*]. Without spark-submit,
     Python workers run the driver's interpreter unless PYSPARK_PYTHON says otherwise.
     `long_queries`: a new local driver keeps the JVM's optimising compiler (topiclake.lake.spark.jvm),
-    for SQL whose work runs in that JVM.
+    for SQL whose work runs in that JVM. `root`: the storage root whose tables the session reads
+    and writes (an S3Root brings its s3a settings; see storage_conf).
     """
     from pyspark.sql import SparkSession
 
@@ -44,8 +58,9 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
     if active is not None:
         for key, value in REQUIRED_CONF.items():  # all of them are runtime SQL settings
             active.conf.set(key, value)
+        _apply_storage_conf(active, storage_conf(root))
         return active
-    options = {"spark.app.name": app_name, **DELTA_CONF}
+    options = {"spark.app.name": app_name, **DELTA_CONF, **storage_conf(root)}
     if _submitted():
         _check_delta_loadable()
     if master or not _submitted():
@@ -80,6 +95,17 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
     for key, value in options.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _apply_storage_conf(session, conf: dict[str, str]) -> None:
+    """A running session takes the storage settings too: the Hadoop ones in the context's Hadoop
+    configuration (which file systems created from now on read), Delta's as SQL settings."""
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    for key, value in conf.items():
+        if key.startswith("spark.hadoop."):
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
+        else:
+            session.conf.set(key, value)
 
 
 # The JVM's own start-up line: Spark's launcher always adds this incubator module (a Java 17 JVM

@@ -37,8 +37,13 @@ def use_root(spark, layout: StorageLayout) -> None:
     Parquet under ./spark-warehouse and forget the name)."""
     tables_dir = Path(layout.tables_dir).resolve()
     tables_dir.mkdir(parents=True, exist_ok=True)
+    use_tables_location(spark, str(tables_dir))
+
+
+def use_tables_location(spark, location: str) -> None:
+    """use_root for a location given as a path or URI (an object-store root's s3://.../tables)."""
     spark.conf.set("spark.sql.sources.default", "delta")
-    spark.sql(f"ALTER DATABASE {DATABASE} SET LOCATION '{_sql_string(str(tables_dir))}'")
+    spark.sql(f"ALTER DATABASE {DATABASE} SET LOCATION '{_sql_string(location)}'")
 
 
 def snapshot_frame(spark, uri: str):

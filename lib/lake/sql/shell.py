@@ -21,9 +21,9 @@ from pathlib import Path
 from topiclake.segments.storage import StorageLayout
 
 from ..errors import UsageError, error_line
-from ..table.location import discover_tables
+from ..table.location import discover_bucket_tables, discover_tables
 from .query import QueryResult, execute, format_result, register_tables, split_statements, \
-    statement_complete, use_root
+    statement_complete, use_root, use_tables_location
 
 PROMPT, CONTINUATION = "topiclake> ", "        -> "
 HISTORY_ENV = "TOPICLAKE_SQL_HISTORY"
@@ -43,13 +43,20 @@ class SqlSession:
     max_rows: int = 1000
 
     @classmethod
-    def start(cls, root: Path, *, master: str | None, conf: dict[str, str], fmt: str, max_rows: int) -> "SqlSession":
+    def start(cls, root, *, master: str | None, conf: dict[str, str], fmt: str, max_rows: int) -> "SqlSession":
+        """`root`: a directory (Path), or an object-store root (topiclake.store's S3Root), whose
+        tables are read through s3a and whose new tables go under its tables/."""
         from ..spark.session import get_session
 
-        layout = StorageLayout(root)
-        tables = discover_tables(layout)
-        spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True)
-        use_root(spark, layout)
+        if isinstance(root, Path):
+            layout = StorageLayout(root)
+            tables = discover_tables(layout)
+            spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True)
+            use_root(spark, layout)
+        else:
+            tables = discover_bucket_tables(root)
+            spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True, root=root)
+            use_tables_location(spark, root.uri("tables"))
         register_tables(spark, tables)
         return cls(spark, tables, fmt, max_rows)
 

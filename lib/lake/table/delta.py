@@ -51,9 +51,10 @@ class OffsetUpdate:
     new: int
 
 
-def load_table(uri: str) -> DeltaTable | None:
+def load_table(uri: str, storage_options: dict[str, str] | None = None) -> DeltaTable | None:
+    """The table at `uri`, or None; `storage_options`: an object-store root's (S3Root.delta_storage_options)."""
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, storage_options=storage_options)
     except TableNotFoundError:
         return None
 

@@ -29,3 +29,17 @@ def discover_tables(layout: StorageLayout) -> dict[str, str]:
     if not tables_dir.is_dir():
         return {}
     return {d.name: str(d.resolve()) for d in sorted(tables_dir.iterdir()) if (d / "_delta_log").is_dir()}
+
+
+def discover_bucket_tables(root) -> dict[str, str]:
+    """name -> s3:// location of every Delta table directly under tables/ of an object-store root
+    (topiclake.store's S3Root): a "directory" there with a _delta_log in it."""
+    from topiclake.store.objects import ObjectStore
+
+    store = ObjectStore(root)
+    tables = {}
+    for prefix in sorted(store.list_dir("tables").prefixes):
+        name = prefix.rsplit("/", 1)[-1]
+        if f"{prefix}/_delta_log" in store.list_dir(prefix).prefixes:
+            tables[name] = root.uri("tables", name)
+    return tables
