@@ -43,7 +43,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _compact
 except ImportError:
-    _compact = None
+    _compact = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 HAS_NATIVE = _compact is not None
 DIGEST_SIZE = 16  # MD5

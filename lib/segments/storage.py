@@ -204,8 +204,8 @@ CLUSTER_DEFAULT = ""  # the broker-config resource name of the cluster-wide defa
 def topic_defaults(broker_configs: Mapping[str, str]) -> dict[str, str]:
     """The topic configs a set of broker properties sets, by topic name (log.retention.ms ->
     retention.ms, ...)."""
-    return {LogConfig.topic_config_of(key): value for key, value in broker_configs.items()
-            if LogConfig.topic_config_of(key)}
+    return {topic_key: value for key, value in broker_configs.items()
+            if (topic_key := LogConfig.topic_config_of(key))}
 
 
 class TopicRegistry:
