@@ -38,7 +38,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _avro
 except ImportError:
-    _avro = None
+    _avro = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 HAS_NATIVE = _avro is not None
 
