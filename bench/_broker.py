@@ -41,7 +41,8 @@ def running_broker(data: Path | None = None, *extra_args: str):
                     break
                 except OSError:
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"broker did not start: {(data.parent / 'broker.log').read_text()}")
+                        output = (data.parent / "broker.log").read_text()
+                        raise RuntimeError(f"broker did not start: {output}") from None
                     time.sleep(0.05)
             yield f"127.0.0.1:{port}", data, proc.pid
         finally:

@@ -31,10 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import failover  # noqa: E402  (its producer loop and acknowledgement ledger)
-from tests.support.cluster_brokers import ClusterBrokers, cluster_settings, write_toml  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
+import failover  # its producer loop and acknowledgement ledger)
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings, write_toml
+from tests.support.broker_process import BrokerProcess
+from topiclake.broker.cluster.ensemble import Ensemble
 
 
 def measure(bootstrap: str, partitions: int, args) -> dict:

@@ -6,8 +6,8 @@ The topic has 2 partitions of segments written through the segment store's `Log`
 run), so about half of the records are superseded. The baseline cleans a copy of the same data,
 partition after partition, and writes its `.cleaned` files (no swap); the Spark job does the
 whole thing (map, reduce, rewrite, swap, checkpoint); both must write the same bytes (SHA-256 per
-output segment). MB/s counts the dirty segment bytes; wall time, as both use every core they can. The last line is one JSON object; "ratio" is Spark MB/s
-over single-process MB/s.
+output segment). MB/s counts the dirty segment bytes; wall time, as both use every core they can.
+The last line is one JSON object; "ratio" is Spark MB/s over single-process MB/s.
 
     python bench/compact.py                 # ~300 MB, 1M distinct keys
     python bench/compact.py --mb 20 --keys 50000   # quick

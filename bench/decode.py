@@ -21,11 +21,11 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy (loaded by pyarrow) must not spin idle threads
 
-from kafka.record.memory_records import MemoryRecords  # noqa: E402
+from kafka.record.memory_records import MemoryRecords
 
-from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
-from topiclake.segments import arrow  # noqa: E402
-from topiclake.segments.batch import set_base_offset  # noqa: E402
+from _data import RECORDS_PER_BATCH, template_batch
+from topiclake.segments import arrow
+from topiclake.segments.batch import set_base_offset
 
 TEMPLATES = 8  # distinct batches, tiled (with their base offsets patched) up to the wanted size
 CODECS = ("none", "lz4", "zstd")

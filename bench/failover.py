@@ -35,12 +35,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topiclake.broker.cluster.config import ClusterConfig  # noqa: E402
-from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
-from topiclake.broker.cluster.zookeeper import ZooKeeperCoordination  # noqa: E402
-from topiclake.client.conn import BrokerConnection  # noqa: E402
-from tests.support.cluster_brokers import ClusterBrokers, cluster_settings  # noqa: E402
-from tests.support.cluster_clients import metadata, raw_produce  # noqa: E402
+from topiclake.broker.cluster.config import ClusterConfig
+from topiclake.broker.cluster.ensemble import Ensemble
+from topiclake.broker.cluster.zookeeper import ZooKeeperCoordination
+from topiclake.client.conn import BrokerConnection
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_clients import metadata, raw_produce
 
 TOPIC = "bench-failover"
 TARGETS_S = {12: 3.0, 300: 6.0}
@@ -198,13 +198,18 @@ def one_run(partitions: int, args, work: Path) -> dict:
                     led = [p for p, leader in current.items() if leader == victim]
                     before_p50, before_p99 = acks.latency_ms(time.monotonic() - 2.5, time.monotonic() - 0.5)
                     probed: dict[int, float] = {}
-                    prober = threading.Thread(target=lambda: probed.update(probe(cluster, victim, led, stop)))
+                    # the loop joins it before moving on
+                    prober = threading.Thread(
+                        target=lambda: probed.update(probe(cluster, victim, led, stop)))  # noqa: B023
                     killed_at = cluster.kill(victim)
                     prober.start()
-                    gone = wait_for(lambda: registration_gone(watcher, victim) and time.monotonic(), 30,
+                    # called before the loop moves on
+                    gone = wait_for(lambda: registration_gone(watcher, victim) and time.monotonic(), 30,  # noqa: B023
                                     "the registration expiring") - killed_at
+                    # called before the loop moves on
                     firsts = wait_for(lambda: (lambda f: f if None not in f else None)(
-                        [acks.first_after(p, killed_at) for p in led]), 60, "every partition acknowledging again")
+                        [acks.first_after(p, killed_at) for p in led]),  # noqa: B023
+                        60, "every partition acknowledging again")
                     prober.join(60)
                     times = sorted(t - killed_at for t in firsts)
                     served = max(probed.values()) - killed_at if len(probed) == len(led) else float("nan")

@@ -7,8 +7,9 @@ values, lz4, as bench/produce.py writes them); one unmeasured read of each warms
 both brokers' caches. Then, in rounds alternating between the brokers (--repeat; each figure is
 the median), one consumer (assign(), no group) reads them all. Beside it, the broker's side
 alone: the records fetched by a client that only walks the batch headers (topiclake's kio
-client, 8 MB per fetch), which shows when the consumer, not the broker, is the limit. "ratio" = topiclake consumer records/s / Kafka consumer records/s (target >= 1.0). The last
-line is one JSON object.
+client, 8 MB per fetch), which shows when the consumer, not the broker, is the limit. "ratio" =
+topiclake consumer records/s / Kafka consumer records/s (target >= 1.0). The last line is one JSON
+object.
 
     python bench/fetch.py [--records 1000000]
 """
@@ -23,8 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic  # noqa: E402
-from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds  # noqa: E402
+from _broker import cpu_seconds, create_topic
+from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds
 
 VALUE_SIZE = 100
 TOPIC = "bench-fetch"

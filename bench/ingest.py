@@ -61,15 +61,15 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from _broker import create_topic, running_broker  # noqa: E402
-from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
-from _kafka import apache_kafka, fetch_peers  # noqa: E402
-from topiclake.segments.config import LogConfig  # noqa: E402
-from topiclake.segments.log import Log  # noqa: E402
-from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
+from _broker import create_topic, running_broker
+from _data import RECORDS_PER_BATCH, template_batch
+from _kafka import apache_kafka, fetch_peers
+from topiclake.segments.config import LogConfig
+from topiclake.segments.log import Log
+from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = "bench"
@@ -169,7 +169,8 @@ def spark_kafka_process(bootstrap: str, table: Path, master: str, script: Path, 
     except ImportError:
         raise SystemExit("--spark-kafka needs delta-spark in the venv (topiclake.lake.spark.jars)") from None
 
-    conf = [a for k, v in {**DELTA_CONF, "spark.ui.showConsoleProgress": "false"}.items() for a in ("--conf", f"{k}={v}")]
+    conf = [a for k, v in {**DELTA_CONF, "spark.ui.showConsoleProgress": "false"}.items()
+            for a in ("--conf", f"{k}={v}")]
     return timed([spark_submit(), "--master", master, "--jars", jars, *conf, str(script), bootstrap, TOPIC,
                   str(table)])[0]
 

@@ -61,8 +61,8 @@ def small_files_table(uri: Path, files: int, rows: int) -> int:
         total += size
         adds.append(AddAction(name, size, {"record_date": "2024-05-01"}, int(time.time() * 1000), True,
                               file_stats(part)))
-    create_table_with_add_actions(str(uri), DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=["record_date"],
-                                  commit_properties=CommitProperties())
+    create_table_with_add_actions(str(uri), DeltaSchema.from_arrow(schema), adds, mode="error",
+                                  partition_by=["record_date"], commit_properties=CommitProperties())
     return total
 
 

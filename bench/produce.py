@@ -47,8 +47,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _broker import cpu_seconds, create_topic, mock_cluster, running_broker, running_cluster  # noqa: E402
-from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds  # noqa: E402
+from _broker import cpu_seconds, create_topic, mock_cluster, running_broker, running_cluster
+from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds
 
 VALUE_SIZE = 100
 PRODUCERS = 4

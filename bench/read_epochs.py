@@ -27,15 +27,15 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _data import RECORDS_PER_BATCH, template_batch  # noqa: E402
-from topiclake.lake.log.decode import read_task  # noqa: E402
-from topiclake.lake.log.offsets import EARLIEST, LATEST, parse_offset_spec  # noqa: E402
-from topiclake.lake.log.plan import plan_partition  # noqa: E402
-from topiclake.lake.log.source import list_partition  # noqa: E402
-from topiclake.segments.config import LogConfig  # noqa: E402
-from topiclake.segments.leader_fence import PartitionFence  # noqa: E402
-from topiclake.segments.log import Log  # noqa: E402
-from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
+from _data import RECORDS_PER_BATCH, template_batch
+from topiclake.lake.log.decode import read_task
+from topiclake.lake.log.offsets import EARLIEST, LATEST, parse_offset_spec
+from topiclake.lake.log.plan import plan_partition
+from topiclake.lake.log.source import list_partition
+from topiclake.segments.config import LogConfig
+from topiclake.segments.leader_fence import PartitionFence
+from topiclake.segments.log import Log
+from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 CONFIG = LogConfig.from_properties({"segment.bytes": str(64 * 1024 * 1024)})
 TEMPLATES = 64

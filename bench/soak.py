@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.integration.soak.cluster import ClusterShape  # noqa: E402
-from tests.integration.soak.run import SoakConfig, run_soak  # noqa: E402
+from tests.integration.soak.cluster import ClusterShape
+from tests.integration.soak.run import SoakConfig, run_soak
 
 
 def main() -> int:

@@ -32,11 +32,11 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _data import RECORDS_PER_BATCH  # noqa: E402
-from topiclake.segments.batch import Record, build_batch  # noqa: E402
-from topiclake.segments.config import LogConfig  # noqa: E402
-from topiclake.segments.log import Log  # noqa: E402
-from topiclake.segments.storage import StorageLayout, TopicRegistry  # noqa: E402
+from _data import RECORDS_PER_BATCH
+from topiclake.segments.batch import Record, build_batch
+from topiclake.segments.config import LogConfig
+from topiclake.segments.log import Log
+from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 TOPIC = "bench-upsert"
 PARTITIONS = 2

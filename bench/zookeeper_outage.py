@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topiclake.broker.cluster.ensemble import Ensemble  # noqa: E402
-from tests.support.cluster_brokers import ClusterBrokers, cluster_settings  # noqa: E402
-from tests.cluster.outage import zookeeper_outage  # noqa: E402
-from tests.support.cluster_topics import create_topic  # noqa: E402
+from topiclake.broker.cluster.ensemble import Ensemble
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.cluster.outage import zookeeper_outage
+from tests.support.cluster_topics import create_topic
 
 
 def main() -> int:

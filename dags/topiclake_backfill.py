@@ -8,10 +8,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import pendulum  # noqa: E402
-from airflow.sdk import DAG, Param  # noqa: E402
+import pendulum
+from airflow.sdk import DAG, Param
 
-from topiclake_common import HOME, storage_root, submit  # noqa: E402
+from topiclake_common import HOME, storage_root, submit
 
 with DAG(
     dag_id="topiclake_backfill",
@@ -26,7 +26,8 @@ with DAG(
         "partition": Param(type="integer", minimum=0),
         "from_offset": Param(type="integer", minimum=0, description="first offset (inclusive)"),
         "to_offset": Param(type="integer", minimum=0, description="end offset (exclusive)"),
-        "group": Param("", type="string", description="ingest group bounding the range (default topiclake-ingest-<table>)"),
+        "group": Param("", type="string",
+                       description="ingest group bounding the range (default topiclake-ingest-<table>)"),
         "data": Param(storage_root(), type="string", description="storage root"),
     },
 ) as dag:

@@ -13,10 +13,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import pendulum  # noqa: E402
-from airflow.sdk import DAG, Param  # noqa: E402
+import pendulum
+from airflow.sdk import DAG, Param
 
-from topiclake_common import AIRFLOW, HOME, data_docs, pipelines, storage_root, submit  # noqa: E402
+from topiclake_common import AIRFLOW, HOME, data_docs, pipelines, storage_root, submit
 
 ROOT_ARGS = ["--data", "{{ params.data }}", "--bootstrap", "{{ params.bootstrap }}",
              "--schemas", str(HOME / "conf" / "schemas"), "--expectations", str(HOME / "conf" / "expectations")]

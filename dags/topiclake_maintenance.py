@@ -9,10 +9,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import pendulum  # noqa: E402
-from airflow.sdk import DAG, Param  # noqa: E402
+import pendulum
+from airflow.sdk import DAG, Param
 
-from topiclake_common import AIRFLOW, pipelines, storage_root, submit  # noqa: E402
+from topiclake_common import AIRFLOW, pipelines, storage_root, submit
 
 PROTECTED = [p["group"] for p in pipelines()] + list(AIRFLOW.get("protect_groups", []))
 

@@ -5,7 +5,8 @@ oldest first, never past the high watermark; no Spark session) and the tables' m
 only when one of --table-retention-days, --optimize, --vacuum-hours is given. Exits 1 when a
 partition or table failed.
 
-    spark-submit jobs/retention.py [--topic T ...] [--protect-groups G1,G2] [--dry-run] [--table NAME ...] [--optimize] ...
+    spark-submit jobs/retention.py [--topic T ...] [--protect-groups G1,G2] [--dry-run] \
+        [--table NAME ...] [--optimize] ...
 
 `topiclake retain` runs the same job; --help lists the flags.
 Errors are one line on stderr (--debug adds the traceback); Spark's own log only with --verbose.

@@ -535,7 +535,7 @@ def _endpoint(info: BrokerInfo, listener: str) -> tuple[str, int] | None:
     for endpoint in info.endpoints:
         try:
             [parsed] = parse_listeners(endpoint, "endpoint")
-        except Exception:
+        except Exception:  # noqa: BLE001,S112 - an endpoint that does not parse is not the listener's
             continue
         if parsed.name == listener:
             return parsed.host, parsed.port

@@ -322,7 +322,7 @@ class CoordinatorRuntime(Generic[S]):
                         if decoded is not None:
                             coordinator.replay(state, decoded, record.offset, producer_id, now)
                             count += 1
-                    except Exception as exc:  # one bad record must not make the whole partition unusable
+                    except Exception as exc:  # noqa: BLE001 - one bad record must not make the whole partition unusable
                         log.error("%s offset %d: skipping a record that does not load: %s", source, record.offset,
                                   exc)
             offset = result.next_offset
@@ -412,7 +412,7 @@ class CoordinatorRuntime(Generic[S]):
                     self.coordinator.replay(shard.state, record, appended.first_offset + i, producer_id, now)
         except FencedLeaderError:
             raise self._moved(shard) from None
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failed append: the shard recovers, the client retries
             await self._recover(shard, f"appending {len(records)} records")
             raise self.error(CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"appending to {self.topic.name}-{shard.index} failed") from None
@@ -427,7 +427,7 @@ class CoordinatorRuntime(Generic[S]):
                                                                self.clock(), coordinator_epoch=coordinator_epoch))
             except FencedLeaderError:
                 raise self._moved(shard) from None
-            except Exception:
+            except Exception:  # noqa: BLE001 - any failed write: the shard recovers, the client retries
                 await self._recover(shard, f"writing the {'COMMIT' if commit else 'ABORT'} marker of producer "
                                            f"{producer_id}")
                 raise self.error(CoordinatorErrorCode.COORDINATOR_NOT_AVAILABLE,

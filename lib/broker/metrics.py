@@ -309,12 +309,13 @@ class _Families:
                 ("kafka_log_log_numlogsegments", "Segments of the partition", "segments"),
                 ("kafka_log_log_logstartoffset", "The partition's log start offset", "log_start_offset"),
                 ("kafka_log_log_logendoffset", "The partition's log end offset", "log_end_offset"),
-                ("topiclake_partition_highwatermark", "The partition's high watermark (what consumers may read)", "high_watermark")):
+                ("topiclake_partition_highwatermark", "The partition's high watermark (what consumers may read)",
+                 "high_watermark")):
             yield family(GaugeMetricFamily, name, doc, ["topic", "partition"],
                          ((key, getattr(p, attr)) for key, p in by_partition))
 
-        yield family(CounterMetricFamily, "kafka_network_requestmetrics_requests", "Requests answered, by API and version",
-                     ["request", "version"],
+        yield family(CounterMetricFamily, "kafka_network_requestmetrics_requests",
+                     "Requests answered, by API and version", ["request", "version"],
                      (((a.request, version), count) for a in s.apis for version, count in sorted(a.requests.items())))
         yield family(CounterMetricFamily, "kafka_network_requestmetrics_errors",
                      "Error codes in responses (one per partition where a response has them), by API",
@@ -401,7 +402,8 @@ def _health_families(h: ClusterHealth, family) -> Iterable[Any]:
                  "This broker's ZooKeeper session: 1 for its state (a broker alone: connected)", ["state"],
                  (((state,), int(state == h.session)) for state in SESSION_STATES))
     for name, doc, value in (
-            ("kafka_server_sessionexpirelistener_zookeeperdisconnects", "ZooKeeper connection losses", h.zookeeper_disconnects),
+            ("kafka_server_sessionexpirelistener_zookeeperdisconnects", "ZooKeeper connection losses",
+             h.zookeeper_disconnects),
             ("kafka_server_sessionexpirelistener_zookeeperexpires", "ZooKeeper sessions expired", h.zookeeper_expires),
             ("kafka_controller_controllerstats_leaderelections", "Leader changes this broker wrote", h.elections)):
         yield family(CounterMetricFamily, name, doc, [], [((), value)])

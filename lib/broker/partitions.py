@@ -266,7 +266,7 @@ class PartitionManager:
                 # Resigned between its append and now (the writer thread ran the close in
                 # between): not acknowledged, and retriable, as when the fence moved.
                 return NotLeaderOrFollower(f"{part} is no longer led by this broker")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - handed back to the waiting producer, which answers with it
                 return exc
             return None
 

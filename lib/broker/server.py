@@ -299,7 +299,7 @@ async def _every(interval_s: float, work) -> None:
         await asyncio.sleep(interval_s)
         try:
             await work()
-        except Exception:  # noqa: BLE001  (a failed round must not end the schedule)
+        except Exception:  # a failed round must not end the schedule
             log.exception("periodic broker task %s failed; retrying in %.0f s", getattr(work, "__name__", work),
                           interval_s)
 

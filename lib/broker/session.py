@@ -44,7 +44,7 @@ class Session:
         for hook in hooks.values():
             try:
                 hook()
-            except Exception:  # noqa: BLE001 - one failing hook must not keep the others from running
+            except Exception:  # one failing hook must not keep the others from running
                 logging.getLogger(__name__).exception("a connection close hook of %s failed", self.peer)
 
     @property

@@ -94,7 +94,7 @@ def parse_request(frame, supported: Callable[[int, int], bool], client_host: str
     try:
         header, used = reader(schema.__header_schema__)(frame, 0)
         body, _size = reader(schema)(frame, used)
-    except Exception as exc:  # kio raises SerialError, ValueError, UnicodeDecodeError, ...
+    except Exception as exc:  # noqa: BLE001 - kio raises SerialError, ValueError, UnicodeDecodeError, ...
         raise MalformedRequest(f"cannot decode api key {api_key} v{api_version}: {exc}") from None
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata v12
     # carries a few).

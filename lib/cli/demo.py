@@ -3,7 +3,8 @@
 It runs the real pieces the way a user would, each as its own `topiclake` command: a broker on
 loopback over ./data, a standard Kafka client (confluent-kafka) producing keyed records with
 headers, the Spark ingest into a Delta table (local mode) whose consumer-group offsets show up in
-`groups lag`, SQL over that table, and dump-log of a segment the broker wrote. Run it twice: the second ingest picks up only the new records.
+`groups lag`, SQL over that table, and dump-log of a segment the broker wrote. Run it twice: the
+second ingest picks up only the new records.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def demo(
             _stop_broker(broker, console)
     console.rule("[bold]6. SQL over the table")
     _topiclake("sql", "--data", str(data),
-               f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last "
+               # the demo's own topic name
+               f"SELECT partition, count(*) AS records, min(offset) AS first, max(offset) AS last "  # noqa: S608
                f"FROM `{TOPIC}` GROUP BY partition ORDER BY partition")
     segment = data / "log" / f"{TOPIC}-0" / "00000000000000000000.log"
     console.rule(f"[bold]7. the first batches of {segment.relative_to(data.parent)} (Kafka's own format)")

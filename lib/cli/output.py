@@ -73,7 +73,7 @@ def reported_errors(debug: bool = False) -> Iterator[None]:
         yield
     except (click.exceptions.Exit, typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
         raise  # typer's own exits and usage errors
-    except Exception as exc:  # noqa: BLE001  (every failure becomes one line; --debug shows the rest)
+    except Exception as exc:  # every failure becomes one line; --debug shows the rest
         if debug:
             raise
         fail(describe_exception(exc) + ("" if expected(exc) else " (--debug prints the traceback)"))

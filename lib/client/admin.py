@@ -161,15 +161,15 @@ def fetch_records(client: ClusterClient, topic: str, partition: int, start: int,
     out: list[Record] = []
     offset = start
     while offset < end:
-        def ask(node: int, _chunk: list[TP]) -> dict:
+        def ask(node: int, _chunk: list[TP], at: int = offset) -> dict:  # `at`: this round's offset
             resp = client.request_node(node, req.FetchRequest(
                 max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=0,
                 topics=(req.FetchTopic(topic=topic, partitions=(req.FetchPartition(
-                    partition=partition, fetch_offset=offset, partition_max_bytes=FETCH_MAX_BYTES),)),),
+                    partition=partition, fetch_offset=at, partition_max_bytes=FETCH_MAX_BYTES),)),),
                 forgotten_topics_data=()))
             part = resp.responses[0].partitions[0]
             return {(topic, partition): part if part.error_code.value == 0 else KafkaError(
-                f"reading {topic}-{partition} at offset {offset}", part.error_code)}
+                f"reading {topic}-{partition} at offset {at}", part.error_code)}
 
         part = client.on_leaders([(topic, partition)], ask)[(topic, partition)]
         if isinstance(part, KafkaError):

@@ -82,7 +82,8 @@ def _members_of_classic(d) -> tuple[Member, ...]:
 def _members_of(d) -> tuple[Member, ...]:
     """The members of a KIP-848 consumer or share group description."""
     return tuple(Member(m.member_id, m.client_id, m.client_host or "",
-                        tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)))
+                        tuple(sorted((tp.topic_name, p)
+                                     for tp in m.assignment.topic_partitions for p in tp.partitions)))
                  for m in d.members)
 
 
@@ -112,7 +113,8 @@ def describe_groups(client: ClusterClient, listings: Iterable[GroupListing]) -> 
             if not of[kind]:
                 continue
             for d in client.request_node(node, request(group_ids=of[kind], include_authorized_operations=False)).groups:
-                out[d.group_id] = (GroupDetail(d.group_id, kind, d.group_state, "consumer" if kind == "consumer" else "",
+                protocol_type = "consumer" if kind == "consumer" else ""
+                out[d.group_id] = (GroupDetail(d.group_id, kind, d.group_state, protocol_type,
                                                d.assignor_name or "", d.group_epoch, _members_of(d))
                                    if d.error_code.value == 0 else KafkaError(f"describing group {d.group_id}",
                                                                               d.error_code, d.error_message))
@@ -174,7 +176,8 @@ def group_reports(client: ClusterClient, listings: Iterable[GroupListing]) -> li
         detail, held = described.get(listing.group_id), offsets.get(listing.group_id, {})
         problem = next((x for x in (detail, held) if isinstance(x, KafkaError)), None)
         if problem is not None or detail is None:
-            out.append(GroupReport(listing, None, str(problem or f"describing group {listing.group_id}: NOT DESCRIBED")))
+            out.append(GroupReport(listing, None,
+                                   str(problem or f"describing group {listing.group_id}: NOT DESCRIBED")))
             continue
         owners: dict[TP, list[str]] = {}
         for m in detail.members:

@@ -87,8 +87,9 @@ def set_user(client: ClusterClient, name: str, mechanisms: Iterable[str], passwo
     upsertions = []
     for m in mechanisms:
         mech, salt = scram.MECHANISMS[m], secrets.token_bytes(32)
-        upsertions.append(req.ScramCredentialUpsertion(name=name, mechanism=mech.code, iterations=iterations, salt=salt,
-                                                       salted_password=mech.salted_password(password, salt, iterations)))
+        upsertions.append(req.ScramCredentialUpsertion(
+            name=name, mechanism=mech.code, iterations=iterations, salt=salt,
+            salted_password=mech.salted_password(password, salt, iterations)))
     _alter_users(client, f"setting user {name}", upsertions=upsertions)
 
 

@@ -172,7 +172,8 @@ async def cluster_page(request: web.Request) -> web.Response:
         "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
         "registrations": registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
         "topic_count": sum(1 for t in topic_list if not t.internal),
-        "internal_count": sum(1 for t in topic_list if t.internal), "partition_count": sum(len(t.partitions) for t in topic_list),
+        "internal_count": sum(1 for t in topic_list if t.internal),
+        "partition_count": sum(len(t.partitions) for t in topic_list),
         "group_count": len(listed), "throughput": throughput, "bytes_plot": bytes_plot})
 
 
@@ -180,11 +181,12 @@ async def cluster_page(request: web.Request) -> web.Response:
 async def topics_page(request: web.Request) -> web.Response:
     layout = request.app[LAYOUT]
     topic_list = await _call(request, lambda c: admin.topics(c, offsets=True))
-    sizes = await asyncio.to_thread(lambda: {t.name: root.topic_bytes(layout, t.name, [p.partition for p in t.partitions])
-                                             for t in topic_list})
+    sizes = await asyncio.to_thread(lambda: {
+        t.name: root.topic_bytes(layout, t.name, [p.partition for p in t.partitions]) for t in topic_list})
     show_internal = request.query.get("internal") == "1"
     shown = [t for t in topic_list if show_internal or not t.internal]
-    return _render(request, "topics.html", {"topics": shown, "sizes": sizes, "hidden_internal": len(topic_list) - len(shown),
+    return _render(request, "topics.html", {"topics": shown, "sizes": sizes,
+                                            "hidden_internal": len(topic_list) - len(shown),
                                             "show_internal": show_internal})
 
 
@@ -268,7 +270,8 @@ def _fed_by(table: str) -> str:
 
 
 async def tables_page(request: web.Request) -> web.Response:
-    return _render(request, "tables.html", {"tables": await _visible_tables(request), "data_docs": _data_docs_index(request)})
+    return _render(request, "tables.html", {"tables": await _visible_tables(request),
+                                            "data_docs": _data_docs_index(request)})
 
 
 async def table_page(request: web.Request) -> web.Response:
@@ -277,7 +280,8 @@ async def table_page(request: web.Request) -> web.Response:
         return _not_found(request, f"no table {name!r} (or you may not describe its topics)")
     layout = request.app[LAYOUT]
     detail = await asyncio.to_thread(tables.detail, layout, name)
-    return _render(request, "table.html", {"table": detail, "s": detail.summary, "data_docs": _data_docs_index(request)})
+    return _render(request, "table.html", {"table": detail, "s": detail.summary,
+                                           "data_docs": _data_docs_index(request)})
 
 
 def _data_docs_index(request: web.Request) -> bool:

@@ -46,7 +46,7 @@ def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecuri
                                            sasl_mechanism=security.sasl_mechanism or "SCRAM-SHA-256",
                                            sasl_username=security.sasl_username or "-",
                                            sasl_password=security.sasl_password or "")
-        except Exception as exc:  # InvalidConfigError: an unknown protocol name
+        except Exception as exc:  # noqa: BLE001 - InvalidConfigError: an unknown protocol name
             raise ConsoleConfigError(str(exc)) from None
     return bootstrap, security
 

@@ -139,7 +139,8 @@ def detail(layout: StorageLayout, name: str) -> TableDetail:
         shown.append({"version": commit.get("version"), "when": iso(commit.get("timestamp")),
                       "operation": info.get("operation") or commit.get("operation"), "group": info.get("group"),
                       "run_id": info.get("run_id"), "ranges": info.get("ranges") or {},
-                      "files": metrics.get("num_added_files") or metrics.get("numFiles") or metrics.get("numAddedFiles")})
+                      "files": (metrics.get("num_added_files") or metrics.get("numFiles")
+                                or metrics.get("numAddedFiles"))})
     import pyarrow as pa
 
     columns = [(f.name, str(f.type)) for f in pa.schema(table.schema().to_arrow())]
@@ -160,7 +161,8 @@ def committed_ranges(table, history: list[dict]) -> dict[str, list[PartitionRang
             read.setdefault(group, {}).setdefault((topic, int(partition)), []).append((int(start), int(end)))
     out = {}
     for group, partitions in sorted(read.items()):
-        out[group] = [PartitionRanges(topic, partition, table.transaction_version(delta.app_id(group, topic, partition)),
+        out[group] = [PartitionRanges(topic, partition,
+                                      table.transaction_version(delta.app_id(group, topic, partition)),
                                       _merged(spans))
                       for (topic, partition), spans in sorted(partitions.items())]
     return out
@@ -194,7 +196,8 @@ def quality_results(root: Path, table: str, limit: int = 20) -> list[dict]:
             continue
         checks = outcome.get("results") or []
         page = site / "validations" / relative.with_suffix(".html")
-        found.append({"run": relative.parts[-3], "when": _result_time(relative.parts[-2]), "success": outcome.get("success"),
+        found.append({"run": relative.parts[-3], "when": _result_time(relative.parts[-2]),
+                      "success": outcome.get("success"),
                       "passed": sum(1 for r in checks if r.get("success")), "total": len(checks),
                       "failed": [r.get("expectation_config", {}).get("type") for r in checks if not r.get("success")],
                       "page": f"/quality/validations/{relative.with_suffix('.html').as_posix()}"

@@ -25,7 +25,7 @@ SIZE = struct.Struct(">i")  # the frame's size prefix
 def request_schema(api_key: int, api_version: int) -> type | None:
     try:
         return load_request_schema(api_key, api_version)
-    except Exception:  # kio: UnknownAPIKey / UnknownEntity
+    except Exception:  # noqa: BLE001 - kio: UnknownAPIKey / UnknownEntity
         return None
 
 

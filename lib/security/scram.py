@@ -105,7 +105,7 @@ def _unb64(text: str) -> bytes:
 
 
 def _attributes(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in message.split(","):
         if len(part) < 2 or part[1] != "=":
             raise ScramError(f"invalid SCRAM attribute {part!r}")

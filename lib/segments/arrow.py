@@ -40,7 +40,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _decode
 except ImportError:
-    _decode = None
+    _decode = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 __all__ = ["RECORD_SCHEMA", "HAS_NATIVE", "decode_to_arrow", "decode_to_arrow_native", "decode_to_arrow_reference",
            "decode_record_batches"]
@@ -137,6 +137,7 @@ def _iter_units(buf, start: int, end: int | None, source: str | None, allow_part
     view = memoryview(buf).cast("B")
     end = len(view) if end is None else min(end, len(view))
     pos = start
+    units: Iterator[Unit]
     while pos < end:
         legacy = _is_legacy(view, pos, end)
         if legacy:

@@ -270,7 +270,7 @@ def _decode_records(buf: bytes, count: int, base_offset: int, base_timestamp: in
                     log_append_time: int | None) -> list[Record]:
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")
-    records = []
+    records: list[Record] = []
     pos = 0
     end = len(buf)
     for _ in range(count):

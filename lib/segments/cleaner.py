@@ -54,7 +54,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _compact
 except ImportError:
-    _compact = None
+    _compact = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 _INT32_MAX = 2**31 - 1
 

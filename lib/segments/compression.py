@@ -103,7 +103,7 @@ def decompress(codec: int, data, *, legacy_lz4: bool = False, max_bytes: int | N
             return _zstd_decompress(data, max_bytes)
     except CorruptRecordError:
         raise
-    except Exception as exc:  # every codec library has its own exception types
+    except Exception as exc:  # noqa: BLE001 - every codec library has its own exception types
         raise CorruptRecordError(f"cannot decompress {_codec_label(codec)} data: {exc}") from None
     raise CorruptRecordError(f"unknown compression codec {codec}")
 

@@ -195,9 +195,11 @@ class PropertySpec:
                         f"invalid value {item!r} for {self.name}: use one of {', '.join(self.choices)}")
         if self.kind == "list" and not value and not self.empty_ok:
             raise InvalidConfigError(f"{self.name} must not be empty")
-        for item in values if self.item is not None else ():
-            if not self.item(item):
-                raise InvalidConfigError(f"invalid value {item!r} in {self.name}")
+        valid = self.item
+        if valid is not None:
+            for item in values:
+                if not valid(item):
+                    raise InvalidConfigError(f"invalid value {item!r} in {self.name}")
 
 
 def _parse_int(raw: Any) -> int:

@@ -43,7 +43,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _compact
 except ImportError:
-    _compact = None
+    _compact = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 HAS_NATIVE = _compact is not None
 DIGEST_SIZE = 16  # MD5
@@ -59,7 +59,7 @@ _WORDS = np.dtype(">u8")  # a digest's bytes as two big-endian words
 
 
 def key_digest(key: bytes | bytearray | memoryview) -> bytes:
-    return hashlib.md5(key).digest()
+    return hashlib.md5(key, usedforsecurity=False).digest()
 
 
 # ------------------------------------------------------------------------------------ digests
@@ -87,7 +87,7 @@ def digest_bytes_native(keys: pa.Array | pa.ChunkedArray) -> bytes:
 def digest_bytes_reference(keys: pa.Array | pa.ChunkedArray) -> bytes:
     """The twin of `digest_bytes_native`, with hashlib."""
     zero = bytes(DIGEST_SIZE)
-    return b"".join(zero if k is None else hashlib.md5(k).digest() for c in _binary_chunks(keys) for k in c.to_pylist())
+    return b"".join(zero if k is None else key_digest(k) for c in _binary_chunks(keys) for k in c.to_pylist())
 
 
 digest_bytes = digest_bytes_native if HAS_NATIVE else digest_bytes_reference

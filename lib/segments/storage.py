@@ -204,8 +204,8 @@ CLUSTER_DEFAULT = ""  # the broker-config resource name of the cluster-wide defa
 def topic_defaults(broker_configs: Mapping[str, str]) -> dict[str, str]:
     """The topic configs a set of broker properties sets, by topic name (log.retention.ms ->
     retention.ms, ...)."""
-    return {LogConfig.topic_config_of(key): value for key, value in broker_configs.items()
-            if LogConfig.topic_config_of(key)}
+    return {topic_key: value for key, value in broker_configs.items()
+            if (topic_key := LogConfig.topic_config_of(key))}
 
 
 class TopicRegistry:
@@ -236,7 +236,7 @@ class TopicRegistry:
         if isinstance(partitions, bool) or int(partitions) < 1:
             raise InvalidPartitionsError(f"topic {name!r}: number of partitions must be at least 1, got {partitions}")
         meta = TopicMeta(name, int(partitions), _normalize_config(config), new_base64_uuid(), self.defaults())
-        meta.log_config  # the overrides over the cluster defaults must make a valid config
+        meta.log_config  # noqa: B018 - the overrides over the cluster defaults must make a valid config
         if not create_exclusive(path, meta.to_json()):
             # Kafka's words (its clients show them); no server path goes over the wire
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
@@ -275,7 +275,7 @@ class TopicRegistry:
                 else:
                     config[key] = value
             new = TopicMeta(meta.name, meta.partitions, _normalize_config(config), meta.topic_id, meta.defaults)
-            new.log_config  # valid over the cluster defaults too
+            new.log_config  # noqa: B018 - valid over the cluster defaults too
             atomic_write(self.layout.topic_file(name), new.to_json())
             return new
 

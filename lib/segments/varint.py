@@ -31,7 +31,7 @@ def decode_varint(buf, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     end = len(buf)
-    for i in range(_MAX_VARLONG_BYTES):
+    for _ in range(_MAX_VARLONG_BYTES):
         if pos >= end:
             raise CorruptRecordError("varint runs past the end of the record")
         b = buf[pos]

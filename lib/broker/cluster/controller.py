@@ -112,5 +112,6 @@ def reassign(topic: str, partition: int, current: Versioned[PartitionState], rep
         return None
     moves = state.leader != replicas[0]
     return LeaderChange(topic, partition,
-                        PartitionState(replicas[0], state.leader_epoch + (1 if moves else 0), replicas, controller_epoch),
+                        PartitionState(replicas[0], state.leader_epoch + (1 if moves else 0), replicas,
+                                       controller_epoch),
                         current.version, f"reassigned to brokers {list(replicas)}")

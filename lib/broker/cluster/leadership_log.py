@@ -76,7 +76,8 @@ class LeadershipLog:
         took_ms = (self.clock() - self.started) * 1000 if self.started is not None else 0.0
         parts = []
         if self.elections:
-            parts.append("wrote " + ", ".join(f"{n} leader changes ({kind})" for kind, n in sorted(self.elections.items())))
+            parts.append("wrote " + ", ".join(f"{n} leader changes ({kind})"
+                                              for kind, n in sorted(self.elections.items())))
         if self.taken:
             parts.append(f"took over {len(self.taken)} ({compact(self.taken)})")
         if self.let_go:

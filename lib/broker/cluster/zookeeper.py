@@ -27,8 +27,8 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError as KazooNodeExists, NoNodeError,
-                              RolledBackError)
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError as KazooNodeExists,
+                              NoNodeError, RolledBackError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 

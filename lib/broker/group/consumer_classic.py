@@ -28,8 +28,8 @@ from topiclake.segments.errors import CorruptRecordError
 from .api import (HeartbeatRequest, JoinRequest, JoinResponse, LeaveMemberResult, LeaveResponse, MemberIdentity,
                   SyncRequest, SyncResponse)
 from .consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerMember, MemberState, _minus
-from topiclake.protocol.consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for, decode_subscription,
-                                encode_assignment)
+from topiclake.protocol.consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for,
+                                                  decode_subscription, encode_assignment)
 from .errors import GroupErrorCode as E
 from .records import ClassicMemberMetadata
 

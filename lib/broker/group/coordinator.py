@@ -333,7 +333,8 @@ class GroupCoordinator:
         `partition_for(group)`); None = every partition where this producer has pending offsets.
         Call this instead of writing markers to `__consumer_offsets` yourself."""
         indexes = (sorted(set(partitions)) if partitions is not None else
-                   [s.index for s in self.runtime.active_shards() if producer_id in s.state.classic.pending_txn_offsets])
+                   [s.index for s in self.runtime.active_shards()
+                    if producer_id in s.state.classic.pending_txn_offsets])
         for index in indexes:
             # The one marker path (markers.write_marker): it also releases this partition's LSO and
             # applies the producer epoch, live; the runtime then replays it into the cores.
@@ -426,20 +427,23 @@ class GroupCoordinator:
                 state = shard.state
                 if gid in state.share.groups:
                     initialized = dict(state.share.groups[gid].initialized)
-                    code = await self._run_share(shard.index, lambda s, t: s.share.delete(gid))
+                    # awaited before the loop moves on
+                    code = await self._run_share(shard.index, lambda s, t: s.share.delete(gid))  # noqa: B023
                     if code is E.NONE:
                         await self.share_hooks.group_deleted(gid, initialized)
                     out.append(GroupResult(gid, code))
                     continue
                 if gid in state.consumer.groups:
-                    code = await self._run_consumer(shard.index, lambda s, t: s.consumer.delete(gid))
+                    # awaited before the loop moves on
+                    code = await self._run_consumer(shard.index, lambda s, t: s.consumer.delete(gid))  # noqa: B023
                     if code is not E.NONE:
                         out.append(GroupResult(gid, code))
                         continue
                     if gid not in self._state(gid).classic.groups:
                         out.append(GroupResult(gid, E.NONE))
                         continue
-                out += await self._run(shard.index, lambda s, t: s.classic.delete_groups([gid], t))
+                # awaited before the loop moves on
+                out += await self._run(shard.index, lambda s, t: s.classic.delete_groups([gid], t))  # noqa: B023
             except GroupCoordinatorError as exc:
                 out.append(GroupResult(gid, exc.code))
         return out

@@ -38,8 +38,8 @@ from .api import JoinRequest, JoinResponse, Protocol, Result
 from .classic import ClassicGroups
 from .consumer import (ConsumerGroup, ConsumerGroupError, ConsumerGroups, ConsumerHeartbeatRequest,
                        ConsumerHeartbeatResponse, ConsumerMember, MemberState, TopicIds)
-from topiclake.protocol.consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for, decode_assignment,
-                                decode_subscription, encode_assignment)
+from topiclake.protocol.consumer_protocol import (PROTOCOL_TYPE, ConsumerAssignment, assignment_version_for,
+                                                  decode_assignment, decode_subscription, encode_assignment)
 from .errors import GroupErrorCode as E
 from .records import ClassicMemberMetadata
 from .state import ClassicGroup, Member

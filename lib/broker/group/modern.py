@@ -11,7 +11,8 @@ from typing import Callable, Iterable, Mapping
 from .errors import GroupErrorCode as E
 
 Partitions = Mapping[str, frozenset[int]]  # topic -> partitions
-TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions) per topic, as records hold them
+# (topic id, partitions) per topic, as records hold them
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 TopicIds = Callable[[str], uuid.UUID | None]  # topic name -> id; None: no such topic
 TopicNames = Callable[[uuid.UUID], str | None]  # topic id -> name; None: no such topic
 JOIN_EPOCH = 0

@@ -25,7 +25,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from topiclake.protocol.serde import Reader, TopicPartitions, Writer, read_strings, read_topic_partitions, write_strings, write_topic_partitions
+from topiclake.protocol.serde import (Reader, TopicPartitions, Writer, read_strings, read_topic_partitions,
+                                      write_strings, write_topic_partitions)
 
 SHARE_GROUP_VALUE_VERSION = 0
 

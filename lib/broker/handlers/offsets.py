@@ -57,7 +57,7 @@ class _TopicIds:
         if key not in self._ids:
             try:
                 self._ids[key] = topic_uuid(self.broker.partitions.topic(key))
-            except Exception:  # noqa: BLE001  (offsets of a deleted topic: Kafka's zero id)
+            except Exception:  # offsets of a deleted topic: Kafka's zero id
                 self._ids[key] = ZERO_UUID
         return self._ids[key]
 

@@ -125,5 +125,6 @@ def _response(broker, request, result: ShareResult, throttle_ms: int, partition)
     return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=_code(result.error),
                 error_message=result.error_message,
                 acquisition_lock_timeout=datetime.timedelta(milliseconds=result.lock_ms),
-                responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in topics.items()),
+                responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts))
+                                for tid, parts in topics.items()),
                 node_endpoints=nodes)

@@ -484,7 +484,7 @@ class ShareFetcher:
             for key in [k for k in self._live if k.topic_id == topic_id and k.partition == index]:
                 self._drop(key)
             raise ShareError(NOT_LEADER_OR_FOLLOWER, str(exc)) from None
-        except Exception as exc:  # no such partition (UnknownTopicOrPartition), or the topic went meanwhile
+        except Exception as exc:  # noqa: BLE001 - no such partition, or the topic went meanwhile
             raise ShareError(UNKNOWN_TOPIC_OR_PARTITION, f"{meta.name}-{index}: {exc}") from None
         key = ShareStateKey(group, topic_id, index)
         live = self._live.get(key)
@@ -514,7 +514,8 @@ class ShareFetcher:
         state = await self.persister.read(key, part.leader_epoch)
         if state is not None and state.start_offset != UNINITIALIZED:
             return state
-        start = await self.partitions.run_read(_reset_offset, part, self.configs.value(group, "share.auto.offset.reset"))
+        reset = self.configs.value(group, "share.auto.offset.reset")
+        start = await self.partitions.run_read(_reset_offset, part, reset)
         await self.persister.initialize(key, state.state_epoch if state else 0, start)
         log.info("share group %s starts %s-%d at offset %d", group, part.topic, part.index, start)
         state = await self.persister.read(key, part.leader_epoch)  # records this leader's epoch with it

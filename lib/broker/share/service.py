@@ -95,7 +95,7 @@ class ShareService(ShareHooks):
         for topic, partitions in sorted(initialized.items()):
             try:
                 tid = topic_uuid(self.partitions.topic(topic))
-            except Exception:  # deleted since: forget_deleted_topics removes its state
+            except Exception:  # noqa: BLE001,S112 - deleted since: forget_deleted_topics removes its state
                 continue
             keys += [ShareStateKey(group_id, tid, p) for p in sorted(partitions)]
         return keys
@@ -122,7 +122,7 @@ class ShareService(ShareHooks):
         for topic, partitions in sorted(topics.items()):
             try:
                 meta, count = self._partition_count(topic)
-            except Exception:
+            except Exception:  # noqa: BLE001 - no such topic: answered per partition
                 out.append(TopicOffsets(topic, None, [PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
                                                                       message=f"unknown topic {topic}")
                                                       for p in partitions]))
@@ -183,7 +183,7 @@ class ShareService(ShareHooks):
         for topic, parts in sorted(offsets.items()):
             try:
                 meta, count = self._partition_count(topic)
-            except Exception:
+            except Exception:  # noqa: BLE001 - no such topic: answered per partition
                 out.append(TopicOffsets(topic, None, [PartitionOffset(p, error=E.UNKNOWN_TOPIC_OR_PARTITION,
                                                                       message=f"unknown topic {topic}")
                                                       for p in parts]))
@@ -205,7 +205,9 @@ class ShareService(ShareHooks):
                 entry.partitions.append(PartitionOffset(p, offset))
                 done.append(p)
             if done:
-                await self.groups.run_share(group_id, lambda core, _t: core.mark_initialized(group_id, topic, done))
+                # awaited before the loop moves on
+                await self.groups.run_share(
+                    group_id, lambda core, _t: core.mark_initialized(group_id, topic, done))  # noqa: B023
             out.append(entry)
         return E.NONE, None, out
 
@@ -220,7 +222,7 @@ class ShareService(ShareHooks):
         for topic in topics:
             try:
                 meta, _count = self._partition_count(topic)
-            except Exception:
+            except Exception:  # noqa: BLE001 - no such topic: answered per topic
                 out.append(TopicOffsets(topic, None, error=E.UNKNOWN_TOPIC_OR_PARTITION,
                                         message=f"unknown topic {topic}"))
                 continue
@@ -231,7 +233,8 @@ class ShareService(ShareHooks):
             except BrokerError as exc:  # its share coordinator cannot be reached now
                 out.append(TopicOffsets(topic, tid, error=_group_code(exc), message=str(exc)))
                 continue
-            await self.groups.run_share(group_id, lambda core, _t: core.forget_topics(group_id, [topic]))
+            # awaited before the loop moves on
+            await self.groups.run_share(group_id, lambda core, _t: core.forget_topics(group_id, [topic]))  # noqa: B023
             out.append(TopicOffsets(topic, tid))
         return E.NONE, None, out
 

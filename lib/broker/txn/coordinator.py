@@ -396,7 +396,8 @@ class TransactionCoordinator:
         request = markers_req.WriteTxnMarkersRequest(markers=(markers_req.WritableTxnMarker(
             producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=commit,
             coordinator_epoch=coordinator_epoch, topics=tuple(
-                markers_req.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())),))
+                markers_req.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
+                for t, ps in by_topic.items())),))
         response = await self.peers.request(broker_id, request)
         failed = [(t.name, p.partition_index, p.error_code) for r in response.markers for t in r.topics
                   for p in t.partitions if p.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)]

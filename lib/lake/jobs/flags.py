@@ -55,7 +55,8 @@ def _parser(job: str, description: str, prog: str | None) -> OneLineParser:
 def _common(p: OneLineParser) -> None:
     """Flags every job takes."""
     p.add_argument("--data", type=_optional, metavar="DIR", help=ROOT_HELP)
-    p.add_argument("--config", type=_optional, metavar="FILE", help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
+    p.add_argument("--config", type=_optional, metavar="FILE",
+                   help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
     p.add_argument("--master", type=_optional, metavar="URL",
                    help="Spark master when not run by spark-submit (default: local[*])")
     p.add_argument("--verbose", action="store_true", help="Spark's own log (INFO) and topiclake's info messages")
@@ -110,7 +111,8 @@ def split_names(values: list[str] | None) -> tuple[str, ...]:
 
 def ingest_parser(prog: str | None = None) -> OneLineParser:
     p = _parser("ingest", "Kafka segment files -> Delta tables, exactly once.", prog)
-    p.add_argument("--topic", action="append", required=True, metavar="T", help="topic to ingest (repeatable, or a,b,c)")
+    p.add_argument("--topic", action="append", required=True, metavar="T",
+                   help="topic to ingest (repeatable, or a,b,c)")
     p.add_argument("--table", type=_optional,
                    help="table name under <root>/tables, or a path/URI (default: one table per topic)")
     p.add_argument("--group", type=_optional, metavar="G", help="consumer group id (default: topiclake-ingest-<table>)")
@@ -177,7 +179,8 @@ def sql_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("query", nargs="*", help="SQL statements (several: separate them with ';')")
     p.add_argument("-f", "--file", metavar="FILE", help="read the statements from this file ('-': standard input)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.add_argument("--max-rows", type=_count(1), default=1000, metavar="N", help="rows to print at most per query (default 1000)")
+    p.add_argument("--max-rows", type=_count(1), default=1000, metavar="N",
+                   help="rows to print at most per query (default 1000)")
     _common(p)
     return p
 

@@ -1,1 +1,2 @@
-"""Keyed tables: upsert tables (key buckets, staging, merge, tombstones), table kinds, and CDC tables from Debezium events."""
+"""Keyed tables: upsert tables (key buckets, staging, merge, tombstones), table kinds, and CDC tables
+from Debezium events."""

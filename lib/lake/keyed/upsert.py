@@ -159,4 +159,5 @@ def _refuse_deletion_vectors(snapshot) -> None:
         raise UsageError(
             f"table {snapshot.table_uri}: deletion vectors are enabled, and an upsert merge would bring back the rows "
             "they delete; purge them and turn them off first: REORG TABLE ... APPLY (PURGE), then ALTER TABLE ... "
-            "SET TBLPROPERTIES ('delta.enableDeletionVectors' = false) and ALTER TABLE ... DROP FEATURE deletionVectors")
+            "SET TBLPROPERTIES ('delta.enableDeletionVectors' = false) and ALTER TABLE ... "
+            "DROP FEATURE deletionVectors")

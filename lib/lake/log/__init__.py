@@ -1,1 +1,2 @@
-"""Reading the log (driver and executors): partitions' segment files, header scans, read plans, offset specs, decoding a task's byte range."""
+"""Reading the log (driver and executors): partitions' segment files, header scans, read plans, offset
+specs, decoding a task's byte range."""

@@ -77,7 +77,8 @@ def list_partition(layout: StorageLayout, topic: str, partition: int) -> Partiti
         time.sleep(_SWAP_WAIT_S)
     else:
         raise SegmentChangedError(f"topic {topic!r} partition {partition}: {directory} stays mid-swap "
-                                  f"(a .swap file for {_SWAP_RETRIES * _SWAP_WAIT_S:.0f} s); is a maintenance job stuck?")
+                                  f"(a .swap file for {_SWAP_RETRIES * _SWAP_WAIT_S:.0f} s); "
+                                  "is a maintenance job stuck?")
     first_base = segments[0].base_offset if segments else 0
     checkpoint = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition)
     return PartitionFiles(topic, partition, str(directory), tuple(segments),

@@ -84,7 +84,8 @@ def supports(expectation: dict, schema: pa.Schema | None = None) -> bool:
 
 def _check_types(kind: str, kwargs: dict, schema: pa.Schema) -> None:
     """Raises when a column is absent or an argument does not fit the column's type."""
-    columns = [kwargs[k] for k in ("column", "column_A", "column_B") if k in kwargs] + list(kwargs.get("column_list", ()))
+    columns = ([kwargs[k] for k in ("column", "column_A", "column_B") if k in kwargs]
+               + list(kwargs.get("column_list", ())))
     types = [schema.field(c).type for c in columns]  # KeyError: no such column
     if kind.endswith("_in_set"):
         _value_set(kwargs["value_set"], types[0])

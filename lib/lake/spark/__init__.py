@@ -1,1 +1,2 @@
-"""Spark in the lake jobs: the session, Delta's jars, the driver JVM's start-up, Python workers, job progress, the executors' zip."""
+"""Spark in the lake jobs: the session, Delta's jars, the driver JVM's start-up, Python workers, job
+progress, the executors' zip."""

@@ -81,8 +81,9 @@ def build_archive(archive: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="topiclake-cds-") as tmp:
         script = Path(tmp) / "warm_up.py"
         script.write_text(_WARM_UP)
-        env = {**with_delta_classpath(dict(os.environ)), "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial} "
-                                                  "-Xlog:cds=off -Xlog:cds+dynamic=off",
+        env = {**with_delta_classpath(dict(os.environ)),
+               "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial} "
+                                    "-Xlog:cds=off -Xlog:cds+dynamic=off",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
                "SPARK_HOME": os.environ.get("SPARK_HOME", str(spark_home())),

@@ -42,7 +42,8 @@ def build_pyfiles(out_dir: str | Path = "dist") -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topiclake.lake.spark.package", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m topiclake.lake.spark.package",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="dist", help="output directory (default dist/)")
     print(build_pyfiles(parser.parse_args(argv).out))
     return 0

@@ -1,1 +1,2 @@
-"""Tables and commits: the table schema, typed values, Delta commits with group offsets (delta-rs and delta-spark), type widening."""
+"""Tables and commits: the table schema, typed values, Delta commits with group offsets (delta-rs and
+delta-spark), type widening."""

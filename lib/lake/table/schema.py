@@ -6,8 +6,8 @@ are appended to for years, by Spark executors, pyarrow, delta-rs and whatever re
 
 Timestamps are microseconds in UTC because that is the only timestamp Delta has (Kafka's are
 milliseconds: the conversion is exact). The partition columns (`record_date`, the UTC date of the
-record timestamp, by default; `record_hour` under it for hourly tables) are not stored in the data files: Delta keeps it in each add action
-and readers derive it from the hive-style directory.
+record timestamp, by default; `record_hour` under it for hourly tables) are not stored in the data
+files: Delta keeps it in each add action and readers derive it from the hive-style directory.
 """
 
 from __future__ import annotations

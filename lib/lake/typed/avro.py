@@ -38,7 +38,7 @@ try:
         raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
     from ._native import _avro
 except ImportError:
-    _avro = None
+    _avro = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 HAS_NATIVE = _avro is not None
 
@@ -107,7 +107,8 @@ class AvroDecoder:
         if kind in _PRIMITIVES:
             node = _Node(_PRIMITIVES[kind], logical=logical)
             if logical == "decimal" and kind == "bytes" and _decimal_fits(schema):
-                node.kind, node.precision, node.scale = T_DECIMAL_BYTES, int(schema["precision"]), int(schema.get("scale", 0))
+                node.kind = T_DECIMAL_BYTES
+                node.precision, node.scale = int(schema["precision"]), int(schema.get("scale", 0))
             self.nodes.append(node)
             return index
         full = schema.get("name")
@@ -133,7 +134,8 @@ class AvroDecoder:
             size = int(schema["size"])
             node = _Node(T_FIXED, size, logical=logical)
             if logical == "decimal" and _decimal_fits(schema) and size <= 16:
-                node.kind, node.precision, node.scale = T_DECIMAL_FIXED, int(schema["precision"]), int(schema.get("scale", 0))
+                node.kind = T_DECIMAL_FIXED
+                node.precision, node.scale = int(schema["precision"]), int(schema.get("scale", 0))
             self.nodes.append(node)
             return index
         if kind == "array":
@@ -235,7 +237,8 @@ class AvroDecoder:
             fixed = pa.Array.from_buffers(pa.binary(n.param), length, [bitmap, pa.py_buffer(data)], nulls)
             return fixed.cast(pa.binary())
         if k in (T_DECIMAL_BYTES, T_DECIMAL_FIXED):
-            return pa.Array.from_buffers(pa.decimal128(n.precision, n.scale), length, [bitmap, pa.py_buffer(data)], nulls)
+            return pa.Array.from_buffers(pa.decimal128(n.precision, n.scale), length, [bitmap, pa.py_buffer(data)],
+                                         nulls)
         if k == T_ENUM:
             indices = pa.Array.from_buffers(pa.int32(), length, [bitmap, pa.py_buffer(data)], nulls)
             return pc.take(pa.array(n.symbols, pa.string()), indices)

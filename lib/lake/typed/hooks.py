@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # noqa: F401  (annotations)
+    import pyarrow as pa  # annotations
 
     from .plan import TypedSpec  # noqa: F401  (ingest's annotations)
 

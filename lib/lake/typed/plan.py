@@ -93,7 +93,8 @@ def load_registry(root: Path, url: str | None = None, *, timeout_s: float = 30.0
 def _load_rest(url: str, timeout_s: float) -> RegistryState:
     def get(path: str):
         try:
-            with urllib.request.urlopen(url + path, timeout=timeout_s) as response:
+            # the registry URL of the settings file (http or https)
+            with urllib.request.urlopen(url + path, timeout=timeout_s) as response:  # noqa: S310
                 return json.loads(response.read())
         except (OSError, ValueError) as exc:
             raise LakeError(f"schema registry {url}: GET {path} failed ({exc})") from None
@@ -118,7 +119,8 @@ def subjects_of(state: RegistryState, topic: str, side: str,
         prefix = f"{topic}-"
         for subject in sorted(state.subjects):
             rest = subject[len(prefix):] if subject.startswith(prefix) else None
-            if rest and rest not in (VALUE, KEY) and any(_record_name(v) == rest for v in state.versions(subject, deleted=True)):
+            if rest and rest not in (VALUE, KEY) and any(_record_name(v) == rest
+                                                          for v in state.versions(subject, deleted=True)):
                 names.append(subject)  # TopicRecordNameStrategy
         names += [s for s in record_subjects if s in state.subjects and s not in names]
     return names
@@ -202,7 +204,8 @@ def _side(name: str, recipes: dict[int, Recipe], allowed, subjects, known, have:
 def _merge_struct(target: pa.StructType, new: pa.StructType, fixed: set[str]) -> pa.DataType:
     fields = {f.name: f.type for f in target}
     for f in new:
-        fields[f.name] = merge(fields[f.name], f.type, fixed=f.name in fixed, where=f.name) if f.name in fields else f.type
+        fields[f.name] = (merge(fields[f.name], f.type, fixed=f.name in fixed, where=f.name) if f.name in fields
+                          else f.type)
     return pa.struct([pa.field(n, t) for n, t in fields.items()])
 
 

@@ -172,7 +172,8 @@ def _compile_cached(text: str, dependency_set: bytes) -> bytes:
             return f.read()
 
 
-def _compile(text: str, dependencies: dict[str, descriptor_pb2.FileDescriptorProto]) -> descriptor_pb2.FileDescriptorProto:
+def _compile(text: str,
+             dependencies: dict[str, descriptor_pb2.FileDescriptorProto]) -> descriptor_pb2.FileDescriptorProto:
     files = descriptor_pb2.FileDescriptorSet()
     for dep in dependencies.values():
         files.file.append(dep)
