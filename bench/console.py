@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import REPO, _free_port, running_broker
 
 sys.path.insert(0, str(REPO))
-from tests.support.console import CHROMIUM, FIRST_PAINT_JS  # the tests' browser and paint probe)
+from tests.support.console import CHROMIUM, FIRST_PAINT_JS  # the tests' browser and paint probe
 
 
 def fill(bootstrap: str, data: Path, topics: int, groups: int, tables: int) -> None:

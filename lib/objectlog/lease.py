@@ -86,17 +86,17 @@ class OwnerLease:
             info = self.store.head(OWNER_KEY)
             if info is None:
                 if self._write(1, mode=CREATE, previous=None):
-                    return self.owner
+                    return self._held()
                 watched = None
                 continue
             now = self.clock()
             if watched is None or watched[0] != info.etag:
-                watched = (info.etag, now)
+                watched = (info.etag or "", now)
             elif (now - watched[1]) * 1000 >= self.lease_ms:
                 previous = self._read_owner()
                 generation = (previous.generation if previous else 0) + 1
                 if self._write(generation, mode=IfMatch(info.etag), previous=previous):
-                    return self.owner
+                    return self._held()
                 watched = None
                 continue
             if give_up is not None and now >= give_up:
@@ -106,9 +106,14 @@ class OwnerLease:
                                    f"renewed within every {self.lease_ms} ms")
             time.sleep(self.poll_s)
 
+    def _held(self) -> Owner:
+        if self.owner is None:  # _write sets it when it returns True
+            raise LeaseLost("the lease is not held")
+        return self.owner
+
     def renew(self) -> None:
         """Every lease_ms / 3 while serving; LeaseLost when someone else took it."""
-        if self.owner is None:
+        if self.owner is None or self.etag is None:
             raise LeaseLost("the lease is not held")
         renewed = dataclasses.replace(self.owner, renewal=self.owner.renewal + 1)
         try:

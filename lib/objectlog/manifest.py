@@ -99,8 +99,8 @@ EMPTY = Manifest(version=-1, leader_epoch=0)  # before any commit: its successor
 def newest_version(keys: PartitionKeys, listed: list[str]) -> int | None:
     """The highest manifest version among listed keys (relative to the root); None if none."""
     versions = [parse_manifest_name(key) for key in listed if key.startswith(keys.manifest_prefix + "/")]
-    versions = [version for version in versions if version is not None]
-    return max(versions) if versions else None
+    found = [version for version in versions if version is not None]
+    return max(found) if found else None
 
 
 def load_newest(store: ObjectStore, keys: PartitionKeys) -> Manifest:

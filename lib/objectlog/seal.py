@@ -34,7 +34,7 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
     FlushConflict: another sealer's different segment holds the key (the tail stays the log)."""
     manifest, keys = view.manifest, view.keys
     data = bytearray()
-    headers = []
+    headers: list = []  # the batches' headers, in offset order
     for piece in (p for p in view.pieces if p.kind == FLUSH):
         for batch in iter_piece_batches(store.get(piece.key), piece, view.history, source=store.root.uri(piece.key)):
             if headers and batch.base_offset < headers[-1].next_offset:
@@ -60,8 +60,8 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
     return commit(store, keys, manifest, manifest.successor(leader_epoch=epoch, segments=manifest.segments + (entry,)))
 
 
-def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *, grace_ms: int = DEFAULT_DELETE_GRACE_MS,
-                      now: datetime | None = None) -> list[str]:
+def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,
+                      grace_ms: int = DEFAULT_DELETE_GRACE_MS, now: datetime | None = None) -> list[str]:
     """Delete the flush objects the newest manifest's segments replaced, once older than the grace
     (a Spark task may still be reading one). Returns the keys deleted."""
     now = now or datetime.now(timezone.utc)

@@ -1,4 +1,4 @@
-"""Flush objects created once whatever the store does (a lost response, the server killed and
+"""Flush objects created once whatever the bucket_store does (a lost response, the server killed and
 back), and the single-broker lease on a real versitygw."""
 
 from __future__ import annotations
@@ -15,23 +15,18 @@ from topiclake.store.objects import ObjectStore
 from topiclake.store.root import parse_root
 from tests.support.s3 import VersityGW
 
-from .helpers import batches
+from tests.support.bucket_batches import batches
 
 KEY = PartitionKeys("t", 0).flush(0, 0)
 
 
-@pytest.fixture
-def store(s3_root) -> ObjectStore:
-    return ObjectStore(s3_root.root)
-
-
-def test_a_retry_whose_first_attempt_landed_counts_and_other_bytes_conflict(store):
+def test_a_retry_whose_first_attempt_landed_counts_and_other_bytes_conflict(bucket_store):
     data = batches(0, 2, epoch=0)
-    assert create_once(store, KEY, data, deadline=time.monotonic() + 5) is True
-    assert create_once(store, KEY, data, deadline=time.monotonic() + 5) is False  # the same bytes: done
+    assert create_once(bucket_store, KEY, data, deadline=time.monotonic() + 5) is True
+    assert create_once(bucket_store, KEY, data, deadline=time.monotonic() + 5) is False  # the same bytes: done
     with pytest.raises(FlushConflict):
-        create_once(store, KEY, batches(0, 2, epoch=0, tag="other"), deadline=time.monotonic() + 5)
-    assert store.get(KEY) == data
+        create_once(bucket_store, KEY, batches(0, 2, epoch=0, tag="other"), deadline=time.monotonic() + 5)
+    assert bucket_store.get(KEY) == data
 
 
 @pytest.fixture
@@ -48,38 +43,38 @@ def quick_store(server: VersityGW) -> ObjectStore:
 
 
 def test_the_store_down_past_the_deadline_is_a_timeout_and_nothing_is_written(own_server):
-    store = quick_store(own_server)
+    bucket_store = quick_store(own_server)
     own_server.kill9()
     started = time.monotonic()
     with pytest.raises(FlushTimedOut):
-        create_once(store, KEY, batches(0, 2, epoch=0), deadline=started + 2)
+        create_once(bucket_store, KEY, batches(0, 2, epoch=0), deadline=started + 2)
     assert time.monotonic() - started < 6
     own_server.restart()
-    assert store.head(KEY) is None
+    assert bucket_store.head(KEY) is None
 
 
 def test_the_store_killed_and_back_within_the_deadline_takes_the_same_object(own_server):
-    store = quick_store(own_server)
+    bucket_store = quick_store(own_server)
     data = batches(0, 2, epoch=0)
     own_server.kill9()
     restarter = threading.Timer(1.5, own_server.restart)
     restarter.start()
     try:
-        assert create_once(store, KEY, data, deadline=time.monotonic() + 20) is True
+        assert create_once(bucket_store, KEY, data, deadline=time.monotonic() + 20) is True
     finally:
         restarter.join()
-    assert store.get(KEY) == data
+    assert bucket_store.get(KEY) == data
 
 
-def lease(store: ObjectStore, broker_id: int, lease_ms: int = 800) -> OwnerLease:
-    return OwnerLease(store, broker_id=broker_id, host="127.0.0.1", port=9000 + broker_id, lease_ms=lease_ms,
+def lease(bucket_store: ObjectStore, broker_id: int, lease_ms: int = 800) -> OwnerLease:
+    return OwnerLease(bucket_store, broker_id=broker_id, host="127.0.0.1", port=9000 + broker_id, lease_ms=lease_ms,
                       poll_s=0.05)
 
 
-def test_the_lease_is_taken_only_after_its_holder_stops_renewing(store):
-    first = lease(store, 1)
+def test_the_lease_is_taken_only_after_its_holder_stops_renewing(bucket_store):
+    first = lease(bucket_store, 1)
     assert first.acquire(timeout_s=5).generation == 1 and first.previous is None
-    second = lease(store, 2)
+    second = lease(bucket_store, 2)
     stop = threading.Event()
 
     def renewing():
@@ -101,19 +96,19 @@ def test_the_lease_is_taken_only_after_its_holder_stops_renewing(store):
     with pytest.raises(LeaseLost):  # the paused owner wakes up
         first.renew()
     first.release()  # not its lease any more: left alone
-    assert Owner.from_json(store.get(OWNER_KEY)).broker_id == 2
+    assert Owner.from_json(bucket_store.get(OWNER_KEY)).broker_id == 2
     second.renew()
     second.release()
-    assert store.head(OWNER_KEY) is None
-    third = lease(store, 3, lease_ms=60_000)
+    assert bucket_store.head(OWNER_KEY) is None
+    third = lease(bucket_store, 3, lease_ms=60_000)
     started = time.monotonic()
     assert third.acquire(timeout_s=5).generation == 1  # released: at once, no lease_ms wait
     assert time.monotonic() - started < 2
 
 
-def test_of_two_brokers_waiting_for_an_expired_lease_exactly_one_takes_it(store):
-    lease(store, 1).acquire(timeout_s=5)  # then never renewed
-    contenders = [lease(store, 2), lease(store, 3)]
+def test_of_two_brokers_waiting_for_an_expired_lease_exactly_one_takes_it(bucket_store):
+    lease(bucket_store, 1).acquire(timeout_s=5)  # then never renewed
+    contenders = [lease(bucket_store, 2), lease(bucket_store, 3)]
     outcomes: dict[int, object] = {}
     done = threading.Event()
 
@@ -136,4 +131,4 @@ def test_of_two_brokers_waiting_for_an_expired_lease_exactly_one_takes_it(store)
     winners = [c for c in contenders if isinstance(outcomes.get(c.broker_id), Owner)]
     assert len(winners) == 1, outcomes
     assert winners[0].owner.generation == 2
-    assert Owner.from_json(store.get(OWNER_KEY)).broker_id == winners[0].broker_id
+    assert Owner.from_json(bucket_store.get(OWNER_KEY)).broker_id == winners[0].broker_id

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from tests.objectlog.helpers import batches
-from tests.peers.test_dump_log_segments import RECORD, dump
+from tests.support.bucket_batches import batches
+from tests.support.kafka_dump import RECORD, dump
 from topiclake.objectlog.fence import BucketFence
 from topiclake.objectlog.flush import flush
 from topiclake.objectlog.keys import PartitionKeys

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kafka_dump import BATCH, RECORD, dump
 from tests.support.paths import REPO
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_tools import BROKER_TOML
@@ -160,22 +161,6 @@ def read_back(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None
     return out
 
 
-def dump(kafka_tools, *files: Path) -> tuple[str, dict[str, list[tuple[int, int]]]]:
-    """DumpLogSegments over `files`: its output, and the offset gaps it reports per .log file. It
-    must exit 0 and report no error: no index entry that does not match the log, no time index
-    entry out of order or off its batch's largest timestamp, no invalid bytes, no exception."""
-    done = kafka_tools.run("kafka-dump-log", "--deep-iteration", "--print-data-log", "--files",
-                           ",".join(str(f) for f in files))
-    for stream in (done.stdout, done.stderr):
-        for problem in ("ismatch", "out of order", "not found", "invalid bytes", "orrupt", "xception", "isvalid: false"):
-            assert problem not in stream, [line for line in stream.splitlines() if problem in line][:5]
-    gaps: dict[str, list[tuple[int, int]]] = {}
-    for block in done.stderr.split("Non-consecutive offsets in ")[1:]:
-        name, *pairs = block.splitlines()
-        gaps[Path(name.strip()).name] = [tuple(map(int, p.split(" is followed by "))) for p in pairs if p.strip()]
-    return done.stdout, gaps
-
-
 def only_segment_starts(gaps: dict[str, list[tuple[int, int]]], logs: list[Path]) -> bool:
     """DumpLogSegments counts from -1 in every file, so a segment after the first "follows -1" with
     its first offset; any other gap would be a hole in a log that was never compacted."""
@@ -186,11 +171,6 @@ def partition_files(root: Path, topic: str, *suffixes: str) -> list[Path]:
     files = sorted(p for p in (root / "log" / f"{topic}-0").iterdir() if p.suffix in suffixes)
     assert files, f"no {suffixes} files for {topic}"
     return files
-
-
-RECORD = re.compile(r"^\| offset: (\d+) .*?headerKeys: \[([^\]]*)\](?: key: (.*?))?(?: payload: (.*))?$")
-BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*?isTransactional: (\w+) isControl: (\w+)"
-                   r".*? compresscodec: (\w+) crc: \d+ isvalid: (\w+)$")
 
 
 def data_records(output: str) -> list[Produced]:

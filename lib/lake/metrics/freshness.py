@@ -107,7 +107,7 @@ def _read_table(layout: StorageLayout | None, state: TableState, *, offsets: boo
     state.bytes = sum(actions.column("size_bytes").to_pylist()) if state.files else 0
     state.rows = sum(n or 0 for n in actions.column("num_records").to_pylist()) if state.files else 0
     group, topics = _ingest_feed(table) if offsets else (None, set())
-    if group is None:
+    if group is None or layout is None:  # offsets are read only on a directory root
         return
     state.group = group
     registry = TopicRegistry(layout)

@@ -37,7 +37,8 @@ def build(available: list[Path], into: Path) -> Path:
     classpath = [jar for jar in available if jar.name.startswith(_COMPILE_AGAINST)]
     missing = [prefix for prefix in _COMPILE_AGAINST if not any(j.name.startswith(prefix) for j in classpath)]
     if missing:
-        raise LakeError(f"cannot compile {LOGSTORE_CLASS}: no {', '.join(p + '*.jar' for p in missing)} to compile against")
+        jars = ", ".join(p + "*.jar" for p in missing)
+        raise LakeError(f"cannot compile {LOGSTORE_CLASS}: no {jars} to compile against")
     with tempfile.TemporaryDirectory(prefix="topiclake-logstore-") as scratch:
         classes = Path(scratch)
         try:
