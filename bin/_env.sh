@@ -10,12 +10,20 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     exit 1
 fi
 
+# Debian packages the install needs: only root with apt-get can add them; others are told what to install.
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+apt_install() {  # apt_install "why" PACKAGE...
+    local why=$1 package shown=(); shift
+    for package in "$@"; do [[ $package == -* ]] || shown+=("$package"); done
+    echo "Installing ${shown[*]} ($why)..." >&2
+    apt-get update -qq && apt-get install -y -qq "$@" >/dev/null
+}
+
 # Spark needs Java 17 or newer.
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "Installing Java 17 (Spark needs it)..." >&2
-        apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    if can_apt; then
+        apt_install "Spark needs Java 17" openjdk-17-jre-headless
     else
         echo "Spark needs Java 17+: install it (e.g. apt-get install openjdk-17-jre-headless) and retry" >&2
         exit 1
@@ -24,9 +32,8 @@ fi
 
 # The Delta LogStore of object-store tables (topiclake.lake.spark.logstore) is compiled at install: javac.
 if ! command -v javac >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "Installing the Java 17 compiler (it builds topiclake's Delta LogStore)..." >&2
-        apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    if can_apt; then
+        apt_install "the Java compiler builds topiclake's Delta LogStore" openjdk-17-jdk-headless
     else
         echo "topiclake compiles its Delta LogStore with javac: install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) and retry" >&2
         exit 1
@@ -35,43 +42,39 @@ fi
 
 # --- cluster mode (docs/CLUSTER.md): ZooKeeper from Debian's `zookeeper` package, for the tests and
 # bin/zookeeper. Only root can install it; without it the cluster tests fail with the apt command.
-if [ ! -f /usr/share/java/zookeeper.jar ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing ZooKeeper (cluster mode tests)..." >&2
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+if [ ! -f /usr/share/java/zookeeper.jar ] && can_apt; then
+    apt_install "cluster mode tests" --no-install-recommends zookeeper
 fi
 # --- end cluster mode
 
 # --- test peers (issue 20): kcat from Debian (tests/peers run it against the broker). Apache Kafka's
 # jars come from Maven Central through bin/fetch-peers, which the peer tests run themselves (once).
-if ! command -v kcat >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing kcat (test peer)..." >&2
-    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+if ! command -v kcat >/dev/null 2>&1 && can_apt; then
+    apt_install "a test peer" kcat
 fi
 # --- end test peers
 
 # --- console (issue 22): headless Chromium from Debian's `chromium`, which the console's browser tests
 # drive with Playwright (executable_path=/usr/bin/chromium: Playwright downloads no browser here).
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing Chromium (console browser tests)..." >&2
-    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+if [ ! -x /usr/bin/chromium ] && can_apt; then
+    apt_install "console browser tests" chromium
 fi
 # --- end console
 
 # --- object storage (issue 29): versitygw, the S3 server of the tests and the quick start (docs/STACK.md),
-# built from its Go module into .venv/bin once per pinned version (1-5 minutes). It needs Go >= 1.25;
-# Debian's golang-go is older, so a machine without a newer Go gets a warning and the S3 tests fail.
+# built from its Go module into .venv/bin once per pinned version (1-5 minutes). It needs Go >= 1.25:
+# with an older Go (Debian's golang-go), GOTOOLCHAIN=auto fetches the toolchain from the Go proxy.
 VERSITYGW_VERSION=v1.8.0
 versitygw_current() { go version -m .venv/bin/versitygw 2>/dev/null | grep -q "versity/versitygw[[:space:]]*$VERSITYGW_VERSION"; }
-if ! command -v go >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "Installing Go (it builds versitygw, the tests' S3 server)..." >&2
-    apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+if ! command -v go >/dev/null 2>&1 && can_apt; then
+    apt_install "it builds versitygw, the tests' S3 server" golang-go
 fi
 if ! command -v go >/dev/null 2>&1; then
     [ -x .venv/bin/versitygw ] || echo "warning: no Go to build versitygw $VERSITYGW_VERSION (the S3 tests need it): install Go >= 1.25 and retry" >&2
 elif [ ! -x .venv/bin/versitygw ] || ! versitygw_current; then
     echo "Building versitygw $VERSITYGW_VERSION into .venv/bin (once per version, 1-5 minutes)..." >&2
     mkdir -p .venv
-    GOBIN="$ROOT/.venv/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" \
+    GOBIN="$ROOT/.venv/bin" GOTOOLCHAIN=auto go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" \
         >.venv/versitygw-build.log 2>&1 \
         || echo "warning: versitygw did not build with $(go version) (it needs Go >= 1.25; the S3 tests need it): see .venv/versitygw-build.log" >&2
 fi
@@ -108,9 +111,8 @@ fi
 # links them, when the project installs (again when the pom or the LogStore changes), never when a job runs.
 if ! .venv/bin/python -c 'import sys; from topiclake.lake.spark.jars import installed_for; sys.exit(not installed_for())'; then
     if ! command -v mvn >/dev/null 2>&1; then
-        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-            echo "Installing Maven (it fetches Delta's jars once)..." >&2
-            apt-get update -qq && apt-get install -y -qq maven >/dev/null
+        if can_apt; then
+            apt_install "it fetches Delta's jars once" maven
         else
             echo "Delta's jars are fetched with Maven: install it (e.g. apt-get install maven) and retry" >&2
             exit 1
