@@ -11,7 +11,6 @@ import json
 import struct
 import sys
 import zlib
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -23,8 +22,8 @@ from topiclake.segments.batch import HEADER_SIZE, Record, TimestampType, assembl
 from topiclake.segments.compression import Compression, compress
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.varint import encode_varint
+from tests.support.paths import CONFORMANCE
 
-CONFORMANCE = Path(__file__).parents[2].parent / "shared" / "conformance"
 VECTORS = json.loads((CONFORMANCE / "vectors.json").read_text())
 KAFKA_LOGS = sorted(CONFORMANCE.glob("kafka-3.8-segments/*/*/*.log"))
 

@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -12,8 +11,9 @@ from topiclake.broker.group.records import (CoordinatorRecord, GroupMetadataKey,
                                             encode_value, group_metadata_record, offset_commit_record)
 from topiclake.protocol.serde import Writer
 from topiclake.segments.errors import CorruptRecordError
+from tests.support.paths import CONFORMANCE
 
-VECTORS = Path(__file__).resolve().parents[3].parent / "shared" / "conformance" / "consumer_offsets_vectors.json"
+VECTORS = CONFORMANCE / "consumer_offsets_vectors.json"
 
 
 def _vectors():
