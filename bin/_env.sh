@@ -96,7 +96,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # pyspark-client would silently replace pyspark's files), then check pyspark survived.
     .venv/bin/pip install -q -e ".[airflow]"
     .venv/bin/pip install -q --no-deps "apache-airflow-providers-apache-spark==6.3.4"
-    pyspark_pin="$(sed -n 's/.*"pyspark\[sql\]==\([0-9.]*\)".*/\1/p' pyproject.toml)"  # the lake extra's pin
+    pyspark_pin="$(sed -n 's/.*"pyspark\[[a-z,]*\]==\([0-9.]*\)".*/\1/p' pyproject.toml)"  # the lake extra's pin
     pyspark_version="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
     if [ "$pyspark_version" != "$pyspark_pin" ] || .venv/bin/pip show -q pyspark-client >/dev/null 2>&1; then
         echo "pyspark is $pyspark_version (or pyspark-client got installed) after the Airflow install: want $pyspark_pin alone" >&2

@@ -181,6 +181,20 @@ def sql_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--max-rows", type=_count(1), default=1000, metavar="N",
                    help="rows to print at most per query (default 1000)")
+    p.add_argument("--endpoint", type=_optional, metavar="URL",
+                   help="the standing SQL server to run on (sc://HOST:PORT; 'none': a Spark of this process; "
+                        "default: $TOPICLAKE_SQL_ENDPOINT, [sql] endpoint, else the root's running "
+                        "`topiclake sql-server`, else a Spark of this process)")
+    _common(p)
+    return p
+
+
+def sql_server_parser(prog: str | None = None) -> OneLineParser:
+    p = _parser("sql-server", "A standing Spark SQL server over the topic tables (Spark Connect): `topiclake sql` "
+                              "and any Spark Connect client query it without starting Spark. Runs until "
+                              "SIGTERM or Ctrl-C.", prog)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_count(1), default=15002, help="port to listen on (default 15002)")
     _common(p)
     return p
 

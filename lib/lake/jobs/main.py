@@ -186,13 +186,37 @@ def _sql(args, command: Command) -> int:
         raise UsageError("give the statements as arguments or with --file, not both")
     root = preflight.resolve_tables_root(args.config, args.data)  # a bucket too: sql reads no log
     source = _sql_source(args)
-    _prepare_spark(args)
+    from ..sql import endpoint
     from ..sql.shell import SqlSession
 
-    session = SqlSession.start(root, master=args.master, conf=SPARK_CONF, fmt=args.format, max_rows=args.max_rows)
-    if source is None:
-        return session.shell()
-    return session.run_script(source)
+    url = endpoint.choose(root, preflight.sql_endpoint(args.config, args.endpoint))
+    if url is None:
+        _prepare_spark(args)
+        session = SqlSession.start(root, master=args.master, conf=SPARK_CONF, fmt=args.format,
+                                   max_rows=args.max_rows)
+    else:
+        if args.verbose:
+            print(f"sql: on the SQL server at {url}", file=sys.stderr, flush=True)
+        session = SqlSession.connect(url, root, fmt=args.format, max_rows=args.max_rows)
+    try:
+        return session.shell() if source is None else session.run_script(source)
+    finally:
+        if url is not None:
+            endpoint.disconnect(session.spark)  # this client's session; the server goes on
+
+
+def sql_server_main(argv: Sequence[str], prog: str | None = None) -> int:
+    return run_command("sql-server", argv, flags.sql_server_parser, _sql_server, prog=prog)
+
+
+def _sql_server(args, command: Command) -> int:
+    root = preflight.resolve_tables_root(args.config, args.data)
+    from ..sql import endpoint
+
+    endpoint.port_free(args.host, args.port)
+    stop = endpoint.stop_on_signals()
+    _prepare_spark(args)
+    return endpoint.serve(root, host=args.host, port=args.port, master=args.master, conf=SPARK_CONF, stop=stop)
 
 
 def _sql_source(args) -> str | None:

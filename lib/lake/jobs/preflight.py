@@ -34,6 +34,22 @@ def resolve_tables_root(config: str | None, data: str | None):
     return location
 
 
+def sql_endpoint(config: str | None, explicit: str | None) -> str | None:
+    """`topiclake sql`'s endpoint setting: --endpoint, else $TOPICLAKE_SQL_ENDPOINT, else [sql] endpoint."""
+    import os
+
+    from topiclake.segments.settings import section
+
+    from ..sql.endpoint import ENDPOINT_ENV
+
+    if explicit:
+        return explicit
+    if os.environ.get(ENDPOINT_ENV):
+        return os.environ[ENDPOINT_ENV]
+    value = section(load_settings(config), "sql").get("endpoint")
+    return str(value) if value else None
+
+
 def _existing_directory(root: Path) -> Path:
     if not root.is_dir():
         what = "is not a directory" if root.exists() else "does not exist"

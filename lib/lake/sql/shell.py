@@ -17,13 +17,12 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from topiclake.segments.storage import StorageLayout
 
 from ..errors import UsageError, error_line
-from ..table.location import discover_bucket_tables, discover_tables
-from .query import QueryResult, execute, format_result, register_tables, split_statements, \
-    statement_complete, use_root, use_tables_location
+from .catalog import discover_names, open_catalog
+from .query import QueryResult, execute, format_result, register_tables, split_statements, statement_complete
 
 PROMPT, CONTINUATION = "topiclake> ", "        -> "
 HISTORY_ENV = "TOPICLAKE_SQL_HISTORY"
@@ -37,28 +36,28 @@ class QueryCancelled(Exception):
 
 @dataclass
 class SqlSession:
-    spark: object
+    spark: Any
     tables: dict[str, str]
     fmt: str = "table"
     max_rows: int = 1000
+
+    remote: str | None = None  # the standing SQL endpoint's URL, when the session is its client
 
     @classmethod
     def start(cls, root, *, master: str | None, conf: dict[str, str], fmt: str, max_rows: int) -> "SqlSession":
         """`root`: a directory (Path), or an object-store root (topiclake.store's S3Root), whose
         tables are read through s3a and whose new tables go under its tables/."""
-        from ..spark.session import get_session
-
-        if isinstance(root, Path):
-            layout = StorageLayout(root)
-            tables = discover_tables(layout)
-            spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True)
-            use_root(spark, layout)
-        else:
-            tables = discover_bucket_tables(root)
-            spark = get_session("topiclake-sql", master=master, conf=conf, long_queries=True, root=root)
-            use_tables_location(spark, root.uri("tables"))
+        spark, discover = open_catalog(root, app_name="topiclake-sql", master=master, conf=conf)
+        tables = discover()
         register_tables(spark, tables)
         return cls(spark, tables, fmt, max_rows)
+
+    @classmethod
+    def connect(cls, url: str, root, *, fmt: str, max_rows: int) -> "SqlSession":
+        """A client of the standing SQL endpoint (topiclake.lake.sql.endpoint), which names the tables."""
+        from .endpoint import connect
+
+        return cls(connect(url, root), discover_names(root), fmt, max_rows, remote=url)
 
     # ------------------------------------------------------------------------------ batch
 
@@ -90,10 +89,9 @@ class SqlSession:
     def shell(self) -> int:
         history = _open_history()
         names = ", ".join(f"`{n}`" if "." in n else n for n in sorted(self.tables)) or "none yet"
-        ui = self.spark.sparkContext.uiWebUrl
+        where = f" SQL server: {self.remote}" if self.remote else _spark_ui(self.spark)
         print(f"topiclake sql: Spark SQL over the tables ({names}). End statements with ';'. "
-              "Ctrl-C cancels a running query; Ctrl-D or exit leaves."
-              + (f" Spark UI: {ui}" if ui else ""), flush=True)
+              "Ctrl-C cancels a running query; Ctrl-D or exit leaves." + where, flush=True)
         try:
             while True:
                 statement = self._read_statement()
@@ -137,6 +135,8 @@ class SqlSession:
     def _cancellable(self, statement: str) -> QueryResult:
         """Run one statement in its own job group; SIGINT cancels the group, not the shell.
         A Ctrl-C that comes while Spark still plans the statement cancels its jobs as they start."""
+        if self.remote:
+            return self._cancellable_remote(statement)
         sc = self.spark.sparkContext
         group = f"topiclake-sql-{uuid.uuid4().hex[:8]}"
         cancelled = threading.Event()
@@ -168,6 +168,32 @@ class SqlSession:
             raise QueryCancelled()
         return result
 
+    def _cancellable_remote(self, statement: str) -> QueryResult:
+        """On the SQL server: the statement runs under a tag, and SIGINT interrupts that tag's
+        operations there (Spark Connect's interrupt), not the shell."""
+        tag = f"topiclake-sql-{uuid.uuid4().hex[:8]}"
+        cancelled = threading.Event()
+
+        def cancel(_signum, _frame) -> None:
+            if not cancelled.is_set():
+                cancelled.set()
+                threading.Thread(target=self.spark.interruptTag, args=(tag,), daemon=True).start()
+
+        previous = signal.signal(signal.SIGINT, cancel)
+        self.spark.addTag(tag)
+        try:
+            result = execute(self.spark, statement, self.tables, max_rows=self.max_rows)
+        except Exception:
+            if cancelled.is_set():
+                raise QueryCancelled() from None
+            raise
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self.spark.removeTag(tag)
+        if cancelled.is_set():
+            raise QueryCancelled()
+        return result
+
     def _wait_until_stopped(self, group: str, timeout_s: float = CANCEL_WAIT_S) -> None:
         """Back at the prompt only once no task of the cancelled statement runs any more (the
         next query would share the cores with them); says so if some still run after the wait."""
@@ -179,6 +205,11 @@ class SqlSession:
         if left:
             print(f"sql: {left} task(s) of the cancelled query still running after {timeout_s:.0f} s",
                   file=sys.stderr, flush=True)
+
+
+def _spark_ui(spark) -> str:
+    ui = spark.sparkContext.uiWebUrl
+    return f" Spark UI: {ui}" if ui else ""
 
 
 def running_tasks(spark, group: str) -> int:
