@@ -11,6 +11,7 @@ import struct
 import pytest
 
 from topiclake.segments.config import LogConfig
+from topiclake.segments.filenames import CLEAN_SHUTDOWN_FILE
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.log import Log
@@ -68,6 +69,7 @@ def test_a_damaged_length_in_the_active_segment_is_damage(tmp_path, length):
 def test_an_append_in_progress_is_still_a_tail(tmp_path):
     places = write_log(tmp_path / "t-0", ONE_SEGMENT, 10)
     path = places[0][0]
+    (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).unlink()  # a broker that runs: the marker goes when it loads
     with open(path, "ab") as f:  # half of the next batch, not indexed yet: a broker mid-append
         f.write(make_batch(5, base_offset=50)[:40])
     assert walk(path) == [p[2] for p in places]

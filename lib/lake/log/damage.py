@@ -13,10 +13,9 @@ import mmap
 import os
 from dataclasses import dataclass
 
-from topiclake.segments.batch import (CRC_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
-                                      MIN_LENGTH_FIELD, BatchHeader, compute_crc, iter_batches)
+from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, BatchHeader, iter_batches
 from topiclake.segments.errors import CorruptLogError, CorruptRecordError
-from topiclake.segments.torn_tail import last_indexed_position
+from topiclake.segments.torn_tail import last_indexed_position, next_valid_batch
 
 from .scan import scan_partition
 from .source import PartitionFiles
@@ -84,24 +83,6 @@ def _end_beyond(files: PartitionFiles, damage: CorruptLogError) -> int:
             buf.close()
         except BufferError:  # a view is still alive somewhere; it is unmapped when dropped
             pass
-
-
-def next_valid_batch(buf, start: int) -> int | None:
-    """The first position at or after `start` where a whole v2 batch with a valid CRC-32C starts
-    (found by its magic byte; only ever run on damage), or None."""
-    pos = start + MAGIC_OFFSET
-    while True:
-        pos = buf.find(b"\x02", pos)
-        if pos < 0:
-            return None
-        candidate = pos - MAGIC_OFFSET
-        length = int.from_bytes(buf[candidate + 8 : candidate + 12], "big", signed=True)
-        end = candidate + LOG_OVERHEAD + length
-        if length >= MIN_LENGTH_FIELD and end <= len(buf) and \
-                int.from_bytes(buf[candidate + CRC_OFFSET : candidate + CRC_OFFSET + 4], "big") == \
-                compute_crc(buf[candidate:end]):
-            return candidate
-        pos += 1
 
 
 def _walk_end(buf, start: int) -> int:
