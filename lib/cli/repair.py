@@ -11,7 +11,6 @@ nothing. The repair takes the storage root's lock, so it refuses while a broker 
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import typer
 
@@ -34,7 +33,7 @@ def repair_log(
     from topiclake.lake.log.damage import find_damage
     from topiclake.lake.log.source import list_partition
     from topiclake.segments import ownership
-    from topiclake.segments.repair import truncate_at
+    from topiclake.segments.repair import record_repair, truncate_at
     from topiclake.segments.storage import StorageLayout, TopicRegistry
 
     root = directory_root(data)
@@ -64,6 +63,8 @@ def repair_log(
         try:
             done = truncate_at(files.directory, meta.log_config, topic=topic, partition=partition,
                                segment_base=segment.base_offset)
+            record_repair(files.directory, offset=done.log_end, lost_end=damage.log_end, file=segment.path,
+                          position=damage.error.position, reason=damage.error.reason)
         finally:
             lock.release()
         print(f"truncated {name} at offset {damage.offset}: {what}; {lost} are lost ({done.truncated_bytes} bytes "

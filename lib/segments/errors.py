@@ -59,7 +59,8 @@ class CorruptLogError(CorruptRecordError):
         super().__init__(reason, source=source, position=position)
 
     def _message(self) -> str:
-        return f"corrupt log: topic {self.topic!r} partition {self.partition} at offset {self.offset}: {super()._message()}"
+        where = f"topic {self.topic!r} partition {self.partition} at offset {self.offset}"
+        return f"corrupt log: {where}: {super()._message()}"
 
     @classmethod
     def of(cls, exc: CorruptRecordError, *, topic: str, partition: int, offset: int) -> "CorruptLogError":

@@ -7,11 +7,18 @@ is lost; the next append reuses its offsets). `truncate_at` makes the broker's o
 from the damaged segment on: it rewinds the recovery point to that segment and removes the
 clean-shutdown marker, so the loader recovers it, then closes the log cleanly (checkpoints, the
 marker). The caller must own the storage root (ownership.acquire): never while a broker runs.
+
+Each repair is recorded in the partition directory (`REPAIRS_FILE`, one JSON line per repair: when,
+where the log was cut and which offsets were lost), so the ingest that next reads from the cut can
+say what the table will never hold (lake/log/plan.py). Kafka's loader ignores the file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import filenames
@@ -20,6 +27,9 @@ from .config import LogConfig
 from .leader_epochs import EPOCHS_DIR
 from .log import Log
 from .errors import TopiclakeError
+
+
+REPAIRS_FILE = "topiclake-repairs.jsonl"
 
 
 class RepairRefusedError(TopiclakeError):
@@ -49,3 +59,32 @@ def truncate_at(directory: str | Path, config: LogConfig, *, topic: str, partiti
         return Truncation(loaded.log_end_offset, loaded.truncated_bytes, loaded.deleted)
     finally:
         log.close()
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRecord:
+    time_ms: int
+    offset: int  # where the log was cut (the next append reuses it)
+    lost_end: int  # the offsets [offset, lost_end) of the damaged log were lost
+    file: str
+    position: int | None
+    reason: str
+
+
+def record_repair(directory: str | Path, *, offset: int, lost_end: int, file: str, position: int | None,
+                  reason: str) -> RepairRecord:
+    record = RepairRecord(int(time.time() * 1000), offset, lost_end, os.path.basename(file), position, reason)
+    with open(Path(directory) / REPAIRS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(asdict(record)) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return record
+
+
+def read_repairs(directory: str | Path) -> list[RepairRecord]:
+    """The partition's repairs, oldest first ([] when it was never repaired)."""
+    try:
+        lines = (Path(directory) / REPAIRS_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [RepairRecord(**json.loads(line)) for line in lines if line.strip()]

@@ -44,7 +44,7 @@ def batches_judging_tail(buf, *, start: int = 0, end: int | None = None, source:
     end = len(buf) if end is None else end
     pos = start
     for batch in iter_batches(buf, start=start, end=end, source=source, allow_partial_tail=True, validate=validate):
-        pos = batch.position + batch.size
+        pos = (pos if batch.position is None else batch.position) + batch.size
         yield batch
     judge_tail(buf, pos, end, source)
 
@@ -67,7 +67,9 @@ def judge_tail(buf, pos: int, end: int, source: str | None) -> None:
         raise CorruptRecordError(f"{_what(declared, end - pos)} runs past the end of the file ({end} bytes), yet a "
                                  f"whole batch follows at position {following}: the bytes here are damaged",
                                  source=source, position=pos)
-    indexed = last_indexed_position(source) if source is not None else None
+    if source is None:
+        return
+    indexed = last_indexed_position(source)
     if indexed is None or indexed < pos:
         return
     if declared is not None and _file_size(source) >= pos + declared:

@@ -3,7 +3,7 @@
 position, with nothing committed past it, run after run; backfill over damaged offsets fails the
 same way; coverage shows the gap as corrupt and `topiclake metrics` exposes it with the lag that
 is left; `topiclake repair-log` says what a repair drops (--dry-run changes nothing), truncates
-there as Kafka's recovery does, and ingest goes on."""
+there as Kafka's recovery does, and ingest goes on, saying which offsets the repair lost."""
 
 from __future__ import annotations
 
@@ -119,5 +119,10 @@ def test_repair_log_says_what_it_drops_then_truncates_and_ingest_goes_on(spark, 
 
     w.next_offset[0] = 20  # the next append reuses the lost offsets, as after Kafka's recovery
     w.produce(0, [b"after"] * 5)
+    capsys.readouterr()
     assert ingest_main(["--topic", "t", "--data", str(root), "--bootstrap", "none"]) == 0
     assert committed(root) == list(range(25))
+    said = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("t-0:")]
+    assert said == [f"t-0: offsets [0, 25) 25 records in 1 files, LOST [20, 50) of the damaged log to `topiclake "
+                    f"repair-log` (it cut {active.name} at position {position}; offsets from 20 on are records "
+                    "appended since)"]

@@ -115,12 +115,11 @@ def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | Non
             continue
         last = index == len(segments) - 1  # only the active segment may end mid-append
         begin = _index_position(seg, start_offset, buf) if index == first else 0
-        readable = seg.base_offset  # the offset after the last whole batch of this segment
         batches = log_batches(buf, files.epochs, start=begin, source=seg.path, last=last, limit=files.limit(index),
                               on_skip=skipped)
-        for batch in damage_named(batches, files, lambda: readable):
+        for batch in damage_named(batches, files, seg.base_offset):
             h = batch.header
-            log_end = readable = reached = h.next_offset
+            log_end = reached = h.next_offset
             if h.next_offset <= start_offset:
                 continue
             if h.is_transactional and h.producer_id >= 0:
@@ -145,13 +144,17 @@ def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | Non
     return PartitionScan(files, start_offset, out, aborted, log_end, lso, controls, fenced)
 
 
-def damage_named(batches, files: PartitionFiles, readable):
-    """`batches` of one of the partition's segments, a CorruptRecordError raised while walking
-    them named as the partition's damage at the offset `readable()` (CorruptLogError)."""
+def damage_named(batches, files: PartitionFiles, base_offset: int):
+    """`batches` of one of the partition's segments (based at `base_offset`), a CorruptRecordError
+    raised while walking them named as the partition's damage at the offset after the last whole
+    batch (CorruptLogError)."""
+    readable = base_offset
     try:
-        yield from batches
+        for batch in batches:
+            yield batch
+            readable = batch.next_offset
     except CorruptRecordError as exc:
-        raise CorruptLogError.of(exc, topic=files.topic, partition=files.partition, offset=readable()) from None
+        raise CorruptLogError.of(exc, topic=files.topic, partition=files.partition, offset=readable) from None
 
 
 def _index_position(seg: SegmentFile, target: int, buf) -> int:
