@@ -1,9 +1,11 @@
 """Walking the batches of a segment file (Kafka's FileRecords / FileLogInputStream).
 
 A .log may end in a partial batch while it is being appended to or after a crash: the walk stops
-there silently, as Kafka's FileLogInputStream does. A length field too small for any batch, or a
-magic other than 2, raises CorruptRecordError naming the file and byte position. CRCs are not
-checked here; the caller decides (recovery checks every batch, reads check none).
+there silently, as Kafka's FileLogInputStream does, except over bytes known to be whole batches
+(`whole`: the broker's own segment up to the size it wrote), where a partial batch is damage. A
+length field too small for any batch, or a magic other than 2, raises CorruptRecordError naming
+the file and byte position. CRCs are not checked here; the caller decides (recovery checks every
+batch, reads check none).
 """
 
 from __future__ import annotations

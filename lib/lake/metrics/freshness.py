@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topiclake.segments.batch import NO_TIMESTAMP
+from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
@@ -125,8 +126,14 @@ def _partition_state(files: PartitionFiles, committed: int | None) -> PartitionF
     lag then runs to the end the files hold beyond it (the ingest cannot get there)."""
     damage = find_damage(files, committed)
     if damage is None:
-        return partition_freshness(files, committed)
-    return PartitionFreshness(files.topic, files.partition, committed, damage.log_end, None, None, damage.offset)
+        try:
+            return partition_freshness(files, committed)
+        except CorruptRecordError:
+            damage = find_damage(files)  # below committed: bytes already ingested were damaged since
+            if damage is None:
+                raise
+    return PartitionFreshness(files.topic, files.partition, committed, max(damage.log_end, committed or 0), None,
+                              None, damage.offset)
 
 
 def _ingest_feed(table) -> tuple[str | None, set[str]]:
