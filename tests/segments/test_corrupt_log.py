@@ -66,13 +66,16 @@ def test_a_damaged_length_in_the_active_segment_is_damage(tmp_path, length):
     assert "runs past the end" in caught.value.reason
 
 
-def test_an_append_in_progress_is_still_a_tail(tmp_path):
+def test_an_append_in_progress_is_still_a_tail_unless_the_partition_shut_down_cleanly(tmp_path):
     places = write_log(tmp_path / "t-0", ONE_SEGMENT, 10)
     path = places[0][0]
     (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).unlink()  # a broker that runs: the marker goes when it loads
     with open(path, "ab") as f:  # half of the next batch, not indexed yet: a broker mid-append
         f.write(make_batch(5, base_offset=50)[:40])
     assert walk(path) == [p[2] for p in places]
+    (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).write_text("{}")  # shut down cleanly: no append is in progress
+    with pytest.raises(CorruptRecordError, match="shut down cleanly"):
+        walk(path)
 
 
 def test_the_broker_read_at_the_damage_raises_instead_of_skipping_to_the_next_segment(tmp_path):
