@@ -54,6 +54,10 @@ from . import compact, retain  # noqa: E402  (maintenance jobs: compact, retain)
 compact.register(app)
 retain.register(app)
 
+from . import repair  # noqa: E402  (repair-log: truncate a damaged partition as Kafka's recovery does)
+
+repair.register(app)
+
 from . import data_docs  # noqa: E402  (data-docs: great-expectations' site of the stored validations)
 
 data_docs.register(app)

@@ -46,6 +46,31 @@ class CorruptRecordError(LocatedError):
     batch starts)."""
 
 
+class CorruptLogError(CorruptRecordError):
+    """A partition's log is damaged at `offset` (the first offset that cannot be read): a reader
+    names the topic, partition and offset besides the file and byte position, and says how to
+    repair it (`hint`). Nothing at or past `offset` can be read until the log is repaired."""
+
+    def __init__(self, reason: str, *, topic: str, partition: int, offset: int, source: str | None = None,
+                 position: int | None = None):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.hint = (f"nothing from offset {offset} on can be read; see what a repair drops with "
+                     f"`topiclake repair-log --topic {topic} --partition {partition} --dry-run` (docs/LAKE.md)")
+        super().__init__(reason, source=source, position=position)
+
+    def _message(self) -> str:
+        where = f"topic {self.topic!r} partition {self.partition} at offset {self.offset}"
+        return f"corrupt log: {where}: {super()._message()}"
+
+    @classmethod
+    def of(cls, exc: CorruptRecordError, *, topic: str, partition: int, offset: int) -> "CorruptLogError":
+        """`exc` (raised by a walk of one file) as the partition's damage at `offset`."""
+        if isinstance(exc, CorruptLogError):
+            return exc
+        return cls(exc.reason, topic=topic, partition=partition, offset=offset, source=exc.source,
+                   position=exc.position)
+
+
 class LogClosedError(TopiclakeError):
     """An operation on a log after `close` (its partition was deleted, or the broker is stopping)."""
 

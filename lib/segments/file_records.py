@@ -1,9 +1,11 @@
 """Walking the batches of a segment file (Kafka's FileRecords / FileLogInputStream).
 
 A .log may end in a partial batch while it is being appended to or after a crash: the walk stops
-there silently, as Kafka's FileLogInputStream does. A length field too small for any batch, or a
-magic other than 2, raises CorruptRecordError naming the file and byte position. CRCs are not
-checked here; the caller decides (recovery checks every batch, reads check none).
+there silently, as Kafka's FileLogInputStream does, except over bytes known to be whole batches
+(`whole`: the broker's own segment up to the size it wrote), where a partial batch is damage. A
+length field too small for any batch, or a magic other than 2, raises CorruptRecordError naming
+the file and byte position. CRCs are not checked here; the caller decides (recovery checks every
+batch, reads check none).
 """
 
 from __future__ import annotations
@@ -27,15 +29,25 @@ def _check_length(length: int, source: str | None, position: int) -> int:
     return length + LOG_OVERHEAD
 
 
-def iter_file_headers(fd: int, start: int, end: int, *, source: str | None = None) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each whole batch in [start, end), reading only the 61-byte headers."""
+def iter_file_headers(fd: int, start: int, end: int, *, source: str | None = None,
+                      whole: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch in [start, end), reading only the 61-byte headers.
+    `whole`: [start, end) is known to hold whole batches only (the broker's own segment, up to
+    the size it wrote), so a batch running past `end` is damage (CorruptRecordError), never a
+    partial tail to stop at silently."""
     pos = start
-    while end - pos >= LOG_OVERHEAD:
+    while end - pos >= (1 if whole else LOG_OVERHEAD):
         head = os.pread(fd, HEADER_SIZE, pos)
-        if len(head) < LOG_OVERHEAD:
+        if len(head) < LOG_OVERHEAD or end - pos < LOG_OVERHEAD:
+            if whole:
+                raise CorruptRecordError(f"{min(len(head), end - pos)} bytes where a batch should start "
+                                         f"(the segment holds {end} bytes)", source=source, position=pos)
             return
         size = _check_length(_LENGTH.unpack_from(head, 8)[0], source, pos)
         if pos + size > end:
+            if whole:
+                raise CorruptRecordError(f"batch length {size - LOG_OVERHEAD} runs past the end of the segment's "
+                                         f"{end} bytes", source=source, position=pos)
             return
         if len(head) < HEADER_SIZE:
             raise CorruptRecordError(f"batch of {size} bytes is shorter than a v2 header", source=source, position=pos)

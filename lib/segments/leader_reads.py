@@ -45,6 +45,7 @@ from . import filenames
 from .batch import HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch, iter_batches, read_header
 from .errors import TopiclakeError
 from .leader_epochs import EpochHistory, claim_path
+from .torn_tail import batches_judging_tail
 
 #: How long a reader waits for a takeover in progress to record its start (a takeover's claim,
 #: recovery and start take milliseconds; a new leader that died mid-way is replaced after its
@@ -250,9 +251,11 @@ def valid_only(batches: Iterable[RecordBatch], history: EpochHistory | None) -> 
 def log_batches(buf, epochs: ReadEpochs | None, *, start: int = 0, end: int | None = None,
                 source: str | None = None, last: bool = True, limit: int | None = None, validate: bool = False,
                 on_skip: SkipCallback | None = None) -> Iterator[RecordBatch]:
-    """The batches of one segment's bytes that a reader may use: without epochs exactly
-    `iter_batches` as every reader called it (a partial tail only in the `last` segment), with
-    them `ReadEpochs.batches` (rule 3)."""
+    """The batches of one segment's bytes that a reader may use: without epochs `iter_batches`
+    (a partial tail only in the `last` segment, and only where `torn_tail` finds it is one: not
+    damage), with them `ReadEpochs.batches` (rule 3)."""
     if epochs is None:
-        return iter_batches(buf, start=start, end=end, source=source, allow_partial_tail=last, validate=validate)
+        if last:
+            return batches_judging_tail(buf, start=start, end=end, source=source, validate=validate)
+        return iter_batches(buf, start=start, end=end, source=source, allow_partial_tail=False, validate=validate)
     return epochs.batches(buf, start=start, end=end, source=source, limit=limit, validate=validate, on_skip=on_skip)

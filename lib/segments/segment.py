@@ -211,7 +211,7 @@ class LogSegment:
         entry = self.offset_index.lookup(offset)
         end = self._size  # read after the index (see the module docstring)
         for pos, header in iter_file_headers(self._file.fileno(), max(entry.position, start_position), end,
-                                             source=str(self.log_path)):
+                                             source=str(self.log_path), whole=True):
             if header.last_offset >= offset:
                 return BatchPosition(header.base_offset, header.last_offset, pos, header.size)
         return None
@@ -232,6 +232,13 @@ class LogSegment:
         stop, next_offset = self._whole_batches_end(found, limit)
         if stop == found.position:
             return None
+        held = os.fstat(self._file.fileno()).st_size
+        if held < stop:  # cut short under the broker: send the whole batches it still holds
+            if found.position + found.size > held:
+                raise CorruptRecordError(f"the file holds {held} bytes, fewer than the {self._size} written to it: "
+                                         f"the batch here is cut short", source=str(self.log_path),
+                                         position=found.position)
+            stop, next_offset = self._whole_batches_end(found, held)
         return SegmentSlice(found.position, stop - found.position, found.base_offset, next_offset)
 
     def _whole_batches_end(self, first: BatchPosition, limit: int) -> tuple[int, int]:

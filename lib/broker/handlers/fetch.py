@@ -101,9 +101,26 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
             elif slot.error == ErrorCode.unknown_server_error:
                 log.exception("fetch from %s-%d at %d failed", slot.topic, slot.request.partition,
                               slot.request.fetch_offset)
+            elif slot.error == ErrorCode.corrupt_message:
+                _report_corrupt(slot, exc)
             continue
         total += len(slot.records)
     return total
+
+
+_reported_corrupt: set[tuple[str | None, int, str]] = set()  # the log says each damage once, not per retry
+
+
+def _report_corrupt(slot: _Slot, exc: Exception) -> None:
+    """The client gets CORRUPT_MESSAGE (and retries); the broker's log names the damage once."""
+    key = (slot.topic, slot.request.partition, str(exc))
+    if key in _reported_corrupt:
+        return
+    if len(_reported_corrupt) > 1000:
+        _reported_corrupt.clear()
+    _reported_corrupt.add(key)
+    log.error("fetch from %s-%d at offset %d: corrupt log: %s (topiclake repair-log, with the broker stopped)",
+              slot.topic, slot.request.partition, slot.request.fetch_offset, exc)
 
 
 async def _resolve(broker, body, by_id: bool) -> list[_Slot]:

@@ -18,7 +18,7 @@ from .flags import split_names
 
 # The progress display is ours: Spark's console bar would fight with it for the terminal.
 SPARK_CONF = {"spark.ui.showConsoleProgress": "false"}
-EXIT_MISSING_OFFSETS = 3  # coverage: some partition has offsets the log holds and the table lacks
+EXIT_MISSING_OFFSETS = 3  # coverage: offsets the log holds and the table lacks, or a corrupt log
 
 
 def _prepare_spark(args) -> None:
@@ -171,7 +171,7 @@ def _coverage(args, command: Command) -> int:
     report = coverage(get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF), root, args.table,
                       args.topic, partitions, group=group)
     print(format_coverage(report), flush=True)
-    return EXIT_MISSING_OFFSETS if any(c.missing for c in report) else 0
+    return EXIT_MISSING_OFFSETS if any(c.missing or c.corrupt for c in report) else 0
 
 
 # --------------------------------------------------------------------------------------------- sql

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from topiclake.segments.errors import OffsetOutOfRangeError
 from topiclake.segments.leader_reads import ReadEpochs
+from topiclake.segments.repair import RepairRecord, read_repairs
 
 from ..errors import DataLossError
 from .offsets import OffsetSpec
@@ -76,6 +77,7 @@ class PartitionPlan:
     epochs: ReadEpochs | None = None  # cluster mode: the history this plan was read with
     fenced_batches: int = 0  # batches a fenced leader wrote, skipped from `start_offset` on
     undecided_from: int | None = None  # a takeover in progress: nothing from here on was planned
+    repaired: tuple[RepairRecord, ...] = ()  # repair-log cuts at or after `start_offset`: lost offsets
 
     @property
     def app_id_suffix(self) -> str:
@@ -118,9 +120,10 @@ def plan_partition(files: PartitionFiles, *, table_uri: str, committed: int | No
         end = start  # an --ending-offsets below the committed position never moves offsets back
     tasks = tuple(cut_tasks(scan, start, end, table_uri=table_uri, target_bytes=target_task_bytes))
     aborted = tuple(a for a in scan.aborted if a.last_offset >= start and a.first_offset < end)
+    repaired = tuple(r for r in read_repairs(files.directory) if r.offset >= start)
     return PartitionPlan(topic, partition, committed, start, end, files.log_start_offset, scan.log_end_offset,
                          scan.last_stable_offset, tasks, aborted, lost, files.directory, files.epochs,
-                         sum(1 for _first, last in scan.fenced if last >= start), scan.undecided_from)
+                         sum(1 for _first, last in scan.fenced if last >= start), scan.undecided_from, repaired)
 
 
 def confirm_reads(plans) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET
 from topiclake.segments.control import ControlRecordType, parse_control_key
-from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.errors import CorruptLogError, CorruptRecordError
 from topiclake.segments.filenames import INDEX_SUFFIX, LOG_SUFFIX
 from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.offset_index import OffsetIndex
@@ -86,8 +86,10 @@ def _map(segment: SegmentFile):
         return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
 
 
-def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
-    """Scan headers from the segment holding `start_offset` to the log end."""
+def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | None = None) -> PartitionScan:
+    """Scan headers from the segment holding `start_offset` to the log end (CorruptLogError at
+    damage), or only up to the batch that ends at or after `until` (the offset of a damage found
+    before, to scan what lies below it)."""
     segments = files.segments
     first = 0
     for i, seg in enumerate(segments):
@@ -99,21 +101,25 @@ def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
     log_end = segments[-1].base_offset if segments else files.log_start_offset
     controls = 0
     fenced: list[tuple[int, int]] = []
+    reached = -1  # the next offset after the last batch walked
 
     def skipped(batch, _reason: str) -> None:
         fenced.append((batch.base_offset, batch.last_offset))
 
     for index in range(first, len(segments)):
+        if until is not None and reached >= until:
+            break
         seg = segments[index]
         buf = _map(seg)
         if buf is None:
             continue
         last = index == len(segments) - 1  # only the active segment may end mid-append
         begin = _index_position(seg, start_offset, buf) if index == first else 0
-        for batch in log_batches(buf, files.epochs, start=begin, source=seg.path, last=last, limit=files.limit(index),
-                                 on_skip=skipped):
+        batches = log_batches(buf, files.epochs, start=begin, source=seg.path, last=last, limit=files.limit(index),
+                              on_skip=skipped)
+        for batch in damage_named(batches, files, seg.base_offset):
             h = batch.header
-            log_end = h.next_offset
+            log_end = reached = h.next_offset
             if h.next_offset <= start_offset:
                 continue
             if h.is_transactional and h.producer_id >= 0:
@@ -132,8 +138,23 @@ def scan_partition(files: PartitionFiles, start_offset: int) -> PartitionScan:
             out.size.append(h.size)
             out.base_offset.append(h.base_offset)
             out.next_offset.append(h.next_offset)
+            if until is not None and h.next_offset >= until:
+                break  # the damage follows: never walk into it
     lso = min(open_txn.values(), default=log_end)
     return PartitionScan(files, start_offset, out, aborted, log_end, lso, controls, fenced)
+
+
+def damage_named(batches, files: PartitionFiles, base_offset: int):
+    """`batches` of one of the partition's segments (based at `base_offset`), a CorruptRecordError
+    raised while walking them named as the partition's damage at the offset after the last whole
+    batch (CorruptLogError)."""
+    readable = base_offset
+    try:
+        for batch in batches:
+            yield batch
+            readable = batch.next_offset
+    except CorruptRecordError as exc:
+        raise CorruptLogError.of(exc, topic=files.topic, partition=files.partition, offset=readable) from None
 
 
 def _index_position(seg: SegmentFile, target: int, buf) -> int:

@@ -6,6 +6,8 @@ of the topics its ingest group reads (lib/segments reads the log):
 - committed: the group's next offset, the txn version in the table (delta.committed_offsets);
 - log end: the high watermark, the end of the partition's last whole batch;
 - lag = log end - committed (records);
+- corrupt: the offset where the log is damaged past committed (log/damage.py); the log end is then
+  the end the files hold beyond it, so the lag never reads 0 while the ingest is stuck there;
 - freshness = (timestamp of the last record in the log) - (timestamp of the newest committed
   record), seconds. A record's timestamp is its batch's max timestamp (Kafka's time index keeps
   the same), and the newest committed record is the last data batch that starts below the
@@ -26,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topiclake.segments.batch import NO_TIMESTAMP
+from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.leader_reads import log_batches
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
+from ..log.damage import find_damage
 from ..log.source import PartitionFiles, list_partition
 from ..table import delta
 from ..table.location import discover_bucket_tables, discover_tables
@@ -47,6 +51,7 @@ class PartitionFreshness:
     log_end: int
     committed_timestamp_ms: int | None  # the newest committed record's; None: none in the log
     log_end_timestamp_ms: int | None  # the last record's in the log; None: the log holds none
+    corrupt_offset: int | None = None  # where the log is damaged (no reader gets past it); None: whole
 
     @property
     def lag_records(self) -> int:
@@ -113,7 +118,22 @@ def _read_table(layout: StorageLayout | None, state: TableState, *, offsets: boo
     registry = TopicRegistry(layout)
     tps = [(t, p) for t in sorted(topics) if registry.exists(t) for p in range(registry.get(t).partitions)]
     committed = delta.committed_offsets(table, group, tps)
-    state.partitions = [partition_freshness(list_partition(layout, t, p), committed[(t, p)]) for t, p in tps]
+    state.partitions = [_partition_state(list_partition(layout, t, p), committed[(t, p)]) for t, p in tps]
+
+
+def _partition_state(files: PartitionFiles, committed: int | None) -> PartitionFreshness:
+    """The partition's freshness, or, when its log is damaged past `committed`, the damage: the
+    lag then runs to the end the files hold beyond it (the ingest cannot get there)."""
+    damage = find_damage(files, committed)
+    if damage is None:
+        try:
+            return partition_freshness(files, committed)
+        except CorruptRecordError:
+            damage = find_damage(files)  # below committed: bytes already ingested were damaged since
+            if damage is None:
+                raise
+    return PartitionFreshness(files.topic, files.partition, committed, max(damage.log_end, committed or 0), None,
+                              None, damage.offset)
 
 
 def _ingest_feed(table) -> tuple[str | None, set[str]]:

@@ -55,6 +55,20 @@ def table_families(states: list[freshness.TableState]) -> list:
                  PARTITION_LABELS)
     fresh = family("freshness_seconds", "Timestamp of the last record in the log minus that of the newest "
                    "record committed to the table.", PARTITION_LABELS)
+    corrupt = GaugeMetricFamily("topiclake_log_corrupt", "1 if the partition's log is damaged where its ingest "
+                                "reads (no reader gets past it: topiclake repair-log), else 0.",
+                                labels=["topic", "partition"])
+    corrupt_offset = GaugeMetricFamily("topiclake_log_corrupt_offset", "The offset where the partition's log is "
+                                       "damaged (only while it is).", labels=["topic", "partition"])
+    judged: set[tuple[str, int]] = set()  # a partition that feeds two tables is one series
+    for s in states:
+        for p in s.partitions:
+            if (p.topic, p.partition) in judged:
+                continue
+            judged.add((p.topic, p.partition))
+            corrupt.add_metric([p.topic, str(p.partition)], 0 if p.corrupt_offset is None else 1)
+            if p.corrupt_offset is not None:
+                corrupt_offset.add_metric([p.topic, str(p.partition)], p.corrupt_offset)
     for s in states:
         up.add_metric([s.name], 0 if s.error else 1)
         if s.error:
@@ -71,7 +85,7 @@ def table_families(states: list[freshness.TableState]) -> list:
             lag.add_metric(labels, p.lag_records)
             if p.freshness_s is not None:
                 fresh.add_metric(labels, p.freshness_s)
-    return [up, version, files, size, rows, committed, log_end, lag, fresh]
+    return [up, version, files, size, rows, committed, log_end, lag, fresh, corrupt, corrupt_offset]
 
 
 def exposition(root: Path) -> bytes:

@@ -13,6 +13,8 @@ Gaps in a topic table are normal and each has a reason found in the log itself:
                 (a late batch, or a segment file it created after the takeover: the new leader
                 continued past it, so the log has a gap there)
 - `undecided`   cluster mode: a takeover is in progress and the log's end is not decided yet
+- `corrupt`     from where the log is damaged (a bad batch length, a file cut short) to the end
+                the files hold beyond it: no reader gets past it until `topiclake repair-log`
 
 The held ranges of an append table come from the table (a Spark gaps-and-islands query over the
 snapshot, so only ranges reach the driver). An upsert table replaces old rows, so its offsets say
@@ -30,12 +32,13 @@ from dataclasses import dataclass
 
 from topiclake.segments.arrow import decode_to_arrow
 from topiclake.segments.batch import iter_batches
-from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.errors import CorruptLogError, CorruptRecordError
 from topiclake.segments.filenames import log_file
 from topiclake.segments.storage import StorageLayout
 
 from ..errors import UsageError
 from ..keyed import table_kind
+from ..log.damage import find_damage
 from ..log.scan import scan_partition
 from ..log.source import PartitionFiles, list_partition, open_segment
 from ..sql.query import snapshot_frame
@@ -43,7 +46,7 @@ from ..table import delta
 from ..table.location import resolve_table_uri
 
 CONTROL, ABORTED, COMPACTED, RETENTION, MISSING = "control", "aborted", "compacted", "retention", "missing"
-FENCED, UNDECIDED = "fenced", "undecided"
+FENCED, UNDECIDED, CORRUPT = "fenced", "undecided", "corrupt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,10 @@ class PartitionCoverage:
     @property
     def missing(self) -> tuple[OffsetRange, ...]:
         return tuple(g for g in self.gaps if g.reason == MISSING)
+
+    @property
+    def corrupt(self) -> tuple[OffsetRange, ...]:
+        return tuple(g for g in self.gaps if g.reason == CORRUPT)
 
 
 def held_ranges(spark, uri: str) -> dict[tuple[str, int], list[OffsetRange]]:
@@ -109,6 +116,9 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
             if r.first > cursor:
                 gaps += explain_gap(layout, topic, p, cursor, min(r.first, upper))
             cursor = max(cursor, r.end)
+        damage = find_damage(list_partition(layout, topic, p), upper)
+        if damage is not None:
+            gaps.append(OffsetRange(damage.offset, max(damage.log_end, damage.offset + 1), CORRUPT))
         out.append(PartitionCoverage(topic, p, committed, tuple(ranges), tuple(gaps)))
     return out
 
@@ -143,7 +153,12 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
         first = files.log_start_offset
     if first >= end:
         return out
-    scan = scan_partition(files, first)
+    try:
+        scan = scan_partition(files, first)
+    except CorruptLogError as exc:
+        if exc.offset < end:
+            raise
+        scan = scan_partition(files, first, until=exc.offset)  # damage beyond the gap: read below it
     history = files.epochs.history if files.epochs is not None else None
     present = []  # (offset, reason) of the records the log still has in the gap
     b = scan.batches

@@ -530,6 +530,9 @@ def format_summary(result: IngestResult) -> str:
                 line += f", open transaction from {plan.last_stable_offset} (log end {plan.log_end_offset})"
             if plan.lost is not None:
                 line += f", LOST [{plan.lost[0]}, {plan.lost[1]}) to retention"
+            for r in plan.repaired:
+                line += (f", LOST [{r.offset}, {r.lost_end}) of the damaged log to `topiclake repair-log` (it cut "
+                         f"{r.file} at position {r.position}; offsets from {r.offset} on are records appended since)")
             if plan.fenced_batches:
                 line += f", skipped {plan.fenced_batches} batches a fenced leader wrote"
             if plan.undecided_from is not None:
