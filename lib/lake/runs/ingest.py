@@ -106,7 +106,8 @@ class Pipeline:
 class PartitionOutcome:
     plan: PartitionPlan
     files: int = 0
-    records: int = 0
+    records: int = 0  # rows written: an append table's rows (an upsert table's changes are in its merge)
+    records_read: int = 0  # the data records this run read (control records and aborted transactions left out)
     bytes_read: int = 0
     dropped_control: int = 0
     dropped_aborted: int = 0
@@ -133,6 +134,10 @@ class IngestResult:
     @property
     def records(self) -> int:
         return sum(p.records for t in self.tables for p in t.partitions)
+
+    @property
+    def records_read(self) -> int:
+        return sum(p.records_read for t in self.tables for p in t.partitions)
 
     @property
     def bytes_read(self) -> int:
@@ -419,7 +424,7 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
                   quarantine_by: list[str] | None = None) -> None:
     pipeline = outcome.pipeline
     by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
-    actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
+    actions = _file_actions(rows, pipeline.table_uri, by_partition, count=outcome.merge is None)
     transactions = []
     if outcome.merge is not None:  # the staged files are counted above; the merge's files are committed
         actions, transactions = outcome.merge.removes + outcome.merge.adds, outcome.merge.transactions
@@ -476,6 +481,7 @@ def _file_actions(rows: pa.Table, uri: str, by_partition: dict, *, count: bool) 
         part = by_partition[(row["topic"], row["partition"])]
         if row["path"] is None:  # a task's counters
             part.bytes_read += row["bytes_read"]
+            part.records_read += row["records_read"] - row["dropped_control"] - row["dropped_aborted"]
             part.dropped_control += row["dropped_control"]
             part.dropped_aborted += row["dropped_aborted"]
             part.quarantined += row["quarantined"] or 0
@@ -506,22 +512,21 @@ def _commit_quarantine(outcome: TableOutcome, rows: pa.Table, metadata: dict, pa
 
 
 def format_summary(result: IngestResult) -> str:
-    lines = [f"ingest run {result.run_id}: {result.records} records, {result.bytes_read} bytes read "
+    lines = [f"ingest run {result.run_id}: {result.records_read} records read ({result.bytes_read} bytes) "
              f"in {result.duration_s:.1f} s"]
     for t in result.tables:
         state = f"version {t.version}" if t.version is not None else "no commit (nothing new)"
         lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
         if t.quality is not None:
-            lines.append(f"    {t.quality.describe()}")
+            lines.append(f"    {t.quality.describe(quarantined=sum(p.quarantined for p in t.partitions))}")
         if t.merge is not None and t.version is not None:
-            lines.append(f"    upsert: {t.merge.buckets_rewritten} of {t.merge.buckets_touched} touched key buckets "
-                         f"rewritten ({t.merge.rows} rows in them now)")
+            lines.append(f"    {t.merge.describe()}")
         if t.mirror is not None and t.mirror.bootstrap is not None:
             lines.append(f"    {t.mirror.describe()}")
         for p in t.partitions:
             plan = p.plan
-            line = (f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) "
-                    f"{p.records} records in {p.files} files")
+            written = f"{p.records} records in {p.files} files" if t.merge is None else f"{p.records_read} records read"
+            line = f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) {written}"
             if p.dropped_control or p.dropped_aborted:
                 line += f", dropped {p.dropped_control} control / {p.dropped_aborted} aborted"
             if p.quarantined:
