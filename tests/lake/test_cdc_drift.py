@@ -67,6 +67,7 @@ def test_one_event_of_another_type_goes_to_quarantine_alone(spark, registry_brok
 
     assert backfill_main(["--table", topic, "--topic", topic, "--partition", "0", "--from", "0",
                           "--to", str(2 * ACCOUNTS), "--data", str(proc.data)]) == 0
+    assert f"{2 * ACCOUNTS} records read" in capsys.readouterr().out  # not the rows they collapse to
     assert balances(uri) == expected
     assert read_table(proc.data / "tables" / f"{topic}_quarantine")[1].num_rows == 1
 
