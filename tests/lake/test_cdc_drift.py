@@ -7,6 +7,7 @@ of the partition (which samples its range too) leaves the same rows and the same
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 
@@ -37,6 +38,8 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> N
     for key, value in records:
         producer.produce(topic, key=key, value=value, partition=0)
     assert producer.flush(30) == 0
+    del producer
+    gc.collect()  # no client left polling the broker after the session's broker stops
 
 
 def test_one_event_of_another_type_goes_to_quarantine_alone(spark, registry_broker, capsys):
