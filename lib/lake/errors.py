@@ -33,10 +33,6 @@ class SegmentChangedError(LakeError):
     """A segment file was replaced (compaction swap) or deleted between planning and reading."""
 
 
-class OffsetSpecError(LakeError, ValueError):
-    """A --starting-offsets / --ending-offsets value that cannot be understood."""
-
-
 class UsageError(LakeError, ValueError):
     """A command-line value that cannot work (a bad flag, an unknown topic, a storage root that
     does not exist, a backfill range outside what was ingested). `hint` says what to do."""
@@ -44,6 +40,10 @@ class UsageError(LakeError, ValueError):
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
         self.hint = hint
+
+
+class OffsetSpecError(UsageError):
+    """A --starting-offsets / --ending-offsets value that cannot be understood (a usage error: exit 2)."""
 
 
 # --------------------------------------------------------------------------------- one-line errors
@@ -85,11 +85,26 @@ def spark_error_line(exc: BaseException) -> str:
     tasks_error = _task_python_error(exc, text)
     if tasks_error:
         return tasks_error
-    line = _first_line(_spark_message(exc) or text)
+    message = _spark_message(exc) or text
+    line = _first_line(message)
+    if line.startswith("[DELTA_"):  # Delta says what to do in the lines after the first: keep them
+        line = " ".join([line] + _advice(message))
     position = _POSITION.search(text)
     if position and "line " not in line:
         line += f" (line {position.group(1)}, pos {position.group(2)})"
     return line
+
+
+def _advice(message: str) -> list[str]:
+    """The lines after a message's first, up to the query context or a stack trace."""
+    out = []
+    for line in message.strip().splitlines()[1:]:
+        line = line.strip()
+        if line.startswith(("==", "JVM stacktrace", "at ")) or line.startswith("SQLSTATE"):
+            break
+        if line:
+            out.append(line)
+    return out
 
 
 def _spark_message(exc: BaseException) -> str | None:

@@ -25,7 +25,7 @@ def test_demo_runs_twice_and_the_second_run_ingests_only_new_records(tmp_path):
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         assert f"{records} records acknowledged" in result.stdout
         assert "schema registry at http://127.0.0.1:" in result.stdout
-        assert f"{records} records," in result.stdout  # the ingest summary of this run
+        assert f"{records} records read" in result.stdout  # the ingest summary of this run
         assert "(3 rows)" in result.stdout and "isValid: true" in result.stdout
         assert "offsets of 3 partitions mirrored" in result.stdout  # into the broker's __consumer_offsets
         lag_rows = [line.split() for line in result.stdout.splitlines() if line.startswith("demo.events ")]

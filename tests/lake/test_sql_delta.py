@@ -59,6 +59,10 @@ def test_time_travel_history_and_detail_by_the_tables_names(demo):
     assert dict(history[1]["operationParameters"])["mode"] == "Append"
     assert second["operation"] == "ingest" and second["ranges"] == {"demo.events:0": [2, 3]}
     assert created["ranges"] == {"demo.events:0": [0, 2], "demo.events:1": [0, 1]}
+    # and what it wrote, in delta-spark's names (delta-rs leaves operationMetrics out)
+    assert [dict(h["operationMetrics"])["numOutputRows"] for h in history[1:]] == ["1", "3"]
+    assert dict(history[1]["operationMetrics"])["numFiles"] == "1"
+    assert int(dict(history[1]["operationMetrics"])["numOutputBytes"]) > 0
     detail = query(demo, "DESCRIBE DETAIL demo.events")[0]
     assert detail["format"] == "delta" and detail["partitionColumns"] == ["record_date"]
     assert detail["location"].endswith("/tables/demo.events")

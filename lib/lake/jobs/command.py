@@ -5,6 +5,8 @@
 - Every error is ONE line on stderr (with a hint where one helps): exit 2 for a usage mistake,
   1 for a failure; the Python traceback only with --debug.
 - Ctrl-C (SIGINT) prints one line saying what was committed and what was not, and exits 130.
+- A reader of stdout that leaves early (`ingest | head -1`) ends the output quietly: exit 141, as
+  a Unix tool killed by SIGPIPE.
 - A run that fails is recorded for Prometheus (run_metrics) even when it fails before its job
   starts (a missing topic, Spark not starting): the job's own recording covers the rest.
 - A SparkSession the command started is stopped before it returns, while the executors are still
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from typing import Callable, Sequence
 from ..errors import UsageError, error_line
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_BROKEN_PIPE = 128 + 13  # as a Unix tool killed by SIGPIPE (`ingest | head -1`) exits
 
 
 @dataclass(slots=True)
@@ -72,6 +76,9 @@ def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog:
         print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - every error ends here, as one line
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():  # nothing to say, nobody to say it to
+            _stdout_to_devnull()
+            return EXIT_BROKEN_PIPE
         command.record_failure(exc)
         if _interrupted(exc):  # Ctrl-C cancelled the Spark job; its error replaced the KeyboardInterrupt
             print(f"{name}: interrupted; {_what_was_committed(command, debug)}", file=sys.stderr, flush=True)
@@ -80,6 +87,26 @@ def run_command(name: str, argv: Sequence[str], parser, body: Callable, *, prog:
             traceback.print_exc()
         print(f"error: {error_line(exc)}", file=sys.stderr, flush=True)
         return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+
+
+def _stdout_gone() -> bool:
+    """Whether the reader of our stdout left (the pipe's write end polls as an error then), so a
+    broken pipe is ours, not a socket's."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLERR)
+        return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in a test): not a pipe
+        return False
+
+
+def _stdout_to_devnull() -> None:
+    """Python flushes stdout once more at exit: into the closed pipe that would be a second error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _interrupted(exc: BaseException) -> bool:

@@ -8,6 +8,9 @@ usage dump. Imports stay light: a wrong flag is reported before pyspark or pyarr
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+import sys
 from typing import Callable
 
 from ..errors import UsageError
@@ -20,6 +23,55 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # argparse's hook for every parse error
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def parse_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        self._refuse_unknown_options(args)
+        return super().parse_args(args, namespace)
+
+    def _refuse_unknown_options(self, args: list[str]) -> None:
+        """A misspelt option is named as such, as click does ("No such option: --topc"), before
+        argparse would report the option it replaced as missing ("--topic is required")."""
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        for arg in args:
+            if arg == "--":
+                return
+            if not _LONG_OPTION.fullmatch(arg):
+                continue
+            name = arg.split("=", 1)[0]
+            if not any(option.startswith(name) for option in known):  # argparse takes unique prefixes
+                close = difflib.get_close_matches(name, known, n=1)
+                self.error(f"No such option: {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+_LONG_OPTION = re.compile(r"--[A-Za-z][\w-]*(=.*)?", re.S)
+# What SparkContext takes as a master: local, local[N|*], local[N|*,F], local-cluster[N,C,M], or a URL.
+_MASTER = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn|"
+                     r"(spark|k8s|mesos)://\S+")
+
+
+def _master(value: str) -> str | None:
+    """--master, checked before Spark starts (Spark's refusal is a Java stack trace)."""
+    if value and not _MASTER.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Spark master: local, local[N], local[*], local[N,F], local-cluster[N,C,MB], "
+            "spark://HOST:PORT, yarn or k8s://URL")
+    return value or None
+
+
+def _offsets(allow_time: bool) -> Callable[[str], str | None]:
+    """--starting-offsets / --ending-offsets, checked as they are parsed (a usage error)."""
+    def parse(value: str) -> str | None:
+        from ..log.offsets import EARLIEST, OffsetSpecError, parse_offset_spec
+
+        try:
+            parse_offset_spec(value, default=EARLIEST, allow_time=allow_time)
+        except OffsetSpecError as exc:
+            name = "--starting-offsets" if allow_time else "--ending-offsets"
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(name).lstrip(": ")) from None
+        return value or None
+    parse.__name__ = "offsets"
+    return parse
 
 
 def _optional(value: str) -> str | None:
@@ -57,7 +109,7 @@ def _common(p: OneLineParser) -> None:
     p.add_argument("--data", type=_optional, metavar="DIR", help=ROOT_HELP)
     p.add_argument("--config", type=_optional, metavar="FILE",
                    help="settings file (default: $TOPICLAKE_CONFIG, conf/topiclake.toml)")
-    p.add_argument("--master", type=_optional, metavar="URL",
+    p.add_argument("--master", type=_master, metavar="URL",
                    help="Spark master when not run by spark-submit (default: local[*])")
     p.add_argument("--verbose", action="store_true", help="Spark's own log (INFO) and topiclake's info messages")
     p.add_argument("--debug", action="store_true", help="print the Python traceback of an error")
@@ -116,12 +168,12 @@ def ingest_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--table", type=_optional,
                    help="table name under <root>/tables, or a path/URI (default: one table per topic)")
     p.add_argument("--group", type=_optional, metavar="G", help="consumer group id (default: topiclake-ingest-<table>)")
-    p.add_argument("--starting-offsets", type=_optional, metavar="SPEC",
+    p.add_argument("--starting-offsets", type=_offsets(allow_time=True), metavar="SPEC",
                    help="where a new group starts: earliest (default), latest, JSON or ISO time")
-    p.add_argument("--ending-offsets", type=_optional, metavar="SPEC",
+    p.add_argument("--ending-offsets", type=_offsets(allow_time=False), metavar="SPEC",
                    help="where the run stops: latest (default, the last stable offset) or JSON")
     p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of segment data per Spark task")
-    p.add_argument("--partition-by", default="day", metavar="SPEC",
+    p.add_argument("--partition-by", type=_optional, metavar="SPEC",
                    help="partitioning of new tables by the record timestamp: day (record_date, the default), "
                         "hour (record_date, record_hour) or none")
     _kind_and_format(p, "of a new table (default: [tables.<name>] kind in the settings file, else upsert for "

@@ -68,7 +68,7 @@ def _ingest(args, command: Command) -> int:
     options = IngestOptions(
         topics=topics, root=root, table=args.table, group=args.group, starting_offsets=args.starting_offsets,
         ending_offsets=args.ending_offsets,
-        partition_by=_partition_by(args.partition_by),
+        partition_by=_partition_by(args.partition_by) if args.partition_by else None,
         allow_data_loss=args.allow_data_loss, schemas_dir=Path(args.schemas),
         expectations_dir=Path(args.expectations), bootstrap=args.bootstrap, data_docs=args.data_docs,
         client=preflight.client_security(args.config, args.command_config),

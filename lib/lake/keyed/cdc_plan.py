@@ -123,13 +123,31 @@ def _with_existing(planned: dict[str, tuple[pa.DataType, str]], existing: pa.Sch
         if f.name in ours:
             continue
         field = types.field_of(f.name)
-        _, conversion = planned.get(field, (f.type, types.declared_conversion(f.type)))
-        if conversion == types.DECIMAL and not pa.types.is_decimal(f.type):
-            conversion = types.PLAIN
-        out[field] = (f.type, conversion)
+        out[field] = (f.type, _conversion_into(f.type, planned.get(field)))
     for field, t in planned.items():
         out.setdefault(field, t)
     return out
+
+
+def _conversion_into(column: pa.DataType, planned: tuple[pa.DataType, str] | None) -> str:
+    """How an event's value becomes the existing column's type. The plan's conversion is for the
+    plan's type: it holds where that is the column's kind of type (a Connect Date into a date
+    column); otherwise (a sample whose values look like text, say one "lots" among integers, for a
+    bigint column) the column's own conversion, so that only the values that do not fit it are
+    quarantined, not every event of the run."""
+    if planned is not None and _same_kind(planned[0], column):
+        return planned[1]
+    return types.declared_conversion(column)
+
+
+def _same_kind(planned: pa.DataType, column: pa.DataType) -> bool:
+    kinds = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_timestamp,
+             pa.types.is_date, pa.types.is_boolean, pa.types.is_binary, _is_text)
+    return planned.equals(column) or any(kind(planned) and kind(column) for kind in kinds)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 # ------------------------------------------------------------------------------------ registry

@@ -57,7 +57,7 @@ def merge_bucket(job: dict) -> dict:
     data_changed = _count_new(kept) > 0 or kept.num_rows != held
     deletes_changed = _count_new(deletes) > 0 or deletes.num_rows != deletes_held
     result = {"bucket": job["bucket"], "data_changed": data_changed, "add": None, "records": held,
-              "tombstones": None}
+              "tombstones": None, **_rows_changed(current, kept, winners.filter(deleted), key_columns)}
     if deletes_changed:
         generation = tombstones.new_generation(job["tombstone_generation"])
         path = tombstones.path_of(job["bucket"], generation)
@@ -81,6 +81,22 @@ def merge_bucket(job: dict) -> dict:
                          "modification_time": int(time.time() * 1000), "num_records": kept.num_rows,
                          "stats": file_stats(kept)}
     return result
+
+
+def _rows_changed(current: list[pa.Table], kept: pa.Table, deleted: pa.Table, key_columns) -> dict[str, int]:
+    """The rows this run's changes made: inserted (a key the bucket did not hold), updated (a
+    held key's row replaced) and deleted (a held key's row gone)."""
+    held = pa.concat_tables([t.select(list(key_columns)) for t in current]) if current else None
+
+    def new_and_held(winners: pa.Table) -> tuple[int, int]:
+        mine = winners.filter(pc.equal(winners.column(_SOURCE), 1)).select(list(key_columns))
+        if held is None or not mine.num_rows or not held.num_rows:
+            return mine.num_rows, 0
+        return mine.num_rows, mine.join(held, list(key_columns), join_type="left semi").num_rows
+
+    written, updated = new_and_held(kept)
+    _, removed = new_and_held(deleted)
+    return {"inserted": written - updated, "updated": updated, "deleted": removed}
 
 
 def _marked(rows: pa.Table, deleted, remembered_at=None) -> pa.Table:

@@ -126,27 +126,29 @@ def recorded(table) -> Recorded | None:
 def resolve(layout: StorageLayout, name: str, topics: Sequence[str], table, *, kind: str | None = None,
             value_format: str | None = None, settings: TableSettings | None = None) -> UpsertSpec | None:
     """The table's upsert spec, or None for an append table. Raises KindMismatchError when the
-    table exists with another kind or format than asked."""
+    table exists with another kind or format than asked. `name`: as `topiclake rebuild` takes it
+    (a name under <root>/tables, else the table's path or URI), for the error's advice."""
     settings = settings or TableSettings()
     asked_kind = kind or settings.kind
     asked_format = value_format or settings.format
     check_choice("kind", asked_kind, KINDS, "--kind")
     check_choice("format", asked_format, FORMATS, "--format")
+    if asked_kind == APPEND and asked_format and asked_format != RAW:  # before any hint could suggest it
+        raise UsageError(f"table {name}: format {asked_format} needs an upsert table", hint="add --kind upsert")
     have = recorded(table)
     if have is not None:
         have_format = have.spec.change.format if have.spec is not None else RAW
         if (asked_kind and asked_kind != have.kind) or (asked_format and asked_format != have_format):
             want = asked_kind or (UPSERT if asked_format == DEBEZIUM else have.kind)
+            rebuild = f"--kind {want}" + (f" --format {asked_format}" if asked_format else "")
+            advice = (f"run `topiclake rebuild {name} {rebuild}` to rebuild it from the log" if "://" not in name else
+                      f"rebuild swaps local directories only: ingest into a new table (--table) with {rebuild}")
             raise KindMismatchError(
                 f"table {name} is an {have.kind} table (format {have_format}); this run asks for "
-                f"{want} (format {asked_format or have_format}); a table never changes kind on its own: run "
-                f"`topiclake rebuild {name} --kind {want}" + (f" --format {asked_format}`" if asked_format else "`")
-                + " to rebuild it from the log")
+                f"{want} (format {asked_format or have_format}); a table never changes kind on its own: {advice}")
         return have.spec
     chosen = asked_kind or (UPSERT if asked_format == DEBEZIUM else default_kind(layout, topics))
     if chosen == APPEND:
-        if asked_format and asked_format != RAW:
-            raise UsageError(f"table {name}: format {asked_format} needs an upsert table", hint="add --kind upsert")
         return None
     return UpsertSpec(ChangeSpec(format=asked_format or RAW), settings.buckets or DEFAULT_BUCKETS)
 

@@ -56,6 +56,9 @@ class MergePlan:
     buckets_touched: int = 0
     rewritten: int = 0  # buckets whose data files are replaced
     rows: int = 0  # rows the rewritten buckets hold now
+    inserted: int = 0  # rows of keys the table did not hold
+    updated: int = 0  # rows replaced by a newer change of their key
+    deleted: int = 0  # rows a delete removed
 
     @property
     def removed_paths(self) -> frozenset[str]:
@@ -102,6 +105,12 @@ class MergePlan:
     def buckets_rewritten(self) -> int:
         return self.rewritten
 
+    def describe(self) -> str:
+        """What the merge changed, for a run's summary."""
+        return (f"upsert: {self.inserted + self.updated + self.deleted} rows changed ({self.inserted} inserted, "
+                f"{self.updated} updated, {self.deleted} deleted); {self.rewritten} of {self.buckets_touched} "
+                f"touched key buckets rewritten ({self.rows} rows in them now)")
+
 
 def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Schema, run_id: str,
                job_group: str | None = None, progress=None) -> MergePlan:
@@ -143,6 +152,8 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
         plan.read_generations[bucket] = generations[bucket]
         if not result["data_changed"]:
             continue
+        plan.inserted, plan.updated = plan.inserted + result["inserted"], plan.updated + result["updated"]
+        plan.deleted += result["deleted"]
         plan.rewritten += 1
         plan.rows += result["records"]
         for f in current.get(bucket, []):

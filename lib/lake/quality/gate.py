@@ -115,9 +115,15 @@ class QualityReport:
     suite_source: str  # the suite file, or "default"
     failures: list[str] = field(default_factory=list)
 
-    def describe(self) -> str:
-        state = "passed" if self.success else "FAILED"
+    def describe(self, *, quarantined: int = 0) -> str:
+        """One line; a run that sent records to quarantine says so rather than "passed": the suite
+        judged only the records the table takes."""
         where = self.path or f"{self.results} (Data Docs: topiclake data-docs)"
+        if quarantined and self.success:
+            return (f"quality: {quarantined} record{'s' if quarantined != 1 else ''} quarantined to "
+                    f"{self.table}_quarantine (its error column says why); the other records met the "
+                    f"{self.evaluated} expectations of suite {self.suite_source}: {where}")
+        state = "passed" if self.success else "FAILED"
         return f"quality {state} ({self.evaluated} expectations, suite {self.suite_source}): {where}"
 
 

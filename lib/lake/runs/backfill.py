@@ -102,6 +102,7 @@ class BackfillResult:
     requested: tuple[int, int] | None = None  # [from, to) as asked; clamped to `ingested`
     ingested: tuple[int, int] | None = None
     upsert: bool = False  # an upsert table: [start, end) replayed through the merge up to the committed offset
+    changed: str = ""  # an upsert table's merge: the rows it inserted, updated and deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +281,10 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
     if checked.files.epochs is not None:
         checked.files.epochs.confirm(checked.files.directory, end)
     staged = rows.filter(pc.is_valid(rows.column("path")))
-    result.records = pc.sum(staged.column("num_records")).as_py() or 0
+    counters = rows.filter(pc.is_null(rows.column("path")))  # the records read, not the changes they collapse to
+    read, control, aborted = (pc.sum(counters.column(c)).as_py() or 0
+                              for c in ("records_read", "dropped_control", "dropped_aborted"))
+    result.records = read - control - aborted
     try:
         check_failures_quarantined(rows, uri, topic, partition, start, end)
         plan = plan_merge(spark, uri, staged.select(["path", "partition_values"]).to_pylist(),
@@ -295,6 +299,7 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
                 metadata={"topiclake": {"operation": "backfill", "run_id": run_id, "topic": topic,
                                         "partition": partition, "range": [start, end], "kind": "upsert"}})
             plan.committed(uri)
+            result.changed = plan.describe()
             result.added = [a.path for a in plan.adds]
             result.removed = sorted(plan.removed_paths)
     finally:
@@ -435,12 +440,14 @@ def format_result(result: BackfillResult) -> str:
     clamped = ""
     if result.upsert:
         clamped = (f"\n  upsert table: replayed from {result.start} to the committed offset {result.end} through the "
-                   f"merge (later changes and deletes included), so no key moved back")
+                   f"merge (later changes and deletes included), so no key moved back"
+                   + (f"\n  {result.changed}" if result.changed else ""))
     elif result.requested and result.requested != (result.start, result.end):
         first, committed = result.ingested
         clamped = (f"\n  requested [{result.requested[0]}, {result.requested[1]}): only [{first}, {committed}) is "
                    f"ingested, the rest was left out")
     return (f"backfill {result.topic}-{result.partition} offsets [{result.start}, {result.end}) into "
-            f"{result.table_uri}: version {result.version}, {result.records} records in {len(result.added)} new "
+            f"{result.table_uri}: version {result.version}, {result.records} records"
+            f"{' read, ' if result.upsert else ' in '}{len(result.added)} new "
             f"files; removed {len(result.removed)} files, rewrote {len(result.rewritten)} "
             f"({result.duration_s:.1f} s)" + clamped + (f"\n  {result.quality.describe()}" if result.quality else ""))

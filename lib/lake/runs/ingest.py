@@ -39,7 +39,7 @@ from ..quality import gate
 from ..spark.progress import ProgressCallback
 from ..table import delta
 from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
-from ..table.schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
+from ..table.schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, PARTITION_SHORTHANDS, table_schema
 from ..table.values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 from ..table.type_changes import widened_columns
 from ..table.widening import widen_table
@@ -59,7 +59,7 @@ class IngestOptions:
     starting_offsets: str | None = None
     ending_offsets: str | None = None
     target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
-    partition_by: tuple[str, ...] = DEFAULT_PARTITION_BY  # for new tables; a table keeps its own
+    partition_by: tuple[str, ...] | None = None  # for new tables (None: by day); a table keeps its own
     allow_data_loss: bool = False
     schemas_dir: Path | None = None  # conf/schemas: <table>.json declares typed value columns
     expectations_dir: Path | None = None  # conf/expectations: <table>.json great-expectations suites
@@ -106,7 +106,8 @@ class Pipeline:
 class PartitionOutcome:
     plan: PartitionPlan
     files: int = 0
-    records: int = 0
+    records: int = 0  # rows written: an append table's rows (an upsert table's changes are in its merge)
+    records_read: int = 0  # the data records this run read (control records and aborted transactions left out)
     bytes_read: int = 0
     dropped_control: int = 0
     dropped_aborted: int = 0
@@ -122,6 +123,7 @@ class TableOutcome:
     quality: gate.QualityReport | None = None  # None: no new files to validate
     mirror: mirror.MirrorResult | None = None
     merge: MergePlan | None = None  # upsert tables: what the merge replaces
+    notes: list[str] = field(default_factory=list)  # what the run did not do as asked, and why
 
 
 @dataclass(slots=True)
@@ -133,6 +135,10 @@ class IngestResult:
     @property
     def records(self) -> int:
         return sum(p.records for t in self.tables for p in t.partitions)
+
+    @property
+    def records_read(self) -> int:
+        return sum(p.records_read for t in self.tables for p in t.partitions)
 
     @property
     def bytes_read(self) -> int:
@@ -221,7 +227,7 @@ def run_records(result: IngestResult, options: IngestOptions, exc: BaseException
         now = time.time()
         records.append(run_metrics.RunRecord(
             operation="ingest", table=name, group=t.pipeline.group, run_id=result.run_id, success=True, end_time=now,
-            duration_s=now - started, rows=sum(p.records for p in t.partitions),
+            duration_s=now - started, rows=_rows_written(t),
             files=sum(p.files for p in t.partitions), bytes=sum(p.bytes_read for p in t.partitions),
             quarantined=sum(p.quarantined for p in t.partitions), quality=quality_result, offsets=offsets))
     return records
@@ -284,7 +290,9 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayou
     tasks need); None: a CDC table with no event yet to plan its columns from."""
     uri = pipeline.table_uri
     table = delta.load_table(uri)
-    upsert = table_kind.resolve(layout, table_name(uri), pipeline.topics, table, kind=options.kind,
+    under_root = "://" not in uri and Path(uri).parent == Path(layout.tables_dir).resolve()
+    name = table_name(uri) if under_root else uri  # as `topiclake rebuild` takes it
+    upsert = table_kind.resolve(layout, name, pipeline.topics, table, kind=options.kind,
                                 value_format=options.value_format, settings=options.tables.get(table_name(uri)))
     cdc = _is_cdc(upsert)
     # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
@@ -293,11 +301,21 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayou
         upsert = table_kind.with_typed_key(upsert, pipeline.typed)
     pipeline = dataclasses.replace(pipeline, upsert=upsert)
     table_kind.heal(table, pipeline.upsert, pipeline.topics)
+    notes: list[str] = []  # for the summary
     if pipeline.upsert is not None:
         run.partition_by[uri] = [KEY_BUCKET]
         run.partition_by[quarantine_uri(uri)] = []  # rows that are no change: few, by no key
     else:
-        run.partition_by[uri] = table.metadata().partition_columns if table is not None else list(options.partition_by)
+        asked = list(options.partition_by if options.partition_by is not None else DEFAULT_PARTITION_BY)
+        run.partition_by[uri] = table.metadata().partition_columns if table is not None else asked
+        if options.partition_by is not None and asked != run.partition_by[uri]:
+            # A note, not an error: the run is right as it is, and a scheduled pipeline that names the
+            # partitioning of the tables it creates must not stop at one created otherwise.
+            spec = next((k for k, v in PARTITION_SHORTHANDS.items() if list(v) == asked), ",".join(asked))
+            note = (f"--partition-by {spec} is not applied: an existing table "
+                    f"keeps the partitioning it was created with ({', '.join(run.partition_by[uri]) or 'none'}); "
+                    f"to change it, write a new table (--table NAME)")
+            notes.append(note)
     _check_schema(pipeline, table, run.partition_by[uri])
     suite = run.suites[uri] = gate.Suite.load(options.expectations_dir, table_name(uri))
     gate.check_suite(suite, table_name(uri))
@@ -315,7 +333,7 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayou
                         "the first run that reads one creates it", uri)
             return None
         pipeline = _with_cdc_plan(pipeline, table, plans)
-    outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans])
+    outcome = TableOutcome(pipeline, [PartitionOutcome(plan) for plan in plans], notes=notes)
     if pipeline.quarantines:
         if pipeline.value_schema is not None and not cdc:  # a CDC table's declared types go to plan_cdc
             run.value_schemas[uri] = pipeline.value_schema.to_json()
@@ -419,7 +437,7 @@ def _commit_table(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str, 
                   quarantine_by: list[str] | None = None) -> None:
     pipeline = outcome.pipeline
     by_partition = {(p.plan.topic, p.plan.partition): p for p in outcome.partitions}
-    actions = _file_actions(rows, pipeline.table_uri, by_partition, count=True)
+    actions = _file_actions(rows, pipeline.table_uri, by_partition, count=outcome.merge is None)
     transactions = []
     if outcome.merge is not None:  # the staged files are counted above; the merge's files are committed
         actions, transactions = outcome.merge.removes + outcome.merge.adds, outcome.merge.transactions
@@ -476,6 +494,7 @@ def _file_actions(rows: pa.Table, uri: str, by_partition: dict, *, count: bool) 
         part = by_partition[(row["topic"], row["partition"])]
         if row["path"] is None:  # a task's counters
             part.bytes_read += row["bytes_read"]
+            part.records_read += row["records_read"] - row["dropped_control"] - row["dropped_aborted"]
             part.dropped_control += row["dropped_control"]
             part.dropped_aborted += row["dropped_aborted"]
             part.quarantined += row["quarantined"] or 0
@@ -505,23 +524,31 @@ def _commit_quarantine(outcome: TableOutcome, rows: pa.Table, metadata: dict, pa
                      partition_by=partition_by, metadata=metadata)
 
 
+def _rows_written(outcome: TableOutcome) -> int:
+    """An append table's new rows; an upsert table's rows its merge inserted, updated or deleted."""
+    merge = outcome.merge
+    if merge is None:
+        return sum(p.records for p in outcome.partitions)
+    return merge.inserted + merge.updated + merge.deleted if outcome.version is not None else 0
+
+
 def format_summary(result: IngestResult) -> str:
-    lines = [f"ingest run {result.run_id}: {result.records} records, {result.bytes_read} bytes read "
+    lines = [f"ingest run {result.run_id}: {result.records_read} records read ({result.bytes_read} bytes) "
              f"in {result.duration_s:.1f} s"]
     for t in result.tables:
         state = f"version {t.version}" if t.version is not None else "no commit (nothing new)"
         lines.append(f"  table {t.pipeline.table_uri} (group {t.pipeline.group}): {state}")
+        lines += [f"    note: {note}" for note in t.notes]
         if t.quality is not None:
-            lines.append(f"    {t.quality.describe()}")
+            lines.append(f"    {t.quality.describe(quarantined=sum(p.quarantined for p in t.partitions))}")
         if t.merge is not None and t.version is not None:
-            lines.append(f"    upsert: {t.merge.buckets_rewritten} of {t.merge.buckets_touched} touched key buckets "
-                         f"rewritten ({t.merge.rows} rows in them now)")
+            lines.append(f"    {t.merge.describe()}")
         if t.mirror is not None and t.mirror.bootstrap is not None:
             lines.append(f"    {t.mirror.describe()}")
         for p in t.partitions:
             plan = p.plan
-            line = (f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) "
-                    f"{p.records} records in {p.files} files")
+            written = f"{p.records} records in {p.files} files" if t.merge is None else f"{p.records_read} records read"
+            line = f"    {plan.topic}-{plan.partition}: offsets [{plan.start_offset}, {plan.end_offset}) {written}"
             if p.dropped_control or p.dropped_aborted:
                 line += f", dropped {p.dropped_control} control / {p.dropped_aborted} aborted"
             if p.quarantined:

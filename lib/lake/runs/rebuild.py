@@ -156,4 +156,5 @@ def exchange(a: str, b: str) -> None:
 
 def format_result(result: RebuildResult) -> str:
     return (f"rebuilt table {result.table_uri} as {result.kind} (was {result.old_kind}) from the log: "
-            f"{result.ingest.records} records in {result.duration_s:.1f} s; the old table is at {result.old_location}")
+            f"{result.ingest.records_read} records read in {result.duration_s:.1f} s; the old table is at "
+            f"{result.old_location}")

@@ -94,7 +94,10 @@ def get_session(app_name: str = "topiclake", *, master: str | None = None, conf:
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if _spark_log_verbose:  # Spark sets a pyspark driver's level to WARN as it starts, as for a shell
+        session.sparkContext.setLogLevel("INFO")
+    return session
 
 
 def _apply_storage_conf(session, conf: dict[str, str]) -> None:
@@ -126,7 +129,7 @@ def _local_cores(master: str) -> int:
 
 def _launch_local_jvm(options: dict[str, str], *, loopback: bool) -> None:
     """Start the driver JVM as pyspark would (spark-submit with these settings), with its stderr
-    passed on to ours as it comes, minus the JVM's incubator-module warning. The reader runs
+    and stdout passed on to our stderr as they come, minus the JVM's incubator-module warning. The reader runs
     before the JVM starts, so a JVM that fails to start is heard and one that writes a lot never
     blocks on a full pipe.
 
@@ -149,7 +152,9 @@ def _launch_local_jvm(options: dict[str, str], *, loopback: bool) -> None:
     if loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end})
+        # The JVM's stdout too: what Spark and Delta print there (VACUUM's "Deleted N files") is
+        # log, not a result; our stdout carries only the command's results and summaries.
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_end, "stdout": write_end})
     except BaseException:
         os.close(write_end)
         reader.join(2)  # the JVM's last words before our error

@@ -2,7 +2,7 @@
 session's catalog (delta-spark's DeltaCatalog), by its directory name.
 
 A name is registered as an EXTERNAL table at its location: the Delta log stays the only state
-(nothing is written by registering; DROP TABLE forgets the name, never the data), so a query sees
+(nothing is written by registering; DROP TABLE, ddl.py, removes the table), so a query sees
 exactly the current snapshot, time travel (`VERSION AS OF`, `TIMESTAMP AS OF`), `DESCRIBE HISTORY`,
 `DESCRIBE DETAIL` and Delta's DML work on it, and files a concurrent writer has not committed, or
 orphans of crashed runs, are never read. Tables a statement creates go under the same directory
@@ -26,9 +26,7 @@ import pyarrow as pa
 from topiclake.segments.storage import StorageLayout
 
 from ..errors import LakeError, spark_error_line
-
-DATABASE = "default"
-_CATALOG_NAME = re.compile(r"[A-Za-z0-9_]+")  # what Spark's session catalog accepts as a table name
+from .ddl import CATALOG_NAME, NAME_PART, DATABASE, joined, quote_name, run_ddl
 
 
 def use_root(spark, layout: StorageLayout) -> None:
@@ -57,7 +55,7 @@ def register_tables(spark, tables: dict[str, str]) -> list[str]:
     the same JVM) is dropped first when it is external, which forgets only the name."""
     catalog = spark._jsparkSession.sessionState().catalog().externalCatalog()
     for name, uri in tables.items():
-        if not _CATALOG_NAME.fullmatch(name):
+        if not CATALOG_NAME.fullmatch(name):
             continue  # Spark's catalog refuses it: statements reach it by its path (see execute)
         if catalog.tableExists(DATABASE, name):
             known = catalog.getTable(DATABASE, name)
@@ -68,10 +66,6 @@ def register_tables(spark, tables: dict[str, str]) -> list[str]:
             catalog.dropTable(DATABASE, name, True, False)
         spark.sql(f"CREATE TABLE {DATABASE}.{quote_name(name)} USING delta LOCATION '{_sql_string(uri)}'")
     return list(tables)
-
-
-def quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _sql_string(text: str) -> str:
@@ -104,12 +98,40 @@ def execute(spark, statement: str, tables: dict[str, str], *, max_rows: int | No
     where Spark cannot resolve it, the name becomes the table's path, delta.`<location>`, and the
     statement runs again."""
     started = time.monotonic()
-    frame = _resolve_names(spark, statement, tables)
+    frame = run_ddl(spark, statement, tables)
+    if frame is None:
+        frame = _resolve_names(spark, statement, tables)
     if max_rows is not None:
         frame = frame.limit(max_rows + 1)  # one more tells whether the limit cut anything
-    table = frame.toArrow()
+    table = _to_arrow(frame)
     truncated = max_rows is not None and table.num_rows > max_rows
     return QueryResult(table.slice(0, max_rows) if truncated else table, truncated, time.monotonic() - started)
+
+
+def _to_arrow(frame) -> pa.Table:
+    """The frame's rows. Delta's OPTIMIZE declares fields of its metrics non-nullable and leaves
+    them null (zOrderStats without ZORDER BY): pyspark's toArrow refuses those, so such a result is
+    collected and built with every field nullable."""
+    try:
+        return frame.toArrow()
+    except pa.ArrowInvalid:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = _nullable(to_arrow_schema(frame.schema, timezone="UTC"))
+        return pa.Table.from_pylist([row.asDict(recursive=True) for row in frame.collect()], schema=schema)
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([_nullable_field(f) for f in schema])
+
+
+def _nullable_field(field: pa.Field) -> pa.Field:
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable_field(f) for f in t])
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = pa.list_(_nullable_field(t.value_field))
+    return field.with_type(t).with_nullable(True)
 
 
 _MAX_NAME_FIXES = 16
@@ -135,8 +157,7 @@ def _not_found(exc) -> bool:
     return exc.getCondition() == "TABLE_OR_VIEW_NOT_FOUND"
 
 
-_PART = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)"
-_IDENTIFIER = re.compile(rf"(?<![\w.`]){_PART}(?:\s*\.\s*{_PART})*")
+_IDENTIFIER = re.compile(rf"(?<![\w.`]){NAME_PART}(?:\s*\.\s*{NAME_PART})*")
 
 
 def _name_as_path(statement: str, exc, tables: dict[str, str]) -> str | None:
@@ -145,7 +166,7 @@ def _name_as_path(statement: str, exc, tables: dict[str, str]) -> str | None:
     that name outside literals and comments. None when the name is not ours."""
     if not _not_found(exc):
         return None
-    name = _joined(exc.getMessageParameters().get("relationName", ""))
+    name = joined(exc.getMessageParameters().get("relationName", ""))
     if name not in tables:
         return None
     contexts = exc.getQueryContext()
@@ -154,18 +175,12 @@ def _name_as_path(statement: str, exc, tables: dict[str, str]) -> str | None:
     else:
         code = _code_only(statement)
         spans = [m.span() for m in _IDENTIFIER.finditer(code)]
-    spans = [(a, b) for a, b in spans if _joined(statement[a:b]) == name]
+    spans = [(a, b) for a, b in spans if joined(statement[a:b]) == name]
     if not spans:
         return None
     for a, b in reversed(spans):
         statement = f"{statement[:a]}delta.{quote_name(tables[name])}{statement[b:]}"
     return statement
-
-
-def _joined(identifier: str) -> str:
-    """`demo`.`events`, demo.events and `demo.events` all name the table demo.events."""
-    parts = re.findall(_PART, identifier)
-    return ".".join(p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts)
 
 
 def _code_only(text: str) -> str:

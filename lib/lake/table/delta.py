@@ -175,6 +175,19 @@ def commit_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {**metadata, "userMetadata": json.dumps(metadata["topiclake"], sort_keys=True, separators=(",", ":"))}
 
 
+def operation_metrics(actions: Sequence[AddAction | RemoveAction]) -> dict[str, str]:
+    """DESCRIBE HISTORY's operationMetrics of a commit delta-rs makes with our actions, named as
+    delta-spark names a WRITE's (strings, as Delta's log keeps them): the files and rows and bytes it
+    adds, and the files and bytes it removes (an upsert merge, a schema-growing overwrite)."""
+    adds = [a for a in actions if isinstance(a, AddAction)]
+    removes = [a for a in actions if isinstance(a, RemoveAction)]
+    rows = sum(json.loads(a.stats).get("numRecords", 0) for a in adds if a.stats)
+    metrics = {"numFiles": len(adds), "numOutputRows": rows, "numOutputBytes": sum(a.size for a in adds)}
+    if removes:
+        metrics.update(numRemovedFiles=len(removes), numRemovedBytes=sum(a.size or 0 for a in removes))
+    return {k: str(v) for k, v in metrics.items()}
+
+
 def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction], offsets: Sequence[OffsetUpdate],
            schema: pa.Schema | None, partition_by: Sequence[str], metadata: dict[str, Any],
            precheck: Callable[[DeltaTable], None] | None = None, max_attempts: int = MAX_ATTEMPTS,
@@ -204,6 +217,7 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
             raise ValueError(f"group {group!r} topic {update.topic!r} partition {update.partition}: "
                              f"offset would go back from {update.expected} to {update.new}")
     txns = [Transaction(app_id(group, u.topic, u.partition), u.new) for u in offsets] + list(transactions)
+    metadata = {**metadata, "operationMetrics": operation_metrics(actions)}
     for attempt in range(1, max_attempts + 1):
         table = load_table(uri)
         if table is None:
