@@ -50,11 +50,12 @@ def ingest_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _ingest(args, command: Command) -> int:
-    root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data)  # a bucket too: log/bucket.py
     topics = split_names(args.topic)
     from ..runs.ingest import ingest_targets
 
-    command.root, command.targets = root, ingest_targets(args.table, topics, args.group)
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.targets = ingest_targets(args.table, topics, args.group)
     partitions = preflight.check_topics(root, topics)
     _prepare_spark(args)
     from topiclake.segments.settings import load_settings

@@ -1,0 +1,154 @@
+"""Ingest from an object-store root on the real versitygw: the log in objectlog's layout (a closed
+segment, flush objects, two epochs with a fenced leader's late write), read by Spark tasks with
+ranged GETs, committed into a Delta table on the same bucket exactly once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow.compute as pc
+import pytest
+
+from topiclake.lake.errors import SegmentChangedError
+from topiclake.lake.log.decode import read_task
+from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
+from topiclake.lake.log.roots import BucketLog
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.table.delta import app_id
+from topiclake.store.objects import ObjectStore
+
+from tests.support.bucket_log import BucketPartitionWriter, create_topic
+
+TOPIC = "events"
+GROUP = "topiclake-ingest-events"
+
+
+def build_log(store: ObjectStore) -> dict[int, dict[int, bytes]]:
+    """Partition 0: epoch 0 flushes 0-11 and seals them, flushes 12-15, pauses; epoch 1 takes over
+    at 16, the paused leader's late write at 16 is fenced, epoch 1 flushes 16-21. Partition 1: a
+    tail of flush objects only. Returns {partition: {offset: value}} of the log."""
+    create_topic(store, TOPIC, 2)
+    old = BucketPartitionWriter(store, TOPIC, 0).take_over()
+    old.flush(3, tag="a")
+    old.flush(3, tag="a")
+    old.seal()
+    old.flush(2, tag="a")
+    new = BucketPartitionWriter(store, TOPIC, 0).take_over()
+    assert new.epoch == 1 and new.next_offset == 16
+    old.late_write(2, tag="late")
+    new.flush(3, tag="new")
+    other = BucketPartitionWriter(store, TOPIC, 1).take_over()
+    other.flush(2, tag="b")
+    other.flush(1, tag="b")
+    return {0: {o: f"{'a' if o < 16 else 'new'}-{o}".encode() for o in range(22)},
+            1: {o: f"b-{o}".encode() for o in range(6)}}
+
+
+def table_rows(root, name: str = TOPIC) -> tuple[object, dict[tuple[int, int], bytes]]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(root.uri("tables", name), storage_options=root.delta_storage_options())
+    data = table.to_pyarrow_table()
+    rows = {(p, o): v for p, o, v in zip(data["partition"].to_pylist(), data["offset"].to_pylist(),
+                                        data["value"].to_pylist())}
+    assert len(rows) == data.num_rows, "an offset is in the table twice"
+    return table, rows
+
+
+def expected_rows(log: dict[int, dict[int, bytes]]) -> dict[tuple[int, int], bytes]:
+    return {(p, o): v for p, values in log.items() for o, v in values.items()}
+
+
+def test_ingest_from_a_bucket_is_exact_and_a_rerun_commits_nothing(spark, s3_root):
+    root = s3_root.root
+    store = ObjectStore(root)
+    log = build_log(store)
+    options = IngestOptions(topics=(TOPIC,), root=root, target_task_bytes=200)
+    result = ingest(spark, options)
+    (outcome,) = result.tables
+    assert outcome.version == 0 and outcome.pipeline.table_uri == root.uri("tables", TOPIC)
+    closed_tasks = [t for p in outcome.partitions for t in p.plan.tasks if t.closed]
+    assert len(closed_tasks) > 1, "the closed segment is split by its index into several tasks"
+    table, rows = table_rows(root)
+    assert rows == expected_rows(log)  # the fenced leader's late bytes never; each offset once
+    assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22
+    assert table.transaction_version(app_id(GROUP, TOPIC, 1)) == 6
+
+    again = ingest(spark, options)
+    assert again.tables[0].version is None and again.records == 0
+    assert table_rows(root)[0].version() == 0
+
+    writer = BucketPartitionWriter(store, TOPIC, 1).take_over()  # a restart elsewhere: epoch 1 from offset 6
+    writer.flush(2, tag="c")
+    log[1].update({o: f"c-{o}".encode() for o in range(6, 10)})
+    third = ingest(spark, options)
+    assert third.tables[0].version == 1 and third.records == 4
+    assert table_rows(root)[1] == expected_rows(log)
+
+
+def test_closed_segments_plan_from_their_index_and_a_deleted_flush_object_fails_its_task(s3_root):
+    root = s3_root.root
+    store = ObjectStore(root)
+    build_log(store)
+    source = BucketLog(root)
+    plan = source.plan(TOPIC, 0, table_uri=root.uri("tables", TOPIC), committed=None, starting=OffsetSpec(EARLIEST),
+                       ending=OffsetSpec(LATEST), target_task_bytes=1, allow_data_loss=False)
+    assert (plan.start_offset, plan.end_offset, plan.log_end_offset) == (0, 22, 22)
+    closed = [t for t in plan.tasks if t.closed]
+    assert len(closed) == 6  # one per batch: an index entry per batch and a 1-byte target
+    positions = [(t.start, t.end) for t in closed]
+    assert all(a[1] == b[0] for a, b in zip(positions, positions[1:])), "the ranges tile the segment"
+    decoded = [read_task(t.as_dict())[0] for t in plan.tasks]
+    offsets = sorted(o for records in decoded for o in records["offset"].to_pylist())
+    assert offsets == list(range(22))
+    assert sum(pc.sum(r["offset"]).as_py() or 0 for r in decoded) == sum(range(22))
+
+    resumed = source.plan(TOPIC, 0, table_uri=root.uri("tables", TOPIC), committed=13, starting=OffsetSpec(EARLIEST),
+                          ending=OffsetSpec(LATEST), target_task_bytes=1 << 20, allow_data_loss=False)
+    assert not any(t.closed for t in resumed.tasks), "offsets from 13 on are all in the tail"
+    flush_task = next(t for t in resumed.tasks if ".e1." in t.path)
+    store.delete(flush_task.path)
+    with pytest.raises(SegmentChangedError, match="deleted after planning"):
+        read_task(flush_task.as_dict())
+
+
+# The child ingests and is killed -9 (SIGKILL, by itself) at the moment it would commit, after the
+# executors wrote every file into the bucket.
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from topiclake.lake.runs import ingest as ing
+    from topiclake.lake.table import delta
+    from topiclake.lake.spark.session import get_session
+    from topiclake.store.root import parse_root
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    delta.commit = killed
+    spark = get_session("bucket-crash-test", master="local[1]", conf={"spark.ui.enabled": "false"})
+    ing.ingest(spark, ing.IngestOptions(topics=(sys.argv[2],), root=parse_root(sys.argv[1])))
+""")
+
+
+def test_a_killed_ingest_commits_nothing_and_the_cli_rerun_is_exactly_once(s3_root):
+    root = s3_root.root
+    store = ObjectStore(root)
+    log = build_log(store)
+    env = {**os.environ, **s3_root.env}
+    child = subprocess.run([sys.executable, "-c", CHILD, str(root), TOPIC], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert child.returncode == -9, child.stderr[-3000:]
+    written = [info.key for info in store.list(f"tables/{TOPIC}") if info.key.endswith(".parquet")]
+    assert written, "the child wrote its files before it was killed"
+    assert not any("_delta_log" in info.key for info in store.list(f"tables/{TOPIC}"))
+
+    cli = subprocess.run([sys.executable, "-m", "topiclake.cli", "ingest", "--data", str(root), "--topic", TOPIC,
+                          "--bootstrap", "none"], env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert f"table {root.uri('tables', TOPIC)}" in cli.stdout and "version 0" in cli.stdout
+    table, rows = table_rows(root)
+    assert rows == expected_rows(log)
+    assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22
