@@ -16,7 +16,9 @@ from topiclake.lake.errors import SegmentChangedError
 from topiclake.lake.log.decode import read_task
 from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
 from topiclake.lake.log.roots import BucketLog
+from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.spark.session import get_session
 from topiclake.lake.table.delta import app_id
 from topiclake.store.objects import ObjectStore
 
@@ -62,7 +64,7 @@ def expected_rows(log: dict[int, dict[int, bytes]]) -> dict[tuple[int, int], byt
     return {(p, o): v for p, values in log.items() for o, v in values.items()}
 
 
-def test_ingest_from_a_bucket_is_exact_and_a_rerun_commits_nothing(spark, s3_root):
+def test_ingest_and_backfill_on_a_bucket_are_exact_and_a_rerun_commits_nothing(spark, s3_root):
     root = s3_root.root
     store = ObjectStore(root)
     log = build_log(store)
@@ -81,11 +83,19 @@ def test_ingest_from_a_bucket_is_exact_and_a_rerun_commits_nothing(spark, s3_roo
     assert again.tables[0].version is None and again.records == 0
     assert table_rows(root)[0].version() == 0
 
+    backfilled = backfill(get_session(root=root), BackfillOptions(root=root, table=TOPIC, topic=TOPIC, partition=0,
+                                                                  from_offset=4, to_offset=18, target_task_bytes=200))
+    assert (backfilled.start, backfilled.end, backfilled.version, backfilled.records) == (4, 18, 1, 14)
+    assert backfilled.removed and backfilled.rewritten, "files inside the range go, straddling ones are rewritten"
+    table, rows = table_rows(root)
+    assert rows == expected_rows(log) and table.version() == 1
+    assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22  # a backfill moves no offset
+
     writer = BucketPartitionWriter(store, TOPIC, 1).take_over()  # a restart elsewhere: epoch 1 from offset 6
     writer.flush(2, tag="c")
     log[1].update({o: f"c-{o}".encode() for o in range(6, 10)})
     third = ingest(spark, options)
-    assert third.tables[0].version == 1 and third.records == 4
+    assert third.tables[0].version == 2 and third.records == 4
     assert table_rows(root)[1] == expected_rows(log)
 
 
@@ -152,3 +162,10 @@ def test_a_killed_ingest_commits_nothing_and_the_cli_rerun_is_exactly_once(s3_ro
     table, rows = table_rows(root)
     assert rows == expected_rows(log)
     assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22
+
+    cli = subprocess.run([sys.executable, "-m", "topiclake.cli", "backfill", "--data", str(root), "--table", TOPIC,
+                          "--topic", TOPIC, "--partition", "1", "--from", "2", "--to", "6"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert "backfill events-1 offsets [2, 6)" in cli.stdout and "version 1, 4 records" in cli.stdout
+    assert table_rows(root)[1] == expected_rows(log)

@@ -121,8 +121,9 @@ def backfill_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
-    """Before Spark: the root, the topic and its partitions, the table (backfill, coverage)."""
-    root = preflight.resolve_root(args.config, args.data)
+    """Before Spark: the root (a directory, or an object-store root), the topic and its
+    partitions, the table (backfill, coverage)."""
+    root = preflight.resolve_tables_root(args.config, args.data)
     partitions = preflight.check_partitions(root, args.topic, partitions)
     preflight.check_table(root, args.table)
     return root, partitions
@@ -131,7 +132,8 @@ def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
 def _backfill(args, command: Command) -> int:
     from ..runs.ingest import ingest_targets
 
-    command.root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data)
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
     command.targets = ingest_targets(args.table, (), args.group)
     root, _partitions = _topic_table(args, [args.partition])
     from ..runs.backfill import BackfillOptions, backfill, check_range, format_result
@@ -148,7 +150,8 @@ def _backfill(args, command: Command) -> int:
     _prepare_spark(args)
     from ..spark.session import get_session
 
-    spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF)
+    spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF,
+                        root=None if isinstance(root, Path) else root)
     with report_progress("backfill") as progress:
         result = backfill(spark, options, progress=progress, checked=checked)
     print(format_result(result), flush=True)

@@ -72,7 +72,7 @@ def check_topics(root, topics: tuple[str, ...] | list[str]) -> dict[str, int]:
     return {topic: known[topic] for topic in topics}
 
 
-def check_partitions(root: Path, topic: str, partitions: list[int] | None) -> list[int]:
+def check_partitions(root, topic: str, partitions: list[int] | None) -> list[int]:
     """The named partitions of a registered topic (all of them when None)."""
     count = check_topics(root, [topic])[topic]
     for p in partitions or ():
@@ -81,10 +81,10 @@ def check_partitions(root: Path, topic: str, partitions: list[int] | None) -> li
     return list(partitions) if partitions else list(range(count))
 
 
-def check_table(root: Path, table: str) -> None:
+def check_table(root, table: str) -> None:
     """A table a job reads must exist (bare names live under <root>/tables; URIs are not checked:
     only the object store can tell)."""
-    if "://" in table:
+    if "://" in table or not isinstance(root, Path):  # an object-store root: the job's own check says it
         return
     layout = StorageLayout(root)
     local = Path(table) if "/" in table or table.startswith(".") else Path(layout.tables_dir) / table

@@ -22,7 +22,6 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from ..keyed.extract import extract
 from ..keyed.staging import stage_changes
@@ -33,7 +32,7 @@ from ..quality import gate
 from ..spark.progress import ProgressCallback, spark_job_group
 from ..spark.session import collect
 from ..table.files import file_stats, write_parquet
-from ..table.location import table_name
+from ..table.location import table_filesystem, table_name
 from ..table.schema import DATA_SCHEMA, RECORD_DATE, RECORD_HOUR, TIMESTAMP_TYPE
 from ..table.values import ERROR_COLUMN, ValueSchema, decode_values, quarantine_uri
 
@@ -162,7 +161,7 @@ class TaskWriter:
         return pa.table(columns, schema=DATA_SCHEMA)
 
     def _write(self, task: dict, target: str, part_values: dict[str, str], part: pa.Table) -> dict:
-        fs, base = self._filesystem(target)
+        fs, base = table_filesystem(target, self.root)
         prefix = "".join(f"{k}={v}/" for k, v in part_values.items())
         name = (f"{prefix}part-{task['topic']}-{task['partition']}-{task['min_offset']:020d}-"
                 f"{self.run_id}-{uuid.uuid4().hex[:12]}.{self.compression}.parquet")
@@ -178,13 +177,6 @@ class TaskWriter:
             "min_offset": pc.min(offsets).as_py(), "max_offset": pc.max(offsets).as_py(),
             "stats": file_stats(part),
         }
-
-
-    def _filesystem(self, target: str) -> tuple[pafs.FileSystem, str]:
-        """(pyarrow filesystem, base path) of a table location."""
-        if self.root is not None and target.startswith("s3://"):
-            return self.root.pyarrow_filesystem(), target[len("s3://"):]
-        return pafs.FileSystem.from_uri(target)
 
 
 class PlannedTasks:
