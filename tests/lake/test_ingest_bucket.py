@@ -16,6 +16,7 @@ from topiclake.lake.errors import SegmentChangedError
 from topiclake.lake.log.decode import read_task
 from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
 from topiclake.lake.log.roots import BucketLog
+from topiclake.lake.metrics.scrape import exposition
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.spark.session import get_session
@@ -79,6 +80,16 @@ def test_ingest_and_backfill_on_a_bucket_are_exact_and_a_rerun_commits_nothing(s
     assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22
     assert table.transaction_version(app_id(GROUP, TOPIC, 1)) == 6
 
+    scraped = exposition(root).decode()
+    assert f'topiclake_table_log_end_offset{{group="{GROUP}",partition="0",table="events",topic="events"}} 22.0' \
+        in scraped
+    assert f'topiclake_table_lag_records{{group="{GROUP}",partition="1",table="events",topic="events"}} 0.0' in scraped
+    assert f'topiclake_table_freshness_seconds{{group="{GROUP}",partition="0",table="events",topic="events"}} 0.0' \
+        in scraped
+    listed = next(line for line in scraped.splitlines()
+                  if line.startswith('topiclake_object_store_requests_total{operation="list"}'))
+    assert float(listed.split()[-1]) > 0, "the scrape's own LISTs of the bucket are counted"
+
     again = ingest(spark, options)
     assert again.tables[0].version is None and again.records == 0
     assert table_rows(root)[0].version() == 0
@@ -94,6 +105,10 @@ def test_ingest_and_backfill_on_a_bucket_are_exact_and_a_rerun_commits_nothing(s
     writer = BucketPartitionWriter(store, TOPIC, 1).take_over()  # a restart elsewhere: epoch 1 from offset 6
     writer.flush(2, tag="c")
     log[1].update({o: f"c-{o}".encode() for o in range(6, 10)})
+    scraped = exposition(root).decode()
+    assert f'topiclake_table_lag_records{{group="{GROUP}",partition="1",table="events",topic="events"}} 4.0' in scraped
+    assert f'topiclake_table_freshness_seconds{{group="{GROUP}",partition="1",table="events",topic="events"}} 0.004' \
+        in scraped  # the bucket_batches timestamps are 1_700_000_000_000 + offset
     third = ingest(spark, options)
     assert third.tables[0].version == 2 and third.records == 4
     assert table_rows(root)[1] == expected_rows(log)

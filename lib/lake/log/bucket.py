@@ -29,11 +29,13 @@ from topiclake.objectlog.epochs import load_history
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.plan import FLUSH, Piece
 from topiclake.objectlog.reader import PartitionView, iter_piece_batches, view_partition
+from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 from topiclake.segments.filenames import INDEX_SUFFIX
 from topiclake.segments.leader_epochs import EpochHistory
 from topiclake.segments.offset_index import OffsetIndex
 from topiclake.segments.storage import TopicMeta
+from topiclake.segments.time_index import TimeIndex
 from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
 from topiclake.store.root import S3Root
@@ -44,6 +46,7 @@ from .plan import PartitionPlan, Task
 from .scan import Transactions
 
 TOPICS_PREFIX = "topics"  # topics/<topic>.json, the file root's topic files as objects
+TIME_ENTRY = TimeIndex.ENTRY  # (timestamp, relative offset)
 
 
 def bucket_topics(store: ObjectStore) -> dict[str, TopicMeta]:
@@ -238,6 +241,42 @@ def _index_chunks(store: ObjectStore, piece: Piece) -> list[tuple[int, int, int,
                        before + 1 if before is not None else piece.base_offset,
                        following[1] or 0 if following else end_offset - 1))
     return chunks
+
+
+def bucket_freshness(store: ObjectStore, topic: str, partition: int,
+                     committed: int | None) -> tuple[int, int | None, int | None]:
+    """(log end, the newest committed record's timestamp, the last record's timestamp) of a
+    partition, as metrics.freshness reports a file root's: from the tail's batch headers, and
+    for offsets in closed segments from the manifest's largest timestamps and `.timeindex` objects
+    (no closed segment is read)."""
+    view = view_partition(store, PartitionKeys(topic, partition))
+    tail = [batch for _where, batch in _scan_tail(store, view)]
+    log_end = tail[-1].next_offset if tail else view.manifest.end_offset
+
+    def newest_below(offset: int) -> int | None:
+        for batch in reversed(tail):
+            if batch.base_offset < offset and not batch.is_control and batch.header.max_timestamp != NO_TIMESTAMP:
+                return batch.header.max_timestamp
+        for entry in reversed(view.manifest.segments):
+            if entry.base_offset >= offset:
+                continue
+            if entry.end_offset <= offset:
+                return entry.largest_timestamp
+            return _time_index_below(store, entry.time_index_key, entry.base_offset, offset)
+        return None
+
+    return log_end, newest_below(committed) if committed else None, newest_below(log_end)
+
+
+def _time_index_below(store: ObjectStore, key: str, base_offset: int, offset: int) -> int | None:
+    """The largest timestamp a closed segment's time index records below `offset`."""
+    try:
+        raw = store.get(key)
+    except ObjectNotFound:
+        return None
+    found = [timestamp for timestamp, relative in TIME_ENTRY.iter_unpack(raw[: len(raw) - len(raw) % TIME_ENTRY.size])
+             if base_offset + relative < offset and timestamp != NO_TIMESTAMP]
+    return max(found) if found else None
 
 
 def read_object_range(task: dict) -> bytes:
