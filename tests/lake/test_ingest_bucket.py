@@ -18,6 +18,7 @@ from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
 from topiclake.lake.log.roots import BucketLog
 from topiclake.lake.metrics.scrape import exposition
 from topiclake.lake.runs.backfill import BackfillOptions, backfill
+from topiclake.lake.runs.coverage import coverage
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.spark.session import get_session
 from topiclake.lake.table.delta import app_id
@@ -94,12 +95,18 @@ def test_ingest_and_backfill_on_a_bucket_are_exact_and_a_rerun_commits_nothing(s
     assert again.tables[0].version is None and again.records == 0
     assert table_rows(root)[0].version() == 0
 
-    backfilled = backfill(get_session(root=root), BackfillOptions(root=root, table=TOPIC, topic=TOPIC, partition=0,
-                                                                  from_offset=4, to_offset=18, target_task_bytes=200))
-    assert (backfilled.start, backfilled.end, backfilled.version, backfilled.records) == (4, 18, 1, 14)
+    table.delete("`partition` = 0 AND `offset` >= 3 AND `offset` < 5")  # another writer loses two rows
+    on_bucket = get_session(root=root)
+    report = {c.partition: c for c in coverage(on_bucket, root, TOPIC, TOPIC, [0, 1], group=GROUP)}
+    assert [(g.first, g.end, g.reason) for g in report[0].gaps] == [(3, 5, "missing")]
+    assert [(r.first, r.end) for r in report[0].held] == [(0, 3), (5, 22)] and not report[1].gaps
+    backfilled = backfill(on_bucket, BackfillOptions(root=root, table=TOPIC, topic=TOPIC, partition=0,
+                                                     from_offset=2, to_offset=18, target_task_bytes=200))
+    assert (backfilled.start, backfilled.end, backfilled.version, backfilled.records) == (2, 18, 2, 16)
     assert backfilled.removed and backfilled.rewritten, "files inside the range go, straddling ones are rewritten"
     table, rows = table_rows(root)
-    assert rows == expected_rows(log) and table.version() == 1
+    assert rows == expected_rows(log) and table.version() == 2
+    assert not any(c.gaps for c in coverage(on_bucket, root, TOPIC, TOPIC, [0, 1], group=GROUP))
     assert table.transaction_version(app_id(GROUP, TOPIC, 0)) == 22  # a backfill moves no offset
 
     writer = BucketPartitionWriter(store, TOPIC, 1).take_over()  # a restart elsewhere: epoch 1 from offset 6
@@ -110,7 +117,7 @@ def test_ingest_and_backfill_on_a_bucket_are_exact_and_a_rerun_commits_nothing(s
     assert f'topiclake_table_freshness_seconds{{group="{GROUP}",partition="1",table="events",topic="events"}} 0.004' \
         in scraped  # the bucket_batches timestamps are 1_700_000_000_000 + offset
     third = ingest(spark, options)
-    assert third.tables[0].version == 2 and third.records == 4
+    assert third.tables[0].version == 3 and third.records == 4
     assert table_rows(root)[1] == expected_rows(log)
 
 
@@ -184,3 +191,8 @@ def test_a_killed_ingest_commits_nothing_and_the_cli_rerun_is_exactly_once(s3_ro
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert "backfill events-1 offsets [2, 6)" in cli.stdout and "version 1, 4 records" in cli.stdout
     assert table_rows(root)[1] == expected_rows(log)
+
+    cli = subprocess.run([sys.executable, "-m", "topiclake.cli", "coverage", "--data", str(root), "--table", TOPIC,
+                          "--topic", TOPIC], env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.stdout.splitlines() == ["events-0: committed 22; holds [0, 22)", "events-1: committed 6; holds [0, 6)"]

@@ -172,8 +172,9 @@ def _coverage(args, command: Command) -> int:
     from ..spark.session import get_session
 
     group = args.group or GROUP_PREFIX + args.table.rstrip("/").rsplit("/", 1)[-1]
-    report = coverage(get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF), root, args.table,
-                      args.topic, partitions, group=group)
+    spark = get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF,
+                        root=None if isinstance(root, Path) else root)  # a bucket's s3a settings
+    report = coverage(spark, root, args.table, args.topic, partitions, group=group)
     print(format_coverage(report), flush=True)
     return EXIT_MISSING_OFFSETS if any(c.missing for c in report) else 0
 

@@ -28,7 +28,7 @@ from .source import open_segment
 def read_task(task: dict) -> tuple[pa.Table, dict]:
     """Decode one task's byte range and apply read_committed; returns the kept records and the
     task's counters."""
-    buf, start, end, source = _task_bytes(task)
+    buf, start, end, source = task_bytes(task)
     try:
         records = decode_to_arrow(buf, start=start, end=end, source=source, validate=True,
                                   min_offset=task["min_offset"], max_offset=task["max_offset"],
@@ -50,7 +50,7 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
     return kept, counters
 
 
-def _task_bytes(task: dict):
+def task_bytes(task: dict):
     """(buffer, start, end, source) of a task's byte range: a segment file mapped, or, on an
     object-store root, the object's range fetched with one ranged GET (log/bucket.py)."""
     if task.get("root") is not None:

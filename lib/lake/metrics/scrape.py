@@ -2,9 +2,10 @@
 
 Each collect() reads the storage root afresh: the runs' textfiles (run_metrics) and every table's
 snapshot and freshness (freshness); on an object-store root also this process's object-store
-requests, bytes, errors and latency per operation (topiclake.store.metrics). No Spark and no broker: deltalake and lib/segments only, so a
-scrape costs a few file reads per table. It runs beside the broker as a second scrape target: the
-broker may not load the lake (docs/DESIGN.md: broker and lake are independent).
+requests, bytes, errors and latency per operation (topiclake.store.metrics). No Spark and no
+broker: deltalake and lib/segments only, so a scrape costs a few file (or object) reads per
+table. It runs beside the broker as a second scrape target: the broker may not load the lake
+(docs/DESIGN.md: broker and lake are independent).
 """
 
 from __future__ import annotations
