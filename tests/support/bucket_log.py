@@ -27,8 +27,10 @@ def deadline() -> float:
     return time.monotonic() + 10
 
 
-def create_topic(store: ObjectStore, topic: str, partitions: int) -> None:
-    store.put(f"topics/{topic}.json", TopicMeta(topic, partitions, {}, f"id-{topic}").to_json(), mode=CREATE)
+def create_topic(store: ObjectStore, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """topics/<topic>.json, as a file root's topic file (`config`: its overrides, Kafka's names)."""
+    store.put(f"topics/{topic}.json", TopicMeta(topic, partitions, dict(config or {}), f"id-{topic}").to_json(),
+              mode=CREATE)
 
 
 class BucketPartitionWriter:

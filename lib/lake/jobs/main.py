@@ -219,13 +219,16 @@ def _sql_source(args) -> str | None:
 
 # ----------------------------------------------------------------------------------------- compact
 
-def _root_and_topics(args, command: Command) -> tuple[Path, tuple[str, ...]]:
-    """Before anything runs: the root, and the --topic names if given (default: all of them)."""
+def _root_and_topics(args, command: Command, *, bucket: bool = False) -> tuple[Path, tuple[str, ...]]:
+    """Before anything runs: the root (`bucket`: an object-store root is served too), and the
+    --topic names if given (default: all of them)."""
     from ..metrics.run_metrics import topics_scope
 
-    root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data) if bucket else preflight.resolve_root(args.config,
+                                                                                                       args.data)
     topics = split_names(args.topic)
-    command.root, command.targets = root, [(topics_scope(topics), "")]
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.targets = [(topics_scope(topics), "")]
     if topics:
         preflight.check_topics(root, topics)
     return root, topics
@@ -261,7 +264,7 @@ def retention_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _retention(args, command: Command) -> int:
-    root, topics = _root_and_topics(args, command)
+    root, topics = _root_and_topics(args, command, bucket=True)
     if args.dry_run:
         command.root = None  # a dry run is not a run of retention: not recorded
     from ..runs.retention import format_summary, options_from_args, retain

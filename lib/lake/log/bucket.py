@@ -110,7 +110,7 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, *, tab
     view = view_partition(store, keys)
     manifest, history = view.manifest, view.history
     undecided_from = manifest.end_offset if history.pending else None
-    tail = [] if undecided_from is not None else _scan_tail(store, view)
+    tail = [] if undecided_from is not None else scan_tail(store, view)
     txns = Transactions()
     for _where, batch in tail:
         txns.see(batch)
@@ -145,7 +145,7 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, *, tab
                          lost, store.root.uri(keys.prefix), epochs, 0, undecided_from)
 
 
-def _scan_tail(store: ObjectStore, view: PartitionView) -> list:
+def scan_tail(store: ObjectStore, view: PartitionView) -> list:
     """(_TailBatch, RecordBatch) of every batch of the tail's flush objects that belongs to the log,
     in offset order, each offset once (objectlog.reader's rule)."""
     out, next_offset = [], view.manifest.end_offset
@@ -250,7 +250,7 @@ def bucket_freshness(store: ObjectStore, topic: str, partition: int,
     for offsets in closed segments from the manifest's largest timestamps and `.timeindex` objects
     (no closed segment is read)."""
     view = view_partition(store, PartitionKeys(topic, partition))
-    tail = [batch for _where, batch in _scan_tail(store, view)]
+    tail = [batch for _where, batch in scan_tail(store, view)]
     log_end = tail[-1].next_offset if tail else view.manifest.end_offset
 
     def newest_below(offset: int) -> int | None:
