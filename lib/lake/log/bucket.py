@@ -38,9 +38,8 @@ from topiclake.segments.storage import TopicMeta
 from topiclake.segments.time_index import TimeIndex
 from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
-from topiclake.store.root import S3Root
 
-from ..errors import DataLossError, LakeError, SegmentChangedError
+from ..errors import DataLossError, LakeError
 from .offsets import OffsetSpec
 from .plan import PartitionPlan, Task
 from .scan import Transactions
@@ -277,15 +276,3 @@ def _time_index_below(store: ObjectStore, key: str, base_offset: int, offset: in
     found = [timestamp for timestamp, relative in TIME_ENTRY.iter_unpack(raw[: len(raw) - len(raw) % TIME_ENTRY.size])
              if base_offset + relative < offset and timestamp != NO_TIMESTAMP]
     return max(found) if found else None
-
-
-def read_object_range(task: dict) -> bytes:
-    """An executor's ranged GET of its task's bytes; a flush object deleted under the task (sealed,
-    then past its grace period) is a clear error: nothing is committed, the run plans again."""
-    root: S3Root = task["root"]
-    try:
-        return ObjectStore(root).get_range(task["path"], task["start"], task["end"])
-    except ObjectNotFound:
-        raise SegmentChangedError(f"{root.uri(task['path'])} was deleted after planning (sealed into a segment "
-                                  "and past its delete grace, or dropped by retention); nothing was committed, "
-                                  "run again") from None

@@ -54,7 +54,7 @@ def task_bytes(task: dict):
     """(buffer, start, end, source) of a task's byte range: a segment file mapped, or, on an
     object-store root, the object's range fetched with one ranged GET (log/bucket.py)."""
     if task.get("root") is not None:
-        from .bucket import read_object_range
+        from .objects import read_object_range
 
         data = read_object_range(task)
         return data, 0, len(data), task["root"].uri(task["path"])

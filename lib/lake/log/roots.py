@@ -4,7 +4,6 @@ questions, so ingest plans, runs and commits the same way on either:
 
     topic(name) / partitions(topic)   the registered topic and its partitions
     plan(topic, partition, ...)       a PartitionPlan whose tasks decode.read_task reads
-    table_uri(name)                   a bare table name lives under <root>/tables
     metrics_root                      where runs are recorded (None: not on an object-store root yet)
     delta_storage_options             what deltalake needs for the root's tables
 """
@@ -15,7 +14,6 @@ from pathlib import Path
 
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry
 
-from ..table.location import resolve_table_uri
 from .offsets import OffsetSpec
 from .plan import PartitionPlan, plan_partition
 from .source import list_partition
@@ -38,9 +36,6 @@ class FileLog:
     def partitions(self, topic: str) -> list[int]:
         return list(range(self.topic(topic).partitions))
 
-    def table_uri(self, name_or_location: str) -> str:
-        return resolve_table_uri(self.layout, name_or_location)
-
     def plan(self, topic: str, partition: int, *, table_uri: str, committed: int | None, starting: OffsetSpec,
              ending: OffsetSpec, target_task_bytes: int, allow_data_loss: bool) -> PartitionPlan:
         return plan_partition(list_partition(self.layout, topic, partition), table_uri=table_uri, committed=committed,
@@ -62,9 +57,6 @@ class BucketLog:
         self.layout = None  # no broker registrations or metrics files on a bucket yet
         self.metrics_root = None
         self.delta_storage_options = root.delta_storage_options()
-        from ..table.delta import serve_root
-
-        serve_root(root.uri(), self.delta_storage_options)
 
     def topic(self, name: str) -> TopicMeta:
         from .bucket import bucket_topic
@@ -78,11 +70,6 @@ class BucketLog:
 
     def partitions(self, topic: str) -> list[int]:
         return list(range(self.topic(topic).partitions))
-
-    def table_uri(self, name_or_location: str) -> str:
-        if "://" in name_or_location:
-            return name_or_location
-        return self.root.uri("tables", name_or_location)
 
     def plan(self, topic: str, partition: int, *, table_uri: str, committed: int | None, starting: OffsetSpec,
              ending: OffsetSpec, target_task_bytes: int, allow_data_loss: bool) -> PartitionPlan:

@@ -78,6 +78,7 @@ def table_states(root) -> list[TableState]:
     `root`: a directory, or an object-store root (topiclake.store's S3Root): its log is in
     objectlog's layout (bucket_freshness)."""
     source = log_root(root)
+    delta.serve_root(root)  # an object-store root's tables are opened with its server and keys
     if isinstance(source, FileLog):
         tables = discover_tables(source.layout)
     else:

@@ -60,7 +60,7 @@ from ..spark.progress import ProgressCallback
 from ..spark.session import collect
 from ..table import delta, delta_spark
 from ..table.files import file_stats, plain_layout, plain_type
-from ..table.location import GROUP_PREFIX, table_filesystem, table_name
+from ..table.location import GROUP_PREFIX, root_table_uri, table_filesystem, table_name
 from ..table.values import quarantine_uri, typed_columns_of
 from ..table.type_changes import widened_columns
 from ..table.widening import widen_table
@@ -137,7 +137,8 @@ def check_range(options: BackfillOptions) -> BackfillRange:
     An inverted range, or one wholly outside the ingested offsets, is a UsageError saying which;
     a range partly outside is clamped (format_result says so)."""
     source = log_root(options.root)
-    uri = source.table_uri(options.table)
+    delta.serve_root(options.root)  # an object-store root's tables are opened with its server and keys
+    uri = root_table_uri(options.root, options.table)
     table = delta.load_table(uri)
     if table is None:
         raise UsageError(f"backfill: no Delta table at {uri}", hint="check --table and --data")

@@ -45,6 +45,7 @@ from ..log.scan import scan_partition
 from ..log.source import PartitionFiles, list_partition, open_segment
 from ..sql.query import snapshot_frame
 from ..table import delta
+from ..table.location import root_table_uri
 
 CONTROL, ABORTED, COMPACTED, RETENTION, MISSING = "control", "aborted", "compacted", "retention", "missing"
 FENCED, UNDECIDED = "fenced", "undecided"
@@ -91,7 +92,8 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
     """`root`: a directory, or an object-store root (topiclake.store's S3Root; `spark` then needs
     its s3a settings: get_session(root=...))."""
     source = log_root(root)
-    uri = source.table_uri(table)
+    delta.serve_root(root)  # an object-store root's tables are opened with its server and keys
+    uri = root_table_uri(root, table)
     snapshot = delta.load_table(uri)
     kind = table_kind.recorded(snapshot)
     upsert = kind is not None and kind.kind == table_kind.UPSERT

@@ -37,7 +37,7 @@ from ..metrics import run_metrics
 from ..quality import gate
 from ..spark.progress import ProgressCallback
 from ..table import delta
-from ..table.location import GROUP_PREFIX, table_name
+from ..table.location import GROUP_PREFIX, root_table_uri, table_name
 from ..table.schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, table_schema
 from ..table.values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 from ..table.type_changes import widened_columns
@@ -139,11 +139,11 @@ class IngestResult:
 
 
 def pipelines_for(options: IngestOptions) -> list[Pipeline]:
-    source = log_root(options.root)
+    delta.serve_root(options.root)  # an object-store root's tables are opened with its server and keys
     if options.table is not None:  # every topic into the one table
-        targets = [(source.table_uri(options.table), tuple(options.topics))]
+        targets = [(root_table_uri(options.root, options.table), tuple(options.topics))]
     else:
-        targets = [(source.table_uri(topic), (topic,)) for topic in options.topics]
+        targets = [(root_table_uri(options.root, topic), (topic,)) for topic in options.topics]
     return [Pipeline(uri, options.group or GROUP_PREFIX + table_name(uri), topics,
                      load_value_schema(options.schemas_dir, table_name(uri))) for uri, topics in targets]
 

@@ -56,9 +56,13 @@ class OffsetUpdate:
 _ROOT_OPTIONS: dict[str, dict[str, str]] = {}
 
 
-def serve_root(root_uri: str, storage_options: dict[str, str]) -> None:
-    """Tables under `root_uri` (an object-store root's URI) are opened with `storage_options`."""
-    _ROOT_OPTIONS[root_uri.rstrip("/") + "/"] = dict(storage_options)
+def serve_root(root) -> None:
+    """Tables under `root`, when it is an object-store root (topiclake.store's S3Root), are opened
+    with its storage options from now on; a directory root needs none."""
+    from topiclake.store.root import S3Root
+
+    if isinstance(root, S3Root):
+        _ROOT_OPTIONS[root.uri().rstrip("/") + "/"] = root.delta_storage_options()
 
 
 def storage_options_for(uri: str) -> dict[str, str] | None:

@@ -29,6 +29,16 @@ def table_filesystem(uri: str, root=None):
     return pafs.FileSystem.from_uri(uri)
 
 
+def root_table_uri(root, name_or_location: str) -> str:
+    """resolve_table_uri under a storage root: a directory, or an object-store root (topiclake.store's
+    S3Root), whose bare table names live under its tables/ prefix."""
+    if isinstance(root, (str, Path)):
+        return resolve_table_uri(StorageLayout(Path(root)), name_or_location)
+    if "://" in name_or_location:
+        return name_or_location
+    return root.uri("tables", name_or_location)
+
+
 def table_name(uri: str) -> str:
     return uri.rstrip("/").rsplit("/", 1)[-1]
 
