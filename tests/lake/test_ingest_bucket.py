@@ -12,7 +12,7 @@ import textwrap
 import pyarrow.compute as pc
 import pytest
 
-from topiclake.lake.errors import SegmentChangedError
+from topiclake.lake.errors import LakeError, SegmentChangedError
 from topiclake.lake.log.decode import read_task
 from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
 from topiclake.lake.log.roots import BucketLog
@@ -22,6 +22,8 @@ from topiclake.lake.runs.coverage import coverage
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.spark.session import get_session
 from topiclake.lake.table.delta import app_id
+from topiclake.objectlog.fence import BucketFence
+from topiclake.objectlog.keys import PartitionKeys
 from topiclake.store.objects import ObjectStore
 
 from tests.support.bucket_log import BucketPartitionWriter, create_topic
@@ -145,6 +147,29 @@ def test_closed_segments_plan_from_their_index_and_a_deleted_flush_object_fails_
     store.delete(flush_task.path)
     with pytest.raises(SegmentChangedError, match="deleted after planning"):
         read_task(flush_task.as_dict())
+
+
+def test_a_takeover_in_progress_leaves_the_tail_unplanned_and_one_after_planning_fails_the_run(s3_root):
+    root = s3_root.root
+    store = ObjectStore(root)
+    build_log(store)
+    source = BucketLog(root)
+
+    def plan():
+        return source.plan(TOPIC, 0, table_uri=root.uri("tables", TOPIC), committed=None,
+                           starting=OffsetSpec(EARLIEST), ending=OffsetSpec(LATEST), target_task_bytes=1 << 20,
+                           allow_data_loss=False)
+
+    before = plan()
+    assert before.end_offset == 22
+    before.epochs.confirm(before.directory, before.end_offset)  # nothing changed: confirmed
+    BucketFence(store, PartitionKeys(TOPIC, 0)).claim(2)  # a new leader claimed, its start not recorded yet
+    during = plan()
+    assert (during.undecided_from, during.end_offset) == (12, 12), "only the sealed segment is decided"
+    assert all(t.closed for t in during.tasks)
+    with pytest.raises(LakeError, match="leader epoch 2 was claimed while offsets up to 22 were read"):
+        before.epochs.confirm(before.directory, before.end_offset)
+    during.epochs.confirm(during.directory, during.end_offset)  # it read below the undecided offsets only
 
 
 # The child ingests and is killed -9 (SIGKILL, by itself) at the moment it would commit, after the

@@ -82,8 +82,8 @@ class BucketEpochs:
         `end`: a takeover may have dropped offsets the tasks read (leader_reads' rule 5)."""
         now = load_history(self.store, self.keys, self.history)
         known = {e.epoch for e in self.history.entries}
-        for epoch in range(self.history.claimed + 1 if self.history.claimed is not None else 0,
-                           (now.claimed or -1) + 1):
+        first_new = 0 if self.history.claimed is None else self.history.claimed + 1
+        for epoch in range(first_new, (-1 if now.claimed is None else now.claimed) + 1):
             start = now.starts.get(epoch)
             if epoch not in known and (start is None or 0 <= start < end):
                 raise LakeError(
