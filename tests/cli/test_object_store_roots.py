@@ -1,7 +1,9 @@
 """Until a command serves object-store roots, `--data s3://...` (or $TOPICLAKE_ROOT, or [storage]
 root) is refused in one line naming the URL, and nothing is created: before, `s3://b/r` became a
-local folder named `s3:`. `topiclake metrics` serves one (its tables' snapshot figures): tested on
-the real server. Each case runs the real command in a subprocess."""
+local folder named `s3:`. A URL no root can be is refused in one line by every command, those that
+serve one too. `topiclake metrics` serves one (its tables' snapshot figures): tested on the real
+server; ingest, backfill, coverage and retain in tests/lake/test_ingest_bucket.py and
+test_retain_bucket.py. Each case runs the real command in a subprocess."""
 
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ def assert_refused(result: subprocess.CompletedProcess, line: str, cwd) -> None:
     assert [p.name for p in cwd.iterdir() if p.name != ".hypothesis"] == [], "nothing created (no `s3:` folder)"
 
 
-@pytest.mark.parametrize("command", [("broker", "start", "--port", "0"), ("ingest", "--topic", "t")],
-                         ids=["broker", "ingest"])
+@pytest.mark.parametrize("command", [("broker", "start", "--port", "0"), ("compact", "--topic", "t")],
+                         ids=["broker", "compact"])
 def test_data_url_is_refused(tmp_path, command):
     assert_refused(topiclake(*command, "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
 
@@ -53,7 +55,7 @@ def test_root_from_the_environment_and_the_settings_file(tmp_path):
                    NOT_SERVED, tmp_path)
     settings = tmp_path.parent / f"{tmp_path.name}.toml"
     settings.write_text('[storage]\nroot = "s3://bars/root"\n')
-    assert_refused(topiclake("ingest", "--topic", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
+    assert_refused(topiclake("compact", "--topic", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
 
 
 @pytest.mark.parametrize("command", [("console",), ("users", "list")])

@@ -241,8 +241,9 @@ def test_the_debezium_format_implies_an_upsert_table_from_the_flag_or_the_settin
     from topiclake.lake.keyed.table_kind import TableSettings, resolve
     from topiclake.segments.storage import StorageLayout, TopicRegistry
 
-    layout = StorageLayout(root)
-    TopicRegistry(layout).create("dbz", 1, {})  # cleanup.policy delete: append, but for the format
+    registry = TopicRegistry(StorageLayout(root))
+    registry.create("dbz", 1, {})  # cleanup.policy delete: append, but for the format
+    layout = registry.get  # what resolve reads a topic's cleanup.policy with
     by_flag = resolve(layout, "dbz", ["dbz"], None, value_format="debezium")
     by_settings = resolve(layout, "dbz", ["dbz"], None, settings=TableSettings(format="debezium"))
     assert by_flag == by_settings and by_flag.change.format == "debezium"

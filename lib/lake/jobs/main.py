@@ -50,11 +50,12 @@ def ingest_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _ingest(args, command: Command) -> int:
-    root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data)  # a bucket too: log/bucket.py
     topics = split_names(args.topic)
     from ..runs.ingest import ingest_targets
 
-    command.root, command.targets = root, ingest_targets(args.table, topics, args.group)
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.targets = ingest_targets(args.table, topics, args.group)
     partitions = preflight.check_topics(root, topics)
     _prepare_spark(args)
     from topiclake.segments.settings import load_settings
@@ -120,8 +121,9 @@ def backfill_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
-    """Before Spark: the root, the topic and its partitions, the table (backfill, coverage)."""
-    root = preflight.resolve_root(args.config, args.data)
+    """Before Spark: the root (a directory, or an object-store root), the topic and its
+    partitions, the table (backfill, coverage)."""
+    root = preflight.resolve_tables_root(args.config, args.data)
     partitions = preflight.check_partitions(root, args.topic, partitions)
     preflight.check_table(root, args.table)
     return root, partitions
@@ -130,7 +132,8 @@ def _topic_table(args, partitions: list[int] | None) -> tuple[Path, list[int]]:
 def _backfill(args, command: Command) -> int:
     from ..runs.ingest import ingest_targets
 
-    command.root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data)
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
     command.targets = ingest_targets(args.table, (), args.group)
     root, _partitions = _topic_table(args, [args.partition])
     from ..runs.backfill import BackfillOptions, backfill, check_range, format_result
@@ -147,7 +150,8 @@ def _backfill(args, command: Command) -> int:
     _prepare_spark(args)
     from ..spark.session import get_session
 
-    spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF)
+    spark = get_session("topiclake-backfill", master=args.master, conf=SPARK_CONF,
+                        root=None if isinstance(root, Path) else root)
     with report_progress("backfill") as progress:
         result = backfill(spark, options, progress=progress, checked=checked)
     print(format_result(result), flush=True)
@@ -168,8 +172,9 @@ def _coverage(args, command: Command) -> int:
     from ..spark.session import get_session
 
     group = args.group or GROUP_PREFIX + args.table.rstrip("/").rsplit("/", 1)[-1]
-    report = coverage(get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF), root, args.table,
-                      args.topic, partitions, group=group)
+    spark = get_session("topiclake-coverage", master=args.master, conf=SPARK_CONF,
+                        root=None if isinstance(root, Path) else root)  # a bucket's s3a settings
+    report = coverage(spark, root, args.table, args.topic, partitions, group=group)
     print(format_coverage(report), flush=True)
     return EXIT_MISSING_OFFSETS if any(c.missing or c.corrupt for c in report) else 0
 
@@ -238,13 +243,16 @@ def _sql_source(args) -> str | None:
 
 # ----------------------------------------------------------------------------------------- compact
 
-def _root_and_topics(args, command: Command) -> tuple[Path, tuple[str, ...]]:
-    """Before anything runs: the root, and the --topic names if given (default: all of them)."""
+def _root_and_topics(args, command: Command, *, bucket: bool = False) -> tuple[Path, tuple[str, ...]]:
+    """Before anything runs: the root (`bucket`: an object-store root is served too), and the
+    --topic names if given (default: all of them)."""
     from ..metrics.run_metrics import topics_scope
 
-    root = preflight.resolve_root(args.config, args.data)
+    root = preflight.resolve_tables_root(args.config, args.data) if bucket else preflight.resolve_root(args.config,
+                                                                                                       args.data)
     topics = split_names(args.topic)
-    command.root, command.targets = root, [(topics_scope(topics), "")]
+    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.targets = [(topics_scope(topics), "")]
     if topics:
         preflight.check_topics(root, topics)
     return root, topics
@@ -280,7 +288,7 @@ def retention_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _retention(args, command: Command) -> int:
-    root, topics = _root_and_topics(args, command)
+    root, topics = _root_and_topics(args, command, bucket=True)
     if args.dry_run:
         command.root = None  # a dry run is not a run of retention: not recorded
     from ..runs.retention import format_summary, options_from_args, retain

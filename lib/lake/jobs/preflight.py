@@ -23,9 +23,9 @@ def resolve_root(config: str | None, data: str | None) -> Path:
 
 
 def resolve_tables_root(config: str | None, data: str | None):
-    """For a command that reads and writes tables only (no log): an existing directory (a Path), or
-    an object-store root (topiclake.store's S3Root, its server and keys from [storage.s3] and the
-    AWS environment)."""
+    """For a command that serves object-store roots (sql, metrics, ingest): an existing directory
+    (a Path), or an object-store root (topiclake.store's S3Root, its server and keys from
+    [storage.s3] and the AWS environment)."""
     from topiclake.store.root import LocalRoot
 
     location = storage_location(load_settings(config), data)
@@ -69,12 +69,17 @@ def client_security(config: str | None, command_config: str | None):
             from None
 
 
-def check_topics(root: Path, topics: tuple[str, ...] | list[str]) -> dict[str, int]:
-    """Every topic is registered under the root: {topic: partitions}."""
+def check_topics(root, topics: tuple[str, ...] | list[str]) -> dict[str, int]:
+    """Every topic is registered under the root (a directory, or an object-store root's
+    topics/<topic>.json objects): {topic: partitions}."""
     if not topics:
         raise UsageError("no topic given", hint="pass --topic NAME")
-    registry = TopicRegistry(StorageLayout(root))
-    known = {meta.name: meta.partitions for meta in registry.list()}
+    if isinstance(root, Path):
+        known = {meta.name: meta.partitions for meta in TopicRegistry(StorageLayout(root)).list()}
+    else:
+        from ..log.roots import BucketLog
+
+        known = {name: meta.partitions for name, meta in BucketLog(root).topics().items()}
     for topic in topics:
         if topic not in known:
             names = ", ".join(sorted(known)) or "none"
@@ -83,7 +88,7 @@ def check_topics(root: Path, topics: tuple[str, ...] | list[str]) -> dict[str, i
     return {topic: known[topic] for topic in topics}
 
 
-def check_partitions(root: Path, topic: str, partitions: list[int] | None) -> list[int]:
+def check_partitions(root, topic: str, partitions: list[int] | None) -> list[int]:
     """The named partitions of a registered topic (all of them when None)."""
     count = check_topics(root, [topic])[topic]
     for p in partitions or ():
@@ -92,10 +97,10 @@ def check_partitions(root: Path, topic: str, partitions: list[int] | None) -> li
     return list(partitions) if partitions else list(range(count))
 
 
-def check_table(root: Path, table: str) -> None:
+def check_table(root, table: str) -> None:
     """A table a job reads must exist (bare names live under <root>/tables; URIs are not checked:
     only the object store can tell)."""
-    if "://" in table:
+    if "://" in table or not isinstance(root, Path):  # an object-store root: the job's own check says it
         return
     layout = StorageLayout(root)
     local = Path(table) if "/" in table or table.startswith(".") else Path(layout.tables_dir) / table

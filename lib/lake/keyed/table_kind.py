@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
-from topiclake.segments.storage import StorageLayout, TopicRegistry
+from topiclake.segments.storage import TopicMeta
 
 from ..errors import UsageError
 from .changes import DEBEZIUM, FORMATS, RAW, ChangeSpec
@@ -86,10 +86,10 @@ def check_choice(what: str, value: str | None, choices: Sequence[str], where: st
         raise UsageError(f"{where}: {what} {value!r} is not one of {', '.join(choices)}")
 
 
-def default_kind(layout: StorageLayout, topics: Sequence[str]) -> str:
-    """From the topics' cleanup.policy: compacted topics make upsert tables."""
-    registry = TopicRegistry(layout)
-    kinds = {t: UPSERT if registry.get(t).log_config.compact else APPEND for t in topics}
+def default_kind(topic_meta: Callable[[str], TopicMeta], topics: Sequence[str]) -> str:
+    """From the topics' cleanup.policy (`topic_meta`: a registered topic by name, on either kind
+    of root): compacted topics make upsert tables."""
+    kinds = {t: UPSERT if topic_meta(t).log_config.compact else APPEND for t in topics}
     if len(set(kinds.values())) > 1:
         listed = ", ".join(f"{t} ({k})" for t, k in sorted(kinds.items()))
         raise UsageError(f"the topics of one table have different cleanup policies: {listed}; "
@@ -123,7 +123,7 @@ def recorded(table) -> Recorded | None:
     return Recorded(UPSERT, UpsertSpec(change, int(config.get(CONFIG_BUCKETS) or DEFAULT_BUCKETS)), topics)
 
 
-def resolve(layout: StorageLayout, name: str, topics: Sequence[str], table, *, kind: str | None = None,
+def resolve(topic_meta: Callable[[str], TopicMeta], name: str, topics: Sequence[str], table, *, kind: str | None = None,
             value_format: str | None = None, settings: TableSettings | None = None) -> UpsertSpec | None:
     """The table's upsert spec, or None for an append table. Raises KindMismatchError when the
     table exists with another kind or format than asked. `name`: as `topiclake rebuild` takes it
@@ -147,7 +147,7 @@ def resolve(layout: StorageLayout, name: str, topics: Sequence[str], table, *, k
                 f"table {name} is an {have.kind} table (format {have_format}); this run asks for "
                 f"{want} (format {asked_format or have_format}); a table never changes kind on its own: {advice}")
         return have.spec
-    chosen = asked_kind or (UPSERT if asked_format == DEBEZIUM else default_kind(layout, topics))
+    chosen = asked_kind or (UPSERT if asked_format == DEBEZIUM else default_kind(topic_meta, topics))
     if chosen == APPEND:
         return None
     return UpsertSpec(ChangeSpec(format=asked_format or RAW), settings.buckets or DEFAULT_BUCKETS)

@@ -6,6 +6,9 @@ samples it on the driver (keyed/cdc_plan.py).
 
 Cluster mode: a task carries its partition's leader-epoch entries (`epochs`), and the decode drops
 every batch a fenced leader wrote in its byte range (segments.arrow: per batch, before the kernel).
+
+An object-store root: the task's bytes come from a ranged GET of the object (log/bucket.py); the
+decode is the same.
 """
 
 from __future__ import annotations
@@ -18,20 +21,23 @@ import pyarrow.compute as pc
 from topiclake.segments.arrow import decode_to_arrow
 from topiclake.segments.leader_reads import ReadEpochs
 
+from ..errors import LakeError
 from .source import open_segment
 
 
 def read_task(task: dict) -> tuple[pa.Table, dict]:
     """Decode one task's byte range and apply read_committed; returns the kept records and the
     task's counters."""
-    with open_segment(task["path"], task["inode"]) as f:
-        buf = mmap.mmap(f.fileno(), task["end"], access=mmap.ACCESS_READ)
+    buf, start, end, source = task_bytes(task)
     try:
-        records = decode_to_arrow(buf, start=task["start"], end=task["end"], source=task["path"], validate=True,
+        records = decode_to_arrow(buf, start=start, end=end, source=source, validate=True,
                                   min_offset=task["min_offset"], max_offset=task["max_offset"],
                                   epochs=ReadEpochs.history_of(task.get("epochs")))
     finally:
         del buf  # views of the map may live in `records` until they are copied out by Arrow
+    if task.get("closed") and pc.any(records.column("is_transactional")).as_py():
+        raise LakeError(f"{source}: transactional batches in a closed segment of an object-store log: "
+                        "read_committed cannot tell their fate yet (no .txnindex objects); not ingested")
     read = records.num_rows
     control = records.column("is_control")
     aborted = _aborted_mask(records, task["aborted"] or [])
@@ -42,6 +48,18 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
     counters = {"bytes_read": task["end"] - task["start"], "records_read": read,
                 "dropped_control": dropped_control, "dropped_aborted": dropped_aborted}
     return kept, counters
+
+
+def task_bytes(task: dict):
+    """(buffer, start, end, source) of a task's byte range: a segment file mapped, or, on an
+    object-store root, the object's range fetched with one ranged GET (log/bucket.py)."""
+    if task.get("root") is not None:
+        from .objects import read_object_range
+
+        data = read_object_range(task)
+        return data, 0, len(data), task["root"].uri(task["path"])
+    with open_segment(task["path"], task["inode"]) as f:
+        return mmap.mmap(f.fileno(), task["end"], access=mmap.ACCESS_READ), task["start"], task["end"], task["path"]
 
 
 def _aborted_mask(records: pa.Table, aborted: list[dict]) -> pa.ChunkedArray:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from topiclake.segments.errors import OffsetOutOfRangeError
-from topiclake.segments.leader_reads import ReadEpochs
 from topiclake.segments.repair import RepairRecord, read_repairs
 
 from ..errors import DataLossError
@@ -46,6 +46,8 @@ class Task:
     max_offset: int  # last offset to keep (inclusive)
     aborted: tuple[AbortedRange, ...]
     epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
+    root: Any = None  # an object-store root (topiclake.store's S3Root): `path` is an object key (log/bucket.py)
+    closed: bool = False  # a bucket's closed segment: transactional batches there cannot be settled yet
 
     @property
     def bytes(self) -> int:
@@ -55,9 +57,15 @@ class Task:
         """The task as decode.read_task and the executors take it (plain values: cheap to pickle)."""
         return {"table_uri": self.table_uri, "topic": self.topic, "partition": self.partition, "path": self.path,
                 "inode": self.inode, "start": self.start, "end": self.end, "min_offset": self.min_offset,
-                "max_offset": self.max_offset, "epochs": self.epochs,
+                "max_offset": self.max_offset, "epochs": self.epochs, "root": self.root, "closed": self.closed,
                 "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
                              "last_offset": a.last_offset} for a in self.aborted]}
+
+
+class ReadsConfirmed(Protocol):
+    """The epoch history a plan read with: segments' ReadEpochs, or a bucket's (log/bucket.py)."""
+
+    def confirm(self, directory: str, end: int) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,7 @@ class PartitionPlan:
     aborted: tuple[AbortedRange, ...]  # aborted ranges inside [start, end)
     lost: tuple[int, int] | None = None  # [first, end) deleted before ingestion (--allow-data-loss)
     directory: str = ""
-    epochs: ReadEpochs | None = None  # cluster mode: the history this plan was read with
+    epochs: ReadsConfirmed | None = None  # cluster mode or a bucket: the history this plan was read with
     fenced_batches: int = 0  # batches a fenced leader wrote, skipped from `start_offset` on
     undecided_from: int | None = None  # a takeover in progress: nothing from here on was planned
     repaired: tuple[RepairRecord, ...] = ()  # repair-log cuts at or after `start_offset`: lost offsets

@@ -60,6 +60,32 @@ class BatchPositions:
         return len(self.position)
 
 
+class Transactions:
+    """The transactions' fate, batch by batch in offset order (the rules above): aborted ranges,
+    the transactions still open, the control batches seen."""
+
+    def __init__(self) -> None:
+        self.aborted: list[AbortedRange] = []
+        self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.controls = 0
+
+    def see(self, batch) -> None:
+        h = batch.header
+        if h.is_transactional and h.producer_id >= 0:
+            if h.is_control:
+                self.controls += 1
+                began = self.open.pop(h.producer_id, None)
+                if _control_type(batch) == ControlRecordType.ABORT and began is not None:
+                    self.aborted.append(AbortedRange(h.producer_id, began, h.base_offset - 1))
+            else:
+                self.open.setdefault(h.producer_id, h.base_offset)
+        elif h.is_control:
+            self.controls += 1
+
+    def last_stable_offset(self, log_end: int) -> int:
+        return min(self.open.values(), default=log_end)
+
+
 @dataclass(slots=True)
 class PartitionScan:
     files: PartitionFiles
@@ -96,10 +122,8 @@ def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | Non
         if seg.base_offset <= start_offset:
             first = i
     out = BatchPositions()
-    aborted: list[AbortedRange] = []
-    open_txn: dict[int, int] = {}  # producer id -> first offset of its open transaction
+    txns = Transactions()
     log_end = segments[-1].base_offset if segments else files.log_start_offset
-    controls = 0
     fenced: list[tuple[int, int]] = []
     reached = -1  # the next offset after the last batch walked
 
@@ -122,17 +146,7 @@ def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | Non
             log_end = reached = h.next_offset
             if h.next_offset <= start_offset:
                 continue
-            if h.is_transactional and h.producer_id >= 0:
-                if h.is_control:
-                    controls += 1
-                    kind = _control_type(batch)
-                    began = open_txn.pop(h.producer_id, None)
-                    if kind == ControlRecordType.ABORT and began is not None:
-                        aborted.append(AbortedRange(h.producer_id, began, h.base_offset - 1))
-                else:
-                    open_txn.setdefault(h.producer_id, h.base_offset)
-            elif h.is_control:
-                controls += 1
+            txns.see(batch)
             out.segment.append(index)
             out.position.append(batch.position)
             out.size.append(h.size)
@@ -140,8 +154,8 @@ def scan_partition(files: PartitionFiles, start_offset: int, *, until: int | Non
             out.next_offset.append(h.next_offset)
             if until is not None and h.next_offset >= until:
                 break  # the damage follows: never walk into it
-    lso = min(open_txn.values(), default=log_end)
-    return PartitionScan(files, start_offset, out, aborted, log_end, lso, controls, fenced)
+    return PartitionScan(files, start_offset, out, txns.aborted, log_end, txns.last_stable_offset(log_end),
+                         txns.controls, fenced)
 
 
 def damage_named(batches, files: PartitionFiles, base_offset: int):

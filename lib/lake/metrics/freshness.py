@@ -25,14 +25,14 @@ import logging
 import mmap
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.errors import CorruptRecordError
 from topiclake.segments.leader_reads import log_batches
-from topiclake.segments.storage import StorageLayout, TopicRegistry
+from topiclake.segments.errors import UnknownTopicError
 
 from ..log.damage import find_damage
+from ..log.roots import BucketLog, FileLog, log_root
 from ..log.source import PartitionFiles, list_partition
 from ..table import delta
 from ..table.location import discover_bucket_tables, discover_tables
@@ -80,20 +80,21 @@ class TableState:
 
 def table_states(root) -> list[TableState]:
     """Every table's snapshot figures and, where an ingest group feeds it, its partitions'.
-    `root`: a directory, or an object-store root (topiclake.store's S3Root), whose tables give
-    their snapshot figures only: the log is not on the bucket yet, so no partition has a lag."""
-    if isinstance(root, Path):
-        layout, tables, options = StorageLayout(root), discover_tables(StorageLayout(root)), None
+    `root`: a directory, or an object-store root (topiclake.store's S3Root): its log is in
+    objectlog's layout (bucket_freshness)."""
+    source = log_root(root)
+    delta.serve_root(root)  # an object-store root's tables are opened with its server and keys
+    if isinstance(source, FileLog):
+        tables = discover_tables(source.layout)
     else:
-        layout, tables, options = None, discover_bucket_tables(root), root.delta_storage_options()
+        tables = discover_bucket_tables(root)
     quarantines = {quarantine_uri(uri) for uri in tables.values()}
     states = []
     for name, uri in tables.items():
         state = TableState(name, uri)
         try:
             # a quarantine table follows its table's offsets: the table's series say it
-            _read_table(layout, state, offsets=layout is not None and uri not in quarantines,
-                        storage_options=options)
+            _read_table(source, state, offsets=uri not in quarantines)
         except Exception as exc:  # noqa: BLE001 - one unreadable table must not hide the others
             state.error = f"{type(exc).__name__}: {exc}"
             log.warning("table %s: %s", name, state.error)
@@ -101,9 +102,8 @@ def table_states(root) -> list[TableState]:
     return states
 
 
-def _read_table(layout: StorageLayout | None, state: TableState, *, offsets: bool,
-                storage_options: dict[str, str] | None = None) -> None:
-    table = delta.load_table(state.uri, storage_options)
+def _read_table(source: FileLog | BucketLog, state: TableState, *, offsets: bool) -> None:
+    table = delta.load_table(state.uri, source.delta_storage_options)
     if table is None:
         raise FileNotFoundError(f"no Delta table at {state.uri}")
     state.version = table.version()
@@ -112,13 +112,27 @@ def _read_table(layout: StorageLayout | None, state: TableState, *, offsets: boo
     state.bytes = sum(actions.column("size_bytes").to_pylist()) if state.files else 0
     state.rows = sum(n or 0 for n in actions.column("num_records").to_pylist()) if state.files else 0
     group, topics = _ingest_feed(table) if offsets else (None, set())
-    if group is None or layout is None:  # offsets are read only on a directory root
+    if group is None:
         return
     state.group = group
-    registry = TopicRegistry(layout)
-    tps = [(t, p) for t in sorted(topics) if registry.exists(t) for p in range(registry.get(t).partitions)]
+    tps = [(t, p) for t in sorted(topics) if _registered(source, t) for p in source.partitions(t)]
     committed = delta.committed_offsets(table, group, tps)
-    state.partitions = [_partition_state(list_partition(layout, t, p), committed[(t, p)]) for t, p in tps]
+    if isinstance(source, FileLog):
+        state.partitions = [_partition_state(list_partition(source.layout, t, p), committed[(t, p)]) for t, p in tps]
+    else:
+        from ..log.bucket import bucket_freshness
+
+        state.partitions = [PartitionFreshness(t, p, committed[(t, p)],
+                                               *bucket_freshness(source.store, t, p, committed[(t, p)]))
+                            for t, p in tps]
+
+
+def _registered(source: FileLog | BucketLog, topic: str) -> bool:
+    try:
+        source.topic(topic)
+        return True
+    except UnknownTopicError:
+        return False
 
 
 def _partition_state(files: PartitionFiles, committed: int | None) -> PartitionFreshness:

@@ -240,7 +240,7 @@ def record_quietly(root: Path | None, records: Sequence[RunRecord]) -> None:
 
 
 @contextmanager
-def recording(root: Path, records_of: Callable[[BaseException | None], Sequence[RunRecord]]) -> Iterator[None]:
+def recording(root: Path | None, records_of: Callable[[BaseException | None], Sequence[RunRecord]]) -> Iterator[None]:
     """Record the run around the block: `records_of(None)` once it succeeded, `records_of(exc)`
     when it raised (the exception goes on, marked as recorded for lake.jobs.command)."""
     try:

@@ -1,9 +1,11 @@
 """What `topiclake metrics` prints and serves: the lake as one Prometheus collector.
 
 Each collect() reads the storage root afresh: the runs' textfiles (run_metrics) and every table's
-snapshot and freshness (freshness). No Spark and no broker: deltalake and lib/segments only, so a
-scrape costs a few file reads per table. It runs beside the broker as a second scrape target: the
-broker may not load the lake (docs/DESIGN.md: broker and lake are independent).
+snapshot and freshness (freshness); on an object-store root also this process's object-store
+requests, bytes, errors and latency per operation (topiclake.store.metrics). No Spark and no
+broker: deltalake and lib/segments only, so a scrape costs a few file (or object) reads per
+table. It runs beside the broker as a second scrape target: the broker may not load the lake
+(docs/DESIGN.md: broker and lake are independent).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ class LakeCollector:
     """A prometheus_client collector over a storage root."""
 
     def __init__(self, root):
-        """`root`: a directory, or an object-store root (topiclake.store's S3Root): its tables only,
-        as the jobs that record runs do not serve a bucket yet."""
+        """`root`: a directory, or an object-store root (topiclake.store's S3Root): there no run
+        series (runs are recorded on a directory root only), and the object store's request series."""
         self.root = root if not isinstance(root, (str, Path)) else Path(root)
 
     def collect(self):
@@ -30,6 +32,10 @@ class LakeCollector:
         if isinstance(self.root, Path):
             yield from run_metrics.last_run_families(self.root)
         yield from table_families(freshness.table_states(self.root))
+        if not isinstance(self.root, Path):  # this process's requests to the bucket (topiclake.store.metrics)
+            from topiclake.store.metrics import process_metrics
+
+            yield from process_metrics().families()
         from prometheus_client.core import GaugeMetricFamily
 
         yield GaugeMetricFamily("topiclake_lake_scrape_duration_seconds",

@@ -111,14 +111,15 @@ class QualityReport:
     success: bool
     evaluated: int
     path: str | None  # the Data Docs page of this validation, when this run built it
-    results: str  # the stored validation result (JSON, great-expectations' format)
+    results: str | None  # the stored validation result (JSON, great-expectations' format); None: not stored
     suite_source: str  # the suite file, or "default"
     failures: list[str] = field(default_factory=list)
 
     def describe(self, *, quarantined: int = 0) -> str:
         """One line; a run that sent records to quarantine says so rather than "passed": the suite
         judged only the records the table takes."""
-        where = self.path or f"{self.results} (Data Docs: topiclake data-docs)"
+        where = self.path or (f"{self.results} (Data Docs: topiclake data-docs)" if self.results
+                              else "result not stored (an object-store root keeps no quality results yet)")
         if quarantined and self.success:
             return (f"quality: {quarantined} record{'s' if quarantined != 1 else ''} quarantined to "
                     f"{self.table}_quarantine (its error column says why); the other records met the "
@@ -250,7 +251,7 @@ def _task_validator() -> _TaskValidator:
 # -- driver side --------------------------------------------------------------------------------
 
 def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence[str], file_records: int,
-             task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path,
+             task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path | None,
              operation: str, run_id: str, data_docs: bool = False) -> QualityReport | None:
     """Judge the run's new files (paths relative to the table, holding `file_records` rows)
     before they are committed, from the executors' per-task outcomes (validate_rows) and the
@@ -295,12 +296,12 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
                  "validation_time": run_time.isoformat(), "batch_spec": {"data_asset_name": table}},
     }
     key = ResultKey(table, run_name, run_time)
-    stored = store_result(outcome, key, quality_dir(root))
+    stored = store_result(outcome, key, quality_dir(root)) if root is not None else None
     # A failure's page is built at once: the error points at it. So is any run that loaded
     # great-expectations anyway.
-    page = build_data_docs(root, key) if data_docs or suite.on_driver or not success else None
+    page = build_data_docs(root, key) if root is not None and (data_docs or suite.on_driver or not success) else None
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
-                           path=page, results=str(stored), suite_source=suite.source,
+                           path=page, results=None if stored is None else str(stored), suite_source=suite.source,
                            failures=[_describe_failure(r) for r in ordered if not r["success"]] + extra_failures)
     if not report.success:
         raise QualityError(report)

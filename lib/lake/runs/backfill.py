@@ -36,14 +36,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, Schema as DeltaSchema
-
-from topiclake.segments.storage import StorageLayout
+from deltalake import Schema as DeltaSchema
 
 from ..errors import ConcurrentWriterError, DataLossError, LakeError, UsageError
 from ..keyed import table_kind
@@ -51,7 +49,9 @@ from ..keyed.changes import DEBEZIUM
 from ..keyed.staging import remove_staging
 from ..keyed.table_kind import KEY_BUCKET
 from ..keyed.upsert import plan_merge
-from ..log.plan import DEFAULT_TARGET_TASK_BYTES, cut_tasks
+from ..log.offsets import EARLIEST, LATEST, OffsetSpec
+from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, cut_tasks
+from ..log.roots import BucketLog, log_root
 from ..log.scan import scan_partition
 from ..log.source import list_partition
 from ..metrics import run_metrics
@@ -60,7 +60,7 @@ from ..spark.progress import ProgressCallback
 from ..spark.session import collect
 from ..table import delta, delta_spark
 from ..table.files import file_stats, plain_layout, plain_type
-from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
+from ..table.location import GROUP_PREFIX, root_table_uri, table_filesystem, table_name
 from ..table.values import quarantine_uri, typed_columns_of
 from ..table.type_changes import widened_columns
 from ..table.widening import widen_table
@@ -70,7 +70,7 @@ from .tasks import TaskWriter, run_tasks, task_suites_of, validate_merged_files,
 
 @dataclass(frozen=True, slots=True)
 class BackfillOptions:
-    root: Path
+    root: Path | Any  # a directory, or an object-store root (topiclake.store's S3Root)
     table: str
     topic: str
     partition: int
@@ -115,15 +115,31 @@ class BackfillRange:
     start: int
     end: int  # exclusive
     ingested: tuple[int, int]  # [first, committed) the group has ingested of the partition
-    files: object  # source.PartitionFiles
+    files: object  # source.PartitionFiles (a directory root)
+    bucket_plan: PartitionPlan | None = None  # an object-store root: the range's read plan (log/bucket.py)
+
+    def tasks(self, start: int, end: int, target_bytes: int) -> list:
+        """The tasks reading [start, end) of the partition."""
+        if self.bucket_plan is not None:
+            assert (start, end) == (self.start, self.end), "a bucket's plan is of the checked range"
+            return list(self.bucket_plan.tasks)
+        return list(cut_tasks(scan_partition(self.files, start), start, end, table_uri=self.table_uri,
+                              target_bytes=target_bytes))
+
+    def confirm(self, end: int) -> None:
+        """After the tasks ran: no takeover undid what they read (segments.leader_reads)."""
+        read = self.bucket_plan if self.bucket_plan is not None else self.files
+        if read.epochs is not None:
+            read.epochs.confirm(read.directory, end)
 
 
 def check_range(options: BackfillOptions) -> BackfillRange:
     """Before Spark starts: the table exists and [from, to) is a range the group has ingested.
     An inverted range, or one wholly outside the ingested offsets, is a UsageError saying which;
     a range partly outside is clamped (format_result says so)."""
-    layout = StorageLayout(options.root)
-    uri = resolve_table_uri(layout, options.table)
+    source = log_root(options.root)
+    delta.serve_root(options.root)  # an object-store root's tables are opened with its server and keys
+    uri = root_table_uri(options.root, options.table)
     table = delta.load_table(uri)
     if table is None:
         raise UsageError(f"backfill: no Delta table at {uri}", hint="check --table and --data")
@@ -146,7 +162,19 @@ def check_range(options: BackfillOptions) -> BackfillRange:
     if hi <= first:
         raise UsageError(f"backfill of {what} is before what was ingested: {ingested} (it began at {first})")
     start, end = max(lo, first), min(hi, committed)
-    files = list_partition(layout, topic, partition)
+    if isinstance(source, BucketLog):
+        if table_kind.recorded(table).spec is not None:
+            raise UsageError(f"backfill of {what}: upsert tables on an object-store root are not supported yet")
+        plan = source.plan(topic, partition, table_uri=uri, committed=start, starting=OffsetSpec(EARLIEST),
+                           ending=OffsetSpec(LATEST, {(topic, partition): end}),
+                           target_task_bytes=options.target_task_bytes, allow_data_loss=False)
+        if plan.undecided_from is not None and plan.undecided_from < end:
+            raise UsageError(f"backfill of {what}: a leader takeover has not decided offsets from "
+                             f"{plan.undecided_from} yet; run it again in a moment")
+        if plan.end_offset < end:
+            raise DataLossError(topic, partition, plan.end_offset, end)
+        return BackfillRange(uri, table, group, start, end, (first, committed), None, plan)
+    files = list_partition(source.layout, topic, partition)
     if start < files.log_start_offset:
         raise DataLossError(topic, partition, start, min(end, files.log_start_offset))
     if files.epochs is not None:  # the range is replaced whole: every offset of it must be decided
@@ -163,7 +191,7 @@ def backfill(spark, options: BackfillOptions, *, progress: ProgressCallback | No
     def records(exc: BaseException | None) -> list[run_metrics.RunRecord]:
         return [run_record(options, result, exc, run_id=run_id, started=started_at)]
 
-    with run_metrics.recording(options.root, records):
+    with run_metrics.recording(log_root(options.root).metrics_root, records):
         result = _backfill(spark, options, progress, checked, run_id)
     return result
 
@@ -190,7 +218,7 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     started = time.monotonic()
     checked = checked or check_range(options)
     uri, table, group, start, end = checked.table_uri, checked.table, checked.group, checked.start, checked.end
-    topic, partition, files = options.topic, options.partition, checked.files
+    topic, partition = options.topic, options.partition
     result = BackfillResult(uri, topic, partition, start, end, run_id=run_id, group=group,
                             requested=(options.from_offset, options.to_offset), ingested=checked.ingested)
 
@@ -198,8 +226,9 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     if kind.spec is not None:
         return _backfill_upsert(spark, options, checked, kind.spec, result, run_id, progress, started)
     partition_by = table.metadata().partition_columns
-    tasks = list(cut_tasks(scan_partition(files, start), start, end, table_uri=uri,
-                           target_bytes=options.target_task_bytes))
+    source = log_root(options.root)
+    bucket, quality_root = (options.root if source.is_bucket else None), source.metrics_root
+    tasks = checked.tasks(start, end, options.target_task_bytes)
     suite = _suite(options, uri)
     registry_spec = typed_hooks.backfill_spec(options.root, table, (topic,))  # registry-typed columns
     typed = typed_columns_of(table) if registry_spec is None else None
@@ -208,26 +237,26 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     writer = TaskWriter(run_id=run_id, ingested_at_us=int(time.time() * 1000) * 1000, partition_by={uri: partition_by},
                         value_schemas={uri: typed.to_json()} if typed else None,
                         quarantine_from={(uri, topic, partition): end}, task_suites=task_suites_of({uri: suite}),
-                        typed_specs={uri: registry_spec} if registry_spec is not None else None)
+                        typed_specs={uri: registry_spec} if registry_spec is not None else None,
+                        root=bucket)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
-    if files.epochs is not None:  # no takeover undid what the tasks read (segments.leader_reads)
-        files.epochs.confirm(files.directory, end)
+    checked.confirm(end)
     check_failures_quarantined(rows, uri, topic, partition, start, end)
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
     result.bytes_read = sum(r["bytes_read"] or 0 for r in rows.to_pylist() if r["path"] is None)  # tasks' counters
     result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
-                                        ranges={(topic, partition): (start, end)}, root=options.root,
+                                        ranges={(topic, partition): (start, end)}, root=quality_root,
                                         operation="backfill", run_id=run_id, data_docs=options.data_docs)
 
     grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
     if grown is not None and widened_columns(table, grown):  # the files to replace are the rewritten ones
         widen_table(spark, uri, grown, partition_by, reason=f"backfill run {run_id}")
-        table = DeltaTable(uri)
+        table = delta.open_table(uri)
     inside, straddling = _overlapping(delta.active_files(table), topic, partition, start, end, partition_by)
     planned = {f["path"] for f in inside + straddling}
-    outcomes = _rewrite(spark, uri, straddling, topic, partition, start, end, run_id)
+    outcomes = _rewrite(spark, uri, straddling, topic, partition, start, end, run_id, bucket)
     untouched = {o["source"] for o in outcomes if o["unchanged"]}
     rewrites = [o for o in outcomes if o["path"] is not None]
     now_ms = int(time.time() * 1000)
@@ -237,7 +266,7 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
                                      r["stats"]) for r in new_files + rewrites]
 
     def still_planned(version: int) -> None:
-        now = _overlapping(delta.active_files(DeltaTable(uri, version=version)), topic, partition, start, end,
+        now = _overlapping(delta.active_files(delta.open_table(uri, version)), topic, partition, start, end,
                            partition_by)
         if {f["path"] for f in now[0] + now[1]} != planned:
             raise ConcurrentWriterError(f"table {uri}: another writer changed the files of {topic!r} partition "
@@ -261,8 +290,7 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
     uri, table, topic, partition = checked.table_uri, checked.table, options.topic, options.partition
     start, end = checked.start, checked.ingested[1]
     result.end, result.upsert = end, True
-    tasks = list(cut_tasks(scan_partition(checked.files, start), start, end, table_uri=uri,
-                           target_bytes=options.target_task_bytes))
+    tasks = checked.tasks(start, end, options.target_task_bytes)
     data_schema = pa.schema([f.with_type(plain_type(f.type)) for f in pa.schema(table.schema().to_arrow())
                              if f.name != KEY_BUCKET])
     suite = _suite(options, uri)
@@ -278,8 +306,7 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
                         typed_specs={uri: registry_spec} if registry_spec is not None else None)
     rows = run_tasks(spark, tasks, writer, description=f"topiclake backfill {topic}-{partition}@[{start},{end})",
                      job_group=f"topiclake-backfill-{run_id}", progress=progress)
-    if checked.files.epochs is not None:
-        checked.files.epochs.confirm(checked.files.directory, end)
+    checked.confirm(end)
     staged = rows.filter(pc.is_valid(rows.column("path")))
     counters = rows.filter(pc.is_null(rows.column("path")))  # the records read, not the changes they collapse to
     read, control, aborted = (pc.sum(counters.column(c)).as_py() or 0
@@ -404,11 +431,12 @@ def _partition_values(f: dict, partition_by: list[str]) -> dict[str, str | None]
 
 
 def _rewrite(spark, uri: str, straddling: list[dict], topic: str, partition: int, start: int, end: int,
-             run_id: str) -> list[dict]:
-    """Rewrite straddling files without the range's rows, one Spark task per file."""
+             run_id: str, root=None) -> list[dict]:
+    """Rewrite straddling files without the range's rows, one Spark task per file (`root`: the
+    object-store root the table is under, None on a directory root)."""
     if not straddling:
         return []
-    jobs = [(uri, f["path"], json.dumps(f["partition_values"]), topic, partition, start, end, run_id)
+    jobs = [(uri, f["path"], json.dumps(f["partition_values"]), topic, partition, start, end, run_id, root)
             for f in straddling]
     return collect(spark.sparkContext.parallelize(jobs, len(jobs)).map(rewrite_file))
 
@@ -417,8 +445,8 @@ def rewrite_file(job: tuple) -> dict:
     """Executor side: copy one file without the rows of (topic, partition, [start, end)).
     `unchanged`: the file holds none of them (its stats only said it might): keep it as it is;
     `path` None: nothing is left, the file is only removed."""
-    uri, path, partition_values, topic, partition, start, end, run_id = job
-    fs, base = pafs.FileSystem.from_uri(uri)
+    uri, path, partition_values, topic, partition, start, end, run_id, root = job
+    fs, base = table_filesystem(uri, root)
     data = plain_layout(pq.read_table(f"{base}/{path}", filesystem=fs))
     in_range = pc.and_(pc.and_(pc.equal(data["topic"], topic), pc.equal(data["partition"], partition)),
                        pc.and_(pc.greater_equal(data["offset"], start), pc.less(data["offset"], end)))

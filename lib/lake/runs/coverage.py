@@ -34,16 +34,21 @@ from topiclake.segments.arrow import decode_to_arrow
 from topiclake.segments.batch import iter_batches
 from topiclake.segments.errors import CorruptLogError, CorruptRecordError
 from topiclake.segments.filenames import log_file
+from topiclake.segments.leader_reads import ReadEpochs
 from topiclake.segments.storage import StorageLayout
 
 from ..errors import UsageError
 from ..keyed import table_kind
 from ..log.damage import find_damage
+from ..log.decode import task_bytes
+from ..log.offsets import EARLIEST, LATEST, OffsetSpec
+from ..log.plan import DEFAULT_TARGET_TASK_BYTES
+from ..log.roots import BucketLog, FileLog, log_root
 from ..log.scan import scan_partition
 from ..log.source import PartitionFiles, list_partition, open_segment
 from ..sql.query import snapshot_frame
 from ..table import delta
-from ..table.location import resolve_table_uri
+from ..table.location import root_table_uri
 
 CONTROL, ABORTED, COMPACTED, RETENTION, MISSING = "control", "aborted", "compacted", "retention", "missing"
 FENCED, UNDECIDED, CORRUPT = "fenced", "undecided", "corrupt"
@@ -91,8 +96,11 @@ def held_ranges(spark, uri: str) -> dict[tuple[str, int], list[OffsetRange]]:
 
 
 def coverage(spark, root, table: str, topic: str, partitions: list[int], *, group: str) -> list[PartitionCoverage]:
-    layout = StorageLayout(root)
-    uri = resolve_table_uri(layout, table)
+    """`root`: a directory, or an object-store root (topiclake.store's S3Root; `spark` then needs
+    its s3a settings: get_session(root=...))."""
+    source = log_root(root)
+    delta.serve_root(root)  # an object-store root's tables are opened with its server and keys
+    uri = root_table_uri(root, table)
     snapshot = delta.load_table(uri)
     kind = table_kind.recorded(snapshot)
     upsert = kind is not None and kind.kind == table_kind.UPSERT
@@ -114,9 +122,11 @@ def coverage(spark, root, table: str, topic: str, partitions: list[int], *, grou
         cursor = lower
         for r in ranges + [OffsetRange(upper, upper)]:
             if r.first > cursor:
-                gaps += explain_gap(layout, topic, p, cursor, min(r.first, upper))
+                stop = min(r.first, upper)
+                gaps += (explain_gap(source.layout, topic, p, cursor, stop) if isinstance(source, FileLog)
+                         else explain_bucket_gap(source, topic, p, cursor, stop))
             cursor = max(cursor, r.end)
-        damage = find_damage(list_partition(layout, topic, p), upper)
+        damage = find_damage(list_partition(source.layout, topic, p), upper) if isinstance(source, FileLog) else None
         if damage is not None:
             gaps.append(OffsetRange(damage.offset, max(damage.log_end, damage.offset + 1), CORRUPT))
         out.append(PartitionCoverage(topic, p, committed, tuple(ranges), tuple(gaps)))
@@ -170,18 +180,59 @@ def explain_gap(layout: StorageLayout, topic: str, partition: int, first: int, e
             buf = mmap.mmap(f.fileno(), b.position[i] + b.size[i], access=mmap.ACCESS_READ)
         records = decode_to_arrow(buf, start=b.position[i], end=b.position[i] + b.size[i], source=seg.path,
                                   min_offset=first, max_offset=end - 1, epochs=history)
-        for offset, control, txn, pid in zip(records["offset"].to_pylist(), records["is_control"].to_pylist(),
-                                             records["is_transactional"].to_pylist(),
-                                             records["producer_id"].to_pylist()):
-            if control:
-                reason = CONTROL
-            elif txn and any(a.producer_id == pid and a.first_offset <= offset <= a.last_offset
-                             for a in scan.aborted):
-                reason = ABORTED
-            else:
-                reason = MISSING
-            present.append((offset, reason))
+        present += _present(records, scan.aborted)
     absent = _absent_reasons(files, scan.fenced) if files.epochs is not None else lambda lo, hi: [(lo, hi, COMPACTED)]
+    return _explained(out, first, end, present, absent)
+
+
+def explain_bucket_gap(source: BucketLog, topic: str, partition: int, first: int, end: int) -> list[OffsetRange]:
+    """explain_gap on an object-store root: the gap's records read as an ingest's tasks would
+    (log/bucket.py); what the log does not hold above its start the cleaner removed."""
+    plan = source.plan(topic, partition, table_uri="", committed=None,
+                       starting=OffsetSpec(EARLIEST, {(topic, partition): first}),
+                       ending=OffsetSpec(LATEST, {(topic, partition): end}),
+                       target_task_bytes=DEFAULT_TARGET_TASK_BYTES, allow_data_loss=True)
+    out: list[OffsetRange] = []
+    if plan.lost is not None:
+        out.append(OffsetRange(first, min(end, plan.lost[1]), RETENTION))
+        first = plan.lost[1]
+    if first >= end:
+        return out
+    present = []
+    for task in plan.tasks:
+        buf, start, stop, where = task_bytes(task.as_dict())
+        records = decode_to_arrow(buf, start=start, end=stop, source=where, min_offset=first, max_offset=end - 1,
+                                  epochs=ReadEpochs.history_of(task.epochs))
+        present += _present(records, plan.aborted)
+    present.sort()
+    decided = min(end, plan.undecided_from) if plan.undecided_from is not None else end
+
+    def absent(lo: int, hi: int) -> list[tuple[int, int, str]]:
+        reasons = [(lo, min(hi, max(lo, decided)), COMPACTED)] if lo < decided else []
+        return reasons + ([(max(lo, decided), hi, UNDECIDED)] if hi > decided else [])
+
+    return _explained(out, first, end, present, absent)
+
+
+def _present(records, aborted) -> list[tuple[int, str]]:
+    """(offset, reason) of the decoded records of a gap: a control record, an aborted
+    transaction's, or a data record the table lacks."""
+    present = []
+    for offset, control, txn, pid in zip(records["offset"].to_pylist(), records["is_control"].to_pylist(),
+                                         records["is_transactional"].to_pylist(), records["producer_id"].to_pylist()):
+        if control:
+            reason = CONTROL
+        elif txn and any(a.producer_id == pid and a.first_offset <= offset <= a.last_offset for a in aborted):
+            reason = ABORTED
+        else:
+            reason = MISSING
+        present.append((offset, reason))
+    return present
+
+
+def _explained(out: list[OffsetRange], first: int, end: int, present: list[tuple[int, str]],
+               absent) -> list[OffsetRange]:
+    """`out` with [first, end) explained: the records present, and `absent(lo, hi)`'s reasons between them."""
     cursor = first
     for offset, reason in present + [(end, None)]:
         if offset > cursor:

@@ -23,22 +23,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
-from topiclake.segments.storage import StorageLayout
 
-from ..errors import LakeError
+from ..errors import LakeError, UsageError
 from ..keyed import table_kind
 from ..keyed.changes import DEBEZIUM
 from ..keyed.staging import remove_staging
 from ..keyed.table_kind import KEY_BUCKET, UpsertSpec, upsert_schema
 from ..keyed.upsert import MergePlan, plan_merge
 from ..log.offsets import EARLIEST, LATEST, parse_offset_spec
-from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, confirm_reads, plan_partition
-from ..log.source import list_partition, topic_partitions
+from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, confirm_reads
+from ..log.roots import BucketLog, FileLog, log_root
 from ..metrics import run_metrics
 from ..quality import gate
 from ..spark.progress import ProgressCallback
 from ..table import delta
-from ..table.location import GROUP_PREFIX, resolve_table_uri, table_name
+from ..table.location import GROUP_PREFIX, root_table_uri, table_name
 from ..table.schema import DATA_SCHEMA, DEFAULT_PARTITION_BY, PARTITION_SHORTHANDS, table_schema
 from ..table.values import QUARANTINE_SCHEMA, ValueSchema, load_value_schema, quarantine_uri
 from ..table.type_changes import widened_columns
@@ -53,7 +52,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class IngestOptions:
     topics: tuple[str, ...]
-    root: Path
+    root: Path | Any  # a directory, or an object-store root (topiclake.store's S3Root)
     table: str | None = None  # a name under <root>/tables, or any location deltalake accepts
     group: str | None = None
     starting_offsets: str | None = None
@@ -146,11 +145,11 @@ class IngestResult:
 
 
 def pipelines_for(options: IngestOptions) -> list[Pipeline]:
-    layout = StorageLayout(options.root)
+    delta.serve_root(options.root)  # an object-store root's tables are opened with its server and keys
     if options.table is not None:  # every topic into the one table
-        targets = [(resolve_table_uri(layout, options.table), tuple(options.topics))]
+        targets = [(root_table_uri(options.root, options.table), tuple(options.topics))]
     else:
-        targets = [(resolve_table_uri(layout, topic), (topic,)) for topic in options.topics]
+        targets = [(root_table_uri(options.root, topic), (topic,)) for topic in options.topics]
     return [Pipeline(uri, options.group or GROUP_PREFIX + table_name(uri), topics,
                      load_value_schema(options.schemas_dir, table_name(uri))) for uri, topics in targets]
 
@@ -194,7 +193,8 @@ def ingest(spark, options: IngestOptions, *, progress: ProgressCallback | None =
     Prometheus and the console (run_metrics), whether it succeeds or fails."""
     result = IngestResult(run_metrics.new_run_id())
     started_at = time.time()
-    with run_metrics.recording(options.root, lambda exc: run_records(result, options, exc, started=started_at)):
+    records_of = lambda exc: run_records(result, options, exc, started=started_at)  # noqa: E731
+    with run_metrics.recording(log_root(options.root).metrics_root, records_of):
         _ingest(spark, options, result, progress)
     return result
 
@@ -239,6 +239,7 @@ class _RunPlan:
 
     starting: Any
     ending: Any
+    quality_root: Path | None = None  # where validation results are stored (None: an object-store root)
     suites: dict[str, gate.Suite] = field(default_factory=dict)
     partition_by: dict[str, list[str]] = field(default_factory=dict)
     value_schemas: dict[str, str] = field(default_factory=dict)
@@ -248,12 +249,13 @@ class _RunPlan:
 def _ingest(spark, options: IngestOptions, result: IngestResult, progress: ProgressCallback | None) -> None:
     started = time.monotonic()
     run_id = result.run_id
-    layout = StorageLayout(options.root)
+    source = log_root(options.root)
     run = _RunPlan(starting=parse_offset_spec(options.starting_offsets, default=EARLIEST, allow_time=True),
-                   ending=parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False))
+                   ending=parse_offset_spec(options.ending_offsets, default=LATEST, allow_time=False),
+                   quality_root=source.metrics_root)
     registry = typed.RunSchemaRegistry(options.root, options.registry)
     for pipeline in pipelines_for(options):
-        outcome = _plan_table(pipeline, options, layout, registry, run)
+        outcome = _plan_table(pipeline, options, source, registry, run)
         if outcome is not None:
             result.tables.append(outcome)
 
@@ -267,7 +269,8 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
                                               typed_specs=typed.specs_of(result.tables),
                                               task_suites=task_suites_of(run.suites),
                                               upserts={t.pipeline.table_uri: t.pipeline.upsert for t in result.tables
-                                                       if t.pipeline.upsert is not None}),
+                                                       if t.pipeline.upsert is not None},
+                                              root=options.root if source.is_bucket else None),
                      description=_describe(result), job_group=f"topiclake-ingest-{run_id}", progress=progress)
     confirm_reads(p.plan for t in result.tables for p in t.partitions)  # no takeover undid what was read
     try:
@@ -276,23 +279,25 @@ def _ingest(spark, options: IngestOptions, result: IngestResult, progress: Progr
         for outcome in result.tables:
             if outcome.pipeline.upsert is not None:
                 remove_staging(outcome.pipeline.table_uri, run_id)
-    bootstrap, source = mirror.find_bootstrap(layout, options.bootstrap, protocol=options.client.security_protocol)
+    bootstrap, found_in = mirror.find_bootstrap(source.layout, options.bootstrap,
+                                                protocol=options.client.security_protocol)
     for outcome in result.tables:
         outcome.mirror = mirror.mirror_offsets(bootstrap, outcome.pipeline.group, _group_offsets(outcome),
-                                               source=source, timeout_s=options.mirror_timeout_s,
+                                               source=found_in, timeout_s=options.mirror_timeout_s,
                                                security=options.client)
     result.duration_s = time.monotonic() - started
 
 
-def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayout, registry: typed.RunSchemaRegistry,
-                run: _RunPlan) -> TableOutcome | None:
+def _plan_table(pipeline: Pipeline, options: IngestOptions, source: FileLog | BucketLog,
+                registry: typed.RunSchemaRegistry, run: _RunPlan) -> TableOutcome | None:
     """One table's kind, columns, quality suite and partitions' read plans (into `run` what its
     tasks need); None: a CDC table with no event yet to plan its columns from."""
     uri = pipeline.table_uri
     table = delta.load_table(uri)
-    under_root = "://" not in uri and Path(uri).parent == Path(layout.tables_dir).resolve()
+    under_root = ("://" not in uri and isinstance(source, FileLog)
+                  and Path(uri).parent == Path(source.layout.tables_dir).resolve())
     name = table_name(uri) if under_root else uri  # as `topiclake rebuild` takes it
-    upsert = table_kind.resolve(layout, name, pipeline.topics, table, kind=options.kind,
+    upsert = table_kind.resolve(source.topic, name, pipeline.topics, table, kind=options.kind,
                                 value_format=options.value_format, settings=options.tables.get(table_name(uri)))
     cdc = _is_cdc(upsert)
     # A CDC table's columns are after's fields, not typed columns that typed.plan would keep.
@@ -317,16 +322,18 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, layout: StorageLayou
                     f"to change it, write a new table (--table NAME)")
             notes.append(note)
     _check_schema(pipeline, table, run.partition_by[uri])
+    if source.is_bucket and pipeline.upsert is not None:
+        raise UsageError(f"table {table_name(uri)}: upsert tables on an object-store root are not supported yet",
+                         hint="ingest into an append table (--kind append), or use a directory root")
     suite = run.suites[uri] = gate.Suite.load(options.expectations_dir, table_name(uri))
     gate.check_suite(suite, table_name(uri))
     if suite.on_driver or options.data_docs:
         gate.load_in_background()  # needed once the tasks are done
-    tps = [(t, p) for t in pipeline.topics for p in topic_partitions(layout, t)]
+    tps = [(t, p) for t in pipeline.topics for p in source.partitions(t)]
     committed = delta.committed_offsets(table, pipeline.group, tps)
-    plans = [plan_partition(list_partition(layout, t, p), table_uri=uri,
-                            committed=committed[(t, p)], starting=run.starting, ending=run.ending,
-                            target_task_bytes=options.target_task_bytes,
-                            allow_data_loss=options.allow_data_loss) for t, p in tps]
+    plans = [source.plan(t, p, table_uri=uri, committed=committed[(t, p)], starting=run.starting, ending=run.ending,
+                         target_task_bytes=options.target_task_bytes, allow_data_loss=options.allow_data_loss)
+             for t, p in tps]
     if cdc:
         if table is None and not any(plan.tasks for plan in plans):
             log.warning("table %s: no Debezium change events yet to plan its columns and key from; "
@@ -358,14 +365,14 @@ def _merge_validate_commit(spark, options: IngestOptions, result: IngestResult, 
     for outcome in result.tables:
         uri = outcome.pipeline.table_uri
         if outcome.merge is not None:
-            outcome.quality = validate_merged(spark, outcome, rows, run.suites[uri], root=options.root,
+            outcome.quality = validate_merged(spark, outcome, rows, run.suites[uri], root=run.quality_root,
                                               run_id=run_id, data_docs=options.data_docs)
             continue
         outcome.quality = validate_new_files(
             spark, rows, uri, run.suites[uri], schema=_table_schema(outcome.pipeline, run.partition_by[uri]),
             ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
                     for p in outcome.partitions},
-            root=options.root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
+            root=run.quality_root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
     for outcome in result.tables:
         uri = outcome.pipeline.table_uri
         _commit_table(spark, outcome, rows, run_id=run_id, partition_by=run.partition_by[uri],
@@ -421,7 +428,7 @@ def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
                       job_group=f"topiclake-ingest-{run_id}", progress=progress)
 
 
-def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root: Path,
+def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root: Path | None,
                     run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """The quality gate of an upsert table: the per-task expectations judged each task's changes
     (before they were collapsed per key, so their row count is the tasks' own); the driver-side
@@ -573,4 +580,6 @@ def run(options: IngestOptions, *, master: str | None = None, progress: Progress
     """Entry point of jobs/ingest.py and `topiclake ingest`: the session, then the run."""
     from ..spark.session import get_session
 
-    return ingest(lambda: get_session("topiclake-ingest", master=master, conf=spark_conf), options, progress=progress)
+    bucket = options.root if log_root(options.root).is_bucket else None  # its s3a settings, for driver-side checks
+    return ingest(lambda: get_session("topiclake-ingest", master=master, conf=spark_conf, root=bucket), options,
+                  progress=progress)

@@ -65,12 +65,15 @@ class MirrorResult:
         return f"offsets of {self.partitions} partitions mirrored to {self.bootstrap} ({self.source})"
 
 
-def find_bootstrap(layout: StorageLayout, explicit: str | None, *, now_ms: int | None = None,
+def find_bootstrap(layout: StorageLayout | None, explicit: str | None, *, now_ms: int | None = None,
                    protocol: str = "PLAINTEXT") -> tuple[str | None, str]:
     """(bootstrap servers or None, where they came from); a registered broker's endpoint for
-    `protocol` (its first listener if it has none)."""
+    `protocol` (its first listener if it has none). `layout` None: an object-store root, where
+    brokers register nothing yet (only --bootstrap mirrors)."""
     if explicit is not None:
         return (None, "disabled") if explicit.strip().lower() == DISABLED else (explicit, "--bootstrap")
+    if layout is None:
+        return None, "none registered"
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     live, stale = [], []
     for path in sorted(layout.brokers_dir.glob("*.json")) if layout.brokers_dir.is_dir() else []:

@@ -46,7 +46,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.maintenance import delete_segments, purge_deleted
@@ -54,6 +54,8 @@ from topiclake.segments.retention import RetentionPlan, deletable_segments
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..log.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
+from ..errors import UsageError
+from ..log.roots import BucketLog, log_root
 from ..log.source import list_partition
 from ..log.state import scan_state
 from ..metrics import run_metrics
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RetentionOptions:
-    root: Path
+    root: Path | Any  # a directory, or an object-store root (topiclake.store's S3Root): runs/bucket_retention.py
     topics: tuple[str, ...] = ()  # empty: every topic (internal ones too)
     protect_groups: tuple[str, ...] = ()
     now_ms: int | None = None
@@ -84,14 +86,16 @@ def options_from_args(args) -> RetentionOptions:
     """The job's options from parsed command-line values (jobs/retention.py and `topiclake retain`
     share the flag names): config, data, topic, protect_groups, now_ms, dry_run, table,
     table_retention_days, optimize, target_file_bytes, vacuum_hours."""
-    from topiclake.segments.settings import load_settings, storage_root
+    from topiclake.segments.settings import load_settings, storage_location
+    from topiclake.store.root import LocalRoot
 
     tables = None
     if args.table_retention_days is not None or args.optimize or args.vacuum_hours is not None:
         tables = TableMaintenanceOptions(tables=split_names(args.table), retention_days=args.table_retention_days,
                                          optimize=args.optimize, target_file_bytes=args.target_file_bytes,
                                          vacuum_hours=args.vacuum_hours)
-    return RetentionOptions(root=storage_root(load_settings(args.config), args.data), topics=split_names(args.topic),
+    root = storage_location(load_settings(args.config), args.data)
+    return RetentionOptions(root=root.path if isinstance(root, LocalRoot) else root, topics=split_names(args.topic),
                             protect_groups=split_names(args.protect_groups), now_ms=args.now_ms, dry_run=args.dry_run,
                             tables=tables, master=getattr(args, "master", None))
 
@@ -197,8 +201,8 @@ def retain(options: RetentionOptions, *, spark_conf: dict[str, str] | None = Non
     if options.dry_run:
         _retain(options, result, spark_conf)
         return result
-    with run_metrics.recording(options.root, lambda exc: [run_record(options, result, exc, run_id=run_id,
-                                                                      started=started_at)]):
+    with run_metrics.recording(log_root(options.root).metrics_root,
+                               lambda exc: [run_record(options, result, exc, run_id=run_id, started=started_at)]):
         _retain(options, result, spark_conf)
     return result
 
@@ -221,8 +225,13 @@ def run_record(options: RetentionOptions, result: RetentionResult, exc: BaseExce
 
 def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict[str, str] | None) -> None:
     started = time.monotonic()
-    layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    source = log_root(options.root)
+    if isinstance(source, BucketLog):
+        _retain_bucket(source, options, result, now_ms)
+        result.duration_s = time.monotonic() - started
+        return
+    layout = StorageLayout(options.root)
     registry = TopicRegistry(layout)
     metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
     offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
@@ -245,6 +254,30 @@ def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict
             spark=lambda: get_session("topiclake-table-maintenance", master=options.master, conf=spark_conf,
                                       long_queries=True))
     result.duration_s = time.monotonic() - started
+
+
+def _retain_bucket(source: BucketLog, options: RetentionOptions, result: RetentionResult, now_ms: int) -> None:
+    """_retain on an object-store root: manifest commits (runs/bucket_retention.py)."""
+    from .bucket_retention import bucket_group_offsets, retain_bucket_partition
+
+    if options.tables is not None:
+        raise UsageError("table maintenance (--table-retention-days, --optimize, --vacuum-hours) on an object-store "
+                         "root is not supported yet", hint="run `topiclake retain` without them on a bucket")
+    topics = source.topics()
+    unknown = [t for t in options.topics if t not in topics]
+    if unknown:
+        raise UsageError(f"unknown topics under {source.root}: {', '.join(unknown)}")
+    metas = [topics[t] for t in options.topics] if options.topics else list(topics.values())
+    offsets = bucket_group_offsets(source, options.protect_groups) if options.protect_groups else {}
+    for meta in metas:
+        for p in range(meta.partitions):
+            out = PartitionRetention(meta.name, p, protect=_protection(offsets, meta.name, p))
+            try:
+                result.partitions.append(retain_bucket_partition(source, meta.name, p, meta.log_config, now_ms=now_ms,
+                                                                 protect=out.protect, dry_run=options.dry_run, out=out))
+            except TopiclakeError as exc:
+                result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
+                log.error("retention of %s-%d failed: %s", meta.name, p, exc)
 
 
 def format_summary(result: RetentionResult) -> str:

@@ -22,7 +22,6 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from ..keyed.extract import extract
 from ..keyed.staging import stage_changes
@@ -33,7 +32,7 @@ from ..quality import gate
 from ..spark.progress import ProgressCallback, spark_job_group
 from ..spark.session import collect
 from ..table.files import file_stats, write_parquet
-from ..table.location import table_name
+from ..table.location import table_filesystem, table_name
 from ..table.schema import DATA_SCHEMA, RECORD_DATE, RECORD_HOUR, TIMESTAMP_TYPE
 from ..table.values import ERROR_COLUMN, ValueSchema, decode_values, quarantine_uri
 
@@ -58,7 +57,7 @@ class TaskWriter:
                  value_schemas: dict[str, str] | None = None,
                  quarantine_from: dict[tuple[str, str, int], int] | None = None,
                  task_suites: dict[str, str] | None = None, compression: str = "snappy",
-                 typed_specs: dict | None = None, upserts: dict | None = None):
+                 typed_specs: dict | None = None, upserts: dict | None = None, root=None):
         self.run_id = run_id
         self.ingested_at_us = ingested_at_us
         self.partition_by = partition_by  # table uri -> partition columns
@@ -71,6 +70,7 @@ class TaskWriter:
         self.compression = compression
         self.typed_specs = typed_specs or {}  # table uri -> typed.TypedSpec (schema registry columns)
         self.upserts = upserts or {}  # table uri -> table_kind.UpsertSpec: the task stages changes (keyed/staging.py)
+        self.root = root  # an object-store root (S3Root): its tables' files are written with its server and keys
 
     def for_tasks(self, tasks: list[dict]) -> "PlannedTasks":
         return PlannedTasks(self, tasks)
@@ -161,7 +161,7 @@ class TaskWriter:
         return pa.table(columns, schema=DATA_SCHEMA)
 
     def _write(self, task: dict, target: str, part_values: dict[str, str], part: pa.Table) -> dict:
-        fs, base = pafs.FileSystem.from_uri(target)
+        fs, base = table_filesystem(target, self.root)
         prefix = "".join(f"{k}={v}/" for k, v in part_values.items())
         name = (f"{prefix}part-{task['topic']}-{task['partition']}-{task['min_offset']:020d}-"
                 f"{self.run_id}-{uuid.uuid4().hex[:12]}.{self.compression}.parquet")
@@ -219,7 +219,7 @@ def task_suites_of(suites: dict[str, gate.Suite]) -> dict[str, str]:
     return {uri: doc for uri, doc in documents.items() if doc is not None}
 
 
-def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root: Path,
+def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root: Path | None,
                        operation: str, run_id: str, data_docs: bool = False) -> gate.QualityReport | None:
     """The quality gate over the files the tasks wrote into table `uri` (run_tasks rows)."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
@@ -233,7 +233,7 @@ def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, sc
 
 
 def validate_merged_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, files, schema, ranges,
-                          root: Path, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
+                          root: Path | None, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """validate_new_files for an upsert merge's new files (`files`: its add actions), by ingest or backfill."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     outcomes = mine.column("quality").drop_null().to_pylist()

@@ -51,10 +51,36 @@ class OffsetUpdate:
     new: int
 
 
+# Object-store roots this process serves (s3://bucket/prefix/ -> deltalake storage_options): a
+# table under one is opened with its server and keys wherever this module opens a table.
+_ROOT_OPTIONS: dict[str, dict[str, str]] = {}
+
+
+def serve_root(root) -> None:
+    """Tables under `root`, when it is an object-store root (topiclake.store's S3Root), are opened
+    with its storage options from now on; a directory root needs none."""
+    from topiclake.store.root import S3Root
+
+    if isinstance(root, S3Root):
+        _ROOT_OPTIONS[root.uri().rstrip("/") + "/"] = root.delta_storage_options()
+
+
+def storage_options_for(uri: str) -> dict[str, str] | None:
+    """The storage_options of the served root `uri` is under (the longest), None for any other."""
+    served = [prefix for prefix in _ROOT_OPTIONS if uri.startswith(prefix)]
+    return _ROOT_OPTIONS[max(served, key=len)] if served else None
+
+
+def open_table(uri: str, version: int | None = None) -> DeltaTable:
+    """DeltaTable(uri), with the storage options of the root it is under (serve_root)."""
+    return DeltaTable(uri, version=version, storage_options=storage_options_for(uri))
+
+
 def load_table(uri: str, storage_options: dict[str, str] | None = None) -> DeltaTable | None:
-    """The table at `uri`, or None; `storage_options`: an object-store root's (S3Root.delta_storage_options)."""
+    """The table at `uri`, or None; `storage_options`: an object-store root's (S3Root.delta_storage_options),
+    by default those of the root it is under (serve_root)."""
     try:
-        return DeltaTable(uri, storage_options=storage_options)
+        return DeltaTable(uri, storage_options=storage_options or storage_options_for(uri))
     except TableNotFoundError:
         return None
 
@@ -97,7 +123,7 @@ def group_offset(table: DeltaTable, group: str, topic: str, partition: int,
         info = topiclake_info(commit)
         if info.get("group") == group and key in (info.get("offsets") or {}):
             break
-    at = table if version == table.version() else DeltaTable(table.table_uri, version=version)
+    at = table if version == table.version() else open_table(table.table_uri, version)
     return at.transaction_version(app_id(group, topic, partition))
 
 
@@ -132,7 +158,7 @@ def _restored_version(table: DeltaTable, parameters: dict) -> int | None:
     if parameters.get("timestamp"):
         import datetime as dt
 
-        restored = DeltaTable(table.table_uri)
+        restored = open_table(table.table_uri)
         restored.load_as_version(dt.datetime.fromisoformat(str(parameters["timestamp"]).replace(" ", "T")))
         return restored.version()
     return None
@@ -298,7 +324,7 @@ def _removed_partitions(table: DeltaTable, column: str, actions: Sequence[AddAct
 
 def set_properties(uri: str, properties: dict[str, str]) -> None:
     """Table properties outside `delta.*`, in a metadata-only commit."""
-    DeltaTable(uri).alter.set_table_properties(properties, raise_if_not_exists=False)
+    open_table(uri).alter.set_table_properties(properties, raise_if_not_exists=False)
 
 
 def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
@@ -308,6 +334,7 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
     try:
         create_table_with_add_actions(
             uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=list(partition_by) or None,
+            storage_options=storage_options_for(uri),
             commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
                                                app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]))
     except DeltaError as exc:

@@ -19,6 +19,26 @@ def resolve_table_uri(layout: StorageLayout, name_or_location: str) -> str:
     return str(layout.table_dir(name_or_location).resolve())
 
 
+def table_filesystem(uri: str, root=None):
+    """(pyarrow filesystem, base path) of a table location; `root`: the object-store root (S3Root)
+    an s3:// location is under, whose server and keys pyarrow cannot find on its own."""
+    import pyarrow.fs as pafs
+
+    if root is not None and uri.startswith("s3://"):
+        return root.pyarrow_filesystem(), uri[len("s3://"):]
+    return pafs.FileSystem.from_uri(uri)
+
+
+def root_table_uri(root, name_or_location: str) -> str:
+    """resolve_table_uri under a storage root: a directory, or an object-store root (topiclake.store's
+    S3Root), whose bare table names live under its tables/ prefix."""
+    if isinstance(root, (str, Path)):
+        return resolve_table_uri(StorageLayout(Path(root)), name_or_location)
+    if "://" in name_or_location:
+        return name_or_location
+    return root.uri("tables", name_or_location)
+
+
 def table_name(uri: str) -> str:
     return uri.rstrip("/").rsplit("/", 1)[-1]
 

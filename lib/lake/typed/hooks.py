@@ -43,9 +43,12 @@ class RunSchemaRegistry:
     @property
     def state(self):
         if self._state is None:
-            from .plan import load_registry
+            from .plan import RegistryState, load_registry
 
-            self._state = load_registry(self.root, self.source.url)
+            if self.source.url is None and not isinstance(self.root, (str, Path)):
+                self._state = RegistryState()  # an object-store root: no _schemas log to replay there yet
+            else:
+                self._state = load_registry(self.root, self.source.url)
         return self._state
 
     def typed_pipeline(self, pipeline, table):
