@@ -19,7 +19,7 @@ initial_rebalance_delay_ms = 0
 flush_ms = 100
 seal_ms = 1500
 lease_ms = 2000
-delete_grace_ms = 0
+delete_grace_ms = 3000
 """
 
 

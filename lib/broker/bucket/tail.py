@@ -130,9 +130,12 @@ class PartitionTail:
             return None
         view = _up_to(view_partition(self.store, self.keys), end)
 
+        def before_commit(sealed_end: int) -> None:
+            create_snapshot_object(self.store, self.keys, sealed_end, end, snapshot, deadline)
+            self.fence.check(self.epoch)  # a superseded leader commits nothing (nor deletes)
+
         manifest = seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
-                             before_commit=lambda sealed_end: create_snapshot_object(
-                                 self.store, self.keys, sealed_end, end, snapshot, deadline))
+                             before_commit=before_commit)
         if manifest is not None:
             self.manifest = manifest
         with self._lock:

@@ -18,8 +18,7 @@ from typing import Any, Callable
 
 from topiclake.objectlog.fence import BucketFence, LeaderFenced
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.manifest import ManifestConflict
-from topiclake.objectlog.plan import FLUSH
+from topiclake.objectlog.manifest import ManifestConflict, commit
 from topiclake.objectlog.reader import PartitionView, read_log, view_partition
 from topiclake.objectlog.seal import seal_tail
 from topiclake.segments import filenames
@@ -92,13 +91,14 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
         tail = PartitionTail(part, store, keys, epoch, settings, flushed_end=end, manifest=manifest)
         for _ in range(SEAL_TRIES):
-            if not any(piece.kind == FLUSH for piece in view.pieces):
-                break
             try:
+                # The takeover's commit carries the new epoch even with no tail to seal: from it on,
+                # an older leader's seal is a StaleManifestWriter.
                 sealed = seal_tail(store, view, epoch, config=config, deadline=deadline,
                                    before_commit=lambda at: create_snapshot_object(store, keys, at, end, snapshot,
                                                                                           deadline))
-                tail.manifest = sealed or view.manifest
+                tail.manifest = sealed or commit(store, keys, view.manifest,
+                                                 view.manifest.successor(leader_epoch=epoch))
                 break
             except ManifestConflict:
                 view = view_partition(store, keys)
