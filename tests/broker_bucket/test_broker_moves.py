@@ -1,11 +1,13 @@
 """A broker on a bucket root killed -9 mid-produce, and a new one started with a new empty cache
 directory (another machine): every acknowledged record is there exactly once, no offset is used
-twice, committed group offsets survive, and the objects are Kafka segments (DumpLogSegments)."""
+twice, committed group offsets, the topic's config and the cluster id survive, and the objects are Kafka segments (DumpLogSegments)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.support.bucket_broker import AckedProducer, committed, consume_all
 from tests.support.kafka_dump import dump
@@ -14,9 +16,16 @@ from topiclake.store.objects import ObjectStore
 TOPIC = "moves"
 
 
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
 def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record(bucket_brokers, kafka_tools,
                                                                                  tmp_path):
     first = bucket_brokers.start("first")
+    admin = _admin(first.bootstrap)
+    admin.create_topics([NewTopic(TOPIC, 2, 1, config={"retention.ms": "123456789"})])[TOPIC].result(30)
+    cluster_id = admin.list_topics(timeout=30).cluster_id
     producer = AckedProducer(first.bootstrap, TOPIC, "a").start()
     producer.wait_acked(300)
     early = consume_all(first.bootstrap, TOPIC, 300, group="g", commit=True)  # offsets committed by a group
@@ -38,6 +47,11 @@ def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record
         if value in acked:
             assert acked[value] == (partition, offset)
 
+    admin = _admin(second.bootstrap)
+    assert admin.list_topics(timeout=30).cluster_id == cluster_id
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, TOPIC)])
+    config = next(iter(described.values())).result(30)
+    assert config["retention.ms"].value == "123456789"
     group_offsets = committed(second.bootstrap, TOPIC, "g", 2)
     read_early = Counter(p for _v, p, _o in early)
     assert group_offsets == {p: max(o for _v, q, o in early if q == p) + 1 for p in read_early}
