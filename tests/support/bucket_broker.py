@@ -15,6 +15,9 @@ num_partitions = 2
 [groups]
 min_session_timeout_ms = 1000
 initial_rebalance_delay_ms = 0
+[security]
+authorizer = "acl"
+super_users = ["User:ANONYMOUS"]
 [storage]
 flush_ms = 100
 seal_ms = 1500

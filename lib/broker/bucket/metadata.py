@@ -6,7 +6,8 @@ client-quotas, acls, credentials): one seam, `MetadataMirror`, carries them to t
 of an `if` at every writer. On start it replaces the cache's copies with the bucket's; `sync`
 (run by every flush tick before any data object is created, so no record of a topic is
 acknowledged before the topic is in the bucket) uploads each file that changed, creating new
-ones with If-None-Match and replacing known ones with If-Match on the ETag it last saw: a
+ones with If-None-Match and replacing known ones with If-Match on the ETag it last saw (and the
+connection syncs after each request in CHANGES_METADATA, before answering it): a
 conflict means another broker writes this root, and this one stops. A deleted topic's file is
 deleted, and so are its partitions' objects (a topic created again under the name starts empty).
 
@@ -29,7 +30,15 @@ from topiclake.segments.errors import TopiclakeError
 from topiclake.store.errors import ObjectExists, PreconditionFailed
 from topiclake.store.objects import CREATE, IfMatch, ObjectStore
 
+from ..api_keys import ApiKey
+
 log = logging.getLogger(__name__)
+
+# Requests that change the root's metadata files: answered only after the mirror synced them.
+CHANGES_METADATA = frozenset({
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 MIRRORED = ("cluster", "topics")
 LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/producer_ids.json", OWNER_KEY)

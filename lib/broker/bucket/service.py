@@ -24,7 +24,7 @@ from typing import Any, Callable
 from topiclake.objectlog.fence import LeaderFenced
 from topiclake.objectlog.flush import FlushConflict, FlushTimedOut
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.lease import LeaseLost, OwnerLease
+from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, OwnerLease
 from topiclake.objectlog.manifest import ManifestConflict, StaleManifestWriter
 from topiclake.segments.ownership import LOCK_NAME
 from topiclake.store.errors import StoreUnavailable
@@ -69,6 +69,9 @@ class BucketService:
         for child in (cache / "log").iterdir() if (cache / "log").is_dir() else ():
             if child.name != LOCK_NAME:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
+        if self.store.head(OWNER_KEY) is not None:
+            log.info("%s is leased by another broker: taking it over once it is not renewed for %d ms",
+                     self.settings.root, self.settings.lease_ms)
         owner = self.lease.acquire()
         if self.lease.previous is not None:
             log.info("took the lease of %s from broker %d (generation %d)", self.settings.root,
@@ -114,6 +117,24 @@ class BucketService:
             raise RequestTimedOut(f"{part}: offsets below {end} were not stored in the bucket within "
                                   f"{timeout_s:.1f} s (is the object store reachable?)") from None
 
+    async def sync_metadata(self) -> None:
+        """After a request that changed the root's metadata, before it is answered: its files in
+        the bucket now (on the tick's thread), not at the next tick. A store that is down only
+        delays it to a later tick, which syncs before any data of the change is flushed."""
+        await asyncio.get_running_loop().run_in_executor(self._ticker, self._sync_metadata)
+
+    def _sync_metadata(self) -> bool:
+        if self.fenced:
+            return False
+        try:
+            self.mirror.sync()
+            return True
+        except MetadataConflict as exc:
+            self.fence(str(exc))
+        except StoreUnavailable as exc:
+            log.warning("metadata not synced to the bucket yet: %s", exc)
+        return False
+
     def fence(self, reason: str) -> None:
         """Another broker leads the root now (any thread): fail the waiting, stop the broker."""
         if self.fenced:
@@ -144,15 +165,7 @@ class BucketService:
 
     # -- the tick (its own thread)
     def tick(self) -> None:
-        if self.fenced:
-            return
-        try:
-            self.mirror.sync()  # a topic's file is in the bucket before any of its records
-        except MetadataConflict as exc:
-            self.fence(str(exc))
-            return
-        except StoreUnavailable as exc:
-            log.warning("metadata not synced to the bucket: %s", exc)
+        if not self._sync_metadata():  # a topic's file is in the bucket before any of its records
             return
         for key, tail in list(self.tails.items()):
             if not self.serves(tail.part):  # deleted or closed
