@@ -27,11 +27,16 @@ delete_grace_ms = 3000
 
 
 class BucketBrokers:
-    def __init__(self, directory: Path, root):
+    def __init__(self, directory: Path, root, *, storage: str = ""):
+        """`storage`: more [storage] lines, overriding the fault tests' quick settings."""
         self.directory = Path(directory)
         self.root = root  # an S3Root
         self.config = self.directory / "topiclake.toml"
-        self.config.write_text(SETTINGS)
+        lines = SETTINGS.splitlines()
+        overridden = {line.split("=")[0].strip() for line in storage.splitlines() if "=" in line}
+        kept = [line for line in lines if line.split("=")[0].strip() not in overridden]
+        at = kept.index("[storage]") + 1
+        self.config.write_text("\n".join(kept[:at] + storage.strip().splitlines() + kept[at:]) + "\n")
         self.started: list[BrokerProcess] = []
 
     def start(self, name: str, timeout: float = 90.0) -> BrokerProcess:
