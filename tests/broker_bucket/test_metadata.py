@@ -4,7 +4,8 @@ broker started on a new empty cache directory."""
 
 from __future__ import annotations
 
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ConfigResource,
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourcePatternType, ResourceType)
 
 TOPIC = "made-then-killed"
@@ -14,8 +15,9 @@ def test_admin_changes_answered_are_in_the_bucket_for_the_next_broker(bucket_bro
     first = bucket_brokers.start("first")
     admin = AdminClient({"bootstrap.servers": first.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 3, 1)])[TOPIC].result(30)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, set_config={"retention.ms": "4242"})
-    next(iter(admin.alter_configs([resource]).values())).result(30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("retention.ms", "4242", incremental_operation=AlterConfigOpType.SET)])
+    next(iter(admin.incremental_alter_configs([resource]).values())).result(30)
     acl = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*",
                      AclOperation.READ, AclPermissionType.ALLOW)
     admin.create_acls([acl])[acl].result(30)
