@@ -20,7 +20,7 @@ from topiclake.segments.settings import check_types
 from topiclake.store.root import S3Root
 
 DEFAULT_CACHE_PARENT = Path("./data-cache")
-_NUMBERS = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "delete_grace_ms", "flush_timeout_ms")
+_AT_LEAST_ONE = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "flush_timeout_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +35,8 @@ class BucketSettings:
     flush_timeout_ms: int = 10_000  # one flush round's retries when no produce request waits on it
 
     def __post_init__(self) -> None:
-        for name in _NUMBERS:
-            if getattr(self, name) < 1 and name != "delete_grace_ms":
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
                 raise InvalidConfigError(f"[storage] {name} must be at least 1")
         if self.delete_grace_ms < 0:
             raise InvalidConfigError("[storage] delete_grace_ms must not be negative")
