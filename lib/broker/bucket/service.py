@@ -83,8 +83,7 @@ class BucketService:
 
     def open_partition(self, meta: Any, index: int, directory: Any, make_partition: Callable[[Any, int], Any]) -> Any:
         """A partition taken over from the bucket (a takeover thread); its tail joins the tick."""
-        if self.fenced:
-            raise NotLeaderOrFollower(f"this broker no longer leads {self.settings.root}: {self.fenced}")
+        self._check_lease()  # claiming an epoch without the lease would fence the root's owner
         keys = PartitionKeys(meta.name, index)
         part = take_over(self.store, keys, self.settings, directory, meta.log_config,
                          owner={"broker_id": self.broker_id}, make_partition=make_partition)
@@ -92,6 +91,16 @@ class BucketService:
         part.tail.on_fenced = self.fence
         self.tails[(meta.name, index)] = part.tail
         return part
+
+    def _check_lease(self) -> None:
+        """NotLeaderOrFollower (and fenced) unless the lease object is still the one this broker
+        wrote: a broker paused past its lease wakes up here before it claims anything."""
+        if not self.fenced:
+            current = self.store.head(OWNER_KEY)
+            if current is None or current.etag != self.lease.etag:
+                self.fence(f"{self.store.root.uri(OWNER_KEY)} is no longer this broker's lease")
+        if self.fenced:
+            raise NotLeaderOrFollower(f"this broker no longer leads {self.settings.root}: {self.fenced}")
 
     # -- serving
     def start(self) -> None:
