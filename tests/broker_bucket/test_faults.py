@@ -23,8 +23,20 @@ def _exactly_once(records, acked) -> None:
     assert all(n == 1 for n in Counter((p, o) for _v, p, o in records).values()), "an offset used twice"
 
 
+def _open_every_partition(bootstrap: str, partitions: int = 2) -> None:
+    """One record acknowledged in each partition: the broker took each over (a takeover paused
+    between its lease check and its claim could still fence the next owner: OBJECT-STORAGE.md)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for partition in range(partitions):
+        producer.produce(TOPIC, value=f"opened-{partition}".encode(), partition=partition)
+    assert producer.flush(60) == 0
+
+
 def test_a_paused_owner_resumed_after_a_takeover_stops_and_its_late_writes_stay_invisible(bucket_brokers):
     old = bucket_brokers.start("old")
+    _open_every_partition(old.bootstrap)  # no takeover of its own is in flight when it is paused
     producer = AckedProducer(old.bootstrap, TOPIC, "old").start()
     producer.wait_acked(200)
     os.kill(old.proc.pid, signal.SIGSTOP)  # produce requests in flight stay in its sockets
@@ -40,8 +52,6 @@ def test_a_paused_owner_resumed_after_a_takeover_stops_and_its_late_writes_stay_
     more.stop(flush_s=30)
     assert old.proc.wait(30) != 0, "the fenced broker kept running"
     assert "no longer leads" in old.log()
-    # A partition the old owner opens only now (sticky partitioning may have left one unused) is
-    # refused: it never claims an epoch without the lease, so the new owner is never fenced.
     assert new.proc.poll() is None, f"the new owner was fenced: {new.log()[-600:]}"
 
     seen = consume_all(new.bootstrap, TOPIC, len(acked_before) + len(more.acked))

@@ -24,10 +24,10 @@ from typing import Any, Callable
 from topiclake.objectlog.fence import LeaderFenced
 from topiclake.objectlog.flush import FlushConflict, FlushTimedOut
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, OwnerLease
+from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, Owner, OwnerLease
 from topiclake.objectlog.manifest import ManifestConflict, StaleManifestWriter
 from topiclake.segments.ownership import LOCK_NAME
-from topiclake.store.errors import StoreUnavailable
+from topiclake.store.errors import ObjectNotFound, StoreUnavailable
 from topiclake.store.objects import ObjectStore
 
 from ..errors import NotLeaderOrFollower, RequestTimedOut
@@ -95,12 +95,24 @@ class BucketService:
     def _check_lease(self) -> None:
         """NotLeaderOrFollower (and fenced) unless the lease object is still the one this broker
         wrote: a broker paused past its lease wakes up here before it claims anything."""
-        if not self.fenced:
-            current = self.store.head(OWNER_KEY)
-            if current is None or current.etag != self.lease.etag:
-                self.fence(f"{self.store.root.uri(OWNER_KEY)} is no longer this broker's lease")
+        if not self.fenced and not self._holds_lease():
+            self.fence(f"{self.store.root.uri(OWNER_KEY)} is no longer this broker's lease")
         if self.fenced:
             raise NotLeaderOrFollower(f"this broker no longer leads {self.settings.root}: {self.fenced}")
+
+    def _holds_lease(self) -> bool:
+        """The lease object is the one this broker last wrote, or (a renewal of its own in flight
+        changed the ETag) it names this broker at the generation it took."""
+        current = self.store.head(OWNER_KEY)
+        if current is not None and current.etag == self.lease.etag:
+            return True
+        try:
+            found = Owner.from_json(self.store.get(OWNER_KEY))
+        except ObjectNotFound:
+            return False
+        held = self.lease.owner
+        return found is not None and held is not None and (found.generation, found.pid, found.broker_id) == (
+            held.generation, held.pid, held.broker_id)
 
     # -- serving
     def start(self) -> None:
