@@ -9,9 +9,11 @@ from typing import Any, Mapping
 
 from topiclake.registry.config import RegistryConfig, parse_listen
 from topiclake.segments.errors import InvalidConfigError
-from topiclake.segments.settings import check_types, section, section_dataclass, storage_root
+from topiclake.segments.settings import check_types, section, section_dataclass, storage_location, storage_root
+from topiclake.store.root import S3Root
 
 from . import producer_state
+from .bucket.settings import BucketSettings
 from .group.config import GroupsConfig
 from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
 from .cluster.config import ClusterConfig
@@ -62,6 +64,9 @@ class BrokerConfig:
     advertised_listeners: str | None = None
     security: SecurityConfig = SecurityConfig()  # [security]: TLS, SASL, the authorizer
     metrics: MetricsConfig = MetricsConfig()  # [metrics]: the Prometheus endpoint; unset: off
+    # A bucket root (s3://...): the bucket and the [storage] flush settings; `root` is then the
+    # local cache directory (docs/OBJECT-STORAGE.md). None: a file root.
+    bucket: BucketSettings | None = None
 
     def __post_init__(self) -> None:
         for name in ("producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "num_partitions",
@@ -82,6 +87,9 @@ class BrokerConfig:
             if extra:
                 raise InvalidConfigError(f"advertised_listeners names {', '.join(extra)}, which is not a listener")
         self.security.check(bound)
+        if self.bucket is not None and self.cluster.enabled:
+            raise InvalidConfigError(f"[cluster] brokers on a bucket root ({self.bucket.root}) are not built yet: "
+                                     "run one broker on it, or give the cluster a directory root")
 
     @property
     def bound_listeners(self) -> tuple[Listener, ...]:
@@ -116,14 +124,16 @@ class BrokerConfig:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, root: str | Path | None = None,
                       registry_listen: str | None = None, metrics_listen: str | None = None,
-                      **overrides: Any) -> "BrokerConfig":
-        """`[broker]` values, then non-None overrides (command-line flags) on top."""
+                      cache_dir: str | None = None, **overrides: Any) -> "BrokerConfig":
+        """`[broker]` values, then non-None overrides (command-line flags) on top. A bucket root
+        (s3://...) runs on the cache directory `cache_dir` (else [storage] cache_dir, else one
+        derived from the URL)."""
         metrics = section(settings, "metrics")
         if metrics_listen is not None:
             metrics["listen"] = metrics_listen
         values = section(settings, "broker")
         names = {f.name for f in dataclasses.fields(cls)} - {"root", "groups", "transactions", "registry", "security",
-                                                             "share", "cluster", "metrics"}
+                                                             "share", "cluster", "metrics", "bucket"}
         unknown = set(values) - names
         if unknown:
             raise InvalidConfigError(f"unknown [broker] settings: {', '.join(sorted(unknown))}")
@@ -141,7 +151,12 @@ class BrokerConfig:
                                          "(and advertised_host/advertised_port), not both")
             first = parse_listeners(values["listeners"])[0]  # host/port: the first listener's
             values["host"], values["port"] = first.host, first.port
-        return cls(root=storage_root(settings, root), groups=GroupsConfig.from_section(section(settings, "groups")),
+        location = storage_location(settings, root)
+        bucket = None
+        if isinstance(location, S3Root):
+            bucket = BucketSettings.from_section(location, section(settings, "storage"), cache_dir)
+        return cls(root=bucket.cache_dir if bucket else storage_root(settings, root), bucket=bucket,
+                   groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),
                    share=ShareConfig.from_section(section(settings, "share")),
                    cluster=ClusterConfig.from_section(section(settings, "cluster")),

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import wire
 from .api_keys import ApiKey
+from .bucket.metadata import CHANGES_METADATA
 from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
@@ -130,6 +131,9 @@ class Connection:
             log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
                           request.client_id)
             return False
+        bucket = self.broker.partitions.bucket
+        if bucket is not None and request.api_key in CHANGES_METADATA:
+            await bucket.sync_metadata()  # a bucket root: the change is in the bucket before it is answered
         # The request quota (request_percentage): the response says the longer of its own
         # throttle (a byte rate, a mutation rate) and this one; the connection mutes for it.
         request_ms = self.broker.throttle.record_request_time(request.session.user, request.client_id,

@@ -7,6 +7,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from topiclake.segments.atomic import atomic_write, create_exclusive
 from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
@@ -35,16 +36,22 @@ class ProducerIdAllocator:
     block (Kafka's /latest_producer_id_block, with the file system's exclusive create as the
     compare-and-set)."""
 
-    def __init__(self, layout: StorageLayout, *, shared: bool = False):
+    def __init__(self, layout: StorageLayout, *, shared: bool = False,
+                 reserve_block: Callable[[int], int] | None = None):
+        """`reserve_block(size)`: a bucket root reserves blocks in the bucket (BucketService)."""
         self.path = layout.cluster_dir / "producer_ids.json"
         self.blocks_dir = layout.cluster_dir / "producer-id-blocks"
         self.shared = shared
+        self.reserve_block = reserve_block
         self._next = 0
         self._end = 0
 
     def next_id(self) -> int:
         if self._next >= self._end:
-            start = self._reserve_shared() if self.shared else self._reserve()
+            if self.reserve_block is not None:
+                start = self.reserve_block(PRODUCER_ID_BLOCK)
+            else:
+                start = self._reserve_shared() if self.shared else self._reserve()
             self._next, self._end = start, start + PRODUCER_ID_BLOCK
         pid = self._next
         self._next += 1
@@ -86,18 +93,20 @@ class BrokerContext:
     requests: RequestMetrics = field(default_factory=RequestMetrics)  # per API: requests, errors, latency
 
     @classmethod
-    def create(cls, config: BrokerConfig) -> "BrokerContext":
+    def create(cls, config: BrokerConfig, bucket: Any = None) -> "BrokerContext":
+        """`bucket`: a bucket root's BucketService (config.root is then its cache directory)."""
         layout = StorageLayout(config.root)
         for directory in (layout.cluster_dir, layout.topics_dir, layout.logs_dir):
             os.makedirs(directory, exist_ok=True)
         clustered = config.cluster.enabled
         partitions = PartitionManager(layout, default_partitions=config.num_partitions,
-                                      producer_id_expiration_ms=config.producer_id_expiration_ms)
+                                      producer_id_expiration_ms=config.producer_id_expiration_ms, bucket=bucket)
         # Kafka 4.1+ controllers record the cluster-wide min.insync.replicas when a cluster is first
         # activated (KIP-966), so every topic describes it as DYNAMIC_DEFAULT_BROKER_CONFIG; so does the
         # first broker of a storage root (a no-op once the cluster's broker configs exist).
         partitions.registry.broker_configs.create({CLUSTER_DEFAULT: {"min.insync.replicas": "1"}})
-        producer_ids = ProducerIdAllocator(layout, shared=clustered)
+        producer_ids = ProducerIdAllocator(layout, shared=clustered,
+                                           reserve_block=None if bucket is None else bucket.reserve_producer_ids)
         groups = GroupCoordinator(partitions, config.groups, config.share)
         txn = TransactionCoordinator(partitions, producer_ids, config.transactions,
                                      offsets_partition_for=groups.partition_for,

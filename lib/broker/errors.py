@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from topiclake.objectlog.fence import LeaderFenced
+from topiclake.objectlog.flush import FlushTimedOut
 from topiclake.segments import errors as seg
 from topiclake.segments.leader_fence import FencedLeaderError
+from topiclake.store.errors import StoreUnavailable
 
 
 class BrokerError(Exception):
@@ -71,6 +74,10 @@ class UnknownLeaderEpoch(BrokerError):
 
 _BY_TYPE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (FencedLeaderError, ErrorCode.not_leader_or_follower),  # a newer leader took over the partition
+    (LeaderFenced, ErrorCode.not_leader_or_follower),  # the same on a bucket root
+    # A bucket root whose store did not take a flush in time (down, slow): retriable.
+    (FlushTimedOut, ErrorCode.request_timed_out),
+    (StoreUnavailable, ErrorCode.request_timed_out),
     (seg.CorruptRecordError, ErrorCode.corrupt_message),
     # A partition deleted (or the broker stopping) under a request: the answer it always had,
     # from when a closed log raised CorruptRecordError.
@@ -97,3 +104,9 @@ def error_code(exc: BaseException) -> ErrorCode:
 
 def error_message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+class RequestTimedOut(BrokerError):
+    """What was asked was not done within the request's timeout (a bucket root's flush); retriable."""
+
+    code = ErrorCode.request_timed_out

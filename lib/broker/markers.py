@@ -21,7 +21,7 @@ def write_marker(part, producer_id: int, producer_epoch: int, commit: bool, now_
     `__consumer_offsets` ones included (through the coordinator runtime). Returns the marker's offset."""
     data = build_end_txn_marker(offset=0, timestamp=now_ms, producer_id=producer_id,
                                 producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch)
-    result = part.log.append(data, leader_epoch=part.leader_epoch)
+    result = part.log.append(data, leader_epoch=part.stamp_epoch)
     part.producers.observe_marker(producer_id, producer_epoch, coordinator_epoch, result.max_timestamp)
     aborted = part.txns.on_marker(producer_id, result.first_offset, commit)
     if aborted is not None:

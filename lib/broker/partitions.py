@@ -74,6 +74,10 @@ class Partition:
         self.fence: PartitionFence | None = None
         self.on_fenced: Callable[[], None] = lambda: None  # told (on the I/O thread) when the fence moved
         self._confirmed_end = 0  # cluster mode's high watermark: the log end at the last passed fence check
+        # A bucket root: the partition's flushes and seals (bucket.tail); its high watermark is the
+        # end of the last flush that passed the fence.
+        self.tail: Any = None
+        self.bucket_epoch: int | None = None  # the epoch claimed in the bucket, stamped on batches
         # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
         # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
         self.messages_in = 0
@@ -94,7 +98,17 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         # One replica: everything appended is committed (in cluster mode: once the fence held).
-        return self.log.log_end_offset if self.fence is None else self._confirmed_end
+        return self.log.log_end_offset if self.fence is None and self.tail is None else self._confirmed_end
+
+    @property
+    def stamp_epoch(self) -> int:
+        """The leader epoch stamped on appended batches: the bucket's epoch on a bucket root (its
+        fence decides which batches count), else the leader epoch clients are told."""
+        return self.leader_epoch if self.bucket_epoch is None else self.bucket_epoch
+
+    def confirmed(self, end: int) -> None:
+        """Offsets below `end` passed the fence (a bucket root's flush, any thread)."""
+        self._confirmed_end = max(self._confirmed_end, end)
 
     def check_leader_epoch(self, requested: int) -> None:
         """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this
@@ -131,19 +145,25 @@ class Partition:
         request fsyncs all its partitions at once); until then nothing of it is acknowledged."""
         opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
         try:
-            result = self.log.append(data, leader_epoch=self.leader_epoch if leader_epoch is None else leader_epoch)
+            result = self.log.append(data, leader_epoch=self.stamp_epoch if leader_epoch is None else leader_epoch)
         except BaseException:
             if opened:
                 self.txns.cancel(header.producer_id)
             raise
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
+        if self.tail is not None:
+            self.tail.appended(result.size)
         if confirm:
             self.confirm()
         return result
 
     def confirm(self) -> None:
         """Cluster mode, after an append (I/O thread): fsync, then check the fence; only then is
-        what was written acknowledged and below the high watermark (leader_fence, step 5)."""
+        what was written acknowledged and below the high watermark (leader_fence, step 5).
+        On a bucket root: flushed to an object and fenced at once (bucket.tail)."""
+        if self.tail is not None:
+            self.tail.confirm()
+            return
         if self.fence is None:
             return
         self.log.flush(indexes=False)
@@ -191,6 +211,8 @@ class Partition:
 
     def _on_roll(self, base_offset: int) -> None:
         """Log.on_roll: the state now is the state after every batch below `base_offset`."""
+        if self.tail is not None:
+            self.tail.seal_requested = True  # Kafka's roll rules decide when a bucket tail seals too
         try:
             take_snapshot(self, base_offset)
         except OSError:
@@ -228,10 +250,12 @@ class Partition:
 class PartitionManager:
     def __init__(self, layout: StorageLayout, *, default_partitions: int = 1,
                  producer_id_expiration_ms: int = EXPIRATION_MS,
-                 clock: Clock = SYSTEM, leadership: Leadership | None = None):
+                 clock: Clock = SYSTEM, leadership: Leadership | None = None, bucket: Any = None):
         """`leadership`: in cluster mode, which partitions this broker leads; a partition opens
         only through `take_over` then, and `get` of any other is NOT_LEADER_OR_FOLLOWER. None:
-        one broker on the root, leading every partition (`get` opens it on first use)."""
+        one broker on the root, leading every partition (`get` opens it on first use).
+        `bucket`: a bucket root's BucketService; a partition opens by a takeover from the bucket."""
+        self.bucket = bucket
         self.layout = layout
         self.leadership = leadership if leadership is not None and leadership.clustered else None
         self.registry = TopicRegistry(layout)
@@ -406,12 +430,31 @@ class PartitionManager:
             part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
 
-        part = await self.run_io(open_log)
+        if self.bucket is None:
+            part = await self.run_io(open_log)
+        else:
+            part = await asyncio.get_running_loop().run_in_executor(
+                self.takeovers, self.bucket.open_partition, meta, index, directory, self._bucket_partition(meta, index))
         self._partitions[(meta.name, index)] = part
         # DEBUG: a start opens every internal-topic partition (50 of __consumer_offsets alone); the
         # coordinators log one summary line per start instead.
         log.debug("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
         return part
+
+    def _bucket_partition(self, meta: TopicMeta, index: int) -> Callable[[Any, int], Partition]:
+        """How a bucket takeover makes the Partition of its recovered Log, led at `epoch`."""
+        def make(log_: Any, epoch: int) -> Partition:
+            part = Partition(meta.name, index, log_, meta.log_config)
+            part.bucket_epoch = epoch
+            part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
+            return part
+        return make
+
+    async def open_all(self) -> int:
+        """Open every partition of every topic (a bucket root takes them all over at start)."""
+        opened = [self.get(meta.name, index) for meta in self.topics() for index in range(meta.partitions)]
+        await asyncio.gather(*opened)
+        return len(opened)
 
     # -- leadership (cluster mode)
     async def take_over(self, topic: str, index: int, epoch: int) -> Partition:

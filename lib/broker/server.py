@@ -22,7 +22,9 @@ from collections import Counter
 
 from topiclake.segments import ownership
 from topiclake.segments.atomic import atomic_write
+from topiclake.segments.errors import TopiclakeError
 
+from .bucket.service import BucketService
 from .config import BrokerConfig
 from .connection import Connection
 from .context import BrokerContext
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 10.0
 REFRESH_INTERVAL_S = 5.0  # how often open logs look for maintenance-job changes
+
+
+class BucketFenced(TopiclakeError):
+    """The broker stopped because another broker took its bucket root over."""
 
 
 class BrokerServer:
@@ -54,6 +60,8 @@ class BrokerServer:
         self.connections_created: Counter[str] = Counter()  # per listener name (a metric)
         self.metrics: MetricsServer | None = None  # /metrics, when [metrics] listen is set
         self._metrics_socket: socket.socket | None = None
+        self.bucket: BucketService | None = None  # a bucket root's lease, flushes and seals
+        self._stop = asyncio.Event()  # set by SIGTERM/SIGINT, or when another broker took the bucket root
 
     async def start(self) -> None:
         # Bind every listener first (not yet serving): a start that cannot listen leaves the
@@ -85,9 +93,14 @@ class BrokerServer:
                 self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
                                                     host=self.config.public_host)
             try:
+                if self.config.bucket is not None:  # the lease and the metadata, from the bucket
+                    first_port = next(iter(self.ports.values()))
+                    self.bucket = BucketService(self.config.bucket, broker_id=self.config.broker_id,
+                                                host=self.config.public_host, port=first_port)
+                    await asyncio.to_thread(self.bucket.prepare)
                 if not cluster.enabled:
                     ownership.claim_mode(self.config.root, "single")
-                self.context = BrokerContext.create(self.config)
+                self.context = BrokerContext.create(self.config, bucket=self.bucket)
             except BaseException:
                 if self._root_lock is not None:
                     self._root_lock.release()
@@ -107,6 +120,8 @@ class BrokerServer:
         if self._root_lock is not None:
             self._root_lock.update_owner(port=self.config.public_port)
         clustered = self.context.leadership.clustered
+        if self.bucket is not None:
+            await self._take_over_bucket()
         if not clustered:
             await self._start_serving()
             await self._start_registry()
@@ -134,6 +149,17 @@ class BrokerServer:
                                                        partitions.remove_expired_producers))]
         log.info("broker %d listening on %s (root %s, cluster %s)", self.config.broker_id,
                  format_listeners(self.config.bound_listeners), self.config.root, self.context.cluster_id)
+
+    async def _take_over_bucket(self) -> None:
+        """Every partition of the bucket root taken over at a new epoch before anything is served."""
+        partitions = self.context.partitions
+        loop = asyncio.get_running_loop()
+        self.bucket.serves = partitions.serves
+        self.bucket.on_writer_thread = lambda fn: partitions.io.submit(fn).result()
+        self.bucket.on_fenced = lambda reason: loop.call_soon_threadsafe(self._stop.set)
+        self.bucket.start()
+        count = await partitions.open_all()
+        log.info("took over %d partitions of %s", count, self.config.bucket.root)
 
     def _open_connections(self) -> Counter[str]:
         """Open connections per listener name."""
@@ -182,13 +208,14 @@ class BrokerServer:
         return True
 
     async def serve_until_stopped(self) -> None:
-        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+            loop.add_signal_handler(sig, self._stop.set)
+        await self._stop.wait()
         log.info("broker %d shutting down", self.config.broker_id)
         await self.stop()
+        if self.bucket is not None and self.bucket.fenced:
+            raise BucketFenced(f"stopped: another broker leads {self.config.bucket.root} ({self.bucket.fenced})")
 
     async def stop(self) -> None:
         ctx = self.context
@@ -217,7 +244,11 @@ class BrokerServer:
         await ctx.groups.stop()
         await ctx.txn.stop()
         await ctx.share.stop()
+        if self.bucket is not None:
+            await self.bucket.stop()  # the last flush, while the logs are open
         await ctx.partitions.close()
+        if self.bucket is not None:
+            await asyncio.to_thread(self.bucket.close)
         self._unregister()
         if self._root_lock is not None:
             self._root_lock.release()  # last: every log is closed

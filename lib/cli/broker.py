@@ -27,7 +27,11 @@ def start(
                                        "(instead of --host/--port; TLS and SASL are set in [security])."),
     advertised_listeners: str = typer.Option(None, "--advertised-listeners",
                                              help="What clients are told per listener (default: the listeners)."),
-    data: Optional[str] = typer.Option(None, "--data", help="Shared storage root (default $TOPICLAKE_ROOT or ./data)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Shared storage root: a directory or s3://bucket/prefix "
+                                                            "(default $TOPICLAKE_ROOT or ./data)."),
+    cache_dir: Optional[str] = typer.Option(None, "--cache-dir",
+                                            help="With an s3:// root: the local cache directory, emptied on start "
+                                                 "(default [storage] cache_dir, else ./data-cache/<bucket>-<prefix>)."),
     broker_id: int = typer.Option(None, "--broker-id", help="Broker id (default 0)."),
     registry_listen: str = typer.Option(None, "--registry-listen",
                                         help="Also serve the schema registry's REST API on HOST:PORT "
@@ -53,7 +57,7 @@ def start(
         settings = load_settings(config)
         broker_config = BrokerConfig.from_settings(settings, root=data, host=host, port=port, broker_id=broker_id,
                                                    registry_listen=registry_listen, metrics_listen=metrics_listen,
-                                                   listeners=listeners,
+                                                   listeners=listeners, cache_dir=cache_dir,
                                                    advertised_listeners=advertised_listeners)
         StorageLayout(broker_config.root).ensure_writable()
         run_broker(broker_config)

@@ -6,6 +6,7 @@ and what an object name found in a listing is.
     log/<topic>-<p>/<20-digit base>.log|.index|.timeindex     a closed segment
     log/<topic>-<p>/<20-digit end>.snapshot                   producer state at a closed segment's end
     log/<topic>-<p>/<20-digit base>.e<epoch>.log              a flush object of the open segment
+    log/<topic>-<p>/<20-digit base>.s<epoch>.log|...          a closed segment whose plain key was taken
 
 Names reuse segments' helpers, so a segment object has exactly the file's name and a flush object
 parses as a segment of base <base> by Kafka's offsetFromFileName (the digits before the first dot).
@@ -62,6 +63,14 @@ class PartitionKeys:
         if suffix not in filenames.SEGMENT_SUFFIXES:
             raise ValueError(f"{suffix!r} is not a segment suffix ({', '.join(filenames.SEGMENT_SUFFIXES)})")
         return f"{self.prefix}/{filenames.offset_to_name(base_offset)}{suffix}"
+
+    def sealed_segment(self, base_offset: int, epoch: int, suffix: str = filenames.LOG_SUFFIX) -> str:
+        """`<base>.s<epoch><suffix>`: a closed segment of the sealer of `epoch`, when `<base><suffix>`
+        holds a stale sealer's other bytes (its commit lost). Kafka's tools read the digits first."""
+        check_epoch(epoch)
+        if suffix not in filenames.SEGMENT_SUFFIXES:
+            raise ValueError(f"{suffix!r} is not a segment suffix ({', '.join(filenames.SEGMENT_SUFFIXES)})")
+        return f"{self.prefix}/{filenames.offset_to_name(base_offset)}.s{epoch}{suffix}"
 
     def snapshot(self, end_offset: int) -> str:
         return f"{self.prefix}/{filenames.offset_to_name(end_offset)}{filenames.SNAPSHOT_SUFFIX}"

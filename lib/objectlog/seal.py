@@ -11,14 +11,15 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 from topiclake.segments import filenames
 from topiclake.segments.config import LogConfig
 from topiclake.segments.segment import LogSegment
 from topiclake.store.objects import ObjectStore
 
-from .flush import create_once
-from .keys import PartitionKeys
+from .flush import FlushConflict, create_once
+from .keys import PartitionKeys, parse_flush_name
 from .manifest import Manifest, SegmentEntry, commit
 from .plan import FLUSH, Listed, superseded_flush_objects
 from .reader import PartitionView, iter_piece_batches
@@ -27,11 +28,15 @@ DEFAULT_DELETE_GRACE_MS = 3_600_000
 
 
 def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: LogConfig,
-              deadline: float) -> Manifest | None:
+              deadline: float, before_commit: Callable[[int], None] | None = None) -> Manifest | None:
     """Seal every valid batch of the view's flush objects into one closed segment and commit the
     manifest that lists it (writer epoch `epoch`). None when the tail holds no valid batch.
+    When a stale sealer's other bytes hold `<base>.log` (its commit lost), the segment goes to
+    `<base>.s<epoch>.log` and its indexes instead (the manifest names every key).
+    `before_commit(end_offset)`: called once the segment objects exist, before the commit (the
+    broker creates the producer snapshot object there).
     ManifestConflict / StaleManifestWriter from the commit: reload and decide again (or resign);
-    FlushConflict: another sealer's different segment holds the key (the tail stays the log)."""
+    FlushConflict: even the sealer's own fallback keys hold other bytes."""
     manifest, keys = view.manifest, view.keys
     data = bytearray()
     headers: list = []  # the batches' headers, in offset order
@@ -52,12 +57,28 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
             largest_timestamp = segment.largest_timestamp()
         finally:
             segment.close()
-        for suffix in (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX):
-            local = filenames.segment_file(Path(workdir), base, suffix)
-            create_once(store, keys.segment(base, suffix), local.read_bytes(), deadline=deadline)
-    entry = SegmentEntry(keys.segment(base), base, headers[-1].next_offset, len(data), largest_timestamp,
-                         keys.segment(base, filenames.INDEX_SUFFIX), keys.segment(base, filenames.TIME_INDEX_SUFFIX))
+        files = {suffix: filenames.segment_file(Path(workdir), base, suffix).read_bytes() for suffix in _SEALED}
+        try:
+            named = _create_segment(store, files, lambda suffix: keys.segment(base, suffix), deadline)
+        except FlushConflict:
+            named = _create_segment(store, files, lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline)
+    end = headers[-1].next_offset
+    if before_commit is not None:
+        before_commit(end)
+    entry = SegmentEntry(named[filenames.LOG_SUFFIX], base, end, len(data), largest_timestamp,
+                         named[filenames.INDEX_SUFFIX], named[filenames.TIME_INDEX_SUFFIX])
     return commit(store, keys, manifest, manifest.successor(leader_epoch=epoch, segments=manifest.segments + (entry,)))
+
+
+_SEALED = (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX)
+
+
+def _create_segment(store: ObjectStore, files: dict[str, bytes], key: Callable[[str], str],
+                    deadline: float) -> dict[str, str]:
+    """Create each of the segment's objects once under `key(suffix)`; their keys by suffix."""
+    for suffix, data in files.items():
+        create_once(store, key(suffix), data, deadline=deadline)
+    return {suffix: key(suffix) for suffix in files}
 
 
 def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,
@@ -69,6 +90,31 @@ def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifes
     doomed = [item.key for item in superseded_flush_objects(keys, manifest,
                                                              [Listed(k, i.size) for k, i in infos.items()])
               if now - infos[item.key].last_modified >= timedelta(milliseconds=grace_ms)]
+    for key in doomed:
+        store.delete(key)
+    return doomed
+
+
+def delete_unreferenced(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,
+                        grace_ms: int = DEFAULT_DELETE_GRACE_MS, now: datetime | None = None) -> list[str]:
+    """Delete segment and snapshot objects the newest manifest does not name (a seal whose objects
+    landed and whose commit lost), once older than the grace. Flush objects are delete_superseded's;
+    snapshots at a named segment's end are kept. Returns the keys deleted."""
+    now = now or datetime.now(timezone.utc)
+    named = {key for entry in manifest.segments for key in (entry.key, entry.index_key, entry.time_index_key)}
+    ends = {keys.snapshot(entry.end_offset) for entry in manifest.segments}
+    doomed = []
+    for info in store.list(keys.prefix):
+        relative = keys.relative(info.key)
+        if relative is None or "/" in relative or parse_flush_name(relative) is not None:
+            continue  # the fence, the manifests, flush objects: not segment objects
+        kind = relative.partition(".")[2]
+        if not (kind in ("log", "index", "timeindex", "snapshot") or kind.startswith("s")):
+            continue
+        if info.key in named or info.key in ends:
+            continue
+        if now - info.last_modified >= timedelta(milliseconds=grace_ms):
+            doomed.append(info.key)
     for key in doomed:
         store.delete(key)
     return doomed

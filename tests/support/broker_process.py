@@ -21,8 +21,10 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None,
-                 config: Path | None = None, args: tuple[str, ...] = ()):
+                 config: Path | None = None, args: tuple[str, ...] = (), root: str | None = None):
+        """`root`: a URL root (s3://...) given as --data instead of `data` (then the cache's parent)."""
         self.data = Path(data)
+        self.root = root if root is not None else str(self.data)
         self.args = tuple(args)  # more `broker start` flags, e.g. ("--registry-listen", "127.0.0.1:0")
         self.config = Path(config) if config is not None else REPO / "conf" / "topiclake.toml"
         self.port = port or free_port()
@@ -39,7 +41,7 @@ class BrokerProcess:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(self.port),
-             "--data", str(self.data), "--config", str(self.config), *self.args],
+             "--data", self.root, "--config", str(self.config), *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -9,6 +9,7 @@ we check here to answer with the precise code and without a thread hop.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from typing import Any
@@ -86,12 +87,28 @@ def _append_all(partitions, batches: list[tuple[Any, bytes, BatchHeader]], defer
             outcomes.append(_append(part, data, header, not deferred))
         except Exception as exc:  # answered for this partition alone
             outcomes.append(exc)
-    if deferred:
+    if deferred and partitions.bucket is None:  # a bucket root's flush tick confirms (await_stored)
         appended = [i for i, o in enumerate(outcomes) if not isinstance(o, (BaseException, Duplicate))]
         for i, failure in zip(appended, partitions.confirm_appends([batches[i][0] for i in appended])):
             if failure is not None:
                 outcomes[i] = failure
     return outcomes
+
+
+async def await_stored(bucket, batches: list, outcomes: list, timeout_s: float) -> list:
+    """A bucket root: each appended (or duplicate) batch's outcome once its offsets are in an object
+    that passed the fence, or why not (REQUEST_TIMED_OUT at the request's timeout, the store
+    down; NOT_LEADER_OR_FOLLOWER when another broker took the root over)."""
+    async def stored(part, outcome):
+        if isinstance(outcome, BaseException):
+            return outcome
+        try:
+            await bucket.wait_flushed(part, outcome.last_offset + 1, timeout_s)
+        except Exception as exc:  # answered for this partition alone
+            return exc
+        return outcome
+
+    return list(await asyncio.gather(*(stored(part, outcome) for (part, _d, _h), outcome in zip(batches, outcomes))))
 
 
 def _datetime(ms: int | None):
@@ -118,7 +135,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     failed = False
     # Cluster mode: the request's appends are confirmed (fsync, fence) together once all are
     # written; until then none is acknowledged or readable.
-    deferred = broker.leadership.clustered
+    # A bucket root: appended now, acknowledged once the flush tick stored them (await_stored).
+    bucket = broker.partitions.bucket
+    deferred = broker.leadership.clustered or bucket is not None
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
     appending: list[tuple[dict, str]] = []  # their (response fields, where)
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
@@ -161,6 +180,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         answers.append((dict(name=name, topic_id=topic_id), results))
     if batches:
         outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred)
+        if bucket is not None and acks != 0:
+            outcomes = await await_stored(bucket, batches, outcomes, body.timeout.total_seconds())
         for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
             if isinstance(outcome, BaseException):
                 failed = True

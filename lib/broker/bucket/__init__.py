@@ -1,0 +1,9 @@
+"""The broker on a bucket root (docs/OBJECT-STORAGE.md): a diskless broker whose local directory
+is a cache that nothing trusts on start, built on topiclake.objectlog.
+
+    settings.py  [storage] cache_dir, flush_ms, flush_bytes, seal_ms, lease_ms, delete_grace_ms
+    tail.py      one partition's flushes (create-once objects, then the fence) and seals
+    takeover.py  a partition taken over from the bucket at a new epoch into the cache
+    metadata.py  the metadata files of the root (topics, configs, cluster id) kept in the bucket
+    service.py   the flush tick, the produce waiters, the lease, and stopping when fenced
+"""

@@ -1,0 +1,263 @@
+"""The broker's side of a bucket root: the lease, the metadata mirror, the partitions' tails and
+the flush tick (docs/OBJECT-STORAGE.md, "Write path" and "Ownership and takeover").
+
+Every `flush_ms` (and at once when a partition holds `flush_bytes` unflushed), one tick on its own
+thread syncs the metadata, then flushes every partition with unflushed batches, their PUTs in
+parallel on a pool, each followed by its fence check; a produce request waiting on a partition
+is answered when its offsets are flushed (`wait_flushed`), or with REQUEST_TIMED_OUT at its
+timeout (the store down: producers retry, the tick keeps retrying the same bytes). Seals run in
+the tick too. Nothing here runs object I/O on the event loop.
+
+A newer epoch, a lost lease or a metadata conflict means another broker leads this root: the
+service is fenced, every waiting produce gets NOT_LEADER_OR_FOLLOWER, and the broker stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from topiclake.objectlog.fence import LeaderFenced
+from topiclake.objectlog.flush import FlushConflict, FlushTimedOut
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, Owner, OwnerLease
+from topiclake.objectlog.manifest import ManifestConflict, StaleManifestWriter
+from topiclake.segments.ownership import LOCK_NAME
+from topiclake.store.errors import ObjectNotFound, StoreUnavailable
+from topiclake.store.objects import ObjectStore
+
+from ..errors import NotLeaderOrFollower, RequestTimedOut
+from .metadata import MetadataConflict, MetadataMirror, reserve_producer_id_block
+from .settings import BucketSettings
+from .tail import PartitionTail
+from .takeover import take_over
+
+log = logging.getLogger(__name__)
+
+FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the network
+FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
+
+
+class BucketService:
+    def __init__(self, settings: BucketSettings, *, broker_id: int, host: str, port: int):
+        self.settings = settings
+        self.store = ObjectStore(settings.root)
+        self.mirror = MetadataMirror(self.store, settings.cache_dir)
+        self.lease = OwnerLease(self.store, broker_id=broker_id, host=host, port=port, lease_ms=settings.lease_ms)
+        self.broker_id = broker_id
+        self.tails: dict[tuple[str, int], PartitionTail] = {}
+        self.fenced: str | None = None  # why this broker no longer leads the root
+        self.on_fenced: Callable[[str], None] = lambda reason: None  # the server stops
+        self.serves: Callable[[Any], bool] = lambda part: True  # PartitionManager.serves
+        self.on_writer_thread: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=FLUSH_THREADS, thread_name_prefix="topiclake-bucket")
+        self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
+        self._tasks: list[asyncio.Task] = []
+
+    # -- start (blocking: run in a thread)
+    def prepare(self) -> None:
+        """Empty the cache (nothing in it is trusted), hold the root's lease (waiting out a
+        previous owner's), then bring the root's metadata from the bucket into the cache."""
+        cache = self.settings.cache_dir
+        for child in (cache / "log").iterdir() if (cache / "log").is_dir() else ():
+            if child.name != LOCK_NAME:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        if self.store.head(OWNER_KEY) is not None:
+            log.info("%s is leased by another broker: taking it over once it is not renewed for %d ms",
+                     self.settings.root, self.settings.lease_ms)
+        owner = self.lease.acquire()
+        if self.lease.previous is not None:
+            log.info("took the lease of %s from broker %d (generation %d)", self.settings.root,
+                     self.lease.previous.broker_id, owner.generation)
+        self.mirror.download()
+
+    def reserve_producer_ids(self, block: int) -> int:
+        return reserve_producer_id_block(self.store, block)
+
+    def open_partition(self, meta: Any, index: int, directory: Any, make_partition: Callable[[Any, int], Any]) -> Any:
+        """A partition taken over from the bucket (a takeover thread); its tail joins the tick."""
+        self._check_lease()  # claiming an epoch without the lease would fence the root's owner
+        keys = PartitionKeys(meta.name, index)
+        part = take_over(self.store, keys, self.settings, directory, meta.log_config,
+                         owner={"broker_id": self.broker_id}, make_partition=make_partition)
+        part.tail.on_flushed = self._flushed
+        part.tail.on_fenced = self.fence
+        self.tails[(meta.name, index)] = part.tail
+        return part
+
+    def _check_lease(self) -> None:
+        """NotLeaderOrFollower (and fenced) unless the lease object is still the one this broker
+        wrote: a broker paused past its lease wakes up here before it claims anything."""
+        if not self.fenced and not self._holds_lease():
+            self.fence(f"{self.store.root.uri(OWNER_KEY)} is no longer this broker's lease")
+        if self.fenced:
+            raise NotLeaderOrFollower(f"this broker no longer leads {self.settings.root}: {self.fenced}")
+
+    def _holds_lease(self) -> bool:
+        """The lease object is the one this broker last wrote, or (a renewal of its own in flight
+        changed the ETag) it names this broker at the generation it took."""
+        current = self.store.head(OWNER_KEY)
+        if current is not None and current.etag == self.lease.etag:
+            return True
+        try:
+            found = Owner.from_json(self.store.get(OWNER_KEY))
+        except ObjectNotFound:
+            return False
+        held = self.lease.owner
+        return found is not None and held is not None and (found.generation, found.pid, found.broker_id) == (
+            held.generation, held.pid, held.broker_id)
+
+    # -- serving
+    def start(self) -> None:
+        """On the event loop, once partitions may open: the tick and the lease renewals."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._tick_forever()), asyncio.create_task(self._renew_forever())]
+
+    async def wait_flushed(self, part: Any, end: int, timeout_s: float) -> None:
+        """Until offsets below `end` of `part` are in objects that passed the fence."""
+        tail: PartitionTail = part.tail
+        if tail.flushed_end >= end:
+            return
+        if self.fenced:
+            raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {self.fenced}")
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(tail, []).append((end, future))
+        if tail.unflushed_bytes >= self.settings.flush_bytes and self._wake is not None:
+            self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0.001))
+        except asyncio.TimeoutError:
+            raise RequestTimedOut(f"{part}: offsets below {end} were not stored in the bucket within "
+                                  f"{timeout_s:.1f} s (is the object store reachable?)") from None
+
+    async def sync_metadata(self) -> None:
+        """After a request that changed the root's metadata, before it is answered: its files in
+        the bucket now (on the tick's thread), not at the next tick. A store that is down only
+        delays it to a later tick, which syncs before any data of the change is flushed."""
+        await asyncio.get_running_loop().run_in_executor(self._ticker, self._sync_metadata)
+
+    def _sync_metadata(self) -> bool:
+        if self.fenced:
+            return False
+        try:
+            self.mirror.sync()
+            return True
+        except MetadataConflict as exc:
+            self.fence(str(exc))
+        except StoreUnavailable as exc:
+            log.warning("metadata not synced to the bucket yet: %s", exc)
+        return False
+
+    def fence(self, reason: str) -> None:
+        """Another broker leads the root now (any thread): fail the waiting, stop the broker."""
+        if self.fenced:
+            return
+        self.fenced = reason
+        log.error("this broker no longer leads %s: %s", self.settings.root, reason)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fail_waiters)
+        self.on_fenced(reason)
+
+    async def stop(self) -> None:
+        """Clean stop, before the partitions close: a last flush of everything appended."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self.fenced:
+            await asyncio.get_running_loop().run_in_executor(self._ticker, self.tick)
+
+    def close(self) -> None:
+        """After the partitions closed: let the lease go (a restart takes over at once)."""
+        self._pool.shutdown(wait=True)
+        self._ticker.shutdown(wait=True)
+        if not self.fenced:
+            try:
+                self.lease.release()
+            except StoreUnavailable as exc:
+                log.warning("the lease stays until it expires: %s", exc)
+
+    # -- the tick (its own thread)
+    def tick(self) -> None:
+        if not self._sync_metadata():  # a topic's file is in the bucket before any of its records
+            return
+        for key, tail in list(self.tails.items()):
+            if not self.serves(tail.part):  # deleted or closed
+                self.tails.pop(key, None)
+        tails = list(self.tails.values())
+        deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
+        list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
+                            [tail for tail in tails if tail.has_unflushed]))
+        now = time.monotonic()
+        list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.seal(deadline, self.on_writer_thread)),
+                            [tail for tail in tails if tail.seal_due(now)]))
+
+    def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> None:
+        if self.fenced:
+            return
+        try:
+            work()
+        except FENCING_ERRORS as exc:
+            self.fence(f"{tail.keys.prefix}: {exc}")
+        except (FlushTimedOut, StoreUnavailable) as exc:
+            log.warning("%s: not stored yet, retried at the next tick: %s", tail.keys.prefix, exc)
+        except ManifestConflict as exc:
+            log.info("%s: seal lost its manifest version, retried later: %s", tail.keys.prefix, exc)
+        except Exception:
+            if self.serves(tail.part):
+                log.exception("%s: flush or seal failed", tail.keys.prefix)
+
+    async def _tick_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        wake = self._wake = self._wake or asyncio.Event()
+        while not self.fenced:
+            try:
+                await asyncio.wait_for(wake.wait(), self.settings.flush_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
+            await loop.run_in_executor(self._ticker, self.tick)
+
+    async def _renew_forever(self) -> None:
+        while not self.fenced:
+            await asyncio.sleep(self.settings.lease_ms / 3000)
+            try:
+                await asyncio.to_thread(self.lease.renew)
+            except LeaseLost as exc:
+                self.fence(str(exc))
+            except StoreUnavailable as exc:
+                log.warning("lease not renewed: %s", exc)
+
+    def _flushed(self, tail: PartitionTail) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._resolve, tail)
+
+    def _resolve(self, tail: PartitionTail) -> None:
+        waiting = self._waiters.get(tail)
+        if waiting:
+            still = []
+            for end, future in waiting:
+                if end <= tail.flushed_end:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((end, future))
+            if still:
+                self._waiters[tail] = still
+            else:
+                del self._waiters[tail]
+        tail.part.notify()
+
+    def _fail_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for waiting in waiters.values():
+            for _end, future in waiting:
+                if not future.done():
+                    future.set_exception(NotLeaderOrFollower(f"this broker no longer leads: {self.fenced}"))

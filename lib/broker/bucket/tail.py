@@ -1,0 +1,181 @@
+"""One partition's writes to the bucket while this broker leads it (docs/OBJECT-STORAGE.md,
+"Write path"): flush objects of what the local Log holds past the last flush, then the fence
+check, and only then the high watermark moves; seals of the flushed tail into a closed segment
+with its producer snapshot object.
+
+Flushes and seals run on the service's threads, never on the event loop or the writer thread.
+A flush whose create did not finish keeps its exact bytes (`pending`) and the next round retries
+them under the same key: a create whose response was lost must find identical bytes there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from topiclake.objectlog.fence import BucketFence, LeaderFenced
+from topiclake.objectlog.flush import FlushConflict, create_once, flush
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import Manifest
+from topiclake.objectlog.plan import FLUSH
+from topiclake.objectlog.reader import PartitionView, view_partition
+from topiclake.objectlog.seal import delete_superseded, delete_unreferenced, seal_tail
+from topiclake.segments.producer_snapshot import encode_snapshot
+from topiclake.store.objects import ObjectStore
+
+from .settings import BucketSettings
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 64 * 1024 * 1024
+SNAPSHOT_TRIES = 3  # the writer thread may append between a flush and the snapshot: flush again
+
+
+def read_range(log_: Any, start: int, end: int) -> bytes:
+    """The bytes of the local Log's batches holding offsets [start, end) (batch boundaries both)."""
+    out = bytearray()
+    offset = start
+    while offset < end:
+        piece = log_.read(offset, READ_CHUNK, max_offset=end)
+        if piece.size == 0:
+            raise RuntimeError(f"{log_.directory}: no batch at offset {offset} below {end}")
+        out += piece.to_bytes()
+        offset = piece.next_offset
+    return bytes(out)
+
+
+class PartitionTail:
+    def __init__(self, part: Any, store: ObjectStore, keys: PartitionKeys, epoch: int, settings: BucketSettings,
+                 *, flushed_end: int, manifest: Manifest):
+        self.part = part
+        self.store = store
+        self.keys = keys
+        self.fence = BucketFence(store, keys)
+        self.epoch = epoch
+        self.settings = settings
+        self.flushed_end = flushed_end  # everything below is in objects that passed the fence
+        self.manifest = manifest  # the newest manifest this leader knows (its own commits)
+        self.pending: tuple[int, int, bytes] | None = None  # (base, end, bytes) of a create not yet done
+        self.unflushed_bytes = 0  # approximate (bumped by the writer thread): the flush_bytes trigger
+        self.first_unsealed: float | None = None  # monotonic time of the first flush above the manifest
+        self.seal_requested = False  # the local log rolled: seal at the next tick
+        self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
+        self.on_fenced: Callable[[str], None] = lambda reason: None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PartitionTail({self.keys.prefix}, epoch {self.epoch})"
+
+    @property
+    def has_unflushed(self) -> bool:
+        return self.pending is not None or self.part.log.log_end_offset > self.flushed_end
+
+    def appended(self, size: int) -> None:
+        self.unflushed_bytes += size
+
+    def flush(self, deadline: float) -> bool:
+        """Create flush objects until everything the Log held when called is flushed and fenced
+        (FlushTimedOut, LeaderFenced, FlushConflict otherwise). True when anything was flushed."""
+        flushed = False
+        with self._lock:
+            while True:
+                if self.pending is None:
+                    end = self.part.log.log_end_offset
+                    if end <= self.flushed_end:
+                        return flushed
+                    self.pending = (self.flushed_end, end, read_range(self.part.log, self.flushed_end, end))
+                base, end, data = self.pending
+                flush(self.fence, base, self.epoch, data, deadline=deadline)
+                self.pending = None
+                self.flushed_end = end
+                self.unflushed_bytes = max(0, self.unflushed_bytes - len(data))
+                if self.first_unsealed is None:
+                    self.first_unsealed = time.monotonic()
+                self.part.confirmed(end)
+                self.on_flushed(self)
+                flushed = True
+
+    def confirm(self) -> None:
+        """On the writer thread, after an append that counts at once (a coordinator's record, a
+        transaction marker): flush now, fence check included."""
+        try:
+            self.flush(time.monotonic() + self.settings.flush_timeout_ms / 1000)
+        except (LeaderFenced, FlushConflict) as exc:
+            self.on_fenced(f"{self.keys.prefix}: {exc}")
+            raise
+
+    def seal_due(self, now: float) -> bool:
+        if self.first_unsealed is None:
+            return False
+        return self.seal_requested or (now - self.first_unsealed) * 1000 >= self.settings.seal_ms
+
+    def seal(self, deadline: float, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> Manifest | None:
+        """Seal the flushed tail with the producer snapshot at its end, commit, then collect
+        garbage past the grace. `on_writer_thread(fn)` runs fn on the partition's writer thread
+        (where the producer state is consistent with the log). None when nothing was sealed."""
+        captured = None
+        for _ in range(SNAPSHOT_TRIES):
+            self.flush(deadline)
+            captured = on_writer_thread(self._capture_snapshot)
+            if captured is not None:
+                break
+        if captured is None:
+            return None  # appends kept coming between the flush and the snapshot: next tick
+        end, snapshot = captured
+        if end <= self.manifest.end_offset:
+            self.first_unsealed, self.seal_requested = None, False
+            return None
+        view = _up_to(view_partition(self.store, self.keys), end)
+
+        def before_commit(sealed_end: int) -> None:
+            create_snapshot_object(self.store, self.keys, sealed_end, end, snapshot, deadline)
+            self.fence.check(self.epoch)  # a superseded leader commits nothing (nor deletes)
+
+        manifest = seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
+                             before_commit=before_commit)
+        if manifest is not None:
+            self.manifest = manifest
+        with self._lock:
+            self.seal_requested = False
+            self.first_unsealed = None if self.flushed_end <= end else time.monotonic()
+        self.collect_garbage()
+        return manifest
+
+    def collect_garbage(self) -> list[str]:
+        grace = self.settings.delete_grace_ms
+        return (delete_superseded(self.store, self.keys, self.manifest, grace_ms=grace)
+                + delete_unreferenced(self.store, self.keys, self.manifest, grace_ms=grace))
+
+    def _capture_snapshot(self) -> tuple[int, bytes] | None:
+        """On the writer thread: the producer state as of the flushed end, when nothing is unflushed."""
+        part = self.part
+        if self.pending is not None or part.log.log_end_offset != self.flushed_end:
+            return None
+        return self.flushed_end, encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
+
+
+def create_snapshot_object(store: ObjectStore, keys: PartitionKeys, sealed_end: int, end: int, snapshot: bytes,
+                           deadline: float) -> None:
+    """`<end>.snapshot` (the producer state at `end`) for a segment sealed up to `sealed_end`. A
+    seal that ended elsewhere has no snapshot: a takeover then replays the whole log instead."""
+    if sealed_end == end:
+        create_once(store, keys.snapshot(end), snapshot, deadline=deadline)
+    else:
+        log.warning("%s: sealed up to %d but the producer state is at %d: no snapshot object", keys.prefix,
+                    sealed_end, end)
+
+
+def _up_to(view: PartitionView, end: int) -> PartitionView:
+    """The view with its flush objects cut at `end` (later flushes are the next seal's)."""
+    pieces = []
+    for piece in view.pieces:
+        if piece.kind == FLUSH:
+            if piece.base_offset >= end:
+                continue
+            cut = end if piece.end_offset is None else min(piece.end_offset, end)
+            piece = dataclasses.replace(piece, end_offset=cut)
+        pieces.append(piece)
+    return dataclasses.replace(view, pieces=pieces)

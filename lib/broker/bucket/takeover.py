@@ -1,0 +1,114 @@
+"""A partition taken over from the bucket into the local cache (docs/OBJECT-STORAGE.md, "Ownership
+and takeover"): claim a new epoch (fencing every earlier leader), read the newest manifest, its
+producer snapshot and the flush objects into an emptied local directory, recover (valid batches
+only, each offset once), record where the new epoch starts, and seal the previous tail in the
+takeover's own manifest commit. Only then does the broker serve the partition.
+
+The local copy is the whole log until ranged reads of closed segments exist (OBJECT-STORAGE.md,
+Status): a takeover reads every closed segment once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from topiclake.objectlog.fence import BucketFence, LeaderFenced
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import ManifestConflict, commit
+from topiclake.objectlog.reader import PartitionView, read_log, view_partition
+from topiclake.objectlog.seal import seal_tail
+from topiclake.segments import filenames
+from topiclake.segments.log import Log
+from topiclake.segments.producer_snapshot import encode_snapshot
+from topiclake.store.errors import ObjectNotFound
+from topiclake.store.objects import ObjectStore
+
+from .settings import BucketSettings
+from .tail import PartitionTail, create_snapshot_object
+
+log = logging.getLogger(__name__)
+
+CLAIM_TRIES = 5  # another broker claiming the same epoch at once: claim the next one
+SEAL_TRIES = 3  # a stale sealer's commit won the version: look again
+
+
+def claim_next_epoch(fence: BucketFence, owner: dict[str, Any]) -> int:
+    for _ in range(CLAIM_TRIES):
+        current = fence.current_epoch()
+        epoch = 0 if current is None else current + 1
+        try:
+            fence.begin_takeover(epoch, **owner)
+            return epoch
+        except LeaderFenced:
+            continue
+    raise LeaderFenced(f"{fence.keys.prefix}: {CLAIM_TRIES} epochs in a row were claimed by others")
+
+
+def restore_local(store: ObjectStore, view: PartitionView, directory: Path) -> None:
+    """Empty `directory` and write the log's valid batches into it as one segment file, with the
+    producer snapshot object at the manifest's end beside it (the Log's loader rebuilds indexes)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    first: int | None = None
+    scratch = directory / "takeover.tmp"
+    with open(scratch, "wb") as out:
+        for batch in read_log(store, view.keys, view=view):
+            first = batch.base_offset if first is None else first
+            out.write(batch.data)
+    if first is None and view.manifest.end_offset == 0:
+        scratch.unlink()  # a new partition: the Log starts its first segment itself
+    else:
+        scratch.rename(filenames.segment_file(directory, view.manifest.end_offset if first is None else first,
+                                              filenames.LOG_SUFFIX))
+    end = view.manifest.end_offset
+    if view.manifest.segments:
+        try:
+            snapshot = store.get(view.keys.snapshot(end))
+        except ObjectNotFound:
+            return  # the state is rebuilt from the whole log
+        filenames.snapshot_file(directory, end).write_bytes(snapshot)
+
+
+def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings, directory: Path, config: Any,
+              *, owner: dict[str, Any], make_partition: Callable[[Log, int], Any]) -> Any:
+    """The partition, led at a new epoch, with its PartitionTail (`make_partition(log, epoch)`
+    builds the Partition and loads its producer state)."""
+    fence = BucketFence(store, keys)
+    epoch = claim_next_epoch(fence, owner)
+    view = view_partition(store, keys)
+    restore_local(store, view, directory)
+    log_ = Log.open(directory, config, topic=keys.topic, partition=keys.partition)
+    try:
+        end = log_.log_end_offset
+        fence.record_start(epoch, end)
+        part = make_partition(log_, epoch)
+        deadline = time.monotonic() + settings.flush_timeout_ms / 1000
+        manifest = view.manifest
+        snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
+        tail = PartitionTail(part, store, keys, epoch, settings, flushed_end=end, manifest=manifest)
+        for _ in range(SEAL_TRIES):
+            try:
+                # The takeover's commit carries the new epoch even with no tail to seal: from it on,
+                # an older leader's seal is a StaleManifestWriter.
+                sealed = seal_tail(store, view, epoch, config=config, deadline=deadline,
+                                   before_commit=lambda at: create_snapshot_object(store, keys, at, end, snapshot,
+                                                                                          deadline))
+                tail.manifest = sealed or commit(store, keys, view.manifest,
+                                                 view.manifest.successor(leader_epoch=epoch))
+                break
+            except ManifestConflict:
+                view = view_partition(store, keys)
+                tail.manifest = view.manifest
+        part.tail = tail
+        part.confirmed(end)
+    except BaseException:
+        log_.close_handlers()
+        raise
+    log.info("took over %s at epoch %d: offsets [%d, %d), manifest %d", keys.prefix, epoch, log_.log_start_offset,
+             end, tail.manifest.version)
+    return part
+

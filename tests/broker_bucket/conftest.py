@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.bucket_broker import BucketBrokers
+
+
+@pytest.fixture
+def bucket_brokers(tmp_path, s3_root, monkeypatch):
+    """Brokers on one fresh bucket root of the session's versitygw, each with its own cache dir."""
+    for name, value in s3_root.env.items():
+        monkeypatch.setitem(os.environ, name, value)
+    brokers = BucketBrokers(tmp_path, s3_root.root)
+    yield brokers
+    brokers.kill_all()

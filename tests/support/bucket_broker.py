@@ -1,0 +1,141 @@
+"""Broker processes on a bucket root (docs/OBJECT-STORAGE.md), each with a new empty cache
+directory, and a producer that records what was acknowledged, for the fault tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from tests.support.broker_process import BrokerProcess
+
+SETTINGS = """
+[broker]
+num_partitions = 2
+[groups]
+min_session_timeout_ms = 1000
+initial_rebalance_delay_ms = 0
+[security]
+authorizer = "acl"
+super_users = ["User:ANONYMOUS"]
+[storage]
+flush_ms = 100
+seal_ms = 1500
+lease_ms = 2000
+delete_grace_ms = 3000
+"""
+
+
+class BucketBrokers:
+    def __init__(self, directory: Path, root, *, storage: str = ""):
+        """`storage`: more [storage] lines, overriding the fault tests' quick settings."""
+        self.directory = Path(directory)
+        self.root = root  # an S3Root
+        self.config = self.directory / "topiclake.toml"
+        lines = SETTINGS.splitlines()
+        overridden = {line.split("=")[0].strip() for line in storage.splitlines() if "=" in line}
+        kept = [line for line in lines if line.split("=")[0].strip() not in overridden]
+        at = kept.index("[storage]") + 1
+        self.config.write_text("\n".join(kept[:at] + storage.strip().splitlines() + kept[at:]) + "\n")
+        self.started: list[BrokerProcess] = []
+
+    def start(self, name: str, timeout: float = 90.0) -> BrokerProcess:
+        """A broker with the new empty cache directory `<tmp>/<name>-cache`."""
+        cache = self.directory / f"{name}-cache"
+        broker = BrokerProcess(self.directory / name, root=str(self.root), config=self.config,
+                               log_path=self.directory / f"{name}.log", args=("--cache-dir", str(cache)))
+        self.started.append(broker)
+        return broker.start(timeout)
+
+    def kill_all(self) -> None:
+        for broker in self.started:
+            if broker.proc is not None and broker.proc.poll() is None:
+                broker.proc.kill()  # SIGKILL also ends a SIGSTOPped process
+                broker.proc.wait(10)
+
+
+class AckedProducer:
+    """An idempotent acks=all producer sending `<tag>-<n>` values from a thread until stopped,
+    remembering every value acknowledged and every error it was told of."""
+
+    def __init__(self, bootstrap: str, topic: str, tag: str, **config):
+        from confluent_kafka import Producer
+
+        self.topic, self.tag = topic, tag
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 120_000, **config})
+        self.acked: list[tuple[bytes, int, int]] = []  # (value, partition, offset)
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            self.acked.append((message.value(), message.partition(), message.offset()))
+        else:
+            self.failed.append(str(error))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, value=f"{self.tag}-{self.sent}".encode(), on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+
+    def start(self) -> "AckedProducer":
+        self._thread.start()
+        return self
+
+    def wait_acked(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged: {self.failed[:3]}"
+            time.sleep(0.05)
+
+    def stop(self, flush_s: float = 0.0) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if flush_s:
+            self.producer.flush(flush_s)
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, *, group: str = "reader", timeout: float = 60.0,
+                commit: bool = False) -> list[tuple[bytes, int, int]]:
+    """(value, partition, offset) of records read from the start until `expected` arrived and no
+    more came for two seconds (or `timeout`)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[tuple[bytes, int, int]] = []
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                if len(got) >= expected and time.monotonic() - quiet_since > 2:
+                    break
+                continue
+            got.append((message.value(), message.partition(), message.offset()))
+            quiet_since = time.monotonic()
+        if commit:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+def committed(bootstrap: str, topic: str, group: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
