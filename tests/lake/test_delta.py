@@ -114,3 +114,41 @@ def test_a_commit_that_grows_the_schema_replaces_whole_buckets_and_nothing_else(
     assert [f.name for f in table.schema().fields] == ["id", "phone", "key_bucket"]
     rows = sorted(data.to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["phone"]) for r in rows] == [(1, None), (4, None), (9, "+41")]
+
+
+def _racing_creators(uri: str, writers: int = 4):
+    """`writers` threads each committing a table's first offsets at once; the versions they got (few
+    enough that the last one wins within delta.MAX_ATTEMPTS)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    start = Barrier(writers)
+
+    def create(partition: int) -> int:
+        start.wait()
+        return delta.commit(uri, group="g", actions=[], offsets=[delta.OffsetUpdate("t", partition, None, 1)],
+                            schema=SCHEMA, partition_by=PART, metadata={"topiclake": {"operation": "test"}})
+
+    with ThreadPoolExecutor(writers) as pool:
+        return sorted(pool.map(create, range(writers)))
+
+
+def test_writers_racing_to_create_a_table_all_commit_once_and_version_0_reads_as_a_write(tmp_path):
+    uri = str(tmp_path / "t")
+    assert _racing_creators(uri) == list(range(4))  # one created it, the others committed on top
+    table = delta.load_table(uri)
+    assert delta.committed_offsets(table, "g", [("t", p) for p in range(4)]) == {("t", p): 1 for p in range(4)}
+    created = table.history()[-1]
+    assert (created["version"], created["operation"]) == (0, "WRITE")
+    assert created["operationParameters"] == {"mode": "ErrorIfExists", "partitionBy": '["record_date"]'}
+    assert [p.name for p in (tmp_path / "t" / "_delta_log").iterdir() if p.name.startswith(".")] == []
+
+
+def test_writers_racing_to_create_a_table_in_a_bucket(s3_root):
+    root = s3_root.root
+    delta.serve_root(root)
+    uri = root.uri("tables", "created")
+    assert _racing_creators(uri) == list(range(4))
+    table = delta.load_table(uri, root.delta_storage_options())
+    assert delta.committed_offsets(table, "g", [("t", p) for p in range(4)]) == {("t", p): 1 for p in range(4)}
+    assert table.history()[-1]["operation"] == "WRITE"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 from urllib.parse import unquote
@@ -25,10 +26,10 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import DeltaTable, Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from deltalake.transaction import (AddAction, CommitProperties, RemoveAction, Transaction,
-                                   create_table_with_add_actions)
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from ..errors import ConcurrentWriterError
+from .create_commit import create_table
 from .type_changes import widened_columns
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class OffsetUpdate:
 # Object-store roots this process serves (s3://bucket/prefix/ -> deltalake storage_options): a
 # table under one is opened with its server and keys wherever this module opens a table.
 _ROOT_OPTIONS: dict[str, dict[str, str]] = {}
+_ROOTS: dict[str, Any] = {}  # the same prefixes -> their S3Root (a table's creating commit is put there)
 
 
 def serve_root(root) -> None:
@@ -63,6 +65,7 @@ def serve_root(root) -> None:
 
     if isinstance(root, S3Root):
         _ROOT_OPTIONS[root.uri().rstrip("/") + "/"] = root.delta_storage_options()
+        _ROOTS[root.uri().rstrip("/") + "/"] = root
 
 
 def storage_options_for(uri: str) -> dict[str, str] | None:
@@ -243,7 +246,8 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
             raise ValueError(f"group {group!r} topic {update.topic!r} partition {update.partition}: "
                              f"offset would go back from {update.expected} to {update.new}")
     txns = [Transaction(app_id(group, u.topic, u.partition), u.new) for u in offsets] + list(transactions)
-    metadata = {**metadata, "operationMetrics": operation_metrics(actions)}
+    # txnId (as delta-spark names it in commitInfo) finds this commit's version among concurrent ones
+    metadata = {**metadata, "operationMetrics": operation_metrics(actions), "txnId": str(uuid.uuid4())}
     for attempt in range(1, max_attempts + 1):
         table = load_table(uri)
         if table is None:
@@ -277,9 +281,21 @@ def commit(uri: str, *, group: str, actions: Sequence[AddAction | RemoveAction],
         except CommitFailedError as exc:
             log.warning("commit to %s lost a race (attempt %d of %d): %s", uri, attempt, max_attempts, exc)
             continue
-        table.update_incremental()
-        return table.version()
+        return _landed_version(table, metadata["txnId"])
     raise ConcurrentWriterError(f"table {uri}: gave up after {max_attempts} commit attempts lost to other writers")
+
+
+def _landed_version(table: DeltaTable, txn_id: str) -> int:
+    """The version the commit `txn_id` landed at: the next one unless other writers committed
+    between our snapshot and our commit (delta-rs then rebases ours over theirs)."""
+    before = table.version()
+    table.update_incremental()
+    newest = table.version()
+    if newest > before + 1:
+        for info in table.history(newest - before):
+            if info.get("txnId") == txn_id:
+                return info["version"]
+    return newest
 
 
 def _evolution(table: DeltaTable, schema: pa.Schema | None, partition_by: Sequence[str],
@@ -331,17 +347,24 @@ def _create(uri, actions, txns, schema, partition_by, metadata) -> bool:
     adds = [a for a in actions if isinstance(a, AddAction)]
     if len(adds) != len(actions):
         raise ValueError(f"table {uri} does not exist: nothing to remove")
-    try:
-        create_table_with_add_actions(
-            uri, DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=list(partition_by) or None,
-            storage_options=storage_options_for(uri),
-            commit_properties=CommitProperties(custom_metadata=commit_metadata(metadata),
-                                               app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]))
-    except DeltaError as exc:
-        if "already exists" in str(exc):
-            return False
-        raise
-    return True
+    return create_table(uri, DeltaSchema.from_arrow(schema), adds, partition_by,
+                        CommitProperties(custom_metadata=commit_metadata(metadata),
+                                         app_transactions=txns + [Transaction(GUARD_APP_ID, 1)]),
+                        store=_object_store_of(uri))
+
+
+def _object_store_of(uri: str):
+    """(ObjectStore, the table's key under its root) for a table in a bucket, None for a directory."""
+    if "://" not in uri or uri.startswith("file://"):
+        return None
+    from topiclake.store.objects import ObjectStore
+    from topiclake.store.root import parse_root
+
+    served = [prefix for prefix in _ROOTS if uri.startswith(prefix)]
+    if not served:
+        return ObjectStore(parse_root(uri)), ""
+    prefix = max(served, key=len)
+    return ObjectStore(_ROOTS[prefix]), uri[len(prefix):].strip("/")
 
 
 def _check_unchanged(table: DeltaTable, uri: str, group: str, offsets: Sequence[OffsetUpdate]) -> None:
