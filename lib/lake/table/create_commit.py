@@ -18,7 +18,6 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import Sequence
-from urllib.parse import unquote, urlparse
 
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
@@ -38,7 +37,11 @@ def create_table(uri: str, schema: DeltaSchema, adds: Sequence[AddAction], parti
     data = b"\n".join(_as_first_write(line, partition_by) for line in lines) + b"\n"
     if store is not None:
         return _publish_object(store, data)
-    return _publish_file(_local_path(uri), data)
+    from topiclake.store.root import LocalRoot, parse_root
+
+    root = parse_root(uri)  # a path or file:///path: `store` is None only for a directory
+    assert isinstance(root, LocalRoot), uri
+    return _publish_file(root.path, data)
 
 
 def _as_first_write(line: bytes, partition_by: Sequence[str]) -> bytes:
@@ -50,12 +53,6 @@ def _as_first_write(line: bytes, partition_by: Sequence[str]) -> bytes:
     info["operationParameters"] = {"mode": "ErrorIfExists", "partitionBy": json.dumps(list(partition_by))}
     info.setdefault("isBlindAppend", True)
     return json.dumps(action, separators=(",", ":")).encode()
-
-
-def _local_path(uri: str) -> Path:
-    if uri.startswith("file://"):
-        return Path(unquote(urlparse(uri).path))
-    return Path(uri)
 
 
 def _publish_file(table_dir: Path, data: bytes) -> bool:
