@@ -23,6 +23,7 @@ from collections import Counter
 from topiclake.segments import ownership
 from topiclake.segments.atomic import atomic_write
 from topiclake.segments.errors import TopiclakeError
+from topiclake.store.metrics import process_metrics
 
 from .bucket.service import BucketService
 from .config import BrokerConfig
@@ -139,7 +140,8 @@ class BrokerServer:
                 # registry starts when it can, retrying, and never holds the broker back.
                 self._background.append(asyncio.create_task(self._start_registry_when_ready()))
         if self._metrics_socket is not None:
-            collector = MetricsCollector(self.context, self._open_connections, self.connections_created)
+            collector = MetricsCollector(self.context, self._open_connections, self.connections_created,
+                                         object_store=None if self.bucket is None else process_metrics())
             self.metrics = MetricsServer(collector, self._metrics_socket)
             await self.metrics.start()
         partitions = self.context.partitions
