@@ -61,6 +61,7 @@ class BrokerServer:
         self.connections_created: Counter[str] = Counter()  # per listener name (a metric)
         self.metrics: MetricsServer | None = None  # /metrics, when [metrics] listen is set
         self._metrics_socket: socket.socket | None = None
+        self.metrics_url: str | None = None  # registered, so the console finds the object-store figures
         self.bucket: BucketService | None = None  # a bucket root's lease, flushes and seals
         self._stop = asyncio.Event()  # set by SIGTERM/SIGINT, or when another broker took the bucket root
 
@@ -85,6 +86,8 @@ class BrokerServer:
                 host, port = self.config.metrics.address
                 try:
                     self._metrics_socket = bind(host, port)
+                    self.metrics_url = _http_url(host if host not in ("", "0.0.0.0", "::") else self.config.public_host,
+                                                 self._metrics_socket.getsockname()[1], "/metrics")
                 except OSError as exc:
                     raise ListenError(f"cannot listen on {host}:{port} ([metrics]): {_reason(exc)}") from exc
             cluster = self.config.cluster
@@ -299,6 +302,7 @@ class BrokerServer:
             "endpoints": [f"{lsn.name}://{':'.join(map(str, self.config.endpoint_for(lsn.name)))}"
                           for lsn in self.config.bound_listeners],
             "schema_registry": self.registry_url,
+            "metrics": self.metrics_url,
             "cluster_id": self.context.cluster_id, "start_time_ms": self._start_ms,
             "lease_renewed_ms": now_ms, "lease_expires_ms": now_ms + int(3 * self.config.lease_interval_s * 1000),
         }
@@ -323,6 +327,10 @@ class BrokerServer:
                 await asyncio.to_thread(atomic_write, path, json.dumps(self._registration(), indent=2).encode())
             except OSError:
                 log.exception("renewing the broker registration %s failed", path)
+
+
+def _http_url(host: str, port: int, path: str) -> str:
+    return f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
 
 
 async def _every(interval_s: float, work) -> None:
