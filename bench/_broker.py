@@ -22,19 +22,20 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_broker(data: Path | None = None, *extra_args: str):
+def running_broker(data: Path | None = None, *extra_args: str, root: str | None = None):
     """Yields (bootstrap, data_dir, pid); the broker gets SIGTERM at the end. `extra_args`: more
-    `topiclake broker start` flags."""
+    `topiclake broker start` flags. `root`: a URL root (s3://...) as --data instead of `data`
+    (then the cache directory's parent: the log goes there)."""
     with contextlib.ExitStack() as stack:
         if data is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="topiclake-bench-"))) / "data"
         port = _free_port()
         log = open(data.parent / "broker.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(port),
-                                 "--data", str(data), "--log-level", "WARNING", *extra_args],
+                                 "--data", root or str(data), "--log-level", "WARNING", *extra_args],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 60  # a bucket root takes its partitions over first
             while True:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

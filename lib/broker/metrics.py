@@ -7,7 +7,9 @@ this broker sees it. `resolve()` then runs on a reader thread: the log end of ea
 group committed to that is not open here, from its files on the shared root (followed
 incrementally: `segments.log_end`), and the timestamp of the record at each lagging committed
 offset (one batch read per partition and offset, cached while the offset stays). `render()`
-formats the text with prometheus_client on another thread.
+formats the text with prometheus_client on another thread. On a bucket root the scrape also
+reports the object store's requests, bytes, errors and latency per operation
+(`topiclake_object_store_*`: topiclake.store.metrics, counted by every ObjectStore of the process).
 
 In cluster mode a broker has open only the partitions it leads, and loaded only the
 `__consumer_offsets` partitions it coordinates, so each series comes from one broker: partition
@@ -163,10 +165,14 @@ class MetricsCollector:
     name now; `connections_created`: accepted since start, per listener name (the server's)."""
 
     def __init__(self, context: Any, connections: Callable[[], Mapping[str, int]],
-                 connections_created: Mapping[str, int]):
+                 connections_created: Mapping[str, int], object_store: Any = None):
+        """`object_store`: the process's ObjectStoreMetrics (topiclake.store.metrics) on a bucket
+        root, reported with every scrape; None on a file root (no such series)."""
         self.context = context
         self.connections = connections
         self.connections_created = connections_created
+        # Made once: each scrape's registry adds the same collector, which copies the counts then.
+        self._extra_collectors = () if object_store is None else (object_store.collector(),)
         self._timestamps: dict[tuple[str, int, int], int | None] = {}  # the last scrape's lookups
         self._log_ends = log_end.LogEnds()  # partitions committed to but not open here, followed
 
@@ -233,7 +239,7 @@ class MetricsCollector:
         """The /metrics text: sampled on the loop, lag resolved and text formatted off it."""
         sample = self.sample()
         timestamps = await self.context.partitions.run_read(self.resolve, sample)
-        return await asyncio.to_thread(render, sample, timestamps, time.time())
+        return await asyncio.to_thread(render, sample, timestamps, time.time(), self._extra_collectors)
 
 
 def timestamp_at(part: Any, offset: int) -> int | None:
@@ -258,12 +264,15 @@ def timestamp_at(part: Any, offset: int) -> int | None:
     return None
 
 
-def render(sample: Sample, timestamps: Mapping[tuple[str, int, int], int | None], now_s: float) -> bytes:
-    """The Prometheus text exposition of `sample` (any thread)."""
+def render(sample: Sample, timestamps: Mapping[tuple[str, int, int], int | None], now_s: float,
+           extra_collectors: Iterable[Any] = ()) -> bytes:
+    """The Prometheus text exposition of `sample` and of `extra_collectors` (any thread)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(sample, timestamps, now_s))
+    for collector in extra_collectors:
+        registry.register(collector)
     return generate_latest(registry)
 
 

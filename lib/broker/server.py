@@ -23,6 +23,7 @@ from collections import Counter
 from topiclake.segments import ownership
 from topiclake.segments.atomic import atomic_write
 from topiclake.segments.errors import TopiclakeError
+from topiclake.store.metrics import process_metrics
 
 from .bucket.service import BucketService
 from .config import BrokerConfig
@@ -60,6 +61,7 @@ class BrokerServer:
         self.connections_created: Counter[str] = Counter()  # per listener name (a metric)
         self.metrics: MetricsServer | None = None  # /metrics, when [metrics] listen is set
         self._metrics_socket: socket.socket | None = None
+        self.metrics_url: str | None = None  # registered, so the console finds the object-store figures
         self.bucket: BucketService | None = None  # a bucket root's lease, flushes and seals
         self._stop = asyncio.Event()  # set by SIGTERM/SIGINT, or when another broker took the bucket root
 
@@ -84,6 +86,8 @@ class BrokerServer:
                 host, port = self.config.metrics.address
                 try:
                     self._metrics_socket = bind(host, port)
+                    self.metrics_url = _http_url(host if host not in ("", "0.0.0.0", "::") else self.config.public_host,
+                                                 self._metrics_socket.getsockname()[1], "/metrics")
                 except OSError as exc:
                     raise ListenError(f"cannot listen on {host}:{port} ([metrics]): {_reason(exc)}") from exc
             cluster = self.config.cluster
@@ -139,7 +143,8 @@ class BrokerServer:
                 # registry starts when it can, retrying, and never holds the broker back.
                 self._background.append(asyncio.create_task(self._start_registry_when_ready()))
         if self._metrics_socket is not None:
-            collector = MetricsCollector(self.context, self._open_connections, self.connections_created)
+            collector = MetricsCollector(self.context, self._open_connections, self.connections_created,
+                                         object_store=None if self.bucket is None else process_metrics())
             self.metrics = MetricsServer(collector, self._metrics_socket)
             await self.metrics.start()
         partitions = self.context.partitions
@@ -297,6 +302,7 @@ class BrokerServer:
             "endpoints": [f"{lsn.name}://{':'.join(map(str, self.config.endpoint_for(lsn.name)))}"
                           for lsn in self.config.bound_listeners],
             "schema_registry": self.registry_url,
+            "metrics": self.metrics_url,
             "cluster_id": self.context.cluster_id, "start_time_ms": self._start_ms,
             "lease_renewed_ms": now_ms, "lease_expires_ms": now_ms + int(3 * self.config.lease_interval_s * 1000),
         }
@@ -321,6 +327,10 @@ class BrokerServer:
                 await asyncio.to_thread(atomic_write, path, json.dumps(self._registration(), indent=2).encode())
             except OSError:
                 log.exception("renewing the broker registration %s failed", path)
+
+
+def _http_url(host: str, port: int, path: str) -> str:
+    return f"http://[{host}]:{port}{path}" if ":" in host else f"http://{host}:{port}{path}"
 
 
 async def _every(interval_s: float, work) -> None:

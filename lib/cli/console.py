@@ -28,6 +28,9 @@ def console(
                                           "with a broker user."),
     command_config: Path = COMMAND_CONFIG,
     sample_interval: float = typer.Option(5.0, "--sample-interval", help="Seconds between throughput/lag samples."),
+    broker_metrics: Optional[str] = typer.Option(
+        None, "--broker-metrics", help="The brokers' Prometheus /metrics URLs, comma-separated, for the object "
+                                       "store's figures (default: the URLs the live brokers register)."),
 ) -> None:
     """Serve the web console: cluster, topics and records, groups and lag, Delta tables, schemas."""
     from topiclake.console.server import ConsoleConfigError, serve
@@ -37,6 +40,7 @@ def console(
     try:
         serve(root, bootstrap=bootstrap, listen=listen, security=security, security_protocol=security_protocol,
               sample_interval_s=sample_interval,
+              broker_metrics=tuple(u.strip() for u in (broker_metrics or "").split(",") if u.strip()),
               on_ready=lambda url: typer.echo(f"topiclake console on {url} (root {root}); Ctrl-C stops it", err=True))
     except ConsoleConfigError as exc:
         fail(str(exc))

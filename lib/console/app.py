@@ -18,7 +18,7 @@ from topiclake.client import ClientError, admin, groups
 from topiclake.client.registrations import registrations
 from topiclake.segments.storage import StorageLayout
 
-from . import plots, records, root, tables
+from . import object_store, plots, records, root, tables
 from .access import Access, Identity, LoginRefused
 from .sampler import Sampler, group_lag_series, rates, topic_records, topic_size
 
@@ -31,6 +31,7 @@ ACCESS = web.AppKey("access", Access)
 SAMPLER = web.AppKey("sampler", Sampler)
 LAYOUT = web.AppKey("layout", StorageLayout)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
+BROKER_METRICS = web.AppKey("broker_metrics", tuple)  # /metrics URLs given; empty: the registered ones
 OPEN_PATHS = ("/login", "/static/", "/healthz")
 
 
@@ -44,8 +45,12 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def create_app(layout: StorageLayout, access: Access, *, sample_interval_s: float = 5.0) -> web.Application:
+def create_app(layout: StorageLayout, access: Access, *, sample_interval_s: float = 5.0,
+               broker_metrics: tuple[str, ...] = ()) -> web.Application:
+    """`broker_metrics`: the brokers' /metrics URLs for the object store's figures (default: the
+    URLs the live brokers register)."""
     app = web.Application(middlewares=[_authenticate, _errors])
+    app[BROKER_METRICS] = tuple(broker_metrics)
     app[LAYOUT] = layout
     app[ACCESS] = access
     app[SAMPLER] = Sampler(access, layout, interval_s=sample_interval_s)
@@ -161,8 +166,15 @@ async def logout(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------------- cluster
 async def cluster_page(request: web.Request) -> web.Response:
     layout = request.app[LAYOUT]
+    registered = registrations(layout)
+    given = request.app[BROKER_METRICS]
+    urls = list(given) or [r.metrics_url for r in registered if r.alive and r.metrics_url]
+    stores_read = asyncio.create_task(asyncio.to_thread(object_store.read_all, urls))
     described, topic_list, listed = await _call(request, lambda c: (admin.describe_cluster(c), admin.topics(c),
                                                                    groups.list_groups(c)))
+    stores = await stores_read
+    # Shown when a broker reports an object store (a bucket root), or for the URLs asked for.
+    show_stores = bool(given) or any(s.operations for s in stores)
     samples = request.app[SAMPLER].history(request[IDENTITY])
     throughput = plots.line_chart({"records/s": rates(samples, topic_records(None))}, unit="/s",
                                   title="Produced records per second, all topics")
@@ -170,7 +182,8 @@ async def cluster_page(request: web.Request) -> web.Response:
                                   title="Log bytes written per second, all topics")
     return _render(request, "cluster.html", {
         "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
-        "registrations": registrations(layout), "bootstrap": request.app[ACCESS].bootstrap,
+        "registrations": registered, "bootstrap": request.app[ACCESS].bootstrap,
+        "object_stores": stores if show_stores else [],
         "topic_count": sum(1 for t in topic_list if not t.internal),
         "internal_count": sum(1 for t in topic_list if t.internal),
         "partition_count": sum(len(t.partitions) for t in topic_list),

@@ -53,14 +53,16 @@ def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecuri
 
 def serve(root_dir: Path, *, bootstrap: str | None = None, listen: str = "127.0.0.1:8080",
           security: ClientSecurity | None = None, security_protocol: str | None = None,
-          sample_interval_s: float = 5.0, on_ready=None) -> None:
-    """Run the console until interrupted. `on_ready(url)` is called once it listens."""
+          sample_interval_s: float = 5.0, broker_metrics: tuple[str, ...] = (), on_ready=None) -> None:
+    """Run the console until interrupted. `on_ready(url)` is called once it listens;
+    `broker_metrics`: /metrics URLs for the object store's figures (default: the registered ones)."""
     layout = StorageLayout(root_dir)
     if not layout.root.is_dir():
         raise ConsoleConfigError(f"storage root {layout.root} does not exist")
     host, port = parse_listen(listen)
     bootstrap, security = resolve(layout, bootstrap, security, security_protocol)
-    app = create_app(layout, Access(bootstrap, security), sample_interval_s=sample_interval_s)
+    app = create_app(layout, Access(bootstrap, security), sample_interval_s=sample_interval_s,
+                     broker_metrics=broker_metrics)
     asyncio.run(_run(app, host, port, on_ready))
 
 

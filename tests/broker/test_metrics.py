@@ -94,6 +94,8 @@ def test_metrics_report_the_workload(metered):
     # per topic and partition: records, bytes, log size and offsets
     total = sum(map(len, PRODUCED.values()))
     assert value(m, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == total
+    # a file root has no object store: none of its series (tests/broker_bucket/test_metrics.py)
+    assert not [name for name, _labels in m if name.startswith("topiclake_object_store_")]
     sizes = {p: value(m, "kafka_log_log_size", topic=TOPIC, partition=p) for p in PRODUCED}
     for p, values in PRODUCED.items():
         assert value(m, "topiclake_partition_messagesin_total", topic=TOPIC, partition=p) == len(values)

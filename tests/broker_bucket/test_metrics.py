@@ -1,0 +1,42 @@
+"""/metrics of a broker on a bucket root: the object store's series (topiclake.store.metrics)
+beside the broker's own, counted by the broker's real requests to versitygw."""
+
+from __future__ import annotations
+
+import confluent_kafka as ck
+
+from tests.support.broker_process import free_port
+from tests.support.metrics import scrape_url
+
+RECORDS = 200
+VALUE = b"m" * 1000
+
+
+def _sample(samples, name: str, **labels) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_a_bucket_broker_reports_its_object_store_requests_on_metrics(bucket_brokers):
+    port = free_port()
+    broker = bucket_brokers.start("metered", args=("--metrics-listen", f"127.0.0.1:{port}"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    before = scrape_url(url)
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    failed = []
+    for _ in range(RECORDS):
+        producer.produce("metered", value=VALUE,
+                         on_delivery=lambda error, _message: failed.append(error) if error else None)
+    assert producer.flush(60) == 0 and not failed, failed  # acknowledged: flushed into objects
+
+    after = scrape_url(url)
+    puts = _sample(after, "topiclake_object_store_requests_total", operation="put")
+    assert puts > _sample(before, "topiclake_object_store_requests_total", operation="put")
+    written = _sample(after, "topiclake_object_store_bytes_total", operation="put", direction="written")
+    assert written - _sample(before, "topiclake_object_store_bytes_total", operation="put",
+                             direction="written") >= RECORDS * len(VALUE)
+    # every request timed: the histogram holds as many PUTs as the counter, in a finite time
+    assert _sample(after, "topiclake_object_store_request_seconds_count", operation="put") == puts
+    assert 0 < _sample(after, "topiclake_object_store_request_seconds_sum", operation="put") < puts * 30
+    assert _sample(after, "topiclake_object_store_requests_total", operation="list") > 0  # the take-over
+    # the broker's own series are still there
+    assert _sample(after, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == RECORDS
