@@ -196,8 +196,16 @@ class BucketService:
         list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
                             [tail for tail in tails if tail.has_unflushed]))
         now = time.monotonic()
-        list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.seal(deadline, self.on_writer_thread)),
-                            [tail for tail in tails if tail.seal_due(now)]))
+        list(self._pool.map(lambda tail: self._guarded(tail, lambda: self._maintain(tail, now, deadline)),
+                            [tail for tail in tails if tail.seal_due(now) or tail.poll_due(now)]))
+
+    def _maintain(self, tail: PartitionTail, now: float, deadline: float) -> None:
+        """A partition's seal when due, and its look for maintenance jobs' commits (retention,
+        merges) when due: one after the other, so they never race for the tail's manifest."""
+        if tail.seal_due(now):
+            tail.seal(deadline, self.on_writer_thread)
+        if tail.poll_due(now):
+            tail.poll_manifest(self.on_writer_thread)
 
     def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> None:
         if self.fenced:
