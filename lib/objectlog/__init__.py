@@ -12,5 +12,6 @@ epoch rules) and topiclake.store (the bucket); the broker and the lake build on 
     flush.py     creating a flush object (retried, an identical existing object counts), then the fence
     seal.py      the tail sealed into a closed segment and a manifest commit (written by write_segment)
     garbage.py   objects no manifest needs any more, deleted a grace after they stopped being needed
+    merge.py     adjacent small closed segments merged into one by a maintenance manifest commit
     lease.py     single-broker ownership of a bucket root: cluster/owner.json, If-None-Match and If-Match
 """
