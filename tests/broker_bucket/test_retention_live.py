@@ -1,13 +1,15 @@
 """`topiclake retain` on a bucket root while its broker serves it (issue 29): the retention
 commit lands beside the broker's seals, the broker keeps acknowledging, ListOffsets EARLIEST and a
 consumer from earliest start at the new log start on the same broker (it looks at the newest
-manifest every few seconds: tail.MANIFEST_POLL_S), and a broker taking over later agrees."""
+manifest every few seconds: tail.MANIFEST_POLL_S), and a broker taking over later agrees. The
+broker's own DeleteRecords is a manifest commit too: a takeover keeps it."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.bucket_broker import AckedProducer, consume_all
@@ -68,3 +70,28 @@ def test_retain_while_the_broker_serves_moves_its_log_start_and_a_takeover_agree
     second = sealing_brokers.start("second")
     assert wait_earliest(second.bootstrap, TOPIC, start, timeout=5) == start
     _check_reads_from(consume_all(second.bootstrap, TOPIC, above, group="after"), acked, start)
+
+
+def test_delete_records_in_the_tail_is_kept_by_a_takeover(sealing_brokers):
+    store = ObjectStore(sealing_brokers.root)
+    first = sealing_brokers.start("first")
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    producer = AckedProducer(first.bootstrap, TOPIC, "d").start()
+    producer.wait_acked(500)
+    cut = max(offset for _v, _p, offset in producer.acked)  # acknowledged, so at most the high watermark
+    [future] = admin.delete_records([TopicPartition(TOPIC, 0, cut)]).values()
+    assert future.result(30).low_watermark == cut
+    manifest = load_newest(store, KEYS)
+    assert manifest.log_start_offset == cut and manifest.end_offset >= cut  # sealed up to it first
+    producer.wait_acked(len(producer.acked) + 200)  # produce goes on
+    producer.stop(flush_s=30)
+    acked = {value: (partition, offset) for value, partition, offset in producer.acked}
+    above = sum(1 for _p, offset in acked.values() if offset >= cut)
+    assert wait_earliest(first.bootstrap, TOPIC, cut, timeout=5) == cut
+    _check_reads_from(consume_all(first.bootstrap, TOPIC, above), acked, cut)
+
+    first.kill()
+    second = sealing_brokers.start("second")
+    assert wait_earliest(second.bootstrap, TOPIC, cut, timeout=5) == cut
+    _check_reads_from(consume_all(second.bootstrap, TOPIC, above, group="after"), acked, cut)

@@ -17,10 +17,10 @@ import time
 from typing import Any, Callable
 
 from topiclake.objectlog.fence import BucketFence, LeaderFenced
-from topiclake.objectlog.flush import FlushConflict, create_once, flush
+from topiclake.objectlog.flush import FlushConflict, FlushTimedOut, create_once, flush
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.garbage import collect_garbage
-from topiclake.objectlog.manifest import Manifest, load_newest
+from topiclake.objectlog.manifest import Manifest, commit_change, load_newest
 from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
 from topiclake.objectlog.seal import seal_tail
@@ -176,6 +176,25 @@ class PartitionTail:
             on_writer_thread(advance)
             log.info("%s: log start offset %d from manifest %d", self.keys.prefix, part.log.log_start_offset,
                      manifest.version)
+
+    def commit_log_start(self, offset: int, deadline: float, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
+        """DeleteRecords kept in the bucket: the manifest's log start raised to `offset` (already
+        the cache's), so a takeover starts there too. An offset in the tail seals it first (a
+        manifest's log start is never past its closed segments' end). FlushTimedOut when appends
+        kept the seal from catching up: the client retries."""
+        if offset > self.manifest.end_offset:
+            self.seal(deadline, on_writer_thread)
+        if offset > self.manifest.end_offset:
+            raise FlushTimedOut(f"{self.keys.prefix}: offset {offset} is not sealed yet")
+
+        def raise_start(newest: Manifest) -> Manifest | None:
+            if newest.log_start_offset >= offset:
+                return None
+            return newest.successor(leader_epoch=self.epoch, log_start_offset=offset)
+
+        committed = commit_change(self.store, self.keys, self.manifest, raise_start)
+        if committed is not None:
+            self.adopt(committed, on_writer_thread)
 
     def collect_garbage(self) -> list[str]:
         return collect_garbage(self.store, self.keys, load_newest(self.store, self.keys),
