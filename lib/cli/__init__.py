@@ -49,10 +49,11 @@ backfill.register(app)
 coverage.register(app)
 sql.register(app)
 
-from . import compact, retain  # noqa: E402  (maintenance jobs: compact, retain)
+from . import compact, merge_segments, retain  # noqa: E402  (maintenance jobs: compact, retain, merge-segments)
 
 compact.register(app)
 retain.register(app)
+merge_segments.register(app)
 
 from . import repair  # noqa: E402  (repair-log: truncate a damaged partition as Kafka's recovery does)
 

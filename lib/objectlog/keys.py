@@ -7,6 +7,7 @@ and what an object name found in a listing is.
     log/<topic>-<p>/<20-digit end>.snapshot                   producer state at a closed segment's end
     log/<topic>-<p>/<20-digit base>.e<epoch>.log              a flush object of the open segment
     log/<topic>-<p>/<20-digit base>.s<epoch>.log|...          a closed segment whose plain key was taken
+    log/<topic>-<p>/<20-digit base>.m<version>.log|...        small closed segments merged (manifest <version>)
 
 Names reuse segments' helpers, so a segment object has exactly the file's name and a flush object
 parses as a segment of base <base> by Kafka's offsetFromFileName (the digits before the first dot).
@@ -71,6 +72,13 @@ class PartitionKeys:
         if suffix not in filenames.SEGMENT_SUFFIXES:
             raise ValueError(f"{suffix!r} is not a segment suffix ({', '.join(filenames.SEGMENT_SUFFIXES)})")
         return f"{self.prefix}/{filenames.offset_to_name(base_offset)}.s{epoch}{suffix}"
+
+    def merged_segment(self, base_offset: int, version: int, suffix: str = filenames.LOG_SUFFIX) -> str:
+        """`<base>.m<version><suffix>`: closed segments merged into one by the commit of manifest
+        `version` (the first segment's plain key is taken by that segment itself)."""
+        if version < 0 or suffix not in filenames.SEGMENT_SUFFIXES:
+            raise ValueError(f"no merged segment key for version {version} and suffix {suffix!r}")
+        return f"{self.prefix}/{filenames.offset_to_name(base_offset)}.m{version}{suffix}"
 
     def snapshot(self, end_offset: int) -> str:
         return f"{self.prefix}/{filenames.offset_to_name(end_offset)}{filenames.SNAPSHOT_SUFFIX}"

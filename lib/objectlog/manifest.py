@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from topiclake.segments.errors import TopiclakeError
 from topiclake.store.errors import ObjectExists
@@ -106,8 +107,10 @@ def newest_version(keys: PartitionKeys, listed: list[str]) -> int | None:
 def load_newest(store: ObjectStore, keys: PartitionKeys) -> Manifest:
     """The newest committed manifest, EMPTY when the partition has none."""
     version = newest_version(keys, [info.key for info in store.list(keys.manifest_prefix)])
-    if version is None:
-        return EMPTY
+    return EMPTY if version is None else load_version(store, keys, version)
+
+
+def load_version(store: ObjectStore, keys: PartitionKeys, version: int) -> Manifest:
     manifest = Manifest.from_json(store.get(keys.manifest(version)), source=store.root.uri(keys.manifest(version)))
     if manifest.version != version:
         raise CorruptManifest(f"{store.root.uri(keys.manifest(version))} says it is version {manifest.version}")
@@ -127,3 +130,25 @@ def commit(store: ObjectStore, keys: PartitionKeys, base: Manifest, new: Manifes
     except ObjectExists:
         raise ManifestConflict(f"{keys.prefix}: manifest {new.version} was committed by another writer") from None
     return new
+
+
+COMMIT_ATTEMPTS = 5
+
+
+def commit_change(store: ObjectStore, keys: PartitionKeys, base: Manifest,
+                  change: Callable[[Manifest], Manifest | None], *, attempts: int = COMMIT_ATTEMPTS) -> Manifest | None:
+    """Commit `change(base)`; when another writer created that version first, reload the newest
+    and commit `change(newest)` on it. `change` returns None when its change no longer applies to
+    the manifest it is given (then so does this). Each attempt is `commit`, so the epoch rule holds
+    (StaleManifestWriter); ManifestConflict after `attempts` lost races. This is how a leader's
+    seal and a maintenance job (retention, a merge) that both change one version both land."""
+    current = base
+    for _attempt in range(attempts):
+        new = change(current)
+        if new is None:
+            return None
+        try:
+            return commit(store, keys, current, new)
+        except ManifestConflict:
+            current = load_newest(store, keys)
+    raise ManifestConflict(f"{store.root.uri(keys.prefix)}: {attempts} manifest commits lost to other writers")

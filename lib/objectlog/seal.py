@@ -2,14 +2,13 @@
 objects become one closed segment (`<base>.log`, `.index`, `.timeindex`, built by segments'
 LogSegment exactly as a file root's segment), created once each, then manifest N+1 lists it.
 Before that commit the flush objects are the log and the segment objects are unreferenced; after
-it the segment is the log and the flush objects are garbage (`delete_superseded`, after a grace).
+it the segment is the log and the flush objects are garbage (garbage.py, after a grace).
 Nothing is renamed or rewritten, so a seal killed at any step leaves a readable log.
 """
 
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -19,12 +18,9 @@ from topiclake.segments.segment import LogSegment
 from topiclake.store.objects import ObjectStore
 
 from .flush import FlushConflict, create_once
-from .keys import PartitionKeys, parse_flush_name
-from .manifest import Manifest, SegmentEntry, commit
-from .plan import FLUSH, Listed, superseded_flush_objects
+from .manifest import Manifest, ManifestConflict, SegmentEntry, commit_change
+from .plan import FLUSH
 from .reader import PartitionView, iter_piece_batches
-
-DEFAULT_DELETE_GRACE_MS = 3_600_000
 
 
 def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: LogConfig,
@@ -49,72 +45,46 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
     if not headers:
         return None
     base = headers[0].base_offset
-    with tempfile.TemporaryDirectory(prefix="topiclake-seal-") as workdir:
-        segment = LogSegment(workdir, base, config)
-        try:
-            segment.append(bytes(data), headers)
-            segment.on_become_inactive()
-            largest_timestamp = segment.largest_timestamp()
-        finally:
-            segment.close()
-        files = {suffix: filenames.segment_file(Path(workdir), base, suffix).read_bytes() for suffix in _SEALED}
-        try:
-            named = _create_segment(store, files, lambda suffix: keys.segment(base, suffix), deadline)
-        except FlushConflict:
-            named = _create_segment(store, files, lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline)
-    end = headers[-1].next_offset
+    try:
+        entry = write_segment(store, bytes(data), headers, config, lambda suffix: keys.segment(base, suffix), deadline)
+    except FlushConflict:
+        entry = write_segment(store, bytes(data), headers, config,
+                              lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline)
     if before_commit is not None:
-        before_commit(end)
-    entry = SegmentEntry(named[filenames.LOG_SUFFIX], base, end, len(data), largest_timestamp,
-                         named[filenames.INDEX_SUFFIX], named[filenames.TIME_INDEX_SUFFIX])
-    return commit(store, keys, manifest, manifest.successor(leader_epoch=epoch, segments=manifest.segments + (entry,)))
+        before_commit(entry.end_offset)
+
+    def append_segment(newest: Manifest) -> Manifest | None:
+        # A maintenance commit (retention, a merge) keeps end_offset: the seal lands on top of it.
+        # Another sealer moved end_offset: this seal's batches may be in its segment; decide again.
+        if newest.end_offset != manifest.end_offset:
+            return None
+        return newest.successor(leader_epoch=epoch, segments=newest.segments + (entry,))
+
+    committed = commit_change(store, keys, manifest, append_segment)
+    if committed is None:
+        raise ManifestConflict(f"{keys.prefix}: another sealer committed past offset {manifest.end_offset}")
+    return committed
 
 
 _SEALED = (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX)
 
 
-def _create_segment(store: ObjectStore, files: dict[str, bytes], key: Callable[[str], str],
-                    deadline: float) -> dict[str, str]:
-    """Create each of the segment's objects once under `key(suffix)`; their keys by suffix."""
-    for suffix, data in files.items():
-        create_once(store, key(suffix), data, deadline=deadline)
-    return {suffix: key(suffix) for suffix in files}
-
-
-def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,
-                      grace_ms: int = DEFAULT_DELETE_GRACE_MS, now: datetime | None = None) -> list[str]:
-    """Delete the flush objects the newest manifest's segments replaced, once older than the grace
-    (a Spark task may still be reading one). Returns the keys deleted."""
-    now = now or datetime.now(timezone.utc)
-    infos = {info.key: info for info in store.list(keys.prefix)}
-    doomed = [item.key for item in superseded_flush_objects(keys, manifest,
-                                                             [Listed(k, i.size) for k, i in infos.items()])
-              if now - infos[item.key].last_modified >= timedelta(milliseconds=grace_ms)]
-    for key in doomed:
-        store.delete(key)
-    return doomed
-
-
-def delete_unreferenced(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,
-                        grace_ms: int = DEFAULT_DELETE_GRACE_MS, now: datetime | None = None) -> list[str]:
-    """Delete segment and snapshot objects the newest manifest does not name (a seal whose objects
-    landed and whose commit lost), once older than the grace. Flush objects are delete_superseded's;
-    snapshots at a named segment's end are kept. Returns the keys deleted."""
-    now = now or datetime.now(timezone.utc)
-    named = {key for entry in manifest.segments for key in (entry.key, entry.index_key, entry.time_index_key)}
-    ends = {keys.snapshot(entry.end_offset) for entry in manifest.segments}
-    doomed = []
-    for info in store.list(keys.prefix):
-        relative = keys.relative(info.key)
-        if relative is None or "/" in relative or parse_flush_name(relative) is not None:
-            continue  # the fence, the manifests, flush objects: not segment objects
-        kind = relative.partition(".")[2]
-        if not (kind in ("log", "index", "timeindex", "snapshot") or kind.startswith("s")):
-            continue
-        if info.key in named or info.key in ends:
-            continue
-        if now - info.last_modified >= timedelta(milliseconds=grace_ms):
-            doomed.append(info.key)
-    for key in doomed:
-        store.delete(key)
-    return doomed
+def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],
+                  deadline: float) -> SegmentEntry:
+    """Build a closed segment of `data` (whole batches, `headers` theirs in offset order) with
+    segments' LogSegment, exactly as a file root's, and create its `.log`, `.index` and
+    `.timeindex` once each under `key(suffix)`. FlushConflict: a key holds other bytes."""
+    base = headers[0].base_offset
+    with tempfile.TemporaryDirectory(prefix="topiclake-seal-") as workdir:
+        segment = LogSegment(workdir, base, config)
+        try:
+            segment.append(data, headers)
+            segment.on_become_inactive()
+            largest_timestamp = segment.largest_timestamp()
+        finally:
+            segment.close()
+        for suffix in _SEALED:
+            create_once(store, key(suffix), filenames.segment_file(Path(workdir), base, suffix).read_bytes(),
+                        deadline=deadline)
+    return SegmentEntry(key(filenames.LOG_SUFFIX), base, headers[-1].next_offset, len(data), largest_timestamp,
+                        key(filenames.INDEX_SUFFIX), key(filenames.TIME_INDEX_SUFFIX))

@@ -15,3 +15,13 @@ def bucket_brokers(tmp_path, s3_root, monkeypatch):
     brokers = BucketBrokers(tmp_path, s3_root.root)
     yield brokers
     brokers.kill_all()
+
+
+@pytest.fixture
+def sealing_brokers(bucket_brokers, tmp_path):
+    """Brokers on the same root that seal their tails every 400 ms: many small closed segments,
+    for the maintenance jobs (retention, merges) to run beside."""
+    (tmp_path / "sealing").mkdir()
+    brokers = BucketBrokers(tmp_path / "sealing", bucket_brokers.root, storage="seal_ms = 400")
+    yield brokers
+    brokers.kill_all()

@@ -113,7 +113,8 @@ def test_a_flush_object_is_a_kafka_segment_for_topiclakes_reader(bucket_store, t
 def test_a_seal_makes_the_tail_a_closed_segment_and_a_crash_before_its_commit_changes_nothing(bucket_store, tmp_path):
     from datetime import datetime, timedelta, timezone
 
-    from topiclake.objectlog.seal import delete_superseded, seal_tail
+    from topiclake.objectlog.garbage import delete_superseded, manifest_at
+    from topiclake.objectlog.seal import seal_tail
     from topiclake.segments.config import LogConfig
     from topiclake.segments.segment import LogSegment
 
@@ -148,9 +149,12 @@ def test_a_seal_makes_the_tail_a_closed_segment_and_a_crash_before_its_commit_ch
     finally:
         segment.close()
     # superseded flush objects go only after the grace
-    assert delete_superseded(bucket_store, KEYS, manifest, grace_ms=3_600_000) == []
-    later = datetime.now(timezone.utc) + timedelta(hours=2)
-    deleted = delete_superseded(bucket_store, KEYS, manifest, grace_ms=3_600_000, now=later)
+    now = datetime.now(timezone.utc)
+    assert delete_superseded(bucket_store, KEYS, manifest, manifest_at(bucket_store, KEYS, now - timedelta(hours=1)),
+                             grace_ms=3_600_000) == []
+    later = now + timedelta(hours=2)
+    deleted = delete_superseded(bucket_store, KEYS, manifest, manifest_at(bucket_store, KEYS, later - timedelta(hours=1)),
+                                grace_ms=3_600_000, now=later)
     assert sorted(deleted) == sorted([KEYS.flush(0, 0), KEYS.flush(6, 0), KEYS.flush(12, 0),
                                       KEYS.flush(12, 0).replace(".e0.", ".e9.")])
     assert values(read_log(bucket_store, KEYS)) == before

@@ -11,7 +11,8 @@ from topiclake.objectlog.fence import BucketFence
 from topiclake.objectlog.flush import flush
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.reader import read_log, view_partition
-from topiclake.objectlog.seal import delete_unreferenced, seal_tail
+from topiclake.objectlog.garbage import delete_unreferenced, manifest_at
+from topiclake.objectlog.seal import seal_tail
 from topiclake.segments.config import LogConfig
 from topiclake.store.objects import CREATE
 
@@ -40,9 +41,12 @@ def test_a_stale_sealers_segment_at_the_key_sends_the_seal_to_its_epochs_key_and
     assert values(read_log(bucket_store, KEYS)) == before
 
     bucket_store.put(KEYS.snapshot(8), b"the snapshot at the sealed end", mode=CREATE)
-    assert delete_unreferenced(bucket_store, KEYS, manifest, grace_ms=3_600_000) == []
+    assert manifest_at(bucket_store, KEYS, datetime.now(timezone.utc) - timedelta(hours=1)) is None
+    assert delete_unreferenced(bucket_store, KEYS, manifest, None, grace_ms=3_600_000) == []
     later = datetime.now(timezone.utc) + timedelta(hours=2)
-    deleted = delete_unreferenced(bucket_store, KEYS, manifest, grace_ms=3_600_000, now=later)
+    reference = manifest_at(bucket_store, KEYS, later - timedelta(hours=1))
+    assert reference == manifest
+    deleted = delete_unreferenced(bucket_store, KEYS, manifest, reference, grace_ms=3_600_000, now=later)
     assert sorted(deleted) == sorted([KEYS.segment(0), KEYS.segment(0, ".index"), KEYS.segment(0, ".timeindex"),
                                       KEYS.snapshot(99)])
     left = {info.key for info in bucket_store.list(KEYS.prefix)}

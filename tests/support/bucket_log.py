@@ -71,3 +71,13 @@ class BucketPartitionWriter:
         sealed = seal_tail(self.store, view_partition(self.store, self.keys), self.epoch, config=SEAL_CONFIG,
                            deadline=deadline())
         assert sealed is not None
+
+
+def sealed_log(store: ObjectStore, topic: str, segments: int) -> BucketPartitionWriter:
+    """Partition 0 of `topic`: `segments` closed segments of 4 offsets each, then a tail of 4 more."""
+    writer = BucketPartitionWriter(store, topic, 0).take_over()
+    for _ in range(segments):
+        writer.flush(2, tag="v")
+        writer.seal()
+    writer.flush(2, tag="v")
+    return writer

@@ -92,6 +92,20 @@ class BucketService:
         self.tails[(meta.name, index)] = part.tail
         return part
 
+    async def commit_log_start(self, part: Any, offset: int) -> None:
+        """DeleteRecords on a bucket: after the cache's log start moved, the manifest's (on the
+        tick's thread, so it never races the partition's seal)."""
+        tail: PartitionTail = part.tail
+        deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._ticker, lambda: tail.commit_log_start(offset, deadline, self.on_writer_thread))
+        except FENCING_ERRORS as exc:
+            self.fence(f"{tail.keys.prefix}: {exc}")
+            raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {exc}") from None
+        except (FlushTimedOut, StoreUnavailable, ManifestConflict) as exc:
+            raise RequestTimedOut(f"{part}: the log start offset {offset} is not in the bucket yet: {exc}") from None
+
     def _check_lease(self) -> None:
         """NotLeaderOrFollower (and fenced) unless the lease object is still the one this broker
         wrote: a broker paused past its lease wakes up here before it claims anything."""
@@ -196,8 +210,16 @@ class BucketService:
         list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
                             [tail for tail in tails if tail.has_unflushed]))
         now = time.monotonic()
-        list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.seal(deadline, self.on_writer_thread)),
-                            [tail for tail in tails if tail.seal_due(now)]))
+        list(self._pool.map(lambda tail: self._guarded(tail, lambda: self._maintain(tail, now, deadline)),
+                            [tail for tail in tails if tail.seal_due(now) or tail.poll_due(now)]))
+
+    def _maintain(self, tail: PartitionTail, now: float, deadline: float) -> None:
+        """A partition's seal when due, and its look for maintenance jobs' commits (retention,
+        merges) when due: one after the other, so they never race for the tail's manifest."""
+        if tail.seal_due(now):
+            tail.seal(deadline, self.on_writer_thread)
+        if tail.poll_due(now):
+            tail.poll_manifest(self.on_writer_thread)
 
     def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> None:
         if self.fenced:

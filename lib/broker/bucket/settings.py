@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from topiclake.objectlog.lease import DEFAULT_LEASE_MS
-from topiclake.objectlog.seal import DEFAULT_DELETE_GRACE_MS
+from topiclake.objectlog.garbage import DEFAULT_DELETE_GRACE_MS
 from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import check_types
 from topiclake.store.root import S3Root

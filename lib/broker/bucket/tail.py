@@ -17,12 +17,13 @@ import time
 from typing import Any, Callable
 
 from topiclake.objectlog.fence import BucketFence, LeaderFenced
-from topiclake.objectlog.flush import FlushConflict, create_once, flush
+from topiclake.objectlog.flush import FlushConflict, FlushTimedOut, create_once, flush
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.manifest import Manifest
+from topiclake.objectlog.garbage import collect_garbage
+from topiclake.objectlog.manifest import Manifest, commit_change, load_newest
 from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
-from topiclake.objectlog.seal import delete_superseded, delete_unreferenced, seal_tail
+from topiclake.objectlog.seal import seal_tail
 from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.objects import ObjectStore
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024 * 1024
 SNAPSHOT_TRIES = 3  # the writer thread may append between a flush and the snapshot: flush again
+MANIFEST_POLL_S = 5.0  # how often a leader looks for maintenance commits (a file root's refresh interval)
 
 
 def read_range(log_: Any, start: int, end: int) -> bytes:
@@ -62,6 +64,7 @@ class PartitionTail:
         self.unflushed_bytes = 0  # approximate (bumped by the writer thread): the flush_bytes trigger
         self.first_unsealed: float | None = None  # monotonic time of the first flush above the manifest
         self.seal_requested = False  # the local log rolled: seal at the next tick
+        self.manifest_polled = time.monotonic()  # when the newest manifest was last looked at
         self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
         self.on_fenced: Callable[[str], None] = lambda reason: None
         self._lock = threading.Lock()
@@ -136,18 +139,66 @@ class PartitionTail:
 
         manifest = seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
                              before_commit=before_commit)
-        if manifest is not None:
-            self.manifest = manifest
         with self._lock:
             self.seal_requested = False
             self.first_unsealed = None if self.flushed_end <= end else time.monotonic()
+        if manifest is not None:
+            self.adopt(manifest, on_writer_thread)
         self.collect_garbage()
         return manifest
 
+    def poll_due(self, now: float) -> bool:
+        return now - self.manifest_polled >= MANIFEST_POLL_S
+
+    def poll_manifest(self, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> Manifest:
+        """Pick up what maintenance jobs committed (`topiclake retain`, `merge-segments`): the
+        newest manifest becomes this leader's, and its log start the cache's. LeaderFenced when a
+        newer epoch committed (a takeover this leader has not heard of)."""
+        self.manifest_polled = time.monotonic()
+        newest = load_newest(self.store, self.keys)
+        if newest.leader_epoch > self.epoch:
+            raise LeaderFenced(f"{self.keys.prefix}: manifest {newest.version} was committed at epoch "
+                               f"{newest.leader_epoch}, above this leader's {self.epoch}")
+        if newest.version > self.manifest.version:
+            self.adopt(newest, on_writer_thread)
+        return self.manifest
+
+    def adopt(self, manifest: Manifest, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
+        """`manifest` (committed, at least as new as the one known) is this leader's; a log start
+        it raised (retention, DeleteRecords) moves the cache's, so ListOffsets and Fetch agree."""
+        self.manifest = manifest
+        part = self.part
+        if manifest.log_start_offset > part.log.log_start_offset:
+            def advance() -> None:
+                part.log.advance_log_start_offset(min(manifest.log_start_offset, part.log.log_end_offset))
+                part.txns.forget_before(part.log.log_start_offset)
+
+            on_writer_thread(advance)
+            log.info("%s: log start offset %d from manifest %d", self.keys.prefix, part.log.log_start_offset,
+                     manifest.version)
+
+    def commit_log_start(self, offset: int, deadline: float, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
+        """DeleteRecords kept in the bucket: the manifest's log start raised to `offset` (already
+        the cache's), so a takeover starts there too. An offset in the tail seals it first (a
+        manifest's log start is never past its closed segments' end). FlushTimedOut when appends
+        kept the seal from catching up: the client retries."""
+        if offset > self.manifest.end_offset:
+            self.seal(deadline, on_writer_thread)
+        if offset > self.manifest.end_offset:
+            raise FlushTimedOut(f"{self.keys.prefix}: offset {offset} is not sealed yet")
+
+        def raise_start(newest: Manifest) -> Manifest | None:
+            if newest.log_start_offset >= offset:
+                return None
+            return newest.successor(leader_epoch=self.epoch, log_start_offset=offset)
+
+        committed = commit_change(self.store, self.keys, self.manifest, raise_start)
+        if committed is not None:
+            self.adopt(committed, on_writer_thread)
+
     def collect_garbage(self) -> list[str]:
-        grace = self.settings.delete_grace_ms
-        return (delete_superseded(self.store, self.keys, self.manifest, grace_ms=grace)
-                + delete_unreferenced(self.store, self.keys, self.manifest, grace_ms=grace))
+        return collect_garbage(self.store, self.keys, load_newest(self.store, self.keys),
+                               grace_ms=self.settings.delete_grace_ms)
 
     def _capture_snapshot(self) -> tuple[int, bytes] | None:
         """On the writer thread: the producer state as of the flushed end, when nothing is unflushed."""

@@ -84,6 +84,8 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
     log_ = Log.open(directory, config, topic=keys.topic, partition=keys.partition)
     try:
         end = log_.log_end_offset
+        if view.manifest.log_start_offset > log_.log_start_offset:  # DeleteRecords inside a batch
+            log_.advance_log_start_offset(min(view.manifest.log_start_offset, end))
         fence.record_start(epoch, end)
         part = make_partition(log_, epoch)
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000

@@ -3,6 +3,8 @@
 The log start offset is checkpointed at once (Log.advance_log_start_offset), so it survives a
 restart; segments wholly below it go at the next retention run (a LOG_START_OFFSET_BREACH), as
 Kafka's log cleanup thread removes them. One replica: the low watermark is this log's start.
+On a bucket root the answer waits for the manifest commit that raises its log start (the cache's
+checkpoint is not kept across a takeover): BucketService.commit_log_start.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRe
                     raise BrokerError(f"records of {topic.name}-{p.partition_index} cannot be deleted: its "
                                       f"cleanup.policy is compact", ErrorCode.policy_violation)
                 low_watermark = await broker.partitions.run_io(_delete_before, part, p.offset)
+                if broker.partitions.bucket is not None:  # a bucket root: kept in the manifest too
+                    await broker.partitions.bucket.commit_log_start(part, low_watermark)
                 code = ErrorCode.none
                 log.info("DeleteRecords: %s-%d now starts at offset %d", topic.name, p.partition_index, low_watermark)
             except Exception as exc:

@@ -1,0 +1,39 @@
+"""objectlog.merge on a real versitygw: adjacent small closed segments planned into runs, one
+merged Kafka segment swapped in by a manifest commit, the log read back equal; a merge planned on a
+manifest that changed since commits nothing."""
+
+from __future__ import annotations
+
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import load_newest
+from topiclake.objectlog.merge import merge_segments, plan_merges
+from topiclake.objectlog.reader import read_log
+
+from tests.support.bucket_batches import values
+from tests.support.bucket_log import SEAL_CONFIG, deadline, sealed_log
+
+KEYS = PartitionKeys("merged", 0)
+
+
+def test_a_merge_replaces_small_segments_by_one_and_the_log_reads_the_same(bucket_store):
+    sealed_log(bucket_store, KEYS.topic, 4)
+    before = values(read_log(bucket_store, KEYS))
+    manifest = load_newest(bucket_store, KEYS)
+    merges = plan_merges(manifest, below_bytes=1 << 20, max_bytes=1 << 30)
+    assert [(m.base_offset, m.end_offset, len(m.sources)) for m in merges] == [(0, 16, 4)]
+    two = manifest.segments[0].size + manifest.segments[1].size  # a merged segment holds at most max_bytes
+    assert [(m.base_offset, m.end_offset) for m in plan_merges(manifest, below_bytes=1 << 20, max_bytes=two)][0] == (0, 8)
+    assert plan_merges(manifest, below_bytes=1, max_bytes=1 << 30) == []  # none is small
+
+    done, committed = merge_segments(bucket_store, KEYS, manifest, merges[0], config=SEAL_CONFIG, deadline=deadline())
+    assert done.outcome == "merged" and committed.version == manifest.version + 1
+    assert committed.leader_epoch == manifest.leader_epoch and committed.end_offset == manifest.end_offset
+    [entry] = committed.segments
+    assert entry.key == KEYS.merged_segment(0, manifest.version) and (entry.base_offset, entry.end_offset) == (0, 16)
+    assert entry.size == sum(e.size for e in manifest.segments)
+    assert values(read_log(bucket_store, KEYS)) == before
+    assert {e.key for e in manifest.segments} <= {i.key for i in bucket_store.list(KEYS.prefix)}  # kept for now
+
+    again, nothing = merge_segments(bucket_store, KEYS, manifest, merges[0], config=SEAL_CONFIG, deadline=deadline())
+    assert (again.outcome, nothing) == ("changed", None)  # a rerun planned on the old manifest commits nothing
+    assert load_newest(bucket_store, KEYS) == committed
