@@ -124,7 +124,7 @@ def produce_everywhere(broker, partitions: int, records: int) -> int:
     """`records` records to every partition, all acknowledged (acks=all); returns how many."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": _bootstrap(broker), "acks": "all", "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": _bootstrap(broker), "acks": "all", "linger.ms": 5, "log_level": 0,
                          "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 300_000})
     errors = []
 

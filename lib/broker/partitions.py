@@ -35,6 +35,7 @@ from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, 
 
 from .clock import SYSTEM, Clock
 from .errors import UnknownTopicOrPartition
+from .log_close import close_logs
 from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
@@ -47,10 +48,6 @@ log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
 OPEN_THREADS = 8  # an open or a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
-# Kafka's num.recovery.threads.per.data.dir, for the stop: a close is a handful of fsyncs, and
-# fsyncs from many threads share the file system's journal commits (one fsync in a row costs
-# 2-3 ms here, 16 at once about as much): 2,000 logs close in about a second, not half a minute.
-LOG_CLOSE_THREADS = 16
 FSYNC_THREADS = 8  # cluster mode: a produce request's partitions are fsynced (and fenced) together
 
 
@@ -558,30 +555,6 @@ class PartitionManager:
                 log.exception("expiring producers of %s-%d failed", part.topic, part.index)
         return removed
 
-    @staticmethod
-    def _close_logs(parts: list[Partition]) -> int:
-        """On the writer thread, which waits (so nothing is appended meanwhile) while
-        LOG_CLOSE_THREADS helpers close the logs, then mark the closed ones clean. Returns how
-        many closed; a log whose close failed gets no marker (its next open recovers it)."""
-        def close(part: Partition) -> bool:
-            try:
-                part.close(mark_clean=False)
-                return True
-            except Exception:
-                log.exception("closing %s-%d failed", part.topic, part.index)
-                return False
-
-        def mark(part: Partition) -> None:
-            try:
-                part.log.mark_clean_shutdown()
-            except Exception:
-                log.exception("marking %s-%d clean failed", part.topic, part.index)
-
-        with ThreadPoolExecutor(max_workers=LOG_CLOSE_THREADS, thread_name_prefix="topiclake-close") as pool:
-            closed = [part for part, ok in zip(parts, pool.map(close, parts)) if ok]
-            list(pool.map(mark, closed))
-        return len(closed)
-
     async def flush_all(self) -> None:
         for part in list(self._partitions.values()):
             await self.run_io(part.log.flush)
@@ -597,7 +570,7 @@ class PartitionManager:
         for part in parts:
             part.notify()
         started = time.monotonic()
-        closed = await self.run_io(self._close_logs, parts)
+        closed = await self.run_io(close_logs, parts)  # on the writer thread: nothing appends meanwhile
         log.info("closed %d of %d logs in %.2f s", closed, len(parts), time.monotonic() - started)
         self._partitions.clear()
         self.openers.shutdown(wait=True)
