@@ -42,10 +42,17 @@ def _log_since(broker: BrokerProcess, start: int) -> str:
 
 
 def test_kill_9_mid_produce_over_200_partitions_then_a_clean_stop(tmp_path):
+    broker = BrokerProcess(tmp_path / "data")
+    try:
+        _kill_9_then_clean_stop(broker, tmp_path / "data")
+    finally:
+        broker.kill()  # a failed assertion leaves no broker running (no-op after the clean stop)
+
+
+def _kill_9_then_clean_stop(broker: BrokerProcess, data) -> None:
     from confluent_kafka import Producer
 
-    data = tmp_path / "data"
-    broker = BrokerProcess(data).start()
+    broker.start()
     topic = create_topic(broker.bootstrap, partitions=PARTITIONS)
     acked: dict[tuple[int, int], bytes] = {}
     failed = []
