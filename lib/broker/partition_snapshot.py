@@ -47,10 +47,11 @@ class Replay:
     batches: int
 
 
-def take_snapshot(part, offset: int) -> Path:
-    """Write the partition's state as `<offset>.snapshot` (I/O thread) and prune old snapshots."""
+def take_snapshot(part, offset: int, *, sync_dir: bool = True) -> Path:
+    """Write the partition's state as `<offset>.snapshot` (I/O thread) and prune old snapshots.
+    `sync_dir=False`: the log's close fsyncs the directory after it (one fsync for both)."""
     directory = part.log.directory
-    path = write_snapshot(directory, offset, part.producers.to_snapshot(part.txns.ongoing()))
+    path = write_snapshot(directory, offset, part.producers.to_snapshot(part.txns.ongoing()), sync_dir=sync_dir)
     delete_snapshots(directory, below=min(part.log.log_start_offset, offset), keep_newest=KEEP_SNAPSHOTS)
     return path
 

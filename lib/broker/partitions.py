@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
@@ -35,6 +35,7 @@ from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, 
 
 from .clock import SYSTEM, Clock
 from .errors import UnknownTopicOrPartition
+from .log_close import close_logs
 from .partition_snapshot import Replay, load_state, take_snapshot
 from .producer_state import EXPIRATION_MS, ProducerState
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
-TAKEOVER_THREADS = 8  # a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
+OPEN_THREADS = 8  # an open or a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
 FSYNC_THREADS = 8  # cluster mode: a produce request's partitions are fsynced (and fenced) together
 
 
@@ -209,20 +210,22 @@ class Partition:
             log.info("%s: expired %d idle producer ids", self, len(expired))
         return expired
 
-    def _on_roll(self, base_offset: int) -> None:
+    def _on_roll(self, base_offset: int, *, sync_dir: bool = True) -> None:
         """Log.on_roll: the state now is the state after every batch below `base_offset`."""
         if self.tail is not None:
             self.tail.seal_requested = True  # Kafka's roll rules decide when a bucket tail seals too
         try:
-            take_snapshot(self, base_offset)
+            take_snapshot(self, base_offset, sync_dir=sync_dir)
         except OSError:
             log.exception("%s: writing the producer snapshot at %d failed", self, base_offset)
 
-    def close(self) -> None:
-        """Clean close (I/O thread): a producer snapshot at the log end offset, then the log."""
+    def close(self, *, mark_clean: bool = True) -> None:
+        """Clean close (I/O thread, or a close helper it waits for): a producer snapshot at the
+        log end offset, then the log, whose directory fsync makes the snapshot's rename durable
+        too. `mark_clean=False`: the clean-shutdown marker is left to `Log.mark_clean_shutdown`."""
         self.log.flush()
-        self._on_roll(self.log.log_end_offset)
-        self.log.close()
+        self._on_roll(self.log.log_end_offset, sync_dir=False)
+        self.log.close(mark_clean=mark_clean)
 
     def refresh(self) -> None:
         """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
@@ -264,11 +267,12 @@ class PartitionManager:
         self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
-        # Cluster mode: takeovers (claim, recovery, a new segment: a dozen fsyncs each) run here,
-        # not on the writer thread: appends to the partitions already led never wait behind them,
-        # and the takeovers of a failed broker's partitions overlap their fsyncs. A Log being
-        # taken over is this thread's alone until take_over publishes it.
-        self.takeovers = ThreadPoolExecutor(max_workers=TAKEOVER_THREADS, thread_name_prefix="topiclake-takeover")
+        # Opening a log (on first use, a bucket root's takeover, a cluster leader's: recovery,
+        # fsyncs) runs here, not on the writer thread: appends to the partitions already open
+        # never wait behind it, and the opens of many partitions (a produce to 2,000 after a
+        # restart, a failed broker's takeovers) overlap their fsyncs. A Log being opened is its
+        # opener's alone until it is published in `_partitions`.
+        self.openers = ThreadPoolExecutor(max_workers=OPEN_THREADS, thread_name_prefix="topiclake-open")
         # Cluster mode: the fsyncs and fence checks of one produce request's partitions overlap
         # here while the writer thread waits for them (so no append runs meanwhile): a request
         # spread over 100 partitions costs about one fsync, not 100 in a row.
@@ -364,6 +368,9 @@ class PartitionManager:
 
     async def delete_topic(self, name: str) -> TopicMeta:
         meta = self.topic(name, fresh=True)
+        opening = [future for (topic, _index), future in self._opening.items() if topic == name]
+        if opening:  # opened off the writer thread: finished (and closed below) before the directories go
+            await asyncio.gather(*opening, return_exceptions=True)
         for key in [k for k in self._partitions if k[0] == name]:
             part = self._partitions.pop(key)
             part.notify()
@@ -430,11 +437,12 @@ class PartitionManager:
             part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
 
+        loop = asyncio.get_running_loop()
         if self.bucket is None:
-            part = await self.run_io(open_log)
+            part = await loop.run_in_executor(self.openers, open_log)
         else:
-            part = await asyncio.get_running_loop().run_in_executor(
-                self.takeovers, self.bucket.open_partition, meta, index, directory, self._bucket_partition(meta, index))
+            part = await loop.run_in_executor(
+                self.openers, self.bucket.open_partition, meta, index, directory, self._bucket_partition(meta, index))
         self._partitions[(meta.name, index)] = part
         # DEBUG: a start opens every internal-topic partition (50 of __consumer_offsets alone); the
         # coordinators log one summary line per start instead.
@@ -449,6 +457,15 @@ class PartitionManager:
             part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
         return make
+
+    async def open_many(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Open together those of the partitions `keys` names that are not open yet (their opens
+        overlap on the opener threads), before a request's partition-by-partition work: a
+        produce to 2,000 partitions after a restart waits for about one open, not 2,000 in a
+        row. A partition that cannot be opened is left for `get` to report."""
+        missing = {key for key in keys if key not in self._partitions}
+        if len(missing) > 1:
+            await asyncio.gather(*(self.get(*key) for key in missing), return_exceptions=True)
 
     async def open_all(self) -> int:
         """Open every partition of every topic (a bucket root takes them all over at start)."""
@@ -486,7 +503,7 @@ class PartitionManager:
             return part
 
         opening = self._opening[key] = asyncio.ensure_future(
-            asyncio.get_running_loop().run_in_executor(self.takeovers, take_over_log))
+            asyncio.get_running_loop().run_in_executor(self.openers, take_over_log))
         try:
             part = await asyncio.shield(opening)
         finally:
@@ -543,15 +560,20 @@ class PartitionManager:
             await self.run_io(part.log.flush)
 
     async def close(self) -> None:
-        """Flush and close every log (each writes its clean-shutdown marker)."""
-        for part in list(self._partitions.values()):
+        """Flush and close every log, then write their clean-shutdown markers: a marker only once
+        every log is durable (Kafka's LogManager.shutdown). Opens in flight finish first, so
+        they are closed too."""
+        opening = list(self._opening.values())
+        if opening:
+            await asyncio.gather(*opening, return_exceptions=True)
+        parts = list(self._partitions.values())
+        for part in parts:
             part.notify()
-            try:
-                await self.run_io(part.close)
-            except Exception:
-                log.exception("closing %s-%d failed", part.topic, part.index)
+        started = time.monotonic()
+        closed = await self.run_io(close_logs, parts)  # on the writer thread: nothing appends meanwhile
+        log.info("closed %d of %d logs in %.2f s", closed, len(parts), time.monotonic() - started)
         self._partitions.clear()
-        self.takeovers.shutdown(wait=True)
+        self.openers.shutdown(wait=True)
         self.confirmers.shutdown(wait=True)
         self.readers.shutdown(wait=True)
         self.io.shutdown(wait=True)

@@ -33,8 +33,10 @@ def _write_temp(path: Path, data: bytes) -> Path:
     return Path(tmp)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Replace `path` with `data` atomically (creating parent directories)."""
+def atomic_write(path: str | os.PathLike, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace `path` with `data` atomically (creating parent directories). `sync_dir=False`
+    leaves the rename's durability to a later fsync of the same directory (`fsync_dir`): a close
+    writing several files in one partition directory fsyncs it once, not once per file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _write_temp(path, data)
@@ -43,7 +45,8 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def create_exclusive(path: str | os.PathLike, data: bytes) -> bool:

@@ -72,8 +72,8 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     return parse_checkpoint(data, source=str(path))
 
 
-def write_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
-    atomic_write(path, format_checkpoint(entries))
+def write_checkpoint(path: Path, entries: dict[TopicPartition, int], *, sync_dir: bool = True) -> None:
+    atomic_write(path, format_checkpoint(entries), sync_dir=sync_dir)
 
 
 def read_partition_offset(directory: Path, name: str, topic: str, partition: int) -> int | None:
@@ -81,5 +81,6 @@ def read_partition_offset(directory: Path, name: str, topic: str, partition: int
     return read_checkpoint(Path(directory) / name).get((topic, partition))
 
 
-def write_partition_offset(directory: Path, name: str, topic: str, partition: int, offset: int) -> None:
-    write_checkpoint(Path(directory) / name, {(topic, partition): offset})
+def write_partition_offset(directory: Path, name: str, topic: str, partition: int, offset: int, *,
+                           sync_dir: bool = True) -> None:
+    write_checkpoint(Path(directory) / name, {(topic, partition): offset}, sync_dir=sync_dir)

@@ -78,6 +78,9 @@ class Index:
         self._pending = bytearray()  # entries not yet written to the file
         self._fd: int | None = None
         self._file_size = 0
+        # Whether every change made through this object is on disk (fsynced). An index opened
+        # from a file may hold what a killed process left in the page cache: not known synced.
+        self._synced = False
         self.max_index_size = 0  # the room for entries now (a trimmed index has none to spare)
         self.configured_max_size = max_index_size  # what reset() gives back (segment.index.bytes)
         if writable:
@@ -165,6 +168,7 @@ class Index:
         if rounded != self._file_size:
             os.ftruncate(fd, rounded)
             self._file_size = rounded
+            self._synced = False
         self.max_index_size = rounded
 
     def trim_to_valid_size(self) -> None:
@@ -185,6 +189,7 @@ class Index:
             os.pwrite(self._fd, self._pending, start)
             self._file_size = max(self._file_size, self.size_in_bytes)
             self._pending = bytearray()
+            self._synced = False
 
     def truncate_to_entries(self, count: int) -> None:
         """Keep the first `count` entries; the freed tail of the file is zeroed (not left stale),
@@ -194,6 +199,7 @@ class Index:
         del self._keys[count:]
         del self._values[count:]
         if self.writable and self._fd is not None:
+            self._synced = False
             preallocated = self._file_size
             os.ftruncate(self._fd, self.size_in_bytes)
             if preallocated > self.size_in_bytes:
@@ -206,11 +212,14 @@ class Index:
             self.resize(self.configured_max_size)
 
     def flush(self, *, sync: bool = True) -> None:
-        """Write the pending entries into the file (other processes read them), and fsync it."""
+        """Write the pending entries into the file (other processes read them), and fsync it
+        unless nothing changed since the last fsync (a flush before close and the close's own
+        flush cost one fsync, and an index nobody wrote to none)."""
         if self.writable and self._fd is not None:
             self._write_pending()
-            if sync:
+            if sync and not self._synced:
                 os.fsync(self._fd)
+                self._synced = True
 
     def close(self) -> None:
         """Trim and release the file (Kafka's AbstractIndex.close)."""

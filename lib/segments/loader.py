@@ -69,6 +69,7 @@ class LoadResult:
     truncated_bytes: int
     deleted: tuple[int, ...]  # base offsets of segments removed after a truncation
     created: int | None = None  # base offset of a segment created exclusively by this load (cluster mode)
+    recovery_checkpoint: int | None = None  # what the recovery-point checkpoint said (None: no entry)
 
 
 SegmentCreator = Callable[[int], int]  # base offset wanted -> base offset of the file created exclusively
@@ -97,7 +98,8 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     if epochs is not None:
         _cut_fenced_tails(segments, valid, recovered)
     checkpoint_start = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0
-    recovery_checkpoint = read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, topic, partition) or 0
+    checkpointed = read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, topic, partition)
+    recovery_checkpoint = checkpointed or 0
 
     deleted: list[int] = []
     if not had_clean_shutdown and segments:
@@ -116,6 +118,10 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
                     later.delete()
                 segments = segments[: i + 1]
                 break
+        if epochs is None:  # (cluster mode always recovers the tail: no line per takeover)
+            log.info("recovered %s from the segment at offset %d (no clean-shutdown marker): %d segment(s), "
+                     "%d bytes truncated", directory, bases[first], len(segments) - first,
+                     sum(recovered.values()))
 
     log_end = segments[-1].read_next_offset() if segments else checkpoint_start
     for offset in delete_snapshots(directory, above=log_end):  # they describe offsets that are gone
@@ -137,7 +143,7 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     log_start = max(checkpoint_start, segments[0].base_offset)
     recovery_point = log_end if had_clean_shutdown else min(recovery_checkpoint, log_end)
     return LoadResult(segments, log_start, recovery_point, log_end, had_clean_shutdown,
-                      tuple(recovered), sum(recovered.values()), tuple(deleted), created)
+                      tuple(recovered), sum(recovered.values()), tuple(deleted), created, checkpointed)
 
 
 def _cut_fenced_tails(segments: list[LogSegment], valid: BatchValidity, recovered: dict[int, int]) -> None:

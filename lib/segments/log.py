@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 import crc32c
 
 from . import filenames
-from .atomic import atomic_write
+from .atomic import atomic_write, fsync_dir
 from .batch import (ATTRIBUTES_OFFSET, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_LENGTH_FIELD,
                     NO_TIMESTAMP, BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch)
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_partition_offset,
@@ -117,6 +117,7 @@ class Log:
         self._tail: tuple[int, LogSegment | None, int] = (loaded.log_end_offset, last, last.size if last else 0)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
+        self._checkpointed_recovery_point = loaded.recovery_checkpoint  # what the file says: unchanged, not rewritten
         self._write_lock = threading.Lock()
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
@@ -125,8 +126,15 @@ class Log:
         # flushed and before the new one exists: where the broker takes a producer snapshot.
         self.on_roll: Callable[[int], None] | None = None
         # From here on a crash is not a clean shutdown (Kafka removes the marker after loading).
-        (self.directory / filenames.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-        self._write_checkpoints()
+        # The removal is durable before anything is appended: the directory is fsynced, once for
+        # it and a changed checkpoint together (a start after a clean stop rewrites none).
+        try:
+            (self.directory / filenames.CLEAN_SHUTDOWN_FILE).unlink()
+            marker_removed = True
+        except FileNotFoundError:
+            marker_removed = False
+        if self._write_checkpoints(sync_dir=False) or marker_removed:
+            fsync_dir(self.directory)
 
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, topic: str | None = None,
@@ -386,9 +394,15 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now
 
-    def _write_checkpoints(self) -> None:
-        write_partition_offset(self.directory, RECOVERY_POINT_CHECKPOINT, self.topic, self.partition,
-                               self._recovery_point)
+    def _write_checkpoints(self, *, sync_dir: bool = True) -> bool:
+        """Write the checkpoints whose offsets changed; whether any was written. `sync_dir=False`:
+        the caller fsyncs the directory (their renames) itself."""
+        written = False
+        if self._recovery_point != self._checkpointed_recovery_point:
+            write_partition_offset(self.directory, RECOVERY_POINT_CHECKPOINT, self.topic, self.partition,
+                                   self._recovery_point, sync_dir=sync_dir)
+            self._checkpointed_recovery_point = self._recovery_point
+            written = True
         # A maintenance job may have moved the start offset on disk: never write it back down.
         with partition_lock(self.directory):
             on_disk = read_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic,
@@ -396,11 +410,16 @@ class Log:
             self._log_start_offset = max(self._log_start_offset, on_disk or 0)
             if on_disk != self._log_start_offset:
                 write_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic, self.partition,
-                                       self._log_start_offset)
+                                       self._log_start_offset, sync_dir=sync_dir)
+                written = True
+        return written
 
-    def close(self) -> None:
+    def close(self, *, mark_clean: bool = True) -> None:
         """Clean shutdown: flush, close segments (final time-index entries, trimmed indexes),
-        write the checkpoints, then the clean-shutdown marker."""
+        write the checkpoints, then the clean-shutdown marker. One fsync of the directory makes
+        every rename in it durable (the checkpoint's, a producer snapshot written just before).
+        `mark_clean=False`: everything but the marker, which `mark_clean_shutdown` writes once
+        the broker's every log is closed (Kafka writes its marker after all logs are durable)."""
         with self._write_lock:
             if self._closed:
                 return
@@ -408,11 +427,25 @@ class Log:
             for segment in self._segments:
                 segment.close()
             self._recovery_point = self._log_end_offset
-            self._write_checkpoints()
-            if not self.shared:
-                atomic_write(self.directory / filenames.CLEAN_SHUTDOWN_FILE,
-                             json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode())
+            self._write_checkpoints(sync_dir=False)
             self._closed = True
+            if mark_clean and not self.shared:
+                self._write_clean_shutdown_marker()  # its directory fsync covers the renames above
+            else:
+                fsync_dir(self.directory)
+
+    def mark_clean_shutdown(self) -> None:
+        """The clean-shutdown marker of a log closed with `mark_clean=False` (none in cluster mode:
+        a fenced leader could write one too)."""
+        with self._write_lock:
+            if not self._closed:
+                raise RuntimeError(f"{self.directory}: the clean-shutdown marker of a log that is still open")
+            if not self.shared:
+                self._write_clean_shutdown_marker()
+
+    def _write_clean_shutdown_marker(self) -> None:
+        atomic_write(self.directory / filenames.CLEAN_SHUTDOWN_FILE,
+                     json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode())
 
     def close_handlers(self) -> None:
         """Let go of every file without flushing, trimming or marking a clean shutdown (Kafka's

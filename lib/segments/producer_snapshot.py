@@ -90,10 +90,12 @@ def read_snapshot(path: str | Path) -> list[ProducerSnapshotEntry]:
     return decode_snapshot(Path(path).read_bytes(), source=str(path))
 
 
-def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSnapshotEntry]) -> Path:
-    """Write `<offset>.snapshot` atomically (temp + fsync + rename); returns its path."""
+def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSnapshotEntry], *,
+                   sync_dir: bool = True) -> Path:
+    """Write `<offset>.snapshot` atomically (temp + fsync + rename); returns its path.
+    `sync_dir=False`: the caller fsyncs the directory later (atomic_write)."""
     path = filenames.snapshot_file(Path(directory), offset)
-    atomic_write(path, encode_snapshot(entries))
+    atomic_write(path, encode_snapshot(entries), sync_dir=sync_dir)
     return path
 
 

@@ -101,6 +101,9 @@ class LogSegment:
         else:
             self._file = io.FileIO(self.log_path, "r")
         self._size = os.fstat(self._file.fileno()).st_size
+        # Whether the .log is on disk up to _size: not known for a file this object did not write
+        # (a killed process may have left bytes in the page cache only).
+        self._synced = False
         max_index = config.segment_index_bytes
         self.offset_index = OffsetIndex(filenames.index_file(self.directory, base_offset, suffix),
                                         base_offset, max_index, writable=writable)
@@ -150,6 +153,7 @@ class LogSegment:
         written = 0
         while written < len(view):  # pwrite may write less than asked (signals, huge buffers)
             written += os.pwrite(self._file.fileno(), view[written:], start + written)
+        self._synced = False
         self._size = start + len(view)  # publish the bytes before any index entry refers to them
         if start == 0:
             self._first_batch_timestamp = batches[0].max_timestamp
@@ -358,6 +362,7 @@ class LogSegment:
             log.warning("truncating %s from %d to %d bytes (%d invalid bytes)", self.log_path, self._size,
                         valid_bytes, truncated)
             os.ftruncate(self._file.fileno(), valid_bytes)
+            self._synced = False
             self._size = valid_bytes
         self._next_offset = next_offset
         self.offset_index.trim_to_valid_size()
@@ -386,8 +391,11 @@ class LogSegment:
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
 
     def flush(self, *, indexes: bool = True) -> None:
+        """fdatasync the .log (unless nothing was written since the last one) and flush the indexes."""
         if self.writable and not self._file.closed:
-            os.fdatasync(self._file.fileno())
+            if not self._synced:
+                os.fdatasync(self._file.fileno())
+                self._synced = True
             for index in (self.offset_index, self.time_index):
                 index.flush(sync=indexes)
 

@@ -72,4 +72,4 @@ def test_takeovers_of_many_partitions_overlap(tmp_path):
         return sorted(threads)
 
     threads = asyncio.run(scenario())
-    assert len(threads) > 1 and all(name.startswith("topiclake-takeover") for name in threads)
+    assert len(threads) > 1 and all(name.startswith("topiclake-open") for name in threads)

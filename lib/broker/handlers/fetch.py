@@ -125,6 +125,7 @@ def _report_corrupt(slot: _Slot, exc: Exception) -> None:
 
 async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
     slots = []
+    names = []  # per topic: (name, error)
     for topic in body.topics:
         key = topic.topic_id if by_id else topic.topic
         name, topic_error = None, ErrorCode.none
@@ -138,6 +139,11 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
                 name = broker.partitions.topic(key).name
         except Exception as exc:
             topic_error = error_code(exc)
+        names.append((name, topic_error))
+    await broker.partitions.open_many((name, p.partition) for topic, (name, error) in zip(body.topics, names)
+                                      if error == ErrorCode.none for p in topic.partitions)
+    for topic, (name, topic_error) in zip(body.topics, names):
+        key = topic.topic_id if by_id else topic.topic
         for p in topic.partitions:
             slot = _Slot(key, name, p, error=topic_error)
             if topic_error == ErrorCode.none:

@@ -1,0 +1,99 @@
+"""Stopping a broker's logs (PartitionManager.close, issue 33): many logs close on helper
+threads, each durable before any gets its clean-shutdown marker, and the next open of a cleanly
+stopped log recovers nothing; after a crash (no close) the next open recovers, losing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from topiclake.broker.partitions import PartitionManager
+from topiclake.segments import filenames
+from topiclake.segments.batch import Record, build_batch, read_header
+from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
+from topiclake.segments.storage import StorageLayout
+
+TOPIC = "many"
+PARTITIONS = 200
+BATCHES = 3
+
+
+async def _filled(layout: StorageLayout) -> tuple[PartitionManager, list]:
+    """A manager with PARTITIONS open partitions of TOPIC, BATCHES idempotent batches in each."""
+    manager = PartitionManager(layout)
+    manager.create_topic(TOPIC, PARTITIONS)
+    await manager.open_many((TOPIC, p) for p in range(PARTITIONS))
+    parts = [await manager.get(TOPIC, p) for p in range(PARTITIONS)]
+
+    def append_all() -> None:
+        for p, part in enumerate(parts):
+            for seq in range(BATCHES):
+                data = build_batch([Record(0, 1000 + seq, None, f"{p}-{seq}".encode(), ())], base_offset=0,
+                                   producer_id=p, producer_epoch=0, base_sequence=seq)
+                part.append_batch(data, read_header(data))
+
+    await manager.run_io(append_all)
+    return manager, parts
+
+
+async def _reopened(layout: StorageLayout) -> tuple[PartitionManager, list]:
+    manager = PartitionManager(layout)
+    await manager.open_many((TOPIC, p) for p in range(PARTITIONS))
+    return manager, [await manager.get(TOPIC, p) for p in range(PARTITIONS)]
+
+
+def test_a_clean_stop_marks_every_log_and_the_next_open_recovers_nothing(tmp_path):
+    layout = StorageLayout(tmp_path)
+    closing_threads: set[str] = set()
+
+    async def scenario():
+        manager, parts = await _filled(layout)
+        for part in parts:  # which threads run the closes (the Log's own close, unchanged)
+            close = part.log.close
+
+            def recording(*, mark_clean=True, _close=close):
+                closing_threads.add(threading.current_thread().name)
+                _close(mark_clean=mark_clean)
+            part.log.close = recording
+        await manager.close()
+        for p in range(PARTITIONS):
+            directory = layout.log_dir(TOPIC, p)
+            assert (directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), directory
+            assert read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, TOPIC, p) == BATCHES
+        manager, parts = await _reopened(layout)
+        try:
+            for part in parts:
+                loaded = part.log.load_result
+                assert loaded.had_clean_shutdown and loaded.recovered == (), part
+                assert part.log_end_offset == BATCHES
+                assert (part.replay.snapshot_offset, part.replay.batches) == (BATCHES, 0), \
+                    "the producer state comes from the close's snapshot, nothing replayed"
+                assert not (part.log.directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), \
+                    "an open log is not a cleanly stopped one"
+        finally:
+            await manager.close()
+
+    asyncio.run(scenario())
+    assert len(closing_threads) > 1 and all(name.startswith("topiclake-close") for name in closing_threads)
+
+
+def test_after_a_crash_the_next_open_recovers_and_loses_nothing(tmp_path):
+    layout = StorageLayout(tmp_path)
+
+    async def scenario():
+        manager, parts = await _filled(layout)
+        for part in parts:  # what a kill -9 leaves: no flush, no snapshot, no marker
+            part.log.close_handlers()
+        manager, parts = await _reopened(layout)
+        try:
+            for part in parts:
+                loaded = part.log.load_result
+                assert not loaded.had_clean_shutdown and loaded.recovered == (0,), part
+                assert part.log_end_offset == BATCHES
+                assert part.producers.check(read_header(build_batch(
+                    [Record(0, 2000, None, b"again", ())], base_offset=0, producer_id=part.index,
+                    producer_epoch=0, base_sequence=0))) is not None, "the producer state was rebuilt too"
+        finally:
+            await manager.close()
+
+    asyncio.run(scenario())
