@@ -23,6 +23,19 @@ if TYPE_CHECKING:
 # py4j logs "closing down" from __del__ at interpreter exit, after pytest closed the streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers_restored():
+    """A CLI invoked in-process (CliRunner) may call logging.basicConfig with the runner's stream as
+    the handler's; that stream is closed when the invocation ends, and a later test's warning would
+    print "--- Logging error ---" into its own captured output. Each test starts with the handlers
+    it found."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
 @pytest.fixture(scope="session")
 def conformance_dir() -> Path:
     assert CONFORMANCE.is_dir(), f"conformance data not found at {CONFORMANCE}"
