@@ -98,7 +98,8 @@ class Broker:
                    "broker_cpu_s": cpu_after[0] - cpu_before[0], "s3_server_cpu_s": cpu_after[1] - cpu_before[1],
                    # what a Produce request waited in the broker, and how many records it carried
                    "produce_requests": produces, "produce_request_mean_ms": produce_s / produces * 1000,
-                   "records_per_produce": args.records / produces}
+                   "records_per_produce": args.records / produces,
+                   "bytes_in": bytes_in, "puts": puts}
         figures.update(self.bulk(args))
         os.sync()  # the throughput run's dirty pages written back: the latency run measures 1k/s alone
         if args.latency_seconds > 0:
@@ -176,7 +177,8 @@ def both_brokers(tmp: Path):
         os.environ.update(gateway.env())  # the broker processes and this one (ingest) reach it so
         bucket_url = f"s3://{gateway.create_bucket('bench')}/root"
         brokers = {}
-        for name, root, data in (("file", None, tmp / "file" / "data"), ("bucket", bucket_url, tmp / "bucket" / "cache")):
+        roots = (("file", None, tmp / "file" / "data"), ("bucket", bucket_url, tmp / "bucket" / "cache"))
+        for name, root, data in roots:
             data.parent.mkdir(parents=True)
             port = _free_port()
             extra = ("--metrics-listen", f"127.0.0.1:{port}") + (("--cache-dir", str(data)) if root else ())
@@ -262,7 +264,8 @@ def main() -> None:
             for i in range(args.repeat):
                 for name, broker in brokers.items():
                     rounds[name].append(broker.measure(args))
-                    print(f"round {i + 1}, {name} root: " + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items()),
+                    figures = ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items())
+                    print(f"round {i + 1}, {name} root: " + figures,
                           flush=True)
             store = brokers["bucket"].store_latency()
             # the brokers idle meanwhile (as an ingest runs beside a broker); versitygw serves the bucket
@@ -317,7 +320,8 @@ def main() -> None:
               f"bucket {'fresh: its flush objects' if phase == 'tail' else 'sealed into segments'}: file "
               f"{result[f'file_ingest_{phase}_records_per_s']:,} records/s ({result[f'file_ingest_{phase}_tasks']} "
               f"tasks), bucket {result[f'bucket_ingest_{phase}_records_per_s']:,} "
-              f"({result[f'bucket_ingest_{phase}_tasks']} tasks): ratio {result[f'ratio_ingest_{phase}']} (target >= 0.7)")
+              f"({result[f'bucket_ingest_{phase}_tasks']} tasks): "
+              f"ratio {result[f'ratio_ingest_{phase}']} (target >= 0.7)")
     print(f"  missed targets: {', '.join(result['missed']) or 'none'}")
     print(json.dumps(result))
 

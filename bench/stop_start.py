@@ -114,7 +114,7 @@ def wait_for_metadata(broker, partitions: int | None, timeout: float = 300.0) ->
             if metadata.brokers and (partitions is None or (topic is not None and topic.error is None
                                                             and len(topic.partitions) == partitions)):
                 return
-        except Exception:  # noqa: BLE001 - not serving yet
+        except Exception:  # noqa: BLE001, S110 - not serving yet: try again
             pass
         time.sleep(0.02)
     raise RuntimeError(f"{broker.name} did not answer Metadata within {timeout}s: {broker.log_tail()}")

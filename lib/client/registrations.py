@@ -38,7 +38,8 @@ def registrations(layout: StorageLayout) -> list[Registration]:
             reg = json.loads(path.read_text())
             endpoints = tuple(reg.get("endpoints") or (f"PLAINTEXT://{reg['host']}:{int(reg['port'])}",))
             out.append(Registration(int(reg.get("broker_id", path.stem)), endpoints, reg.get("schema_registry"),
-                                    reg.get("pid"), int(reg.get("lease_expires_ms", 0)), metrics_url=reg.get("metrics")))
+                                    reg.get("pid"), int(reg.get("lease_expires_ms", 0)),
+                                    metrics_url=reg.get("metrics")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             out.append(Registration(-1, (), None, None, 0, error=f"{path.name}: {exc}"))
     return out

@@ -85,7 +85,8 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
                 headers.append(batch.header)
     try:
         merged = write_segment(store, bytes(data), headers, config,
-                               lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix), deadline)
+                               lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix),
+                               deadline)
     except FlushConflict:  # another merge planned on this version wrote other bytes there
         return Merge(merge.sources, outcome="taken"), None
 

@@ -177,7 +177,8 @@ class PartitionTail:
             log.info("%s: log start offset %d from manifest %d", self.keys.prefix, part.log.log_start_offset,
                      manifest.version)
 
-    def commit_log_start(self, offset: int, deadline: float, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
+    def commit_log_start(self, offset: int, deadline: float,
+                         on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
         """DeleteRecords kept in the bucket: the manifest's log start raised to `offset` (already
         the cache's), so a takeover starts there too. An offset in the tail seals it first (a
         manifest's log start is never past its closed segments' end). FlushTimedOut when appends

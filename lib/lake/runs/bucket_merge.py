@@ -74,7 +74,7 @@ def format_merges(results: list[PartitionMerges], *, dry_run: bool) -> str:
                     f"({merge.size} bytes)")
             if dry_run:
                 lines.append(f"{where}: would merge {span}")
-            elif merge.outcome == "merged":
+            elif merge.outcome == "merged" and merge.merged is not None:
                 merged += 1
                 lines.append(f"{where}: merged {span} into {merge.merged.key}")
             else:
