@@ -2,8 +2,11 @@
 
 Requests on a connection are handled one at a time, like Kafka's SocketServer, which mutes a
 channel until its in-flight request is answered: responses are therefore in order by
-construction. A frame with a negative or oversized size prefix, or one kio cannot decode,
-closes this connection only (Kafka's InvalidReceiveException / InvalidRequestException).
+construction. The one exception is a handler's `Later` (later.py: a bucket root's produce, waiting
+for a flush tick): its response is sent by a task once the wait is over, while up to
+MAX_ANSWERS_LATER further requests are read and handled; every response still goes out in request
+order (each answer awaits the one before it). A frame with a negative or oversized size prefix, or
+one kio cannot decode, closes this connection only (Kafka's InvalidReceiveException / InvalidRequestException).
 
 Fetched record ranges of 64 KiB or more arrive as file regions and go out with sendfile (the
 response prefix is flushed first, then the kernel copies file to socket); the counters in
@@ -27,6 +30,7 @@ from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
 from .handlers.api_versions import unsupported_version_response
+from .later import Later
 from .request_time import Stopwatch
 from .security import gate
 from .security.sasl import PRE_AUTH_KEYS
@@ -35,6 +39,7 @@ from .session import Session
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+MAX_ANSWERS_LATER = 5  # librdkafka's and the Java client's max.in.flight.requests.per.connection
 
 
 class Connection:
@@ -48,29 +53,51 @@ class Connection:
         self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""  # Kafka's InetAddress.toString()
         # Who the client is (session.py): PLAINTEXT and anonymous unless the listener says otherwise.
         self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
-        self.busy = False  # a request is being handled (shutdown waits for it)
+        self._handling = False
+        self._answers_later: list[asyncio.Task] = []  # in request order; each sends after the one before
+        self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
+
+    @property
+    def busy(self) -> bool:
+        """A request is being handled or answered (shutdown waits for it)."""
+        return self._handling or any(not task.done() for task in self._answers_later)
 
     async def serve(self) -> None:
         try:
             while not self.broker.shutting_down.is_set():
+                await self._wait_for_room()
                 frame = await self._read_frame()
                 if frame is None:
                     return
-                self.busy = True
+                self._handling = True
                 try:
                     if not await self._handle(frame):
                         return
                 finally:
-                    self.busy = False
+                    self._handling = False
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         except asyncio.CancelledError:
-            pass
+            for task in self._answers_later:
+                task.cancel()
         except Exception:
             log.exception("connection %s failed", self.peer)
         finally:
+            if self._answers_later:  # answers still due go out before the connection closes
+                await asyncio.gather(*self._answers_later, return_exceptions=True)
             self.close()
+
+    async def _wait_for_room(self) -> None:
+        """Read no further while MAX_ANSWERS_LATER answers are due, or a later answer's throttle lasts."""
+        self._answers_later = [task for task in self._answers_later if not task.done()]
+        if len(self._answers_later) >= MAX_ANSWERS_LATER:
+            await asyncio.wait([self._answers_later[0]])
+        if self.writer.is_closing():
+            raise ConnectionError("closed while answering")
+        pause = self._muted_until - time.monotonic()
+        if pause > 0:
+            await self._mute(datetime.timedelta(seconds=pause))
 
     def close(self) -> None:
         if not self.writer.is_closing():
@@ -131,6 +158,43 @@ class Connection:
             log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
                           request.client_id)
             return False
+        before = self._answers_later[-1] if self._answers_later else None
+        if isinstance(response, Later):
+            stopwatch.busy_seconds()  # its wait for the store is not busy time
+            self._answers_later.append(asyncio.create_task(
+                self._answer_later(before, response, request, route, received, stopwatch)))
+            return True
+        if before is not None:
+            await asyncio.wait([before])  # the answers due go first: responses in request order
+            if self.writer.is_closing():
+                return False
+        await self._mute(await self._answer(request, response, received, stopwatch))
+        return not self.session.close_after_response
+
+    async def _answer_later(self, before: asyncio.Task | None, later: Later, request, route, received: float,
+                            stopwatch: Stopwatch) -> None:
+        """Wait for the answer before this one, then for this one's wait; send it. A failure closes
+        the connection, as a failing handler does."""
+        try:
+            if before is not None:
+                await asyncio.wait([before])
+            response = await later.response
+            if self.writer.is_closing():
+                return
+            throttle = await self._answer(request, response, received, stopwatch)
+            self._muted_until = max(self._muted_until, time.monotonic() + throttle.total_seconds())
+        except (ConnectionError, asyncio.CancelledError):
+            self.close()
+        except CloseConnection as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close()
+        except Exception:
+            log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
+                          request.client_id)
+            self.close()
+
+    async def _answer(self, request, response, received: float, stopwatch: Stopwatch) -> datetime.timedelta:
+        """Send a handled request's response (if it has one) and record it; returns its throttle time."""
         bucket = self.broker.partitions.bucket
         if bucket is not None and request.api_key in CHANGES_METADATA:
             await bucket.sync_metadata()  # a bucket root: the change is in the bucket before it is answered
@@ -145,8 +209,7 @@ class Connection:
                 response = dataclasses.replace(response, throttle_time=throttle)
             await self._send(request.correlation_id, response)
         self.broker.requests.record(request.api_key, request.api_version, time.perf_counter() - received, response)
-        await self._mute(throttle)
-        return not self.session.close_after_response
+        return throttle
 
     async def _mute(self, throttle_time) -> None:
         """A client over its quota: read nothing more from it until its throttle time has passed

@@ -20,11 +20,15 @@ class Stopwatch:
         self._start = time.perf_counter()
         self._waited = [0.0]
         self._token = _waited.set(self._waited)
+        self._busy: float | None = None
 
     def busy_seconds(self) -> float:
-        """Elapsed time minus what the handler spent waiting; ends the measurement."""
-        _waited.reset(self._token)
-        return max(time.perf_counter() - self._start - self._waited[0], 0.0)
+        """Elapsed time minus what the handler spent waiting; the first call ends the measurement
+        (in the handling task: a response answered later waits in purgatory, not busy)."""
+        if self._busy is None:
+            _waited.reset(self._token)
+            self._busy = max(time.perf_counter() - self._start - self._waited[0], 0.0)
+        return self._busy
 
 
 @contextmanager

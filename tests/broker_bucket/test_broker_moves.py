@@ -20,6 +20,20 @@ def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
+def _sealed_segments(store: ObjectStore, prefix: str) -> list[str]:
+    """The partition's sealed `.log` objects (flush objects carry `.e<epoch>` in their names)."""
+    return [info.key for info in store.list(prefix)
+            if info.key.endswith(".log") and ".e" not in info.key.rpartition("/")[2]]
+
+
+def _wait_for_a_sealed_segment(store: ObjectStore, prefix: str, timeout_s: float = 60) -> None:
+    """A seal is due seal_ms after the first unsealed flush; under load it lands later than that."""
+    deadline = time.monotonic() + timeout_s
+    while not _sealed_segments(store, prefix):
+        assert time.monotonic() < deadline, f"no sealed segment under {prefix} after {timeout_s}s"
+        time.sleep(0.2)
+
+
 def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record(bucket_brokers, kafka_tools,
                                                                                  tmp_path):
     first = bucket_brokers.start("first")
@@ -29,7 +43,7 @@ def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record
     producer = AckedProducer(first.bootstrap, TOPIC, "a").start()
     producer.wait_acked(300)
     early = consume_all(first.bootstrap, TOPIC, 300, group="g", commit=True)  # offsets committed by a group
-    time.sleep(2)  # past seal_ms: some of the log is sealed into segments
+    _wait_for_a_sealed_segment(ObjectStore(bucket_brokers.root), f"log/{TOPIC}-0")  # seal_ms passed
     producer.wait_acked(len(producer.acked) + 200)
     first.kill()  # kill -9 with produce requests in flight
     producer.stop()
@@ -65,8 +79,7 @@ def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record
 
     store = ObjectStore(bucket_brokers.root)
     segments = [info.key for info in store.list(f"log/{TOPIC}-0") if info.key.endswith(".log")]
-    sealed = [key for key in segments if ".e" not in key.rpartition("/")[2]]
-    assert sealed, f"no sealed segment among {segments}"
+    assert _sealed_segments(store, f"log/{TOPIC}-0"), f"no sealed segment among {segments}"
     local = []
     for key in segments:
         path = tmp_path / "dump" / key.rpartition("/")[2]

@@ -24,6 +24,7 @@ from ..api_keys import ApiKey
 from ..append_policy import check_append
 from ..context import BrokerContext
 from ..errors import BrokerError, CloseConnection, error_code, error_message
+from ..later import Later
 from ..producer_state import Duplicate
 from ..throttle import PRODUCE
 from ..wire import Request, has_field, make, nested
@@ -182,13 +183,13 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
             batches.append((part, pdata.records, header))
             appending.append((fields, where))
         answers.append((dict(name=name, topic_id=topic_id), results))
-    if batches:
-        outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred)
-        if bucket is not None and acks != 0:
-            outcomes = await await_stored(bucket, batches, outcomes, body.timeout.total_seconds())
+    outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
+
+    def answer(outcomes: list) -> Any:
+        failed_append = False
         for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
             if isinstance(outcome, BaseException):
-                failed = True
+                failed_append = True
                 _refused(fields, outcome, where, record_error_cls)
                 continue
             if isinstance(outcome, Duplicate):
@@ -201,18 +202,25 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 fields["log_append_time"] = _datetime(outcome.log_append_time)
             fields["base_offset"] = outcome.first_offset
             fields["log_start_offset"] = part.log_start_offset
-    topics = [make(topic_cls, **fields, partition_responses=tuple(make(part_cls, **p) for p in parts))
-              for fields, parts in answers]
-    if acks == 0:
-        # No response at all; an error closes the connection, the only signal such a client gets
-        # (KafkaApis does the same).
-        if failed:
-            raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
-        return None
-    produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
-    # The connection mutes while throttled; the quota's user is the authenticated principal.
-    throttle_ms = broker.throttle.record(PRODUCE, request.session.user, request.client_id, produced)
-    return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+        topics = [make(topic_cls, **fields, partition_responses=tuple(make(part_cls, **p) for p in parts))
+                  for fields, parts in answers]
+        if acks == 0:
+            # No response at all; an error closes the connection, the only signal such a client
+            # gets (KafkaApis does the same).
+            if failed or failed_append:
+                raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
+            return None
+        produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
+        # The connection mutes while throttled; the quota's user is the authenticated principal.
+        throttle_ms = broker.throttle.record(PRODUCE, request.session.user, request.client_id, produced)
+        return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+    if bucket is not None and acks != 0 and batches:
+        # Appended in request order now; answered once stored, while the connection reads on.
+        async def stored_then_answered() -> Any:
+            return answer(await await_stored(bucket, batches, outcomes, body.timeout.total_seconds()))
+        return Later(stored_then_answered())
+    return answer(outcomes)
 
 
 def _refused(fields: dict, exc: BaseException, where: str, record_error_cls) -> None:

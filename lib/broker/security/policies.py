@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 from ..api_keys import ApiKey
+from ..later import Later
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ async def serve_allowed(call: Call, body, kept: tuple, request_field: str, cls: 
     response = await call(replace(body, **{request_field: kept}))
     if not denied or response is None:  # None: an acks=0 produce gets no answer
         return response
+    if isinstance(response, Later):  # a bucket root's produce, answered after the flush
+        return response.then(lambda done: replace(done, **{response_field: getattr(done, response_field) + denied}))
     return replace(response, **{response_field: getattr(response, response_field) + denied})
 
 
