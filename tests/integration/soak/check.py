@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from topiclake.lake.log.source import list_partition
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.reader import read_log, view_partition
 from topiclake.segments.batch import iter_batches
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError
@@ -42,6 +44,7 @@ from topiclake.segments.leader_epochs import EpochHistory
 from topiclake.segments.loader import first_batch
 from topiclake.segments.storage import StorageLayout
 from topiclake.segments.txn_metadata import AbortedIndex, collect_aborted_txns
+from topiclake.store.objects import ObjectStore
 
 from .ledger import Ledger, OffsetSample
 
@@ -103,13 +106,31 @@ def read_partition_log(layout: StorageLayout, topic: str, partition: int) -> Par
                     batches.append(batch)
         except CorruptRecordError:
             pass  # a torn write of a fenced leader: nothing after it counts
-    aborted = AbortedIndex(collect_aborted_txns(batches))
-    open_txns: dict[int, int] = {}
     # The newest segment file's base, even empty (the readers' listing leaves empty files out): a
     # new leader continues in a segment of its own, after a gap when its base was taken
     # (leader_fence step 4); the broker's log end is there.
     end = max(_segment_bases(layout.log_dir(topic, partition)), default=files.log_start_offset)
-    out = PartitionLog(files.log_start_offset, 0, 0)
+    out = partition_log_of(batches, files.log_start_offset, end)
+    del batches
+    return out
+
+
+def read_bucket_partition_log(store: ObjectStore, topic: str, partition: int) -> PartitionLog:
+    """The partition as a reader of an object-store root sees it: objectlog's reader (the newest
+    manifest's segments, then the flush objects whose epoch owns their offsets)."""
+    keys = PartitionKeys(topic, partition)
+    view = view_partition(store, keys)
+    batches = list(read_log(store, keys, view=view))
+    start = view.manifest.log_start_offset
+    return partition_log_of(batches, start, max((b.next_offset for b in batches), default=start))
+
+
+def partition_log_of(batches: list, log_start_offset: int, end: int) -> PartitionLog:
+    """The data records of a partition's valid batches, each marked aborted or not, with the
+    high watermark (`end` or past the last batch) and the last stable offset."""
+    aborted = AbortedIndex(collect_aborted_txns(batches))
+    open_txns: dict[int, int] = {}
+    out = PartitionLog(log_start_offset, 0, 0)
     for batch in batches:
         h = batch.header
         end = max(end, h.next_offset)
@@ -122,11 +143,10 @@ def read_partition_log(layout: StorageLayout, topic: str, partition: int) -> Par
             continue
         is_aborted = aborted.is_aborted(h)
         for r in batch.records():
-            if r.offset >= files.log_start_offset:
+            if r.offset >= log_start_offset:
                 out.add(r.offset, r.key, r.value, is_aborted)
     out.high_watermark = end
     out.last_stable_offset = min(open_txns.values(), default=end)
-    del batches
     return out
 
 

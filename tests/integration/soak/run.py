@@ -25,6 +25,7 @@ from topiclake.segments.storage import StorageLayout, TopicRegistry
 from tests.support.broker_process import BrokerProcess
 from tests.support.lake import read_table
 from . import check
+from .bucket import BucketSoakRoot
 from .cluster import BrokerFaults, ClusterShape, SoakCluster, ZooKeeperKiller, failover_s, longest_gaps, summary
 from .faults import BrokerKiller, Fault, LakeKiller, LakeProcess
 from .ledger import Ledger
@@ -56,6 +57,7 @@ class SoakConfig:
     cluster: ClusterShape | None = None  # bench/soak.py --cluster: brokers and ZooKeeper of cluster.py
     lake: bool = True  # the lake process (ingest, compaction, retention, and its kills)
     transactions: bool = True  # the transactional producer
+    bucket: bool = False  # bench/soak.py --bucket: one broker on an object-store root (a versitygw of its own)
 
 
 def soak_topics(config: SoakConfig) -> dict[str, TopicSpec]:
@@ -169,7 +171,12 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
     if not config.transactions:
         del topics["transactional"]
     ledger = Ledger(work / "ledger.jsonl")
-    if config.cluster is not None:
+    s3 = None
+    if config.bucket:
+        s3 = BucketSoakRoot(work)
+        broker = s3.start_broker()
+        say(f"bucket root {s3.url} on versitygw {s3.server.endpoint}, cache {broker.data}")
+    elif config.cluster is not None:
         broker = SoakCluster(work, config.cluster)
         say(f"cluster: {config.cluster.brokers} brokers ({broker.bootstrap}), ZooKeeper "
             f"{broker.ensemble.connect_string}")
@@ -258,13 +265,18 @@ def run_soak(config: SoakConfig, *, spark=None, say=print) -> SoakReport:
         stages.lap("final ingest")
         faults = sorted((f for k in killers for f in k.faults), key=lambda f: f.at)
         problems += [f"{f.target} restart failed: {f.restart_error}" for f in faults if f.restart_error]
-        verdict = judge(broker.data, topics, ledger, tables=config.lake)
+        if s3 is not None:
+            verdict = judge_logs(s3.read_logs(topics), s3.configs(topics), ledger, topics)
+        else:
+            verdict = judge(broker.data, topics, ledger, tables=config.lake)
         stages.lap("check")
     finally:
         ledger.close()
         if lake is not None:
             lake.stop()
         broker.kill()
+        if s3 is not None:
+            s3.server.stop()
         for name in ("soak.librdkafka", "kafka", __package__):
             logging.getLogger(name).removeHandler(handler)
     by_topic: dict[str, int] = {}
@@ -305,10 +317,16 @@ def judge(root: Path, topics: dict[str, TopicSpec], ledger: Ledger, *, tables: b
     configs = {t.name: registry.get(t.name).log_config for t in topics.values()}
     logs = {(t.name, p): check.read_partition_log(layout, t.name, p)
             for t in topics.values() for p in range(t.partitions)}
+    return judge_logs(logs, configs, ledger, topics,
+                      tables=read_tables(layout, topics) if tables else None)
+
+
+def judge_logs(logs: dict[tuple[str, int], check.PartitionLog], configs: dict, ledger: Ledger,
+               topics: dict[str, TopicSpec], *, tables: dict[str, check.TableRows] | None = None) -> check.Verdict:
     verdict = check.Verdict()
     check.check_log(verdict, logs, configs, ledger)
-    if tables:
-        check.check_tables(verdict, logs, configs, read_tables(layout, topics), ledger)
+    if tables is not None:
+        check.check_tables(verdict, logs, configs, tables, ledger)
     check.check_consumed(verdict, logs, configs, ledger)
     check.check_group_offsets(verdict, ledger.commits, ledger.observations)
     check.check_clients(verdict, ledger, {topics["transactional"].name} if "transactional" in topics else set())
