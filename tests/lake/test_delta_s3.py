@@ -20,7 +20,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 
 import pyarrow as pa
 import pytest
@@ -35,8 +34,8 @@ from topiclake.lake.spark.session import get_session
 from topiclake.store.objects import ObjectStore
 
 COMMITS_PER_WRITER = 5
-# One driver process: the root from the environment, as a job gets it; appends start at the same
-# wall-clock time in both (argv[3]), after the session is up.
+# One driver process: the root from the environment, as a job gets it; appends start once both
+# sessions are up (a file each in the barrier directory, argv[3]).
 WRITER = textwrap.dedent("""
     import os, sys, time
     from topiclake.lake.spark.session import get_session
@@ -47,7 +46,11 @@ WRITER = textwrap.dedent("""
     spark = get_session("race-" + writer, master="local[1]", root=root,
                         conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"}})
     spark.createDataFrame([], "writer string, seq bigint")  # the JVM warmed before the start line
-    time.sleep(max(0.0, float(sys.argv[3]) - time.time()))
+    barrier = sys.argv[3]  # a directory: each writer's file says it is ready; all start together
+    open(os.path.join(barrier, writer), "w").close()
+    deadline = time.time() + 300
+    while len(os.listdir(barrier)) < 2 and time.time() < deadline:
+        time.sleep(0.05)
     for seq in range({commits}):
         (spark.createDataFrame([(writer, seq)], "writer string, seq bigint").write.format("delta")
          .mode("append").option("userMetadata", writer).save(root.uri("tables", "race")))
@@ -101,12 +104,13 @@ def test_delta_rs_and_delta_spark_take_turns_on_one_table(spark_on, s3_root):
     assert sorted(tuple(r) for r in as_of_1.collect()) == [("rs", 0), ("spark", 1)]
 
 
-def test_two_spark_drivers_racing_to_append_lose_no_commit(s3_root):
+def test_two_spark_drivers_racing_to_append_lose_no_commit(s3_root, tmp_path):
     root = s3_root.root
     uri = root.uri("tables", "race")
     write_deltalake(uri, SCHEMA.empty_table(), storage_options=root.delta_storage_options())  # version 0
-    start_at = str(time.time() + 40)  # both sessions up by then, even on a busy machine
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), name, start_at], env=s3_root.env,
+    barrier = tmp_path / "ready"  # both sessions up before either appends, however busy the machine
+    barrier.mkdir()
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), name, str(barrier)], env=s3_root.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("w1", "w2")]
     for writer in writers:
         _out, err = writer.communicate(timeout=600)
