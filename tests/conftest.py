@@ -31,6 +31,9 @@ def _root_log_handlers_restored():
     print "--- Logging error ---" into its own captured output. Each test starts with the handlers
     it found."""
     root = logging.getLogger()
+    # one a wider-scoped fixture's CLI run left, its stream closed since: dropped before the test
+    root.handlers[:] = [h for h in root.handlers
+                        if not getattr(getattr(h, "stream", None), "closed", False)]
     handlers, level = root.handlers[:], root.level
     yield
     root.handlers[:] = handlers
