@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Iterable
+from typing import Any, Iterable
 
 from topiclake.segments.batch import Record, iter_batches
 
 from .client import ClusterClient
 from .errors import KafkaError, check
-from .results import EARLIEST, LATEST, TP, ClusterInfo, ConfigEntry, CreatedTopic, Node, PartitionInfo, TopicInfo
+from .results import (EARLIEST, EARLIEST_LOCAL, LATEST, TP, ClusterInfo, ConfigEntry, CreatedTopic, Node, PartitionInfo,
+                      TopicInfo)
 
 TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
@@ -79,7 +80,10 @@ def list_offsets(client: ClusterClient, keys: Iterable[TP], timestamp: int, *,
     """(topic, partition) -> the offset for `timestamp` (LATEST, EARLIEST, or ms: the first
     offset at or after it, -1 when none), each asked of the partition's leader. Partitions in
     error are left out, or with `strict` the first one raises."""
-    from kio.schema.list_offsets.v7 import request as req
+    from kio.schema.list_offsets.v7 import request as v7
+    from kio.schema.list_offsets.v8 import request as v8
+
+    req: Any = v8 if timestamp == EARLIEST_LOCAL else v7  # EARLIEST_LOCAL (-4) is ListOffsets v8's (KIP-405)
 
     def ask(node: int, chunk: list[TP]) -> dict:
         by_topic: dict[str, list] = {}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 TP = tuple[str, int]  # (topic, partition)
 LATEST, EARLIEST = -1, -2  # ListOffsets timestamps: the log end offset, the log start offset
+EARLIEST_LOCAL = -4  # the local log's start (differs from EARLIEST when the topic's table is its remote tier)
 
 
 @dataclass(frozen=True)

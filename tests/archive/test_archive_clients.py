@@ -1,0 +1,222 @@
+"""The table is the archive, end to end: a real broker process, a topic with remote.storage.enable,
+records produced by confluent-kafka (keys, null keys and values, headers, a committed and an
+aborted transaction), retention that keeps what the table lacks, the real ingest job, retention
+again (now the old segments go), then every client reads from offset 0 across the boundary
+between the table and the log: confluent-kafka, kafka-python, aiokafka and Kafka's console
+consumer get every committed record, byte-equal; a group resumes below the local start; the
+aborted records never come back; ListOffsets answers the table's first offset for EARLIEST and
+the log's for EARLIEST_LOCAL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from topiclake.client import admin
+from topiclake.client.client import ClusterClient
+from topiclake.lake.runs.ingest import IngestOptions, ingest
+from topiclake.lake.runs.retention import RetentionOptions, retain
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_tools import BROKER_TOML
+from tests.support.topics import create_topic
+from tests.support.waits import wait_for
+
+pytestmark = pytest.mark.slow
+
+TOPIC, PARTITIONS = "archived", 2
+EARLIEST, EARLIEST_LOCAL = -2, -4
+
+
+@pytest.fixture(scope="module")
+def archive_broker(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("archive")
+    config = tmp / "broker.toml"
+    config.write_text(BROKER_TOML)
+    b = BrokerProcess(tmp / "data", config=config).start()
+    yield b
+    b.stop()
+
+
+def produce(bootstrap: str) -> dict[int, list[tuple]]:
+    """partition -> the committed records (offset, key, value, headers), one batch each."""
+    from confluent_kafka import Producer
+
+    acked: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+
+    def remember(headers):
+        def on_delivery(err, msg):
+            assert err is None, err
+            acked[msg.partition()].append((msg.offset(), msg.key(), msg.value(), headers))
+        return on_delivery
+
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(60):
+        headers = [("seq", str(i).encode()), ("empty", b""), ("none", None)] if i % 3 else []
+        plain.produce(TOPIC, key=None if i % 7 == 0 else b"key-%d" % i, value=None if i % 11 == 5 else b"v" * (i % 40),
+                      headers=headers, partition=i % PARTITIONS, on_delivery=remember(headers))
+        plain.flush(15)  # one batch per record: segments of a few records each
+        if i == 20:
+            txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "archive-txn"})
+            txn.init_transactions(15)
+            txn.begin_transaction()
+            for j in range(4):
+                txn.produce(TOPIC, key=b"committed-%d" % j, value=b"c", partition=0, on_delivery=remember([]))
+            txn.commit_transaction(15)
+            txn.begin_transaction()
+            for j in range(3):
+                txn.produce(TOPIC, key=b"aborted-%d" % j, value=b"ABORTED", partition=0)
+            txn.flush(15)
+            txn.abort_transaction(15)
+    return {p: sorted(records) for p, records in acked.items()}
+
+
+def offsets(bootstrap: str, spec: int) -> dict[int, int]:
+    with ClusterClient(bootstrap) as client:
+        got = admin.list_offsets(client, [(TOPIC, p) for p in range(PARTITIONS)], spec, strict=True)
+    return {p: got[(TOPIC, p)] for p in range(PARTITIONS)}
+
+
+@pytest.fixture(scope="module")
+def archived(archive_broker, spark):
+    """The topic with its old segments gone and the table holding them: (broker, expected records)."""
+    bootstrap, root = archive_broker.bootstrap, archive_broker.data
+    create_topic(bootstrap, PARTITIONS, name=TOPIC, **{"remote.storage.enable": "true", "segment.bytes": "600",
+                                                       "local.retention.ms": "1"})
+    expected = produce(bootstrap)
+
+    # No table yet: local.retention.ms=1 would delete every closed segment, the table lacks them all
+    kept = retain(RetentionOptions(root=root, topics=(TOPIC,)))
+    assert all(not p.deleted and p.plan.held_back for p in kept.partitions), kept.partitions
+    assert {p.name: p.plan.blocking_groups for p in kept.partitions} == {
+        f"{TOPIC}-{p}": (f"table {TOPIC}",) for p in range(PARTITIONS)}
+
+    result = ingest(spark, IngestOptions(topics=(TOPIC,), root=root, bootstrap=bootstrap))
+    assert result.records == sum(len(r) for r in expected.values())
+    done = retain(RetentionOptions(root=root, topics=(TOPIC,)))
+    assert all(p.deleted for p in done.partitions), done.partitions
+    starts = {p.partition: p.log_start_offset for p in done.partitions}
+    wait_for(lambda: offsets(bootstrap, EARLIEST_LOCAL) == starts, what="the broker to see the new log starts")
+    assert all(start > 10 for start in starts.values()), starts
+    return archive_broker, expected
+
+
+def test_list_offsets_earliest_is_the_tables_and_earliest_local_the_logs(archived):
+    b, expected = archived
+    assert offsets(b.bootstrap, EARLIEST) == {p: records[0][0] for p, records in expected.items()}
+    assert all(local > 0 for local in offsets(b.bootstrap, EARLIEST_LOCAL).values())
+
+
+def _headers(pairs) -> list[tuple]:
+    return [(k, v) for k, v in pairs or []]
+
+
+def test_confluent_kafka_reads_every_record_from_offset_0_in_both_isolation_levels(archived):
+    from confluent_kafka import Consumer, TopicPartition
+
+    b, expected = archived
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                             "isolation.level": isolation, "message.max.bytes": 1000, "fetch.max.bytes": 1000,
+                             "max.partition.fetch.bytes": 300})
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 60
+        while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got[msg.partition()].append((msg.offset(), msg.key(), msg.value(), _headers(msg.headers())))
+        consumer.close()
+        assert got == {p: [(o, k, v, _headers(h)) for o, k, v, h in records] for p, records in expected.items()}, \
+            isolation
+
+
+def test_kafka_python_reads_every_record_from_offset_0(archived):
+    from kafka import KafkaConsumer, TopicPartition
+
+    b, expected = archived
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
+                             isolation_level="read_committed", max_partition_fetch_bytes=500)
+    parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer.assign(parts)
+    for tp in parts:
+        consumer.seek(tp, 0)
+    got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 60
+    while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
+        for tp, messages in consumer.poll(timeout_ms=500).items():
+            got[tp.partition] += [(m.offset, m.key, m.value, _headers(m.headers)) for m in messages]
+    consumer.close()
+    assert got == {p: [(o, k, v, _headers(h)) for o, k, v, h in records] for p, records in expected.items()}
+
+
+def test_aiokafka_reads_every_record_from_offset_0(archived):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    b, expected = archived
+
+    async def read() -> dict[int, list[tuple]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
+                                    isolation_level="read_committed", max_partition_fetch_bytes=500)
+        await consumer.start()
+        try:
+            parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+            consumer.assign(parts)
+            for tp in parts:
+                consumer.seek(tp, 0)
+            got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+            deadline = time.monotonic() + 60
+            while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
+                for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
+                    got[tp.partition] += [(m.offset, m.key, m.value, _headers(m.headers)) for m in messages]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(read()) == {p: [(o, k, v, _headers(h)) for o, k, v, h in records]
+                                   for p, records in expected.items()}
+
+
+def test_kafkas_console_consumer_reads_partition_0_from_offset_0(archived, kafka_tools):
+    b, expected = archived
+    records = expected[0]
+    out = kafka_tools("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", TOPIC,
+                      "--partition", "0", "--offset", "0", "--max-messages", str(len(records)),
+                      "--timeout-ms", "30000", "--isolation-level", "read_committed",
+                      "--formatter-property", "print.offset=true", "--formatter-property", "print.key=true",
+                      "--formatter-property", "print.headers=true")
+
+    def headers(pairs) -> str:
+        return ",".join(f"{k}:{'null' if v is None else v.decode()}" for k, v in pairs) or "NO_HEADERS"
+
+    lines = [line.split("\t") for line in out.splitlines() if line.startswith("Offset:")]
+    assert lines == [[f"Offset:{o}", headers(h), "null" if k is None else k.decode(),
+                      "null" if v is None else v.decode()] for o, k, v, h in records]
+
+
+def test_a_group_resumes_below_the_local_start(archived):
+    from confluent_kafka import Consumer, TopicPartition
+
+    b, expected = archived
+    resume_at = {p: records[3][0] for p, records in expected.items()}
+    assert all(resume_at[p] < local for p, local in offsets(b.bootstrap, EARLIEST_LOCAL).items())
+    config = {"bootstrap.servers": b.bootstrap, "group.id": "archive-resume", "enable.auto.commit": False,
+              "auto.offset.reset": "latest", "session.timeout.ms": 6000}
+    first = Consumer(config)
+    first.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in resume_at.items()], asynchronous=False)
+    first.close()
+    consumer = Consumer(config)
+    consumer.subscribe([TOPIC])
+    want = {p: [r[0] for r in records if r[0] >= resume_at[p]] for p, records in expected.items()}
+    got: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 60
+    while got != want and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got[msg.partition()].append(msg.offset())
+    consumer.close()
+    assert got == want
