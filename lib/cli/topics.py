@@ -66,30 +66,19 @@ def describe(name: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMA
     with connect(bootstrap, command_config) as client:
         [topic] = admin.topics(client, [name])
         configs = admin.topic_configs(client, name)
+        tiered = any(c.name == "remote.storage.enable" and c.value == "true" for c in configs)
+        if tiered:
+            [topic] = admin.topics(client, [name], offsets=True)
     overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.is_override)
     replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 0  # as kafka-topics: partition 0's
     typer.echo(f"Topic: {name}\tTopicId: {_topic_id(topic.topic_id)}\tPartitionCount: {len(topic.partitions)}\t"
                f"ReplicationFactor: {replication_factor}\tConfigs: {overrides}")
-    tiered = any(c.name == "remote.storage.enable" and c.value == "true" for c in configs)
-    starts = _archive_starts(bootstrap, command_config, name, topic) if tiered else {}
     for p in topic.partitions:
         # With the topic's table as its remote tier: where the history starts (the table's first
         # offset, ListOffsets EARLIEST) and where the local log does (EARLIEST_LOCAL).
-        offsets = "\tEarliest: {}\tEarliestLocal: {}".format(*starts[p.partition]) if p.partition in starts else ""
+        offsets = f"\tEarliest: {p.start}\tEarliestLocal: {p.local_start}" if tiered else ""
         typer.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}{offsets}")
-
-
-def _archive_starts(bootstrap: str, command_config: Path, name: str, topic) -> dict[int, tuple[int, int]]:
-    """partition -> (earliest, earliest local) offsets."""
-    from topiclake.client import admin
-    from topiclake.client.results import EARLIEST, EARLIEST_LOCAL
-
-    keys = [(name, p.partition) for p in topic.partitions]
-    with connect(bootstrap, command_config) as client:
-        earliest = admin.list_offsets(client, keys, EARLIEST)
-        local = admin.list_offsets(client, keys, EARLIEST_LOCAL)
-    return {p: (earliest.get((name, p), -1), local.get((name, p), -1)) for _name, p in keys}
 
 
 @topics_app.command("delete")

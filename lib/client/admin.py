@@ -41,7 +41,8 @@ def topics(client: ClusterClient, names: Iterable[str] | None = None, *, offsets
     """Topics with their partitions, sorted by name: every topic the user may describe, or
     `names` (a name the cluster refuses raises, `describing topic T: CODE`). With `offsets`
     each partition's log start and end offsets, asked of its leader (-1 where it did not
-    answer)."""
+    answer), and the local log's start (EARLIEST_LOCAL: above the log start where the topic's
+    table is its remote tier)."""
     names = None if names is None else list(names)
     out = []
     for t in client.metadata(names).topics:
@@ -57,9 +58,11 @@ def topics(client: ClusterClient, names: Iterable[str] | None = None, *, offsets
         return out
     keys = [(t.name, p.partition) for t in out for p in t.partitions]
     starts, ends = list_offsets(client, keys, EARLIEST), list_offsets(client, keys, LATEST)
+    local = list_offsets(client, keys, EARLIEST_LOCAL)
     return [TopicInfo(t.name, t.topic_id, t.internal, tuple(
         PartitionInfo(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
-                      starts.get((t.name, p.partition), -1), ends.get((t.name, p.partition), -1))
+                      starts.get((t.name, p.partition), -1), ends.get((t.name, p.partition), -1),
+                      local.get((t.name, p.partition), -1))
         for p in t.partitions)) for t in out]
 
 

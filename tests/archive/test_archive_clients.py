@@ -106,7 +106,11 @@ def archived(archive_broker, spark):
 def test_list_offsets_earliest_is_the_tables_and_earliest_local_the_logs(archived):
     b, expected = archived
     assert offsets(b.bootstrap, EARLIEST) == {p: records[0][0] for p, records in expected.items()}
-    assert all(local > 0 for local in offsets(b.bootstrap, EARLIEST_LOCAL).values())
+    local = offsets(b.bootstrap, EARLIEST_LOCAL)
+    assert all(local[p] > 0 for p in local)
+    # the transaction markers and the aborted records (offsets no committed record has) are archived
+    not_records = set(range(expected[0][-1][0])) - {r[0] for r in expected[0]}
+    assert len(not_records) == 2 + 3 and max(not_records) < local[0]
 
 
 def _headers(pairs) -> list[tuple]:
@@ -220,3 +224,15 @@ def test_a_group_resumes_below_the_local_start(archived):
             got[msg.partition()].append(msg.offset())
     consumer.close()
     assert got == want
+
+
+def test_topics_describe_shows_the_earliest_and_the_earliest_local_offsets(archived):
+    import subprocess
+    import sys
+
+    b, expected = archived
+    out = subprocess.run([sys.executable, "-m", "topiclake.cli", "topics", "describe", TOPIC, "--bootstrap", b.bootstrap],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    local = offsets(b.bootstrap, EARLIEST_LOCAL)
+    for p, records in expected.items():
+        assert f"Partition: {p}\t" in out and f"\tEarliest: {records[0][0]}\tEarliestLocal: {local[p]}" in out, out
