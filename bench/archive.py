@@ -116,7 +116,8 @@ def main() -> None:
     local_s, table_s = (statistics.median(rounds[t]) for t in (LOCAL, ARCHIVED))
     result = {
         "records": args.records, "segments_deleted": len(partition.deleted), "log_start": partition.log_start_offset,
-        "from_log_records_per_s": round(args.records / local_s), "from_table_records_per_s": round(args.records / table_s),
+        "from_log_records_per_s": round(args.records / local_s),
+        "from_table_records_per_s": round(args.records / table_s),
         "ratio": round(local_s / table_s, 3), "target": 0.5,
         "log_bytes": log_bytes, "table_bytes": table_bytes, "storage_ratio": round(table_bytes / log_bytes, 3),
         "local_log_bytes_after_retention": local_left, "ingest_s": round(ingest_s, 2),
