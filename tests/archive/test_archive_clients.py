@@ -2,15 +2,19 @@
 records produced by confluent-kafka (keys, null keys and values, headers, a committed and an
 aborted transaction), retention that keeps what the table lacks, the real ingest job, retention
 again (now the old segments go), then every client reads from offset 0 across the boundary
-between the table and the log: confluent-kafka, kafka-python, aiokafka and Kafka's console
-consumer get every committed record, byte-equal; a group resumes below the local start; the
-aborted records never come back; ListOffsets answers the table's first offset for EARLIEST and
-the log's for EARLIEST_LOCAL."""
+between the table and the log: confluent-kafka, kafka-python, aiokafka, Kafka's console consumer
+and Spark's Kafka source get every committed record, byte-equal; a group resumes below the local
+start; the aborted records never come back; ListOffsets answers the table's first offset for
+EARLIEST and the log's for EARLIEST_LOCAL; `topics describe` shows both."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +23,10 @@ from topiclake.client.client import ClusterClient
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.runs.retention import RetentionOptions, retain
 
+from bench._kafka import fetch_peers
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_tools import BROKER_TOML
+from tests.support.paths import REPO
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
 
@@ -227,12 +233,46 @@ def test_a_group_resumes_below_the_local_start(archived):
 
 
 def test_topics_describe_shows_the_earliest_and_the_earliest_local_offsets(archived):
-    import subprocess
-    import sys
-
     b, expected = archived
     out = subprocess.run([sys.executable, "-m", "topiclake.cli", "topics", "describe", TOPIC, "--bootstrap", b.bootstrap],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     local = offsets(b.bootstrap, EARLIEST_LOCAL)
     for p, records in expected.items():
         assert f"Partition: {p}\t" in out and f"\tEarliest: {records[0][0]}\tEarliestLocal: {local[p]}" in out, out
+
+
+SPARK_READER = """
+import json, sys
+from pyspark.sql import SparkSession
+
+bootstrap, topic = sys.argv[1], sys.argv[2]
+spark = SparkSession.builder.appName("kafka-source-archive").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        .option("startingOffsets", "earliest").option("endingOffsets", "latest").option("includeHeaders", "true")
+        .option("kafka.isolation.level", "read_committed").load()
+        .select("partition", "offset", "key", "value", "headers").collect())
+print(json.dumps([[r.partition, r.offset, None if r.key is None else bytes(r.key).hex(),
+                   None if r.value is None else bytes(r.value).hex(),
+                   [[h.key, None if h.value is None else bytes(h.value).hex()] for h in (r.headers or [])]]
+                  for r in rows]))
+spark.stop()
+"""
+
+
+def test_sparks_kafka_source_reads_from_the_tables_first_offset(archived, tmp_path):
+    b, expected = archived
+    jars = ",".join(str(j) for j in sorted(Path(fetch_peers("spark-kafka")["SPARK_KAFKA_JARS"]).glob("*.jar")))
+    script = tmp_path / "read_kafka.py"
+    script.write_text(SPARK_READER)
+    done = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--jars", jars,
+                           "--conf", "spark.ui.enabled=false", str(script), b.bootstrap, TOPIC],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    def hexed(value):
+        return None if value is None else value.hex()
+
+    rows = json.loads(done.stdout.splitlines()[-1])
+    assert sorted(rows) == sorted([p, o, hexed(k), hexed(v), [[hk, hexed(hv)] for hk, hv in h]]
+                                  for p, records in expected.items() for o, k, v, h in records)
