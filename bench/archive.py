@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import create_topic, running_broker
+from fetch import consume  # one confluent-kafka consumer from offset 0: (first-to-last s, total s, bytes)
 
 LOCAL, ARCHIVED = "bench-local", "bench-archived"
 VALUE_SIZE = 100
@@ -49,29 +50,6 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
                 producer.poll(0.001)
     if producer.flush(120):
         raise SystemExit(f"could not produce the records of {topic}")
-
-
-def consume(bootstrap: str, topic: str, records: int) -> float:
-    """Seconds from the first record to the last, reading from offset 0."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
-                         "queued.max.messages.kbytes": 262_144, "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    count, first, start = 0, None, time.perf_counter()
-    while count < records:
-        for msg in consumer.consume(10_000, timeout=5):
-            if msg.error() is not None:
-                raise SystemExit(f"consumer error: {msg.error()}")
-            count += 1
-        if first is None and count:
-            first = time.perf_counter()
-        if time.perf_counter() - start > 600:
-            raise SystemExit(f"only {count} of {records} records of {topic} read")
-    end = time.perf_counter()
-    consumer.close()
-    return end - (first or start)
 
 
 def directory_bytes(path: Path, suffix: str) -> int:
@@ -109,10 +87,10 @@ def main() -> None:
         local_left = directory_bytes(log_dir, ".log")
         time.sleep(6)  # the broker's refresh (every 5 s) sees the new log start
         rounds: dict[str, list[float]] = {LOCAL: [], ARCHIVED: []}
-        consume(bootstrap, LOCAL, args.records)  # warm the page cache and the clients
+        consume(bootstrap, args.records, LOCAL)  # warm the page cache and the clients
         for _ in range(args.repeat):
             for topic in (LOCAL, ARCHIVED):
-                rounds[topic].append(consume(bootstrap, topic, args.records))
+                rounds[topic].append(consume(bootstrap, args.records, topic)[0])
     local_s, table_s = (statistics.median(rounds[t]) for t in (LOCAL, ARCHIVED))
     result = {
         "records": args.records, "segments_deleted": len(partition.deleted), "log_start": partition.log_start_offset,

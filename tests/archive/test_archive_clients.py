@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,10 +22,7 @@ from topiclake.client.client import ClusterClient
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.runs.retention import RetentionOptions, retain
 
-from bench._kafka import fetch_peers
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_tools import BROKER_TOML
-from tests.support.paths import REPO
+from tests.support.kafka_tools import peer_broker_process, spark_submit_with_kafka_source
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
 
@@ -38,10 +34,7 @@ EARLIEST, EARLIEST_LOCAL = -2, -4
 
 @pytest.fixture(scope="module")
 def archive_broker(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("archive")
-    config = tmp / "broker.toml"
-    config.write_text(BROKER_TOML)
-    b = BrokerProcess(tmp / "data", config=config).start()
+    b = peer_broker_process(tmp_path_factory.mktemp("archive"))
     yield b
     b.stop()
 
@@ -123,6 +116,17 @@ def _headers(pairs) -> list[tuple]:
     return [(k, v) for k, v in pairs or []]
 
 
+def _gather(expected: dict[int, list[tuple]], poll) -> dict[int, list[tuple]]:
+    """Records by partition until as many as expected arrived (or a minute): `poll()` answers
+    {TopicPartition: messages}, as kafka-python's poll and aiokafka's getmany do."""
+    got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 60
+    while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
+        for tp, messages in poll().items():
+            got[tp.partition] += [(m.offset, m.key, m.value, _headers(m.headers)) for m in messages]
+    return got
+
+
 def test_confluent_kafka_reads_every_record_from_offset_0_in_both_isolation_levels(archived):
     from confluent_kafka import Consumer, TopicPartition
 
@@ -155,11 +159,7 @@ def test_kafka_python_reads_every_record_from_offset_0(archived):
     consumer.assign(parts)
     for tp in parts:
         consumer.seek(tp, 0)
-    got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 60
-    while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
-        for tp, messages in consumer.poll(timeout_ms=500).items():
-            got[tp.partition] += [(m.offset, m.key, m.value, _headers(m.headers)) for m in messages]
+    got = _gather(expected, lambda: consumer.poll(timeout_ms=500))
     consumer.close()
     assert got == {p: [(o, k, v, _headers(h)) for o, k, v, h in records] for p, records in expected.items()}
 
@@ -169,26 +169,24 @@ def test_aiokafka_reads_every_record_from_offset_0(archived):
 
     b, expected = archived
 
-    async def read() -> dict[int, list[tuple]]:
+    async def started() -> AIOKafkaConsumer:  # made, started and assigned inside the loop it runs on
         consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
                                     isolation_level="read_committed", max_partition_fetch_bytes=500)
         await consumer.start()
-        try:
-            parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-            consumer.assign(parts)
-            for tp in parts:
-                consumer.seek(tp, 0)
-            got: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
-            deadline = time.monotonic() + 60
-            while sum(map(len, got.values())) < sum(map(len, expected.values())) and time.monotonic() < deadline:
-                for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
-                    got[tp.partition] += [(m.offset, m.key, m.value, _headers(m.headers)) for m in messages]
-            return got
-        finally:
-            await consumer.stop()
+        parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        consumer.assign(parts)
+        for tp in parts:
+            consumer.seek(tp, 0)
+        return consumer
 
-    assert asyncio.run(read()) == {p: [(o, k, v, _headers(h)) for o, k, v, h in records]
-                                   for p, records in expected.items()}
+    loop = asyncio.new_event_loop()
+    consumer = loop.run_until_complete(started())
+    try:
+        got = _gather(expected, lambda: loop.run_until_complete(consumer.getmany(timeout_ms=500)))
+    finally:
+        loop.run_until_complete(consumer.stop())
+        loop.close()
+    assert got == {p: [(o, k, v, _headers(h)) for o, k, v, h in records] for p, records in expected.items()}
 
 
 def test_kafkas_console_consumer_reads_partition_0_from_offset_0(archived, kafka_tools):
@@ -262,12 +260,9 @@ spark.stop()
 
 def test_sparks_kafka_source_reads_from_the_tables_first_offset(archived, tmp_path):
     b, expected = archived
-    jars = ",".join(str(j) for j in sorted(Path(fetch_peers("spark-kafka")["SPARK_KAFKA_JARS"]).glob("*.jar")))
     script = tmp_path / "read_kafka.py"
     script.write_text(SPARK_READER)
-    done = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--jars", jars,
-                           "--conf", "spark.ui.enabled=false", str(script), b.bootstrap, TOPIC],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = spark_submit_with_kafka_source(script, b.bootstrap, TOPIC)
     assert done.returncode == 0, done.stderr[-4000:]
 
     def hexed(value):
