@@ -10,15 +10,18 @@ EARLIEST and the log's for EARLIEST_LOCAL; `topics describe` shows both."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import subprocess
 import sys
 import time
 
 import pytest
+from kio.schema.list_offsets.v11 import request as offsets_req
 
 from topiclake.client import admin
 from topiclake.client.client import ClusterClient
+from topiclake.client.conn import BrokerConnection
 from topiclake.lake.runs.ingest import IngestOptions, ingest
 from topiclake.lake.runs.retention import RetentionOptions, retain
 
@@ -110,6 +113,21 @@ def test_list_offsets_earliest_is_the_tables_and_earliest_local_the_logs(archive
     # the transaction markers and the aborted records (offsets no committed record has) are archived
     not_records = set(range(expected[0][-1][0])) - {r[0] for r in expected[0]}
     assert len(not_records) == 2 + 3 and max(not_records) < local[0]
+
+
+def test_list_offsets_latest_tiered_and_earliest_pending_upload_answer_the_tables_end(archived):
+    b, expected = archived
+    with BrokerConnection(b.bootstrap) as c:
+        def offset(timestamp: int) -> int:
+            topic = offsets_req.ListOffsetsTopic(name=TOPIC, partitions=(
+                offsets_req.ListOffsetsPartition(partition_index=0, timestamp=timestamp),))
+            [answer] = c.request(offsets_req.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(topic,),
+                                                                timeout=datetime.timedelta(seconds=5))).topics
+            return answer.partitions[0].offset
+
+        end = offset(-1)
+        assert offset(-5) == end - 1  # the ingest read the whole log: the table's last offset is the log's
+        assert offset(-6) == -1  # nothing is waiting for the table
 
 
 def _headers(pairs) -> list[tuple]:
