@@ -87,7 +87,7 @@ class TopicTables:
         snapshot = self.snapshot(topic)
         if snapshot is None or self.archived_end(topic, partition) is None:
             return None
-        return snapshot.first_offsets().get(partition)
+        return snapshot.first_offset(partition)
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> bytes | None:
         """Record batches of the partition's rows from `offset`; None when the table holds nothing

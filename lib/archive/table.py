@@ -73,7 +73,7 @@ class Snapshot:
         self.topic = topic
         self.version = table.version()
         self.files = _files(table)
-        self._first: dict[int, int] | None = None
+        self._first: dict[int, int | None] = {}
 
     def _candidates(self, partition: int, start: int) -> pa.Table:
         """Files that may hold rows of the partition at or above `start` (no statistics: may)."""
@@ -85,14 +85,35 @@ class Snapshot:
                             pc.greater_equal(files["max.offset"], start))
         return files.filter(pc.fill_null(may, True))
 
-    def first_offsets(self) -> dict[int, int]:
-        """partition -> the first offset of the topic the table holds (one columnar read, kept)."""
-        if self._first is None:
-            rows = self.table.to_pyarrow_dataset(file_pruning_predicate=[("topic", "=", self.topic)]).to_table(
-                columns=["partition", "offset"], filter=pc.field("topic") == self.topic)
-            grouped = rows.group_by("partition").aggregate([("offset", "min")])
-            self._first = dict(zip(grouped["partition"].to_pylist(), grouped["offset_min"].to_pylist()))
-        return self._first
+    def first_offset(self, partition: int) -> int | None:
+        """The first offset of the partition the table holds (None: no row), kept per version.
+        Files in the order of their first offset: the rows at or below the end of the first k of
+        them (every file that may hold one is read, by the statistics) hold the first offset as
+        soon as they hold any row of the partition; k doubles until they do."""
+        if partition not in self._first:
+            self._first[partition] = self._find_first(partition)
+        return self._first[partition]
+
+    def _find_first(self, partition: int) -> int | None:
+        flt = (pc.field("topic") == self.topic) & (pc.field("partition") == partition)
+        files = self._candidates(partition, 0)
+        if not files.num_rows or "max.offset" not in files.column_names or files["min.offset"].null_count:
+            uppers: list[int | None] = [None]  # no statistics to go by: one read of the column
+        else:
+            ends = files.sort_by([("min.offset", "ascending")])["max.offset"].to_numpy(zero_copy_only=False)
+            steps = sorted({min(2 ** i, len(ends)) - 1 for i in range(len(ends).bit_length() + 1)})
+            uppers = [int(np.max(ends[:k + 1])) for k in steps]
+        for upper in uppers:
+            prune = [("topic", "=", self.topic), ("partition", "=", partition)]
+            within = flt
+            if upper is not None:
+                prune.append(("offset", "<=", upper))
+                within = flt & (pc.field("offset") <= upper)
+            offsets = self.table.to_pyarrow_dataset(file_pruning_predicate=prune).to_table(
+                columns=["offset"], filter=within)["offset"]
+            if len(offsets):
+                return int(pc.min(offsets).as_py())
+        return None
 
     def read(self, partition: int, start: int, end: int, budget: int) -> pa.RecordBatch:
         """Rows of the partition from `start` (below `end`) in offset order, about `budget` bytes

@@ -122,3 +122,12 @@ def test_a_newer_version_is_seen_after_the_ttl_and_an_upsert_table_archives_noth
     DeltaTable(upsert_uri).alter.set_table_properties({"topiclake.kind": "upsert"}, raise_if_not_exists=False)
     upserts = TopicTables(lambda topic: (upsert_uri, None))
     assert upserts.archived_end(TOPIC, 0) is None and upserts.read(TOPIC, 0, 0, 1000, True) is None
+
+
+def test_the_first_offset_of_a_partition_is_found_reading_only_the_first_files(table_uri):
+    for start in range(0, 400, 50):  # partition 0 from 0; partition 1 only from 300, after retention of the table
+        commit(table_uri, pa.concat_tables([rows(0, list(range(start, start + 50)))]
+                                           + ([rows(1, list(range(start, start + 50)))] if start >= 300 else [])),
+               {0: start + 50})
+    snapshot = TopicTables(lambda topic: (table_uri, None)).snapshot(TOPIC)
+    assert (snapshot.first_offset(0), snapshot.first_offset(1), snapshot.first_offset(2)) == (0, 300, None)
