@@ -289,3 +289,43 @@ def test_sparks_kafka_source_reads_from_the_tables_first_offset(archived, tmp_pa
     rows = json.loads(done.stdout.splitlines()[-1])
     assert sorted(rows) == sorted([p, o, hexed(k), hexed(v), [[hk, hexed(hv)] for hk, hv in h]]
                                   for p, records in expected.items() for o, k, v, h in records)
+
+
+def test_a_fetch_below_the_tables_first_offset_is_out_of_range(archive_broker, spark):
+    """The table's own retention (a DELETE of old rows) moves the start of the history: below it a
+    fetch is OFFSET_OUT_OF_RANGE, as below a log's start, and EARLIEST answers the new start."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from deltalake import DeltaTable
+
+    bootstrap, root, topic = archive_broker.bootstrap, archive_broker.data, "archived-trimmed"
+    create_topic(bootstrap, 1, name=topic, **{"remote.storage.enable": "true", "segment.bytes": "300",
+                                              "local.retention.ms": "1"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(20):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+        producer.flush(15)
+    ingest(spark, IngestOptions(topics=(topic,), root=root, bootstrap=bootstrap))
+    [retained] = retain(RetentionOptions(root=root, topics=(topic,))).partitions
+    assert retained.deleted and retained.log_start_offset > 8
+    DeltaTable(str(root / "tables" / topic)).delete("`offset` < 5")
+
+    with ClusterClient(bootstrap) as client:
+        wait_for(lambda: admin.list_offsets(client, [(topic, 0)], EARLIEST)[(topic, 0)] == 5, timeout=20,
+                 what="EARLIEST to follow the table's new start")  # its snapshot is re-read every 2 s
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "auto.offset.reset": "error"})
+    consumer.assign([TopicPartition(topic, 0, 2)])
+    deadline, error = time.monotonic() + 30, None
+    while error is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None:
+            assert msg.error() is not None, f"a record below the history's start: {msg.offset()}"
+            error = msg.error()
+    consumer.assign([TopicPartition(topic, 0, 5)])
+    first = None
+    while first is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            first = msg.offset()
+    consumer.close()
+    assert error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET, error
+    assert first == 5

@@ -77,10 +77,14 @@ def _read_archive(part, offset: int, max_bytes: int, min_one: bool, committed: b
     aborted ones and markers, so read_committed readers see what they saw). Where the table has
     no row at or above `offset` but reaches the log's start (the offsets between were markers or
     aborted records), the log answers from its start: a client skips to the first batch's offset."""
+    start = part.log.log_start_offset
+    first = archive.first_offset(part.topic, part.index)
+    if first is not None and offset < first:  # below the whole history (the table's own retention took it)
+        raise OffsetOutOfRangeError(f"fetch offset {offset} of {part.topic}-{part.index} is below the first offset "
+                                    f"{first} the topic's table holds")
     records = archive.read(part.topic, part.index, offset, max_bytes, min_one)
     if records is not None:
         return records
-    start = part.log.log_start_offset
     archived = archive.archived_end(part.topic, part.index)
     if archived is not None and archived >= start and offset < start:
         return _read(part, start, max_bytes, min_one, committed)
