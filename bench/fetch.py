@@ -49,7 +49,7 @@ def fill(bootstrap: str, records: int) -> None:
         raise SystemExit("could not produce the records to read back")
 
 
-def consume(bootstrap: str, records: int) -> tuple[float, float, int]:
+def consume(bootstrap: str, records: int, topic: str = TOPIC) -> tuple[float, float, int]:
     """(seconds from the first record to the last, seconds including start-up, value bytes).
 
     Start-up (metadata, connection, the first fetch round trip) is a fixed latency, not
@@ -62,7 +62,7 @@ def consume(bootstrap: str, records: int) -> tuple[float, float, int]:
                          "queued.max.messages.kbytes": 262_144, "queued.min.messages": records,
                          # librdkafka's default 500 ms fetch wait would idle whenever the queue drains
                          "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, 0)])
     count = nbytes = 0
     start = time.perf_counter()
     first = None

@@ -7,8 +7,10 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
+from topiclake.archive.reader import TopicTables
 from topiclake.segments.atomic import atomic_write, create_exclusive
 from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
@@ -91,6 +93,8 @@ class BrokerContext:
     # Event counters (e.g. fetch.sendfile.bytes / fetch.copied.bytes: which path record bytes took).
     metrics: Counter = field(default_factory=Counter)
     requests: RequestMetrics = field(default_factory=RequestMetrics)  # per API: requests, errors, latency
+    # The topics' tables: the remote tier of a topic with remote.storage.enable (docs/ARCHIVE.md).
+    archive: TopicTables | None = None
 
     @classmethod
     def create(cls, config: BrokerConfig, bucket: Any = None) -> "BrokerContext":
@@ -117,7 +121,7 @@ class BrokerContext:
                       throttle=Throttler(ClientQuotas(layout)),
                       security=SecurityService(config.security, config.root, config.bound_listeners),
                       share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
-                      shutting_down=shutting_down)
+                      shutting_down=shutting_down, archive=_archive(config, bucket))
         if clustered:
             context.leadership = _cluster_node(context)
         else:
@@ -129,6 +133,15 @@ class BrokerContext:
     @property
     def broker_id(self) -> int:
         return self.config.broker_id
+
+
+def _archive(config: BrokerConfig, bucket: Any) -> TopicTables:
+    """The topics' tables under the storage root: <root>/tables/<topic>, in the bucket for a bucket root."""
+    from topiclake.store.root import LocalRoot
+
+    root = bucket.settings.root if bucket is not None else LocalRoot(Path(config.root).resolve())
+    options = root.delta_storage_options() or None
+    return TopicTables(lambda topic: (root.uri("tables", topic), options))
 
 
 def _cluster_node(context: BrokerContext) -> Leadership:

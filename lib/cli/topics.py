@@ -66,13 +66,19 @@ def describe(name: str, bootstrap: str = BOOTSTRAP, command_config: Path = COMMA
     with connect(bootstrap, command_config) as client:
         [topic] = admin.topics(client, [name])
         configs = admin.topic_configs(client, name)
+        tiered = any(c.name == "remote.storage.enable" and c.value == "true" for c in configs)
+        if tiered:
+            [topic] = admin.topics(client, [name], offsets=True)
     overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.is_override)
     replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 0  # as kafka-topics: partition 0's
     typer.echo(f"Topic: {name}\tTopicId: {_topic_id(topic.topic_id)}\tPartitionCount: {len(topic.partitions)}\t"
                f"ReplicationFactor: {replication_factor}\tConfigs: {overrides}")
     for p in topic.partitions:
+        # With the topic's table as its remote tier: where the history starts (the table's first
+        # offset, ListOffsets EARLIEST) and where the local log does (EARLIEST_LOCAL).
+        offsets = f"\tEarliest: {p.start}\tEarliestLocal: {p.local_start}" if tiered else ""
         typer.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                   f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                   f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}{offsets}")
 
 
 @topics_app.command("delete")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Iterable
+from typing import Any, Iterable
 
 from topiclake.segments.batch import Record, iter_batches
 
 from .client import ClusterClient
 from .errors import KafkaError, check
-from .results import EARLIEST, LATEST, TP, ClusterInfo, ConfigEntry, CreatedTopic, Node, PartitionInfo, TopicInfo
+from .results import (EARLIEST, EARLIEST_LOCAL, LATEST, TP, ClusterInfo, ConfigEntry, CreatedTopic, Node, PartitionInfo,
+                      TopicInfo)
 
 TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
@@ -40,7 +41,8 @@ def topics(client: ClusterClient, names: Iterable[str] | None = None, *, offsets
     """Topics with their partitions, sorted by name: every topic the user may describe, or
     `names` (a name the cluster refuses raises, `describing topic T: CODE`). With `offsets`
     each partition's log start and end offsets, asked of its leader (-1 where it did not
-    answer)."""
+    answer), and the local log's start (EARLIEST_LOCAL: above the log start where the topic's
+    table is its remote tier)."""
     names = None if names is None else list(names)
     out = []
     for t in client.metadata(names).topics:
@@ -56,9 +58,11 @@ def topics(client: ClusterClient, names: Iterable[str] | None = None, *, offsets
         return out
     keys = [(t.name, p.partition) for t in out for p in t.partitions]
     starts, ends = list_offsets(client, keys, EARLIEST), list_offsets(client, keys, LATEST)
+    local = list_offsets(client, keys, EARLIEST_LOCAL)
     return [TopicInfo(t.name, t.topic_id, t.internal, tuple(
         PartitionInfo(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
-                      starts.get((t.name, p.partition), -1), ends.get((t.name, p.partition), -1))
+                      starts.get((t.name, p.partition), -1), ends.get((t.name, p.partition), -1),
+                      local.get((t.name, p.partition), -1))
         for p in t.partitions)) for t in out]
 
 
@@ -79,7 +83,10 @@ def list_offsets(client: ClusterClient, keys: Iterable[TP], timestamp: int, *,
     """(topic, partition) -> the offset for `timestamp` (LATEST, EARLIEST, or ms: the first
     offset at or after it, -1 when none), each asked of the partition's leader. Partitions in
     error are left out, or with `strict` the first one raises."""
-    from kio.schema.list_offsets.v7 import request as req
+    from kio.schema.list_offsets.v7 import request as v7
+    from kio.schema.list_offsets.v8 import request as v8
+
+    req: Any = v8 if timestamp == EARLIEST_LOCAL else v7  # EARLIEST_LOCAL (-4) is ListOffsets v8's (KIP-405)
 
     def ask(node: int, chunk: list[TP]) -> dict:
         by_topic: dict[str, list] = {}

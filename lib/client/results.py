@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 TP = tuple[str, int]  # (topic, partition)
 LATEST, EARLIEST = -1, -2  # ListOffsets timestamps: the log end offset, the log start offset
+EARLIEST_LOCAL = -4  # the local log's start (differs from EARLIEST when the topic's table is its remote tier)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class PartitionInfo:
     isr: tuple[int, ...] = ()
     start: int = -1  # log start offset (-1: not asked, or its leader did not answer)
     end: int = -1  # log end offset
+    local_start: int = -1  # the local log's start: above `start` where the topic's table is its remote tier
 
     @property
     def records(self) -> int:

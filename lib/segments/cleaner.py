@@ -29,7 +29,6 @@ state, and the rewrite drops it, whatever the offset map says.
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass, fields
 from typing import Iterator, Mapping, Sequence
 
@@ -38,8 +37,10 @@ import pyarrow as pa
 
 from . import offset_map
 from .arrow import decode_record_batches
+from .arrow_encode import encode_sections as _encode_sections  # the tests swap in the reference twin here
+from .arrow_encode import timestamps_ms as _timestamps
 from .batch import (BatchHeader, Record, RecordBatch, TimestampType, build_batch, build_batch_from_section,
-                    encode_record, iter_batches)
+                    iter_batches)
 from .config import LogConfig
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
@@ -48,13 +49,6 @@ from .log_summary import InvalidLogStateError, SegmentData, check_sorted
 from .offset_map import NO_OFFSET, OffsetMap, batch_windows, build_offset_map
 from .txn_metadata import (AbortedTxn, CleanedTransactionMetadata, LastRecord, collect_aborted_txns, control_type,
                            producer_last_records)
-
-try:
-    if os.environ.get("TOPICLAKE_NO_EXTENSIONS"):
-        raise ImportError("native extensions disabled by TOPICLAKE_NO_EXTENSIONS")
-    from ._native import _compact
-except ImportError:
-    _compact = None  # type: ignore[assignment]  # None: no native kernel, checked before use
 
 _INT32_MAX = 2**31 - 1
 
@@ -270,44 +264,6 @@ def _keep_mask(records: pa.RecordBatch, batch_of_row: np.ndarray, horizon_open: 
     # a tombstone stays until its batch's delete horizon (set by an earlier cleaning) passes
     keep = beyond | (judged & (offsets >= latest) & (~tombstone | horizon_open[batch_of_row]))
     return keep, tombstone
-
-
-def _encode_sections_native(records: pa.RecordBatch, rows: np.ndarray, starts: np.ndarray,
-                            base_offsets: np.ndarray, base_timestamps: np.ndarray) -> list[bytes]:
-    """The records section of each rebuilt batch b (rows[starts[b]:starts[b+1]]), in C."""
-    def binary(arr: pa.Array) -> tuple:
-        validity, offsets, data = arr.buffers()[:3]
-        return validity, offsets, data if data is not None else b"", arr.offset
-
-    headers = records.column("headers")
-    entries = headers.values
-    columns = (records.num_rows, records.column("offset").to_numpy(), _timestamps(records),
-               binary(records.column("key")), binary(records.column("value")), (headers.buffers()[1], headers.offset),
-               binary(entries.field("key")), binary(entries.field("value")))
-    return _compact.encode_batches(columns, rows, starts, base_offsets, base_timestamps)
-
-
-def _encode_sections_reference(records: pa.RecordBatch, rows: np.ndarray, starts: np.ndarray,
-                               base_offsets: np.ndarray, base_timestamps: np.ndarray) -> list[bytes]:
-    """The twin of `_encode_sections_native`, with batch.encode_record."""
-    # not the timestamp column: as datetimes it would overflow on timestamps far from the epoch
-    taken = records.select(["offset", "key", "value", "headers"]).take(pa.array(rows, pa.int64())).to_pydict()
-    timestamps = _timestamps(records)[rows]
-    out = []
-    for b in range(len(base_offsets)):
-        out.append(b"".join(
-            encode_record(taken["offset"][i] - int(base_offsets[b]), int(timestamps[i]) - int(base_timestamps[b]),
-                          taken["key"][i], taken["value"][i],
-                          tuple((h["key"], h["value"]) for h in taken["headers"][i]))
-            for i in range(starts[b], starts[b + 1])))
-    return out
-
-
-_encode_sections = _encode_sections_native if _compact is not None else _encode_sections_reference
-
-
-def _timestamps(records: pa.RecordBatch) -> np.ndarray:
-    return records.column("timestamp").cast(pa.int64()).to_numpy()
 
 
 def _filter_columnar(verdicts: Sequence[_Verdict], rnd: _Round) -> list[_Filtered]:

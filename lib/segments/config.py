@@ -76,6 +76,20 @@ class LogConfig:
             raise InvalidConfigError(
                 f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+        if self.remote_storage_enable:
+            self._check_remote_storage()
+
+    def _check_remote_storage(self) -> None:
+        """Kafka's checks of a tiered topic (LogConfig.validateRemoteStorage*): delete policy only,
+        and the local copy keeps no more than the whole log does."""
+        if self.compact:
+            raise InvalidConfigError("remote.storage.enable=true needs cleanup.policy=delete: the topic's table "
+                                     "holds every record, a compacted topic's log does not (as Kafka refuses it)")
+        for local, total, name in ((self.local_retention_ms, self.retention_ms, "ms"),
+                                   (self.local_retention_bytes, self.retention_bytes, "bytes")):
+            unbounded_local = local == -1 and total != -1
+            if unbounded_local or (local >= 0 and total != -1 and local > total):
+                raise InvalidConfigError(f"local.retention.{name} ({local}) must not exceed retention.{name} ({total})")
 
     # -- derived values the log uses
     @property
@@ -93,6 +107,16 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def local_retention(self) -> "LogConfig":
+        """The config segment retention applies: with remote storage on (the topic's table is the
+        remote tier), local.retention.* (-2: retention.*) bound the log; else the log is everything."""
+        if not self.remote_storage_enable:
+            return self
+        return dataclasses.replace(
+            self, retention_ms=self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms,
+            retention_bytes=self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes)
 
     # -- Kafka property names
     @classmethod
@@ -234,7 +258,9 @@ def _throttled_replica(item: str) -> bool:
 
 
 _NO_REPLICAS = " No effect here: each partition has one replica, on its one broker."
-_NO_TIERED = " No effect here: topiclake has no tiered storage (only false is accepted for remote.storage.enable)."
+_TIERED = (" The remote tier is the topic's Delta table (docs/ARCHIVE.md): segment retention deletes only what the"
+            " table holds, and a fetch below the log's start is answered from the table.")
+_NO_TIERED = " No effect here: the table is written by the ingest job, never copied from segments."
 _NO_RECOMPRESSION = (" Stored and described; the broker keeps each producer batch as written (it does not"
                      " recompress), so this has no effect here.")
 
@@ -303,12 +329,12 @@ _SPECS: dict[str, PropertySpec] = {s.field: s for s in (
                  doc="Replicas whose replication the leader throttles (partition:broker pairs or *)." + _NO_REPLICAS),
     PropertySpec("follower_replication_throttled_replicas", "list", empty_ok=True, item=_throttled_replica,
                  doc="Replicas whose replication followers throttle (partition:broker pairs or *)." + _NO_REPLICAS),
-    PropertySpec("remote_storage_enable", "bool", choices=("false",),
-                 doc="Tier closed segments to remote storage." + _NO_TIERED),
+    PropertySpec("remote_storage_enable", "bool",
+                 doc="Keep only recent segments locally, the history in the remote tier." + _TIERED),
     PropertySpec("local_retention_ms", "int", -2, LONG_MAX, server="log.local.retention.ms",
-                 doc="Retention of the local copy of tiered segments (-2: retention.ms)." + _NO_TIERED),
+                 doc="With remote storage on: how long segments stay in the local log (-2: retention.ms)." + _TIERED),
     PropertySpec("local_retention_bytes", "int", -2, LONG_MAX, server="log.local.retention.bytes",
-                 doc="Size limit of the local copy of tiered segments (-2: retention.bytes)." + _NO_TIERED),
+                 doc="With remote storage on: how large the local log may grow (-2: retention.bytes)." + _TIERED),
     PropertySpec("remote_log_copy_disable", "bool",
                  doc="Stop copying segments to remote storage, keeping what is there." + _NO_TIERED),
     PropertySpec("remote_log_delete_on_disable", "bool",

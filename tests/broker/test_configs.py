@@ -54,16 +54,28 @@ def test_every_kafka_4_topic_config_is_accepted_stored_and_described(broker, con
         assert (configs[name].value, configs[name].source) == (value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value), name
     assert configs["remote.storage.enable"].value == "false" and configs["remote.storage.enable"].is_default
     assert broker.context.partitions.topic("modern", fresh=True).log_config.compression_zstd_level == 7
-    refused = confluent_admin.create_topics([NewTopic("tiered", 1, 1, config={"remote.storage.enable": "true"})])
+    tiered = {"remote.storage.enable": "true", "local.retention.ms": "60000"}
+    confluent_admin.create_topics([NewTopic("tiered", 1, 1, config=tiered)])["tiered"].result(10)
+    [configs] = results(confluent_admin.describe_configs([ConfigResource(ResourceType.TOPIC, "tiered")])).values()
+    assert {name: configs[name].value for name in tiered} == tiered
+    turned_on = ConfigResource(ResourceType.TOPIC, "modern", incremental_configs=[
+        ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("local.retention.bytes", "4096", incremental_operation=AlterConfigOpType.SET)])
+    assert results(confluent_admin.incremental_alter_configs([turned_on])) == {"modern": None}
+    modern = broker.context.partitions.topic("modern", fresh=True).log_config
+    assert modern.remote_storage_enable and modern.local_retention.retention_bytes == 4096
+    refused = confluent_admin.create_topics([NewTopic("tiered-compacted", 1, 1, config={
+        "remote.storage.enable": "true", "cleanup.policy": "compact"})])
     with pytest.raises(ck.KafkaException) as info:
-        refused["tiered"].result(10)
+        refused["tiered-compacted"].result(10)
     assert info.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
 
     code, entries = describe_raw(broker, TOPIC, "modern", documentation=True)
     assert code == ErrorCode.none and entries["segment.bytes"].config_type == 3  # INT
     assert entries["retention.ms"].config_type == 5 and entries["cleanup.policy"].config_type == 7
     assert "No effect here" in entries["unclean.leader.election.enable"].documentation
-    assert "No effect here" in entries["local.retention.ms"].documentation
+    assert "No effect here" not in entries["local.retention.ms"].documentation
+    assert "No effect here" in entries["remote.log.copy.disable"].documentation
     assert "No effect here" not in entries["retention.ms"].documentation
 
 

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_tools import BROKER_TOML
+from tests.support.kafka_tools import peer_broker_process
 
 
 @pytest.fixture(scope="module")
 def peer_broker(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("peers")
-    config = tmp / "broker.toml"
-    config.write_text(BROKER_TOML)
-    b = BrokerProcess(tmp / "data", config=config).start()
+    b = peer_broker_process(tmp_path_factory.mktemp("peers"))
     yield b
     b.stop()

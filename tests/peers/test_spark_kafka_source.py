@@ -7,14 +7,10 @@ leaves out the aborted transactions' records and every transaction marker."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from bench._kafka import fetch_peers
-from tests.support.paths import REPO
+from tests.support.kafka_tools import spark_submit_with_kafka_source
 
 pytestmark = pytest.mark.slow
 
@@ -73,12 +69,9 @@ def produce(bootstrap: str) -> tuple[list[list], list[list]]:
 
 def test_spark_kafka_source_reads_exact_records_and_read_committed(peer_broker, tmp_path):
     kept, aborted = produce(peer_broker.bootstrap)
-    jars = ",".join(str(j) for j in sorted(Path(fetch_peers("spark-kafka")["SPARK_KAFKA_JARS"]).glob("*.jar")))
     script = tmp_path / "read_kafka.py"
     script.write_text(READER)
-    done = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--jars", jars,
-                           "--conf", "spark.ui.enabled=false", str(script), peer_broker.bootstrap, TOPIC],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = spark_submit_with_kafka_source(script, peer_broker.bootstrap, TOPIC)
     assert done.returncode == 0, done.stderr[-4000:]
     read = {r["isolation"]: sorted(r["rows"]) for r in map(json.loads, done.stdout.splitlines())}
     assert read["read_committed"] == sorted(kept)

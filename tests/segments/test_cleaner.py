@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from topiclake.segments.batch import Record, TimestampType, build_batch, iter_batches
 from topiclake.segments.cleanable import (calculate_cleanable_bytes, cleanable_offsets, filthiest, log_to_clean,
                                           max_compaction_delay, rank_cleanable)
-from topiclake.segments import arrow, cleaner
+from topiclake.segments import arrow, arrow_encode, cleaner
 from topiclake.segments.cleaner import clean_log, group_segments_by_size, rewrite_log
 from topiclake.segments.compression import Compression
 from topiclake.segments.config import LogConfig
@@ -125,7 +125,7 @@ def python_twins():
     """The cleaner without its native kernels (decoder, digests, record encoder)."""
     with mock.patch.object(arrow, "HAS_NATIVE", False), \
             mock.patch.object(offset_map, "digest_bytes", offset_map.digest_bytes_reference), \
-            mock.patch.object(cleaner, "_encode_sections", cleaner._encode_sections_reference):
+            mock.patch.object(cleaner, "_encode_sections", arrow_encode.encode_sections_reference):
         yield
 
 
@@ -162,13 +162,13 @@ def test_record_encoder_twins_agree_on_headers_nulls_slices_and_wild_timestamps(
         rows = np.array([0, 2, 1, 0][: piece.num_rows], np.int64)
         args = (piece, rows, np.array([0, 1, len(rows)], np.int64), np.array([100, 90], np.int64),
                 np.array([2**62, -(2**62)], np.int64))
-        expected = cleaner._encode_sections_reference(*args)
+        expected = arrow_encode.encode_sections_reference(*args)
         if offset_map.HAS_NATIVE:
-            assert cleaner._encode_sections_native(*args) == expected
+            assert arrow_encode.encode_sections_native(*args) == expected
     if offset_map.HAS_NATIVE:
         with pytest.raises(ValueError, match="row"):
-            cleaner._encode_sections_native(batch, np.array([7], np.int64), np.array([0, 1], np.int64),
-                                            np.array([0], np.int64), np.array([0], np.int64))
+            arrow_encode.encode_sections_native(batch, np.array([7], np.int64), np.array([0, 1], np.int64),
+                                                np.array([0], np.int64), np.array([0], np.int64))
 
 
 # ---------------------------------------------------------------------------------------------

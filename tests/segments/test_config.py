@@ -36,7 +36,10 @@ def test_round_trip_and_overrides():
     ({"segment.bytes": "13"}, "segment.bytes=13 is below the minimum 14"),
     ({"segment.ms": "soon"}, "invalid value 'soon' for segment.ms"),
     ({"cleanup.policy": "shred"}, "invalid value 'shred' for cleanup.policy"),
-    ({"remote.storage.enable": "true"}, "invalid value 'true' for remote.storage.enable"),
+    ({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "remote.storage.enable=true needs cleanup"),
+    ({"remote.storage.enable": "true", "local.retention.ms": "999999999999"}, "must not exceed retention.ms"),
+    ({"remote.storage.enable": "true", "retention.bytes": "100", "local.retention.bytes": "-1"},
+     "must not exceed retention.bytes"),
     ({"compression.gzip.level": "0"}, "compression.gzip.level=0 is below the minimum 1"),
     ({"leader.replication.throttled.replicas": "0:0,one"}, "invalid value 'one' in leader.replication"),
     ({"local.retention.bytes": "-3"}, "local.retention.bytes=-3 is below the minimum -2"),
@@ -70,6 +73,15 @@ def test_every_kafka_4_topic_config_is_accepted_with_its_broker_synonym():
                                         "follower.replication.throttled.replicas": "*", "local.retention.ms": "-2"})
     assert config.to_properties(only_overrides=True) == {"unclean.leader.election.enable": "true",
                                                          "follower.replication.throttled.replicas": "*"}
+
+
+def test_local_retention_bounds_the_log_only_with_remote_storage_on():
+    plain = LogConfig.from_properties({"retention.ms": "5000", "local.retention.ms": "100"})
+    assert plain.local_retention is plain  # no remote tier: the log is the whole history
+    tiered = LogConfig.from_properties({"remote.storage.enable": "true", "retention.ms": "5000",
+                                        "local.retention.ms": "100", "retention.bytes": "900"})
+    assert (tiered.local_retention.retention_ms, tiered.local_retention.retention_bytes) == (100, 900)  # -2: follows
+    assert tiered.to_properties(only_overrides=True)["remote.storage.enable"] == "true"
 
 
 def test_an_empty_cleanup_policy_neither_deletes_nor_compacts():

@@ -50,10 +50,13 @@ class _Slot:
     records: bytes = b""
 
 
-def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = False):
+def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = False, archive=None):
     """On a reader thread: the records at `offset` as bytes or a FileRegion (read_committed:
-    none at or past the last stable offset)."""
+    none at or past the last stable offset). Below the log's start of a topic with remote
+    storage on, the topic's table answers (`archive`)."""
     start, end = part.log.log_start_offset, part.log.log_end_offset
+    if offset < start and archive is not None and part.config.remote_storage_enable:
+        return _read_archive(part, offset, max_bytes, min_one, committed, archive)
     if committed and start <= offset < end and offset >= part.last_stable_offset:
         return b""
     if offset == end:
@@ -67,6 +70,26 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
     bound = part.last_stable_offset if committed else None
     result = part.log.read(offset, max_bytes, max_offset=bound, min_one_message=min_one)
     return _records_of(result)
+
+
+def _read_archive(part, offset: int, max_bytes: int, min_one: bool, committed: bool, archive):
+    """The table's rows from `offset` as record batches (only committed records: the ingest drops
+    aborted ones and markers, so read_committed readers see what they saw). Where the table has
+    no row at or above `offset` but reaches the log's start (the offsets between were markers or
+    aborted records), the log answers from its start: a client skips to the first batch's offset."""
+    start = part.log.log_start_offset
+    first = archive.first_offset(part.topic, part.index)
+    if first is not None and offset < first:  # below the whole history (the table's own retention took it)
+        raise OffsetOutOfRangeError(f"fetch offset {offset} of {part.topic}-{part.index} is below the first offset "
+                                    f"{first} the topic's table holds")
+    records = archive.read(part.topic, part.index, offset, max_bytes, min_one)
+    if records is not None:
+        return records
+    archived = archive.archived_end(part.topic, part.index)
+    if archived is not None and archived >= start and offset < start:
+        return _read(part, start, max_bytes, min_one, committed)
+    raise OffsetOutOfRangeError(f"fetch offset {offset} of {part.topic}-{part.index} is below the log's start "
+                                f"{start} and not in the topic's table (it holds up to {archived})")
 
 
 def _records_of(result) -> bytes | FileRegion:
@@ -91,7 +114,7 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
             continue
         try:
             slot.records = await broker.partitions.run_read(
-                _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed)
+                _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed, broker.archive)
         except Exception as exc:
             slot.error = error_code(exc)
             if slot.error == ErrorCode.unknown_server_error and not broker.partitions.serves(slot.part):

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     """(timestamp, offset) on the I/O thread; (NO_TIMESTAMP, UNKNOWN_OFFSET) when no record
-    qualifies. No tiered storage: the earliest local offset is the earliest, nothing is tiered and
-    nothing is pending upload."""
+    qualifies. As if nothing were tiered: the earliest local offset is the earliest, nothing is
+    tiered and nothing is pending upload (`_tiered` corrects that for a topic with remote storage)."""
     log_ = part.log
     if timestamp == LATEST_TIMESTAMP:
         return NO_TIMESTAMP, part.last_stable_offset if committed else log_.log_end_offset
@@ -40,6 +40,24 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     if found is None:
         return NO_TIMESTAMP, UNKNOWN_OFFSET
     return found.timestamp, found.offset
+
+
+def _tiered(archive, part, timestamp: int, local: int) -> int:
+    """On a reader thread, for a topic whose table is its remote tier (docs/ARCHIVE.md): EARLIEST
+    is the first offset the table holds when it is below the log's; LATEST_TIERED the last offset
+    the table holds, EARLIEST_PENDING_UPLOAD the first it does not (below the log end). Other
+    specs keep the log's answer (a timestamp lookup answers from the local log)."""
+    if timestamp == EARLIEST_TIMESTAMP:
+        first = archive.first_offset(part.topic, part.index)
+        return local if first is None else min(first, local)
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        end = archive.archived_end(part.topic, part.index)
+        if end is None:
+            return UNKNOWN_OFFSET
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return end - 1
+        return end if end < part.log.log_end_offset else UNKNOWN_OFFSET
+    return local
 
 
 @REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
@@ -56,6 +74,8 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
                 part = await broker.partitions.get(topic.name, p.partition_index)
                 part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
                 ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
+                if part.config.remote_storage_enable and broker.archive is not None:
+                    offset = await broker.partitions.run_read(_tiered, broker.archive, part, p.timestamp, offset)
                 code, epoch = ErrorCode.none, part.leader_epoch
             except Exception as exc:
                 ts, offset, code, epoch = NO_TIMESTAMP, UNKNOWN_OFFSET, error_code(exc), NO_LEADER_EPOCH

@@ -48,10 +48,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from topiclake.archive.reader import TopicTables
 from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.maintenance import delete_segments, purge_deleted
 from topiclake.segments.retention import RetentionPlan, deletable_segments
+from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import StorageLayout, TopicRegistry
+from topiclake.store.root import LocalRoot
 
 from ..log.group_offsets import OFFSETS_TOPIC, broker_committed_offsets
 from ..errors import UsageError
@@ -164,6 +167,23 @@ def _protection(offsets: Mapping[str, Mapping[tuple[str, int], int]], topic: str
     return out
 
 
+def topic_tables(root) -> TopicTables:
+    """The topics' tables under `root` (a LocalRoot or an S3Root), read afresh (no cache: one run)."""
+    options = root.delta_storage_options() or None
+    return TopicTables(lambda topic: (root.uri("tables", topic), options), ttl=0)
+
+
+def with_archive(tables: TopicTables, meta, partition: int,
+                 protect: dict[str, int | None]) -> tuple[LogConfig, dict[str, int | None]]:
+    """The config and protections retention applies to a partition: with remote.storage.enable (the
+    topic's table is its remote tier, docs/ARCHIVE.md) local.retention.*, and nothing the table does
+    not hold yet goes (its ingest's next offset protects like a group's; no table: everything)."""
+    config = meta.log_config
+    if not config.remote_storage_enable:
+        return config, protect
+    return config.local_retention, {**protect, f"table {meta.name}": tables.archived_end(meta.name, partition)}
+
+
 def retain_partition(layout: StorageLayout, topic: str, partition: int, config, *, now_ms: int,
                      protect: dict[str, int | None], dry_run: bool) -> PartitionRetention:
     out = PartitionRetention(topic, partition, protect=protect)
@@ -235,10 +255,11 @@ def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict
     registry = TopicRegistry(layout)
     metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
     offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
+    tables = topic_tables(LocalRoot(Path(options.root).resolve()))
     for meta in metas:
-        config = meta.log_config
         for p in range(meta.partitions):
             protect = _protection(offsets, meta.name, p) if meta.name != OFFSETS_TOPIC else {}
+            config, protect = with_archive(tables, meta, p, protect)
             try:
                 result.partitions.append(retain_partition(layout, meta.name, p, config, now_ms=now_ms,
                                                           protect=protect, dry_run=options.dry_run))
@@ -269,11 +290,13 @@ def _retain_bucket(source: BucketLog, options: RetentionOptions, result: Retenti
         raise UsageError(f"unknown topics under {source.root}: {', '.join(unknown)}")
     metas = [topics[t] for t in options.topics] if options.topics else list(topics.values())
     offsets = bucket_group_offsets(source, options.protect_groups) if options.protect_groups else {}
+    tables = topic_tables(source.root)
     for meta in metas:
         for p in range(meta.partitions):
-            out = PartitionRetention(meta.name, p, protect=_protection(offsets, meta.name, p))
+            config, protect = with_archive(tables, meta, p, _protection(offsets, meta.name, p))
+            out = PartitionRetention(meta.name, p, protect=protect)
             try:
-                result.partitions.append(retain_bucket_partition(source, meta.name, p, meta.log_config, now_ms=now_ms,
+                result.partitions.append(retain_bucket_partition(source, meta.name, p, config, now_ms=now_ms,
                                                                  protect=out.protect, dry_run=options.dry_run, out=out))
             except TopiclakeError as exc:
                 result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))

@@ -28,6 +28,8 @@ from deltalake import DeltaTable, Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
+from topiclake.archive.table import app_id
+
 from ..errors import ConcurrentWriterError
 from .create_commit import create_table
 from .type_changes import widened_columns
@@ -36,10 +38,6 @@ log = logging.getLogger(__name__)
 
 GUARD_APP_ID = "topiclake:writer-guard"
 MAX_ATTEMPTS = 5
-
-
-def app_id(group: str, topic: str, partition: int) -> str:
-    return f"{group}:{topic}:{partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topiclake.archive.table import INGEST_GROUP_PREFIX
 from topiclake.segments.storage import StorageLayout
 
-GROUP_PREFIX = "topiclake-ingest-"  # a table's default group: GROUP_PREFIX + its name
+GROUP_PREFIX = INGEST_GROUP_PREFIX  # a table's default group: GROUP_PREFIX + its name
 
 
 def resolve_table_uri(layout: StorageLayout, name_or_location: str) -> str:
