@@ -87,9 +87,6 @@ class BrokerConfig:
             if extra:
                 raise InvalidConfigError(f"advertised_listeners names {', '.join(extra)}, which is not a listener")
         self.security.check(bound)
-        if self.bucket is not None and self.cluster.enabled:
-            raise InvalidConfigError(f"[cluster] brokers on a bucket root ({self.bucket.root}) are not built yet: "
-                                     "run one broker on it, or give the cluster a directory root")
 
     @property
     def bound_listeners(self) -> tuple[Listener, ...]:
