@@ -34,7 +34,7 @@ def bucket_cluster(zookeeper, s3_server, tmp_path_factory):
         settings = cluster_settings(zookeeper.connect_string, f"/bucket-{uuid.uuid4().hex[:8]}",
                                     extra={"storage": BUCKET_STORAGE})
         root = f"s3://{s3_server.create_bucket()}/data"
-        with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root) as brokers:
+        with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root, log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
             yield brokers
 
 
@@ -92,7 +92,11 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
     topic, partitions = "failover", 6
     create_topic(brokers, topic, partitions)
     ledger, stop_producer, stop_reader = Ledger(), threading.Event(), threading.Event()
-    producer = ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producer)
+    # A bucket leader answers a produce after its flush tick, so requests are always in flight when
+    # it is paused: librdkafka waits for them socket.timeout.ms (60 s by default) before it sends
+    # the partition's records to the new leader.
+    producer = ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producer,
+                                 **{"socket.timeout.ms": 6000})
     reader = GroupReader(brokers.bootstrap, topic, "failover-readers", ledger, stop_reader)
     producer.start()
     reader.start()
@@ -122,7 +126,7 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
         late.start()
         acked = len(ledger.acked)
         wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover of the paused leader")
-        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 20, what="partition 0 acknowledging on its new leader")
+        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 30, what="partition 0 acknowledging on its new leader")
         brokers.resume(paused)
         late.join(30)
         stale_client.close()

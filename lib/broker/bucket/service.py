@@ -205,6 +205,7 @@ class BucketService:
         if self.fenced:
             raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {self.fenced}")
         future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())  # told to nobody after a timeout
         self._waiters.setdefault(tail, []).append((end, future))
         if tail.unflushed_bytes >= self.settings.flush_bytes and self._wake is not None:
             self._wake.set()
@@ -269,7 +270,7 @@ class BucketService:
         if not self.clustered:
             self.fence(reason)
             return
-        log.warning("no longer leading %s: %s", tail.keys.prefix, reason)
+        log.warning("no longer leading %s: %s", tail.keys.prefix, reason.removeprefix(f"{tail.keys.prefix}: "))
         key = (tail.part.topic, tail.part.index)
         if self.tails.get(key) is tail:
             self.tails.pop(key, None)
