@@ -32,14 +32,15 @@ def bucket_cluster(zookeeper, s3_server, tmp_path_factory):
         for name, value in env.items():
             patch.setitem(os.environ, name, value)
         settings = cluster_settings(zookeeper.connect_string, f"/bucket-{uuid.uuid4().hex[:8]}",
-                                    extra={"storage": BUCKET_STORAGE})
+                                    extra={"storage": BUCKET_STORAGE, "security": {
+                                        "authorizer": "acl", "super_users": ["User:ANONYMOUS"]}})
         root = f"s3://{s3_server.create_bucket()}/data"
         with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root, log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
             yield brokers
 
 
 @pytest.fixture
-def brokers(bucket_cluster):
+def cluster_on_bucket(bucket_cluster):
     """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
     yield bucket_cluster
     for broker_id in list(bucket_cluster.paused):
@@ -58,7 +59,8 @@ def cached_partitions(brokers: ClusterBrokers, broker_id: int, topic: str) -> se
     return {int(d.name.rpartition("-")[2]) for d in log_dir.iterdir() if d.name.rpartition("-")[0] == topic}
 
 
-def test_every_broker_sees_the_whole_cluster_and_caches_only_what_it_leads(brokers):
+def test_every_broker_sees_the_whole_cluster_and_caches_only_what_it_leads(cluster_on_bucket):
+    brokers = cluster_on_bucket
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
     views = create_topic(brokers, "shared", 6)
@@ -88,7 +90,41 @@ def test_every_broker_sees_the_whole_cluster_and_caches_only_what_it_leads(broke
     wait_for(lambda: described() == "123456789", 10, what="the config change on another broker")
 
 
-def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes_stay_invisible(brokers):
+def test_acls_created_through_three_brokers_at_once_all_land(cluster_on_bucket):
+    """One shared object (the ACLs) changed by every broker at the same moment: each lost race is
+    made again on the winner's copy, so no broker's change is lost."""
+    brokers = cluster_on_bucket
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    def create(broker_id: int) -> None:
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
+        acls = [AclBinding(ResourceType.TOPIC, f"acl-{broker_id}-{n}", ResourcePatternType.LITERAL,
+                           f"User:user-{broker_id}", "*", AclOperation.READ, AclPermissionType.ALLOW)
+                for n in range(4)]
+        for future in admin.create_acls(acls).values():
+            future.result(30)
+
+    threads = [threading.Thread(target=create, args=(b,)) for b in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    wanted = {f"acl-{b}-{n}" for b in (1, 2, 3) for n in range(4)}
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+
+    def names(broker_id: int) -> set[str]:
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
+        return {acl.name for acl in admin.describe_acls(everything).result(30)}
+
+    for broker_id in (1, 2, 3):
+        wait_for(lambda: wanted <= names(broker_id), 10, what=f"broker {broker_id} describing every ACL",
+                 detail=lambda: sorted(wanted - names(broker_id)))
+
+
+def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes_stay_invisible(cluster_on_bucket):
+    brokers = cluster_on_bucket
     topic, partitions = "failover", 6
     create_topic(brokers, topic, partitions)
     ledger, stop_producer, stop_reader = Ledger(), threading.Event(), threading.Event()
