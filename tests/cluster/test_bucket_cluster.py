@@ -99,18 +99,17 @@ def test_acls_created_through_three_brokers_at_once_all_land(cluster_on_bucket):
 
     def create(broker_id: int) -> None:
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
-        acls = [AclBinding(ResourceType.TOPIC, f"acl-{broker_id}-{n}", ResourcePatternType.LITERAL,
-                           f"User:user-{broker_id}", "*", AclOperation.READ, AclPermissionType.ALLOW)
-                for n in range(4)]
-        for future in admin.create_acls(acls).values():
-            future.result(30)
+        for n in range(6):  # one request each: many chances to race the other brokers
+            acl = AclBinding(ResourceType.TOPIC, f"acl-{broker_id}-{n}", ResourcePatternType.LITERAL,
+                             f"User:user-{broker_id}", "*", AclOperation.READ, AclPermissionType.ALLOW)
+            admin.create_acls([acl])[acl].result(30)
 
     threads = [threading.Thread(target=create, args=(b,)) for b in (1, 2, 3)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    wanted = {f"acl-{b}-{n}" for b in (1, 2, 3) for n in range(4)}
+    wanted = {f"acl-{b}-{n}" for b in (1, 2, 3) for n in range(6)}
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
 
