@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
@@ -72,6 +73,9 @@ class BucketService:
         self.on_writer_thread: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
         self.on_metadata_changed: Callable[[list[str]], None] = lambda keys: None  # cluster mode (any thread)
         self._metadata_lock = asyncio.Lock()  # cluster mode: one metadata change of this broker at a time
+        # Cluster mode: set while a request changes metadata; the tick leaves the metadata to it
+        # (a tick adopting a winner's object between the handling and its sync would lose the change).
+        self._changing = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
@@ -227,13 +231,17 @@ class BucketService:
             await loop.run_in_executor(self._ticker, self._sync_metadata)
             return response
         async with self._metadata_lock:
-            for attempt in range(1, METADATA_TRIES + 1):
-                await loop.run_in_executor(self._ticker, self._refresh_metadata)
-                response = await handle()
-                if await loop.run_in_executor(self._ticker, self._sync_metadata) != LOST_RACE:
-                    break
-                log.info("a metadata change lost its race to another broker (try %d of %d): made again",
-                         attempt, METADATA_TRIES)
+            self._changing.set()
+            try:
+                for attempt in range(1, METADATA_TRIES + 1):
+                    await loop.run_in_executor(self._ticker, self._refresh_metadata)
+                    response = await handle()
+                    if await loop.run_in_executor(self._ticker, self._sync_metadata) != LOST_RACE:
+                        break
+                    log.info("a metadata change lost its race to another broker (try %d of %d): made again",
+                             attempt, METADATA_TRIES)
+            finally:
+                self._changing.clear()
             return response
 
     def _sync_metadata(self) -> str:
@@ -308,7 +316,9 @@ class BucketService:
 
     # -- the tick (its own thread)
     def tick(self) -> None:
-        if self._sync_metadata() != SYNCED:  # a topic's file is in the bucket before any of its records
+        # A topic's file is in the bucket before any of its records; while a request changes metadata
+        # (cluster mode), that request syncs it itself, right after handling it.
+        if not self._changing.is_set() and self._sync_metadata() != SYNCED:
             return
         for key, tail in list(self.tails.items()):
             if not self.serves(tail.part):  # deleted or closed
