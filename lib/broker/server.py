@@ -107,9 +107,11 @@ class BrokerServer:
                     await asyncio.to_thread(self.bucket.prepare)
                     if cluster.enabled:  # the bucket records the root's mode and cluster id
                         await asyncio.to_thread(self.bucket.publish_root, functools.partial(
-                            ownership.claim_mode, self.config.root, "cluster", zookeeper=zookeeper))
+                            ownership.claim_mode, self.config.root, "cluster", zookeeper=zookeeper,
+                            shown_as=str(self.config.bucket.root)))
                 if not cluster.enabled:
-                    ownership.claim_mode(self.config.root, "single")
+                    ownership.claim_mode(self.config.root, "single",
+                                         shown_as=None if self.config.bucket is None else str(self.config.bucket.root))
                 self.context = BrokerContext.create(self.config, bucket=self.bucket)
             except BaseException:
                 if self._root_lock is not None:

@@ -7,6 +7,8 @@ once at its offset, no offset reused, a paused leader's late write never visible
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -17,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.client.conn import BrokerConnection
 
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.paths import REPO
 from tests.support.cluster_clients import (ConfluentProducer, GroupReader, Ledger, metadata, produce_request,
                                            raw_batch)
 from tests.support.cluster_topics import create_topic, settled
@@ -193,3 +196,15 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
     assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
     assert failover_s < 15, f"partition 1 acknowledged again only {failover_s:.1f} s after the kill"
     assert len(expected) > 500
+
+
+def test_a_single_broker_refuses_the_clusters_bucket_naming_it(cluster_on_bucket, tmp_path):
+    brokers = cluster_on_bucket
+    root, cluster = brokers.brokers[1].root, brokers.settings["cluster"]
+    alone = subprocess.run([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", "0", "--data", root,
+                            "--cache-dir", str(tmp_path / "alone-cache"), "--config", str(REPO / "conf" / "topiclake.toml")],
+                           cwd=REPO, capture_output=True, text=True, timeout=90)
+    assert alone.returncode == 1
+    assert alone.stderr.strip().splitlines() == [
+        f"error: storage root {root} is used by a cluster of brokers ({cluster['zookeeper']}{cluster['chroot']}): "
+        "set [cluster] zookeeper to join it, or use another --data"], alone.stderr
