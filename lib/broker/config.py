@@ -87,9 +87,6 @@ class BrokerConfig:
             if extra:
                 raise InvalidConfigError(f"advertised_listeners names {', '.join(extra)}, which is not a listener")
         self.security.check(bound)
-        if self.bucket is not None and self.cluster.enabled:
-            raise InvalidConfigError(f"[cluster] brokers on a bucket root ({self.bucket.root}) are not built yet: "
-                                     "run one broker on it, or give the cluster a directory root")
 
     @property
     def bound_listeners(self) -> tuple[Listener, ...]:
@@ -154,7 +151,9 @@ class BrokerConfig:
         location = storage_location(settings, root)
         bucket = None
         if isinstance(location, S3Root):
-            bucket = BucketSettings.from_section(location, section(settings, "storage"), cache_dir)
+            cluster_broker = values.get("broker_id", 0) if section(settings, "cluster").get("zookeeper") else None
+            bucket = BucketSettings.from_section(location, section(settings, "storage"), cache_dir,
+                                                 broker_id=cluster_broker)
         return cls(root=bucket.cache_dir if bucket else storage_root(settings, root), bucket=bucket,
                    groups=GroupsConfig.from_section(section(settings, "groups")),
                    transactions=TransactionsConfig.from_section(section(settings, "transactions")),

@@ -149,8 +149,13 @@ class Connection:
             return False
         route = REGISTRY.get(request.api_key)
         stopwatch = Stopwatch()
+        bucket = self.broker.partitions.bucket
         try:
-            response = await gate.dispatch(self.broker, route, request)  # the authorizer's checks, then the handler
+            if bucket is not None and request.api_key in CHANGES_METADATA:
+                # A bucket root: the change is in the bucket before it is answered.
+                response = await bucket.changing_metadata(lambda: gate.dispatch(self.broker, route, request))
+            else:
+                response = await gate.dispatch(self.broker, route, request)  # the authorizer's checks, then the handler
         except CloseConnection as exc:
             log.info("closing %s: %s", self.peer, exc)
             return False
@@ -195,9 +200,6 @@ class Connection:
 
     async def _answer(self, request, response, received: float, stopwatch: Stopwatch) -> datetime.timedelta:
         """Send a handled request's response (if it has one) and record it; returns its throttle time."""
-        bucket = self.broker.partitions.bucket
-        if bucket is not None and request.api_key in CHANGES_METADATA:
-            await bucket.sync_metadata()  # a bucket root: the change is in the bucket before it is answered
         # The request quota (request_percentage): the response says the longer of its own
         # throttle (a byte rate, a mutation rate) and this one; the connection mutes for it.
         request_ms = self.broker.throttle.record_request_time(request.session.user, request.client_id,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -454,6 +455,8 @@ class PartitionManager:
         def make(log_: Any, epoch: int) -> Partition:
             part = Partition(meta.name, index, log_, meta.log_config)
             part.bucket_epoch = epoch
+            if self.leadership is not None:  # cluster mode: ZooKeeper's epoch, as clients are told
+                part.leader_epoch = epoch
             part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
         return make
@@ -485,6 +488,9 @@ class PartitionManager:
         def take_over_log() -> Partition:
             from topiclake.segments.log import Log
 
+            if self.bucket is not None:  # from the bucket at `epoch`, into this broker's cache
+                meta = self.bucket.topic_meta(lambda: self.topic(topic, fresh=True))
+                return self.bucket.open_partition(meta, index, directory, self._bucket_partition(meta, index), epoch)
             meta = self.topic(topic, fresh=True)
             directory.mkdir(parents=True, exist_ok=True)
             fence = PartitionFence(directory)
@@ -521,7 +527,11 @@ class PartitionManager:
         if part is None:
             return
         part.notify()
+        if self.bucket is not None:
+            self.bucket.release(part)
         await self.run_io(part.log.close_handlers)
+        if self.bucket is not None:  # the cache holds only the partitions this broker leads
+            await self.run_io(shutil.rmtree, part.log.directory, True)
         log.debug("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
 
     def serves(self, part: Partition) -> bool:

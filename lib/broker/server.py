@@ -25,6 +25,7 @@ from topiclake.segments.atomic import atomic_write
 from topiclake.segments.errors import TopiclakeError
 from topiclake.store.metrics import process_metrics
 
+from .bucket.metadata import apply_metadata_changes
 from .bucket.service import BucketService
 from .config import BrokerConfig
 from .connection import Connection
@@ -91,19 +92,26 @@ class BrokerServer:
                 except OSError as exc:
                     raise ListenError(f"cannot listen on {host}:{port} ([metrics]): {_reason(exc)}") from exc
             cluster = self.config.cluster
-            if cluster.enabled:  # many brokers on the root: leadership per partition replaces its lock
-                ownership.claim_mode(self.config.root, "cluster", zookeeper=f"{cluster.zookeeper}{cluster.chroot}")
-            else:
+            zookeeper = f"{cluster.zookeeper}{cluster.chroot}"
+            if cluster.enabled and self.config.bucket is None:  # many brokers: leadership per partition
+                ownership.claim_mode(self.config.root, "cluster", zookeeper=zookeeper)
+            elif not cluster.enabled:
                 self._root_lock = ownership.acquire(self.config.root, broker_id=self.config.broker_id,
                                                     host=self.config.public_host)
             try:
                 if self.config.bucket is not None:  # the lease and the metadata, from the bucket
                     first_port = next(iter(self.ports.values()))
                     self.bucket = BucketService(self.config.bucket, broker_id=self.config.broker_id,
-                                                host=self.config.public_host, port=first_port)
+                                                host=self.config.public_host, port=first_port,
+                                                clustered=cluster.enabled)
                     await asyncio.to_thread(self.bucket.prepare)
+                    if cluster.enabled:  # the bucket records the root's mode and cluster id
+                        await asyncio.to_thread(self.bucket.publish_root, functools.partial(
+                            ownership.claim_mode, self.config.root, "cluster", zookeeper=zookeeper,
+                            shown_as=str(self.config.bucket.root)))
                 if not cluster.enabled:
-                    ownership.claim_mode(self.config.root, "single")
+                    ownership.claim_mode(self.config.root, "single",
+                                         shown_as=None if self.config.bucket is None else str(self.config.bucket.root))
                 self.context = BrokerContext.create(self.config, bucket=self.bucket)
             except BaseException:
                 if self._root_lock is not None:
@@ -162,7 +170,11 @@ class BrokerServer:
         self.bucket.serves = partitions.serves
         self.bucket.on_writer_thread = lambda fn: partitions.io.submit(fn).result()
         self.bucket.on_fenced = lambda reason: loop.call_soon_threadsafe(self._stop.set)
+        self.bucket.on_metadata_changed = lambda keys: loop.call_soon_threadsafe(
+            lambda: self._background.append(asyncio.create_task(apply_metadata_changes(partitions, keys))))
         self.bucket.start()
+        if self.context.leadership.clustered:
+            return  # ZooKeeper hands out the partitions (cluster_node), each taken over at its epoch
         count = await partitions.open_all()
         log.info("took over %d partitions of %s", count, self.config.bucket.root)
 

@@ -195,10 +195,11 @@ class StorageRootModeError(TopiclakeError):
     """The root belongs to the other kind of broker (one alone, or a cluster of them)."""
 
 
-def claim_mode(root: str | os.PathLike, mode: str, **details: Any) -> dict[str, Any]:
+def claim_mode(root: str | os.PathLike, mode: str, *, shown_as: str | None = None, **details: Any) -> dict[str, Any]:
     """Record (once) that `root` is used by a single broker ("single") or by a cluster of
     brokers coordinated through ZooKeeper ("cluster"), or refuse if it is already the other's.
     A root a broker used before this was recorded (it has a cluster id) is a single broker's.
+    `shown_as`: the root's name in a refusal (a bucket's URL, whose cache `root` is).
     Returns what the root records."""
     cluster_dir = Path(root) / "cluster"
     path = cluster_dir / MODE_FILE
@@ -217,10 +218,10 @@ def claim_mode(root: str | os.PathLike, mode: str, **details: Any) -> dict[str, 
     if recorded.get("mode") != mode:
         if recorded.get("mode") == "cluster":
             where = recorded.get("zookeeper", "ZooKeeper")
-            raise StorageRootModeError(f"storage root {root} is used by a cluster of brokers ({where}): set "
-                                       "[cluster] zookeeper to join it, or use another --data")
-        raise StorageRootModeError(f"storage root {root} belongs to a single broker (no [cluster] setting); "
-                                   "a cluster needs a storage root of its own: use another --data")
+            raise StorageRootModeError(f"storage root {shown_as or root} is used by a cluster of brokers ({where}): "
+                                       "set [cluster] zookeeper to join it, or use another --data")
+        raise StorageRootModeError(f"storage root {shown_as or root} belongs to a single broker (no [cluster] "
+                                   "setting); a cluster needs a storage root of its own: use another --data")
     return recorded
 
 

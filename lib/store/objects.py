@@ -121,6 +121,15 @@ class ObjectStore:
             call.bytes_read = len(data)
         return data
 
+    def get_with_etag(self, key: str) -> tuple[bytes, str]:
+        """The object and the ETag of exactly those bytes (for an If-Match write after it)."""
+        path = self._path("get", key)
+        with self._observe("get", key) as call:
+            result = obstore.get(self._store, path)
+            data = bytes(result.bytes())
+            call.bytes_read = len(data)
+        return data, result.meta.get("e_tag") or ""
+
     async def get_async(self, key: str) -> bytes:
         path = self._path("get", key)
         with self._observe("get", key) as call:

@@ -32,7 +32,9 @@ def test_storage_settings_are_checked_and_a_file_root_is_as_before(tmp_path):
         BrokerConfig.from_settings({"storage": {"flush_ms": "1"}}, root="s3://lake/r")
     with pytest.raises(InvalidConfigError, match="seal_ms must be at least 1"):
         BrokerConfig.from_settings({"storage": {"seal_ms": 0}}, root="s3://lake/r")
-    with pytest.raises(InvalidConfigError, match="not built yet"):
-        BrokerConfig.from_settings({"cluster": {"zookeeper": "127.0.0.1:2181"}}, root="s3://lake/r")
+    clustered = BrokerConfig.from_settings({"cluster": {"zookeeper": "127.0.0.1:2181"}, "broker": {"broker_id": 2}},
+                                           root="s3://lake/r")
+    assert clustered.cluster.enabled and clustered.bucket is not None
+    assert clustered.root == clustered.bucket.cache_dir == Path("data-cache/lake-r-broker-2"), "a cache per broker"
     local = BrokerConfig.from_settings({"storage": {"flush_msec": 1}}, root=str(tmp_path))
     assert local.bucket is None and local.root == tmp_path

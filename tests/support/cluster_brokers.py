@@ -62,17 +62,23 @@ class ClusterBrokers:
     """`count` brokers (ids 1..count) on `root`, each with its own port and log file."""
 
     def __init__(self, work: Path, settings: Mapping[str, Mapping[str, Any]], count: int = 3, *,
-                 root: Path | None = None, log_level: str = "INFO"):
+                 root: Path | None = None, log_level: str = "INFO", bucket: str | None = None):
+        """`bucket`: a bucket root URL (s3://...) instead of a directory, each broker with its own
+        cache directory `<work>/cache-<id>`."""
         self.work = Path(work)
         self.work.mkdir(parents=True, exist_ok=True)
         self.root = root or self.work / "data"
         self.settings = settings
         self.config = write_toml(self.work / "cluster.toml", settings)
-        self.brokers: dict[int, BrokerProcess] = {
-            broker_id: BrokerProcess(self.root, free_port(), log_path=self.work / f"broker-{broker_id}.log",
-                                     config=self.config, args=("--broker-id", str(broker_id),
-                                                               "--log-level", log_level))
-            for broker_id in range(1, count + 1)}
+
+        def broker(broker_id: int) -> BrokerProcess:
+            args = ("--broker-id", str(broker_id), "--log-level", log_level)
+            if bucket is not None:
+                args += ("--cache-dir", str(self.work / f"cache-{broker_id}"))
+            return BrokerProcess(self.root, free_port(), log_path=self.work / f"broker-{broker_id}.log",
+                                 config=self.config, args=args, root=bucket)
+
+        self.brokers: dict[int, BrokerProcess] = {broker_id: broker(broker_id) for broker_id in range(1, count + 1)}
         self.paused: set[int] = set()
 
     def start(self, timeout: float = 60.0) -> "ClusterBrokers":

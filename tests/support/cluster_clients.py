@@ -154,9 +154,11 @@ class ConfluentProducer(Worker):
     """confluent-kafka, enable.idempotence (acks=all), round robin over the partitions."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, ledger: Ledger, stop: threading.Event,
-                 rate: float = 100.0, name: str = "confluent"):
+                 rate: float = 100.0, name: str = "confluent", **config):
+        """`config`: more librdkafka settings (over the defaults below)."""
         super().__init__(name, stop)
         self.bootstrap, self.topic, self.partitions, self.ledger, self.rate = bootstrap, topic, partitions, ledger, rate
+        self.config = config
         self.unflushed = 0
 
     def work(self) -> None:
@@ -165,7 +167,7 @@ class ConfluentProducer(Worker):
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 5, "message.timeout.ms": 90000, "request.timeout.ms": 5000,
                              "reconnect.backoff.max.ms": 300, "error_cb": lambda e: None,
-                             "logger": _QuietLogger()})
+                             "logger": _QuietLogger(), **self.config})
 
         def report(err, msg):
             if err is None:

@@ -11,6 +11,12 @@ connection syncs after each request in CHANGES_METADATA, before answering it): a
 conflict means another broker writes this root, and this one stops. A deleted topic's file is
 deleted, and so are its partitions' objects (a topic created again under the name starts empty).
 
+In cluster mode (several brokers on the root, ZooKeeper) every broker writes these objects, so a
+lost If-Match / If-None-Match race is not a conflict that stops the broker: the winner's object is
+adopted into the cache (`adopt`) and the change is made again on top of it (the service runs the
+request again), and `refresh` brings the other brokers' changes into the cache (a LIST per
+prefix, a GET per changed ETag), keeping any file changed here and not synced yet.
+
 Producer-id blocks are not mirrored: each is reserved in the bucket itself with a create-once
 object before any id of it is handed out (`reserve_producer_id_block`), as a cluster does with
 its exclusive files.
@@ -23,11 +29,12 @@ import logging
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 from topiclake.objectlog.keys import LOGS_PREFIX
 from topiclake.objectlog.lease import OWNER_KEY
-from topiclake.segments.errors import TopiclakeError
-from topiclake.store.errors import ObjectExists, PreconditionFailed
+from topiclake.segments.errors import TopiclakeError, UnknownTopicError
+from topiclake.store.errors import ObjectExists, ObjectNotFound, PreconditionFailed
 from topiclake.store.objects import CREATE, IfMatch, ObjectStore
 
 from ..api_keys import ApiKey
@@ -43,11 +50,17 @@ CHANGES_METADATA = frozenset({
 MIRRORED = ("cluster", "topics")
 LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/producer_ids.json", OWNER_KEY)
 PRODUCER_ID_BLOCKS = "cluster/producer-id-blocks"
+BROKER_CONFIGS = "cluster/broker-configs.json"
 _TOPIC_FILE = re.compile(r"^topics/(.+)\.json$")
 
 
 class MetadataConflict(TopiclakeError):
-    """Another writer changed the root's metadata in the bucket: this broker must stop."""
+    """Another writer changed the root's metadata in the bucket: a single broker must stop; a
+    cluster broker adopts the winner's objects (`keys`) and makes its change again."""
+
+    def __init__(self, message: str, keys: list[str]):
+        super().__init__(message)
+        self.keys = keys
 
 
 def _mirrored(key: str) -> bool:
@@ -76,14 +89,69 @@ class MetadataMirror:
                 for info in self.store.list(prefix):
                     if not _mirrored(info.key):
                         continue
-                    data = self.store.get(info.key)
-                    target = self.cache_root / info.key
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
-                    self._etags[info.key] = info.etag or ""
-                    self._digests[info.key] = hashlib.sha256(data).digest()
+                    self._fetch(info.key)
                     count += 1
             return count
+
+    def refresh(self) -> list[str]:
+        """Cluster mode: the bucket's changes by other brokers into the cache (new and changed
+        objects fetched, deleted ones removed); a file changed here and not synced yet is kept
+        (its sync decides). The keys changed in the cache."""
+        with self._lock:
+            local = dict(self._local_files())
+            changed = []
+            seen = set()
+            for prefix in MIRRORED:
+                for info in self.store.list(prefix):
+                    if not _mirrored(info.key):
+                        continue
+                    seen.add(info.key)
+                    if self._etags.get(info.key) == (info.etag or "") or self._pending(info.key, local):
+                        continue
+                    try:
+                        self._fetch(info.key)
+                    except ObjectNotFound:  # deleted since the listing
+                        continue
+                    changed.append(info.key)
+            for key in sorted(set(self._digests) - seen):
+                if not self._pending(key, local):
+                    self._forget(key)
+                    changed.append(key)
+            return changed
+
+    def adopt(self, keys: list[str]) -> None:
+        """Cluster mode, after a lost race: the bucket's objects `keys` replace the cache's files."""
+        with self._lock:
+            for key in keys:
+                try:
+                    self._fetch(key)
+                except ObjectNotFound:
+                    self._forget(key)
+
+    def _pending(self, key: str, local: dict[str, Path]) -> bool:
+        """Whether the cache's file of `key` changed here since it was last synced or fetched."""
+        path = local.get(key)
+        if path is None:
+            return False
+        try:
+            return hashlib.sha256(path.read_bytes()).digest() != self._digests.get(key)
+        except FileNotFoundError:
+            return False
+
+    def _fetch(self, key: str) -> None:
+        data, etag = self.store.get_with_etag(key)
+        target = self.cache_root / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = target.with_name(target.name + ".tmp")  # readers never see half a file
+        scratch.write_bytes(data)
+        scratch.replace(target)
+        self._etags[key] = etag
+        self._digests[key] = hashlib.sha256(data).digest()
+
+    def _forget(self, key: str) -> None:
+        (self.cache_root / key).unlink(missing_ok=True)
+        self._etags.pop(key, None)
+        self._digests.pop(key, None)
 
     def sync(self) -> list[str]:
         """Upload every changed metadata file, delete the objects of removed ones; the keys changed."""
@@ -103,7 +171,8 @@ class MetadataMirror:
                 try:
                     self._etags[key] = self.store.put(key, data, mode=mode)
                 except (ObjectExists, PreconditionFailed) as exc:
-                    raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}") from None
+                    raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}",
+                                           [key]) from None
                 self._digests[key] = digest
                 changed.append(key)
             for key in sorted(set(self._digests) - present):
@@ -148,3 +217,20 @@ def reserve_producer_id_block(store: ObjectStore, block: int) -> int:
 
 
 
+
+
+async def apply_metadata_changes(partitions: Any, keys: list[str]) -> None:
+    """Cluster mode, on the event loop: other brokers' metadata fetched into the cache (`keys`)
+    reach what this broker has open: a topic's config its open logs, the cluster-wide defaults
+    every open log. (ACLs, quotas and credentials are re-read from their files when they change.)"""
+    try:
+        if BROKER_CONFIGS in keys:
+            await partitions.apply_defaults()
+        for key in keys:
+            topic = _TOPIC_FILE.match(key)
+            if topic and any(part.topic == topic.group(1) for part in partitions.open_partitions()):
+                await partitions.apply_config(partitions.topic(topic.group(1), fresh=True))
+    except UnknownTopicError:
+        pass  # deleted meanwhile: its partitions are resigned through ZooKeeper
+    except Exception:
+        log.exception("applying metadata changed by other brokers failed")

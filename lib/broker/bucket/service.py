@@ -10,6 +10,14 @@ the tick too. Nothing here runs object I/O on the event loop.
 
 A newer epoch, a lost lease or a metadata conflict means another broker leads this root: the
 service is fenced, every waiting produce gets NOT_LEADER_OR_FOLLOWER, and the broker stops.
+
+Cluster mode (`clustered`: ZooKeeper elects a leader per partition, docs/CLUSTER.md): no lease;
+a partition is taken over at the epoch ZooKeeper gave (`open_partition(epoch=...)`) and let go
+when the cluster node resigns it (`release`); a newer epoch in the bucket fences that partition
+alone (the node resigns it), never the broker. The metadata objects are written by every broker
+with If-Match read-modify-write: a request that changes them runs on the bucket's newest copy and
+runs again when another broker's write won (`changing_metadata`), and every
+`METADATA_REFRESH_S` the other brokers' changes are fetched into the cache (`on_metadata_changed`).
 """
 
 from __future__ import annotations
@@ -17,16 +25,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from topiclake.objectlog.fence import LeaderFenced
 from topiclake.objectlog.flush import FlushConflict, FlushTimedOut
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, Owner, OwnerLease
 from topiclake.objectlog.manifest import ManifestConflict, StaleManifestWriter
+from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.ownership import LOCK_NAME
+from topiclake.segments.storage import StorageLayout
 from topiclake.store.errors import ObjectNotFound, StoreUnavailable
 from topiclake.store.objects import ObjectStore
 
@@ -40,11 +51,17 @@ log = logging.getLogger(__name__)
 
 FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the network
 FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
+METADATA_REFRESH_S = 1.0  # cluster mode: how often the other brokers' metadata changes are fetched
+METADATA_TRIES = 5  # cluster mode: a metadata change that keeps losing its race to other brokers
+TOPIC_WAIT_S = 10.0  # cluster mode: a topic's state reaches ZooKeeper before its object the bucket
+# Outcomes of a metadata sync.
+SYNCED, LOST_RACE, NOT_SYNCED = "synced", "lost a race", "not synced"
 
 
 class BucketService:
-    def __init__(self, settings: BucketSettings, *, broker_id: int, host: str, port: int):
+    def __init__(self, settings: BucketSettings, *, broker_id: int, host: str, port: int, clustered: bool = False):
         self.settings = settings
+        self.clustered = clustered
         self.store = ObjectStore(settings.root)
         self.mirror = MetadataMirror(self.store, settings.cache_dir)
         self.lease = OwnerLease(self.store, broker_id=broker_id, host=host, port=port, lease_ms=settings.lease_ms)
@@ -54,6 +71,11 @@ class BucketService:
         self.on_fenced: Callable[[str], None] = lambda reason: None  # the server stops
         self.serves: Callable[[Any], bool] = lambda part: True  # PartitionManager.serves
         self.on_writer_thread: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
+        self.on_metadata_changed: Callable[[list[str]], None] = lambda keys: None  # cluster mode (any thread)
+        self._metadata_lock = asyncio.Lock()  # cluster mode: one metadata change of this broker at a time
+        # Cluster mode: set while a request changes metadata; the tick leaves the metadata to it
+        # (a tick adopting a winner's object between the handling and its sync would lose the change).
+        self._changing = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
@@ -69,6 +91,9 @@ class BucketService:
         for child in (cache / "log").iterdir() if (cache / "log").is_dir() else ():
             if child.name != LOCK_NAME:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
+        if self.clustered:  # ZooKeeper decides who leads what: no lease
+            self.mirror.download()
+            return
         if self.store.head(OWNER_KEY) is not None:
             log.info("%s is leased by another broker: taking it over once it is not renewed for %d ms",
                      self.settings.root, self.settings.lease_ms)
@@ -81,16 +106,56 @@ class BucketService:
     def reserve_producer_ids(self, block: int) -> int:
         return reserve_producer_id_block(self.store, block)
 
-    def open_partition(self, meta: Any, index: int, directory: Any, make_partition: Callable[[Any, int], Any]) -> Any:
-        """A partition taken over from the bucket (a takeover thread); its tail joins the tick."""
-        self._check_lease()  # claiming an epoch without the lease would fence the root's owner
+    def publish_root(self, claim_mode: Callable[[], Any]) -> None:
+        """Cluster mode, at start (blocking): the cluster id and the root's mode in the bucket, the
+        first broker's winning when several start at once (`claim_mode()` checks the mode again
+        once the bucket's copy is adopted)."""
+        claim_mode()  # before the cluster id: a root with an id and no mode is a single broker's
+        StorageLayout(self.settings.cache_dir).cluster_id()
+        for _ in range(METADATA_TRIES):
+            if self._sync_metadata() == SYNCED:
+                break
+        claim_mode()
+
+    def open_partition(self, meta: Any, index: int, directory: Any, make_partition: Callable[[Any, int], Any],
+                       epoch: int | None = None) -> Any:
+        """A partition taken over from the bucket (a takeover thread); its tail joins the tick.
+        `epoch`: cluster mode's, from ZooKeeper (FencedLeaderError when the bucket has it already)."""
+        if not self.clustered:
+            self._check_lease()  # claiming an epoch without the lease would fence the root's owner
+        elif self.fenced:
+            raise NotLeaderOrFollower(f"this broker is stopping: {self.fenced}")
         keys = PartitionKeys(meta.name, index)
         part = take_over(self.store, keys, self.settings, directory, meta.log_config,
-                         owner={"broker_id": self.broker_id}, make_partition=make_partition)
-        part.tail.on_flushed = self._flushed
-        part.tail.on_fenced = self.fence
-        self.tails[(meta.name, index)] = part.tail
+                         owner={"broker_id": self.broker_id}, make_partition=make_partition, epoch=epoch)
+        tail: PartitionTail = part.tail
+        tail.on_flushed = self._flushed
+        tail.on_fenced = lambda reason: self._fenced_by(tail, reason)
+        self.tails[(meta.name, index)] = tail
         return part
+
+    def topic_meta(self, read: Callable[[], Any]) -> Any:
+        """Cluster mode, on a takeover thread: `read()` (the topic's registry entry), waiting for
+        its object to reach the bucket (the broker that created it writes ZooKeeper first)."""
+        deadline = time.monotonic() + TOPIC_WAIT_S
+        while True:
+            try:
+                return read()
+            except UnknownTopicError:
+                if time.monotonic() > deadline:
+                    raise
+            self._refresh_metadata()
+            time.sleep(0.1)
+
+    def release(self, part: Any) -> None:
+        """Cluster mode, on the event loop: the partition is no longer led here (resigned); its
+        tail leaves the tick and its waiting produces are told NOT_LEADER_OR_FOLLOWER."""
+        tail = part.tail
+        if tail is None:
+            return
+        if self.tails.get((part.topic, part.index)) is tail:
+            del self.tails[(part.topic, part.index)]
+        self._fail_waiters_of(tail, f"{part} is no longer led by this broker")
 
     async def commit_log_start(self, part: Any, offset: int) -> None:
         """DeleteRecords on a bucket: after the cache's log start moved, the manifest's (on the
@@ -101,7 +166,7 @@ class BucketService:
             await asyncio.get_running_loop().run_in_executor(
                 self._ticker, lambda: tail.commit_log_start(offset, deadline, self.on_writer_thread))
         except FENCING_ERRORS as exc:
-            self.fence(f"{tail.keys.prefix}: {exc}")
+            self._fenced_by(tail, f"{tail.keys.prefix}: {exc}")
             raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {exc}") from None
         except (FlushTimedOut, StoreUnavailable, ManifestConflict) as exc:
             raise RequestTimedOut(f"{part}: the log start offset {offset} is not in the bucket yet: {exc}") from None
@@ -133,7 +198,8 @@ class BucketService:
         """On the event loop, once partitions may open: the tick and the lease renewals."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._tick_forever()), asyncio.create_task(self._renew_forever())]
+        self._tasks = [asyncio.create_task(self._tick_forever()),
+                       asyncio.create_task(self._refresh_forever() if self.clustered else self._renew_forever())]
 
     async def wait_flushed(self, part: Any, end: int, timeout_s: float) -> None:
         """Until offsets below `end` of `part` are in objects that passed the fence."""
@@ -143,6 +209,7 @@ class BucketService:
         if self.fenced:
             raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {self.fenced}")
         future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())  # told to nobody after a timeout
         self._waiters.setdefault(tail, []).append((end, future))
         if tail.unflushed_bytes >= self.settings.flush_bytes and self._wake is not None:
             self._wake.set()
@@ -152,23 +219,72 @@ class BucketService:
             raise RequestTimedOut(f"{part}: offsets below {end} were not stored in the bucket within "
                                   f"{timeout_s:.1f} s (is the object store reachable?)") from None
 
-    async def sync_metadata(self) -> None:
-        """After a request that changed the root's metadata, before it is answered: its files in
-        the bucket now (on the tick's thread), not at the next tick. A store that is down only
-        delays it to a later tick, which syncs before any data of the change is flushed."""
-        await asyncio.get_running_loop().run_in_executor(self._ticker, self._sync_metadata)
+    async def changing_metadata(self, handle: Callable[[], Awaitable[Any]]) -> Any:
+        """A request that changes the root's metadata: `handle()` it, and answer (return) once its
+        files are in the bucket (on the tick's thread), not at the next tick. A store that is down
+        only delays that to a later tick, which syncs before any data of the change is flushed.
+        Cluster mode: handled on the bucket's newest metadata, and handled again on the winner's
+        objects when another broker's write won the race (If-Match read-modify-write)."""
+        loop = asyncio.get_running_loop()
+        if not self.clustered:
+            response = await handle()
+            await loop.run_in_executor(self._ticker, self._sync_metadata)
+            return response
+        async with self._metadata_lock:
+            self._changing.set()
+            try:
+                for attempt in range(1, METADATA_TRIES + 1):
+                    await loop.run_in_executor(self._ticker, self._refresh_metadata)
+                    response = await handle()
+                    if await loop.run_in_executor(self._ticker, self._sync_metadata) != LOST_RACE:
+                        break
+                    log.info("a metadata change lost its race to another broker (try %d of %d): made again",
+                             attempt, METADATA_TRIES)
+            finally:
+                self._changing.clear()
+            return response
 
-    def _sync_metadata(self) -> bool:
+    def _sync_metadata(self) -> str:
         if self.fenced:
-            return False
+            return NOT_SYNCED
         try:
             self.mirror.sync()
-            return True
+            return SYNCED
         except MetadataConflict as exc:
-            self.fence(str(exc))
+            if not self.clustered:
+                self.fence(str(exc))
+                return NOT_SYNCED
+            self.mirror.adopt(exc.keys)  # the winner's objects; the change is made again on them
+            self.on_metadata_changed(exc.keys)
+            return LOST_RACE
         except StoreUnavailable as exc:
             log.warning("metadata not synced to the bucket yet: %s", exc)
-        return False
+        return NOT_SYNCED
+
+    def _refresh_metadata(self) -> None:
+        """Cluster mode: the other brokers' metadata changes into the cache."""
+        try:
+            changed = self.mirror.refresh()
+        except StoreUnavailable as exc:
+            log.warning("metadata not refreshed from the bucket: %s", exc)
+            return
+        if changed:
+            log.debug("metadata changed by other brokers: %s", ", ".join(changed))
+            self.on_metadata_changed(changed)
+
+    def _fenced_by(self, tail: PartitionTail, reason: str) -> None:
+        """A newer leader of the tail's partition (any thread): one broker on the root stops;
+        in a cluster only the partition is let go (its node resigns it, NOT_LEADER meanwhile)."""
+        if not self.clustered:
+            self.fence(reason)
+            return
+        log.warning("no longer leading %s: %s", tail.keys.prefix, reason.removeprefix(f"{tail.keys.prefix}: "))
+        key = (tail.part.topic, tail.part.index)
+        if self.tails.get(key) is tail:
+            self.tails.pop(key, None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, reason)
+        tail.part.on_fenced()
 
     def fence(self, reason: str) -> None:
         """Another broker leads the root now (any thread): fail the waiting, stop the broker."""
@@ -192,7 +308,7 @@ class BucketService:
         """After the partitions closed: let the lease go (a restart takes over at once)."""
         self._pool.shutdown(wait=True)
         self._ticker.shutdown(wait=True)
-        if not self.fenced:
+        if not self.fenced and not self.clustered:
             try:
                 self.lease.release()
             except StoreUnavailable as exc:
@@ -200,7 +316,9 @@ class BucketService:
 
     # -- the tick (its own thread)
     def tick(self) -> None:
-        if not self._sync_metadata():  # a topic's file is in the bucket before any of its records
+        # A topic's file is in the bucket before any of its records; while a request changes metadata
+        # (cluster mode), that request syncs it itself, right after handling it.
+        if not self._changing.is_set() and self._sync_metadata() != SYNCED:
             return
         for key, tail in list(self.tails.items()):
             if not self.serves(tail.part):  # deleted or closed
@@ -227,7 +345,7 @@ class BucketService:
         try:
             work()
         except FENCING_ERRORS as exc:
-            self.fence(f"{tail.keys.prefix}: {exc}")
+            self._fenced_by(tail, f"{tail.keys.prefix}: {exc}")
         except (FlushTimedOut, StoreUnavailable) as exc:
             log.warning("%s: not stored yet, retried at the next tick: %s", tail.keys.prefix, exc)
         except ManifestConflict as exc:
@@ -257,6 +375,12 @@ class BucketService:
             except StoreUnavailable as exc:
                 log.warning("lease not renewed: %s", exc)
 
+    async def _refresh_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.fenced:
+            await asyncio.sleep(METADATA_REFRESH_S)
+            await loop.run_in_executor(self._ticker, self._refresh_metadata)
+
     def _flushed(self, tail: PartitionTail) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._resolve, tail)
@@ -275,6 +399,12 @@ class BucketService:
                 self._waiters[tail] = still
             else:
                 del self._waiters[tail]
+        tail.part.notify()
+
+    def _fail_waiters_of(self, tail: PartitionTail, reason: str) -> None:
+        for _end, future in self._waiters.pop(tail, []):
+            if not future.done():
+                future.set_exception(NotLeaderOrFollower(reason))
         tail.part.notify()
 
     def _fail_waiters(self) -> None:

@@ -2,8 +2,8 @@
 
 The cache directory holds the broker's local Log tree (a file-root-shaped tree); nothing in it is
 trusted on start: the broker empties it and takes every partition over from the bucket. Its
-default is derived from the root URL, `./data-cache/<bucket>[-<prefix with / as ->]`, so two
-roots never share one by default.
+default is derived from the root URL, `./data-cache/<bucket>[-<prefix with / as ->]` (and
+`-broker-<id>` for a cluster broker), so two roots, or two brokers of a cluster, never share one by default.
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ class BucketSettings:
             raise InvalidConfigError("[storage] delete_grace_ms must not be negative")
 
     @classmethod
-    def from_section(cls, root: S3Root, values: Mapping[str, Any], cache_dir: str | None = None) -> "BucketSettings":
-        """From `[storage]` (its root and s3 keys are the root's business) and --cache-dir."""
+    def from_section(cls, root: S3Root, values: Mapping[str, Any], cache_dir: str | None = None, *,
+                     broker_id: int | None = None) -> "BucketSettings":
+        """From `[storage]` (its root and s3 keys are the root's business) and --cache-dir.
+        `broker_id`: a cluster broker's, in its default cache directory (brokers started in one
+        directory never share one)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"root"}
         unknown = set(values) - known - {"root", "s3"}
         if unknown:
@@ -52,9 +55,9 @@ class BucketSettings:
         check_types(cls, "storage", own)
         chosen = cache_dir if cache_dir is not None else own.pop("cache_dir", None)
         own.pop("cache_dir", None)
-        return cls(root=root, cache_dir=Path(chosen) if chosen else default_cache_dir(root), **own)
+        return cls(root=root, cache_dir=Path(chosen) if chosen else default_cache_dir(root, broker_id), **own)
 
 
-def default_cache_dir(root: S3Root) -> Path:
+def default_cache_dir(root: S3Root, broker_id: int | None = None) -> Path:
     name = root.bucket + (f"-{root.prefix.replace('/', '-')}" if root.prefix else "")
-    return DEFAULT_CACHE_PARENT / name
+    return DEFAULT_CACHE_PARENT / (name if broker_id is None else f"{name}-broker-{broker_id}")

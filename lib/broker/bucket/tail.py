@@ -24,6 +24,7 @@ from topiclake.objectlog.manifest import Manifest, commit_change, load_newest
 from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
 from topiclake.objectlog.seal import seal_tail
+from topiclake.segments.leader_fence import FencedLeaderError
 from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.objects import ObjectStore
 
@@ -103,12 +104,13 @@ class PartitionTail:
 
     def confirm(self) -> None:
         """On the writer thread, after an append that counts at once (a coordinator's record, a
-        transaction marker): flush now, fence check included."""
+        transaction marker): flush now, fence check included. FencedLeaderError, as on a file
+        root, when a newer leader claimed the partition (a coordinator then moves, not reloads)."""
         try:
             self.flush(time.monotonic() + self.settings.flush_timeout_ms / 1000)
         except (LeaderFenced, FlushConflict) as exc:
-            self.on_fenced(f"{self.keys.prefix}: {exc}")
-            raise
+            self.on_fenced(str(exc))
+            raise FencedLeaderError(self.part.log.directory, self.epoch, None, "flush to the bucket") from exc
 
     def seal_due(self, now: float) -> bool:
         if self.first_unsealed is None:

@@ -22,6 +22,7 @@ from topiclake.objectlog.manifest import ManifestConflict, commit
 from topiclake.objectlog.reader import PartitionView, read_log, view_partition
 from topiclake.objectlog.seal import seal_tail
 from topiclake.segments import filenames
+from topiclake.segments.leader_fence import FencedLeaderError
 from topiclake.segments.log import Log
 from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.errors import ObjectNotFound
@@ -46,6 +47,16 @@ def claim_next_epoch(fence: BucketFence, owner: dict[str, Any]) -> int:
         except LeaderFenced:
             continue
     raise LeaderFenced(f"{fence.keys.prefix}: {CLAIM_TRIES} epochs in a row were claimed by others")
+
+
+def claim_epoch(fence: BucketFence, epoch: int, owner: dict[str, Any], directory: Path) -> int:
+    """Cluster mode: exactly the epoch ZooKeeper gave this leader; FencedLeaderError naming the
+    bucket's newest claim when it is taken already (the cluster node raises the state past it)."""
+    try:
+        fence.begin_takeover(epoch, **owner)
+    except LeaderFenced:
+        raise FencedLeaderError(directory, epoch, fence.current_epoch(), "claim in the bucket") from None
+    return epoch
 
 
 def restore_local(store: ObjectStore, view: PartitionView, directory: Path) -> None:
@@ -74,11 +85,12 @@ def restore_local(store: ObjectStore, view: PartitionView, directory: Path) -> N
 
 
 def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings, directory: Path, config: Any,
-              *, owner: dict[str, Any], make_partition: Callable[[Log, int], Any]) -> Any:
+              *, owner: dict[str, Any], make_partition: Callable[[Log, int], Any], epoch: int | None = None) -> Any:
     """The partition, led at a new epoch, with its PartitionTail (`make_partition(log, epoch)`
-    builds the Partition and loads its producer state)."""
+    builds the Partition and loads its producer state). `epoch`: the one ZooKeeper gave (cluster
+    mode); None: the next one after the bucket's newest claim (one broker on the root)."""
     fence = BucketFence(store, keys)
-    epoch = claim_next_epoch(fence, owner)
+    epoch = claim_next_epoch(fence, owner) if epoch is None else claim_epoch(fence, epoch, owner, directory)
     view = view_partition(store, keys)
     restore_local(store, view, directory)
     log_ = Log.open(directory, config, topic=keys.topic, partition=keys.partition)

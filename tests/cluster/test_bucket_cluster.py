@@ -1,0 +1,210 @@
+"""Three broker processes on one bucket root (versitygw) with a real ZooKeeper (issue 29, point 5;
+docs/OBJECT-STORAGE.md "Cluster mode on a bucket"): leadership per partition from ZooKeeper, the
+bucket's epochs claimed by each leader, metadata written by any broker and seen by all, and
+failover by kill -9 and SIGSTOP under an idempotent acks=all producer: every acknowledged record
+once at its offset, no offset reused, a paused leader's late write never visible."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from topiclake.client.conn import BrokerConnection
+
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.paths import REPO
+from tests.support.cluster_clients import (ConfluentProducer, GroupReader, Ledger, metadata, produce_request,
+                                           raw_batch)
+from tests.support.cluster_topics import create_topic, settled
+from tests.support.waits import wait_for
+
+BUCKET_STORAGE = {"flush_ms": 100, "seal_ms": 1500, "delete_grace_ms": 3000}
+
+
+@pytest.fixture(scope="module")
+def bucket_cluster(zookeeper, s3_server, tmp_path_factory):
+    env = s3_server.env()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setitem(os.environ, name, value)
+        settings = cluster_settings(zookeeper.connect_string, f"/bucket-{uuid.uuid4().hex[:8]}",
+                                    extra={"storage": BUCKET_STORAGE, "security": {
+                                        "authorizer": "acl", "super_users": ["User:ANONYMOUS"]}})
+        root = f"s3://{s3_server.create_bucket()}/data"
+        with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root, log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
+            yield brokers
+
+
+@pytest.fixture
+def cluster_on_bucket(bucket_cluster):
+    """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
+    yield bucket_cluster
+    for broker_id in list(bucket_cluster.paused):
+        bucket_cluster.resume(broker_id)
+    for broker_id, broker in bucket_cluster.brokers.items():
+        if broker.proc.poll() is not None:
+            bucket_cluster.restart(broker_id)
+
+
+def leader_of(brokers: ClusterBrokers, topic: str, partition: int) -> int:
+    return metadata(brokers.bootstrap_of(brokers.live()[0]), topic).partitions[partition].leader
+
+
+def cached_partitions(brokers: ClusterBrokers, broker_id: int, topic: str) -> set[int]:
+    log_dir = brokers.work / f"cache-{broker_id}" / "log"
+    return {int(d.name.rpartition("-")[2]) for d in log_dir.iterdir() if d.name.rpartition("-")[0] == topic}
+
+
+def test_every_broker_sees_the_whole_cluster_and_caches_only_what_it_leads(cluster_on_bucket):
+    brokers = cluster_on_bucket
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    views = create_topic(brokers, "shared", 6)
+    assert {v.leader for v in views.values()} == {1, 2, 3}, "the partitions spread over the brokers"
+    for broker_id in (1, 2, 3):  # Metadata from any broker: every broker, every leader, alike
+        view = metadata(brokers.bootstrap_of(broker_id), "shared")
+        assert view.brokers == {1, 2, 3} and view.partitions == views
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
+        assert "shared" in admin.list_topics(timeout=10).topics
+    led = {b: {p for p, v in views.items() if v.leader == b} for b in (1, 2, 3)}
+    wait_for(lambda: all(cached_partitions(brokers, b, "shared") == led[b] for b in (1, 2, 3)), 20,
+             what="each cache holding only its partitions")
+
+    # A topic config changed through one broker is described alike by another (the bucket's copy).
+    other = next(b for b in (1, 2, 3) if b != views[0].leader)
+    alter = AdminClient({"bootstrap.servers": brokers.bootstrap_of(other)})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "shared", incremental_configs=[
+        ConfigEntry("retention.ms", "123456789", incremental_operation=AlterConfigOpType.SET)])
+    for future in alter.incremental_alter_configs([resource]).values():
+        future.result(30)
+    reader = AdminClient({"bootstrap.servers": brokers.bootstrap_of(views[0].leader)})
+
+    def described() -> str | None:
+        [future] = reader.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "shared")]).values()
+        return future.result(30)["retention.ms"].value
+
+    wait_for(lambda: described() == "123456789", 10, what="the config change on another broker")
+
+
+def test_acls_created_through_three_brokers_at_once_all_land(cluster_on_bucket):
+    """One shared object (the ACLs) changed by every broker at the same moment: each lost race is
+    made again on the winner's copy, so no broker's change is lost."""
+    brokers = cluster_on_bucket
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    def create(broker_id: int) -> None:
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
+        for n in range(6):  # one request each: many chances to race the other brokers
+            acl = AclBinding(ResourceType.TOPIC, f"acl-{broker_id}-{n}", ResourcePatternType.LITERAL,
+                             f"User:user-{broker_id}", "*", AclOperation.READ, AclPermissionType.ALLOW)
+            admin.create_acls([acl])[acl].result(30)
+
+    threads = [threading.Thread(target=create, args=(b,)) for b in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    wanted = {f"acl-{b}-{n}" for b in (1, 2, 3) for n in range(6)}
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+
+    def names(broker_id: int) -> set[str]:
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(broker_id)})
+        return {acl.name for acl in admin.describe_acls(everything).result(30)}
+
+    for broker_id in (1, 2, 3):
+        wait_for(lambda: wanted <= names(broker_id), 10, what=f"broker {broker_id} describing every ACL",
+                 detail=lambda: sorted(wanted - names(broker_id)))
+
+
+def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes_stay_invisible(cluster_on_bucket):
+    brokers = cluster_on_bucket
+    topic, partitions = "failover", 6
+    create_topic(brokers, topic, partitions)
+    ledger, stop_producer, stop_reader = Ledger(), threading.Event(), threading.Event()
+    # A bucket leader answers a produce after its flush tick, so requests are always in flight when
+    # it is paused: librdkafka waits for them socket.timeout.ms (60 s by default) before it sends
+    # the partition's records to the new leader.
+    producer = ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producer,
+                                 **{"socket.timeout.ms": 6000})
+    reader = GroupReader(brokers.bootstrap, topic, "failover-readers", ledger, stop_reader)
+    producer.start()
+    reader.start()
+    try:
+        wait_for(lambda: len(ledger.acked) >= 200, 60, what="the first acknowledgements")
+
+        # kill -9 the leader of partition 1 mid-produce: another broker leads it within seconds.
+        killed = leader_of(brokers, topic, 1)
+        brokers.kill(killed)
+        killed_at, acked = time.monotonic(), len(ledger.acked)
+        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover after kill -9")
+        wait_for(lambda: ledger.acked_since(1, acked) >= 10, 20, what="partition 1 acknowledging again")
+        failover_s = time.monotonic() - killed_at
+        brokers.restart(killed)
+        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
+
+        # SIGSTOP the leader of partition 0 past its session with a produce request of ours on its
+        # socket: producing continues on the new leader; resumed, its late write is never visible.
+        paused = leader_of(brokers, topic, 0)
+        stale_client = BrokerConnection(brokers.bootstrap_of(paused), timeout=60)
+        stale_value = b"written by a paused leader"
+        answers = []
+        brokers.pause(paused)
+        late = threading.Thread(target=lambda: answers.append(
+            stale_client.request(produce_request(topic, 0, raw_batch(stale_value))).responses[0]
+            .partition_responses[0]))
+        late.start()
+        acked = len(ledger.acked)
+        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover of the paused leader")
+        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 30, what="partition 0 acknowledging on its new leader")
+        brokers.resume(paused)
+        late.join(30)
+        stale_client.close()
+        assert answers and answers[0].error_code == ErrorCode.not_leader_or_follower, answers
+        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
+        time.sleep(1)
+    finally:
+        stop_producer.set()
+        producer.join(120)
+    try:
+        expected = dict(ledger.acked)
+        wait_for(lambda: {v for _p, _o, v in ledger.consumed} >= set(expected), 60,
+                 what="the group consuming every acknowledged record")
+        time.sleep(0.5)  # anything else it would deliver (twice, or the stale record) arrives now
+    finally:
+        stop_reader.set()
+        reader.join(30)
+    assert [w.error for w in (producer, reader) if w.error] == []
+    assert producer.unflushed == 0 and ledger.delivery_errors == []
+    reused = {where: values for where, values in ledger.offsets.items() if len(values) > 1}
+    assert reused == {}, "an offset acknowledged to two records"
+    consumed_at = {}
+    for partition, offset, value in ledger.consumed:
+        assert (partition, offset) not in consumed_at, f"{partition}/{offset} consumed twice"
+        consumed_at[(partition, offset)] = value
+    assert {v: where for where, v in consumed_at.items() if v in expected} == expected, \
+        "an acknowledged record missing or not at its acknowledged offset"
+    assert stale_value not in consumed_at.values(), "a paused leader's late write became visible"
+    assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
+    assert failover_s < 15, f"partition 1 acknowledged again only {failover_s:.1f} s after the kill"
+    assert len(expected) > 500
+
+
+def test_a_single_broker_refuses_the_clusters_bucket_naming_it(cluster_on_bucket, tmp_path):
+    brokers = cluster_on_bucket
+    root, cluster = brokers.brokers[1].root, brokers.settings["cluster"]
+    alone = subprocess.run([sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", "0", "--data", root,
+                            "--cache-dir", str(tmp_path / "alone-cache"), "--config", str(REPO / "conf" / "topiclake.toml")],
+                           cwd=REPO, capture_output=True, text=True, timeout=90)
+    assert alone.returncode == 1
+    assert alone.stderr.strip().splitlines() == [
+        f"error: storage root {root} is used by a cluster of brokers ({cluster['zookeeper']}{cluster['chroot']}): "
+        "set [cluster] zookeeper to join it, or use another --data"], alone.stderr
