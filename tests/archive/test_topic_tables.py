@@ -8,35 +8,11 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
-from deltalake.transaction import CommitProperties, Transaction
+from deltalake import DeltaTable
 
+from tests.support.archive_rows import EPOCH, TOPIC, commit, rows
 from topiclake.archive.reader import TopicTables
-from topiclake.archive.table import app_id, ingest_group
-from topiclake.lake.table.schema import DATA_SCHEMA
 from topiclake.segments.batch import Record, TimestampType, iter_batches
-
-TOPIC = "t"
-EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def rows(partition: int, offsets: list[int], *, log_append: bool = False) -> pa.Table:
-    n = len(offsets)
-    return pa.table({
-        "topic": [TOPIC] * n, "partition": [partition] * n, "offset": offsets,
-        "timestamp": [EPOCH + dt.timedelta(milliseconds=o // 4 if log_append else 7 * o) for o in offsets],
-        "timestamp_type": [1 if log_append else 0] * n,
-        "key": [None if o % 5 == 0 else b"k%d" % o for o in offsets],
-        "value": [None if o % 7 == 3 else b"v" * (o % 50) for o in offsets],
-        "headers": [[{"key": "h", "value": b"%d" % o}, {"key": "none", "value": None}] if o % 2 else []
-                    for o in offsets],
-        "ingested_at": [None] * n}, schema=DATA_SCHEMA)
-
-
-def commit(uri: str, table: pa.Table, ends: dict[int, int], **kwargs) -> None:
-    write_deltalake(uri, table, mode="append", commit_properties=CommitProperties(app_transactions=[
-        Transaction(app_id(ingest_group(TOPIC), TOPIC, p), end) for p, end in ends.items()]), **kwargs)
-
 
 def expected_records(table: pa.Table) -> list[Record]:
     return [Record(r["offset"], int(r["timestamp"].timestamp() * 1000), r["key"], r["value"],

@@ -34,6 +34,9 @@ a file a fenced leader created later and named higher), the high watermark is wh
 ends (and stays below a takeover in progress), and `maintenance.delete_segments` retires only
 segments of the log: a fenced leader's files stay where they are, untouched.
 
+A tiered topic (remote.storage.enable, docs/ARCHIVE.md): the log keeps local.retention.*, and
+its table, the rest of the history, loses the rows past retention.ms (history_retention.py).
+
 Table side (table_maintenance.py), for the `--table`s, through delta-spark on the job's Spark
 master (--master, or spark-submit's): rows older than --table-retention-days (by the record_date
 partition, one DELETE that removes whole files), small-file compaction (--optimize: OPTIMIZE) and
@@ -64,6 +67,7 @@ from ..log.state import scan_state
 from ..metrics import run_metrics
 from ..table import delta
 from ..table.location import discover_tables
+from .history_retention import HistoryCut, cut_history
 from .table_maintenance import TableMaintenanceOptions, TableOutcome, maintain_tables
 
 log = logging.getLogger(__name__)
@@ -126,12 +130,14 @@ class PartitionRetention:
 class RetentionResult:
     partitions: list[PartitionRetention] = field(default_factory=list)
     tables: list[TableOutcome] = field(default_factory=list)
+    history: list[HistoryCut] = field(default_factory=list)  # tiered topics' tables cut by retention.ms
     duration_s: float = 0.0
     dry_run: bool = False  # nothing was changed: the summary says what a real run would do
 
     @property
     def errors(self) -> list[str]:
-        return [p.error for p in self.partitions if p.error] + [t.error for t in self.tables if t.error]
+        return ([p.error for p in self.partitions if p.error] + [t.error for t in self.tables if t.error]
+                + [f"table {h.uri}: {h.error}" for h in self.history if h.error])
 
 
 def group_offsets(layout: StorageLayout, groups: Sequence[str]) -> dict[str, dict[tuple[str, int], int]]:
@@ -182,6 +188,21 @@ def with_archive(tables: TopicTables, meta, partition: int,
     if not config.remote_storage_enable:
         return config, protect
     return config.local_retention, {**protect, f"table {meta.name}": tables.archived_end(meta.name, partition)}
+
+
+def cut_histories(root, metas, result: RetentionResult, *, now_ms: int, dry_run: bool) -> None:
+    """retention.ms over each tiered topic's table (history_retention.py); a failed cut (a
+    concurrent commit won, say) is reported and retried by the next run."""
+    options = root.delta_storage_options() or None
+    for meta in metas:
+        uri = root.uri("tables", meta.name)
+        try:
+            cut = cut_history(meta, uri, options, now_ms=now_ms, dry_run=dry_run)
+        except Exception as exc:  # noqa: BLE001 - delta-rs' errors have no common base worth naming
+            cut = HistoryCut(meta.name, uri, error=f"{type(exc).__name__}: {exc}")
+            log.error("retention.ms over the table of %s failed: %s", meta.name, exc)
+        if cut is not None:
+            result.history.append(cut)
 
 
 def retain_partition(layout: StorageLayout, topic: str, partition: int, config, *, now_ms: int,
@@ -266,6 +287,7 @@ def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict
             except TopiclakeError as exc:
                 result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
                 log.error("retention of %s-%d failed: %s", meta.name, p, exc)
+    cut_histories(LocalRoot(Path(options.root).resolve()), metas, result, now_ms=now_ms, dry_run=options.dry_run)
     if options.tables is not None:
         from ..spark.session import get_session
 
@@ -301,6 +323,7 @@ def _retain_bucket(source: BucketLog, options: RetentionOptions, result: Retenti
             except TopiclakeError as exc:
                 result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
                 log.error("retention of %s-%d failed: %s", meta.name, p, exc)
+    cut_histories(source.root, metas, result, now_ms=now_ms, dry_run=options.dry_run)
 
 
 def format_summary(result: RetentionResult) -> str:
@@ -332,4 +355,6 @@ def format_summary(result: RetentionResult) -> str:
             lines.append(f"  {p.name}: " + "; ".join(parts))
     for t in result.tables:
         lines.append(f"  table {t.uri}: {t.describe(dry_run=result.dry_run)}")
+    for h in result.history:
+        lines.append(f"  table {h.uri}: {h.describe(dry_run=result.dry_run)}")
     return "\n".join(lines)
