@@ -115,6 +115,20 @@ def test_list_offsets_earliest_is_the_tables_and_earliest_local_the_logs(archive
     assert len(not_records) == 2 + 3 and max(not_records) < local[0]
 
 
+def test_a_fetch_answers_the_historys_log_start_not_the_local_one(archived):
+    from tests.support import wire
+
+    b, expected = archived
+    local = offsets(b.bootstrap, EARLIEST_LOCAL)
+    with BrokerConnection(b.bootstrap) as c:
+        for p, records in expected.items():
+            at_start = wire.fetch(c, TOPIC, records[0][0], partition=p)
+            at_tail = wire.fetch(c, TOPIC, local[p], partition=p)
+            # KIP-405: log_start_offset is the whole history's, wherever the fetch reads from
+            assert (at_start.log_start_offset, at_tail.log_start_offset) == (records[0][0], records[0][0])
+            assert local[p] > records[0][0]
+
+
 def test_list_offsets_latest_tiered_and_earliest_pending_upload_answer_the_tables_end(archived):
     b, expected = archived
     with BrokerConnection(b.bootstrap) as c:

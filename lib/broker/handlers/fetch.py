@@ -48,6 +48,7 @@ class _Slot:
     part: Any = None
     error: ErrorCode = ErrorCode.none
     records: bytes = b""
+    history_start: int | None = None  # a tiered topic: the first offset its table holds (the log start reported)
 
 
 def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = False, archive=None):
@@ -115,6 +116,10 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
         try:
             slot.records = await broker.partitions.run_read(
                 _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed, broker.archive)
+            if broker.archive is not None and slot.part.config.remote_storage_enable:
+                # Kafka's fetch answers the log start of the whole history (KIP-405), not the local one
+                slot.history_start = await broker.partitions.run_read(
+                    broker.archive.first_offset, slot.part.topic, slot.part.index)
         except Exception as exc:
             slot.error = error_code(exc)
             if slot.error == ErrorCode.unknown_server_error and not broker.partitions.serves(slot.part):
@@ -230,6 +235,8 @@ def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, thr
         hw = part.high_watermark if part is not None else -1
         lso = part.last_stable_offset if part is not None else -1
         start = part.log_start_offset if part is not None else -1
+        if slot.history_start is not None:
+            start = min(start, slot.history_start)
         aborted = None
         if committed and part is not None and slot.error == ErrorCode.none:
             # Kafka's bound is loose too (up to the next segment): extra entries are never matched.
