@@ -35,7 +35,8 @@ ends (and stays below a takeover in progress), and `maintenance.delete_segments`
 segments of the log: a fenced leader's files stay where they are, untouched.
 
 A tiered topic (remote.storage.enable, docs/ARCHIVE.md): the log keeps local.retention.*, and
-its table, the rest of the history, loses the rows past retention.ms (history_retention.py).
+its table, the rest of the history, loses the rows past retention.ms / retention.bytes
+(history_retention.py).
 
 Table side (table_maintenance.py), for the `--table`s, through delta-spark on the job's Spark
 master (--master, or spark-submit's): rows older than --table-retention-days (by the record_date
