@@ -14,15 +14,13 @@ import time
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
 
-from topiclake.client.conn import BrokerConnection
 
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.paths import REPO
-from tests.support.cluster_clients import (ConfluentProducer, GroupReader, Ledger, metadata, produce_request,
-                                           raw_batch)
-from tests.support.cluster_topics import create_topic, settled
+from tests.support.cluster_clients import (ConfluentProducer, GroupReader, Ledger, metadata)
+from tests.support.cluster_faults import STALE_VALUE, kill_then_pause_leaders
+from tests.support.cluster_topics import create_topic
 from tests.support.waits import wait_for
 
 BUCKET_STORAGE = {"flush_ms": 100, "seal_ms": 1500, "delete_grace_ms": 3000}
@@ -52,9 +50,6 @@ def cluster_on_bucket(bucket_cluster):
         if broker.proc.poll() is not None:
             bucket_cluster.restart(broker_id)
 
-
-def leader_of(brokers: ClusterBrokers, topic: str, partition: int) -> int:
-    return metadata(brokers.bootstrap_of(brokers.live()[0]), topic).partitions[partition].leader
 
 
 def cached_partitions(brokers: ClusterBrokers, broker_id: int, topic: str) -> set[int]:
@@ -141,36 +136,8 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
     try:
         wait_for(lambda: len(ledger.acked) >= 200, 60, what="the first acknowledgements")
 
-        # kill -9 the leader of partition 1 mid-produce: another broker leads it within seconds.
-        killed = leader_of(brokers, topic, 1)
-        brokers.kill(killed)
-        killed_at, acked = time.monotonic(), len(ledger.acked)
-        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover after kill -9")
-        wait_for(lambda: ledger.acked_since(1, acked) >= 10, 20, what="partition 1 acknowledging again")
-        failover_s = time.monotonic() - killed_at
-        brokers.restart(killed)
-        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
-
-        # SIGSTOP the leader of partition 0 past its session with a produce request of ours on its
-        # socket: producing continues on the new leader; resumed, its late write is never visible.
-        paused = leader_of(brokers, topic, 0)
-        stale_client = BrokerConnection(brokers.bootstrap_of(paused), timeout=60)
-        stale_value = b"written by a paused leader"
-        answers = []
-        brokers.pause(paused)
-        late = threading.Thread(target=lambda: answers.append(
-            stale_client.request(produce_request(topic, 0, raw_batch(stale_value))).responses[0]
-            .partition_responses[0]))
-        late.start()
-        acked = len(ledger.acked)
-        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover of the paused leader")
-        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 30, what="partition 0 acknowledging on its new leader")
-        brokers.resume(paused)
-        late.join(30)
-        stale_client.close()
-        assert answers and answers[0].error_code == ErrorCode.not_leader_or_follower, answers
-        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
-        time.sleep(1)
+        # kill -9 of a leader mid-produce, then SIGSTOP of one past its session: producing goes on
+        failover_s = kill_then_pause_leaders(brokers, topic, partitions, ledger, acked_again_s=30)
     finally:
         stop_producer.set()
         producer.join(120)
@@ -192,7 +159,7 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
         consumed_at[(partition, offset)] = value
     assert {v: where for where, v in consumed_at.items() if v in expected} == expected, \
         "an acknowledged record missing or not at its acknowledged offset"
-    assert stale_value not in consumed_at.values(), "a paused leader's late write became visible"
+    assert STALE_VALUE not in consumed_at.values(), "a paused leader's late write became visible"
     assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
     assert failover_s < 15, f"partition 1 acknowledged again only {failover_s:.1f} s after the kill"
     assert len(expected) > 500

@@ -28,8 +28,9 @@ from topiclake.broker.group.java import coordinator_partition
 from tests.support.paths import REPO
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster_brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
-from tests.support.cluster_clients import ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value, produce_request, raw_batch, raw_fetch, raw_list_offsets, raw_produce
+from tests.support.cluster_clients import ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value, raw_fetch, raw_list_offsets, raw_produce
 from tests.support.waits import wait_for
+from tests.support.cluster_faults import STALE_VALUE, kill_then_pause_leaders, leader_of
 from tests.support.cluster_topics import create_topic, settled, preferred_leader
 
 PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before the controller moves it
@@ -53,9 +54,6 @@ def brokers(running_cluster):
         if broker.proc.poll() is not None:
             running_cluster.restart(broker_id)
 
-
-def leader_of(running_cluster: ClusterBrokers, topic: str, partition: int) -> int:
-    return metadata(running_cluster.bootstrap_of(running_cluster.live()[0]), topic).partitions[partition].leader
 
 
 # ============================================================================ semantics
@@ -207,35 +205,7 @@ def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers)
     try:
         wait_for(lambda: len(ledger.acked) >= 200, 30, what="the first acknowledgements")
 
-        # kill -9 the leader of partition 1: Metadata then names only the live brokers, every
-        # partition gets a live leader, and the producers carry on.
-        killed = leader_of(brokers, topic, 1)
-        brokers.kill(killed)
-        acked = len(ledger.acked)
-        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover after kill -9")
-        wait_for(lambda: ledger.acked_since(1, acked) >= 10, 20, what="partition 1 acknowledging again")
-        brokers.restart(killed)
-        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
-
-        # SIGSTOP the leader of partition 0 with a produce request of ours on its socket.
-        paused = leader_of(brokers, topic, 0)
-        stale_client = BrokerConnection(brokers.bootstrap_of(paused), timeout=60)
-        stale_value = b"written by a paused leader"
-        answers = []
-        brokers.pause(paused)
-        late = threading.Thread(target=lambda: answers.append(
-            stale_client.request(produce_request(topic, 0, raw_batch(stale_value))).responses[0]
-            .partition_responses[0]))
-        late.start()
-        acked = len(ledger.acked)
-        wait_for(lambda: settled(brokers, topic, partitions), 20, what="the failover of the paused leader")
-        wait_for(lambda: ledger.acked_since(0, acked) >= 10, 20, what="partition 0 acknowledging on its new leader")
-        brokers.resume(paused)
-        late.join(30)
-        stale_client.close()
-        assert answers and answers[0].error_code == ErrorCode.not_leader_or_follower, answers
-        wait_for(lambda: settled(brokers, topic, partitions, preferred=True), 30, what="the preferred leaders back")
-        time.sleep(1)
+        kill_then_pause_leaders(brokers, topic, partitions, ledger)  # Metadata names only the live brokers
     finally:
         stop_producers.set()
         for producer in producers:
@@ -257,7 +227,7 @@ def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers)
         assert (partition, offset) not in consumed_at, f"{partition}/{offset} consumed twice"
         consumed_at[(partition, offset)] = value
     assert {v: where for where, v in consumed_at.items() if v in expected} == expected
-    assert stale_value not in consumed_at.values(), "a paused leader's late write became visible"
+    assert STALE_VALUE not in consumed_at.values(), "a paused leader's late write became visible"
     assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
     for partition in range(partitions):
         rows = sorted((o, v) for (p, o), v in consumed_at.items() if p == partition)
