@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.paths import REPO
 from tests.support.cluster_clients import (ConfluentProducer, GroupReader, Ledger, metadata)
-from tests.support.cluster_faults import STALE_VALUE, kill_then_pause_leaders
+from tests.support.cluster_faults import leader_faults_under_load
 from tests.support.cluster_topics import create_topic
 from tests.support.waits import wait_for
 
@@ -36,7 +35,8 @@ def bucket_cluster(zookeeper, s3_server, tmp_path_factory):
                                     extra={"storage": BUCKET_STORAGE, "security": {
                                         "authorizer": "acl", "super_users": ["User:ANONYMOUS"]}})
         root = f"s3://{s3_server.create_bucket()}/data"
-        with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root, log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
+        with ClusterBrokers(tmp_path_factory.mktemp("bucket-cluster"), settings, bucket=root,
+                            log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
             yield brokers
 
 
@@ -44,11 +44,7 @@ def bucket_cluster(zookeeper, s3_server, tmp_path_factory):
 def cluster_on_bucket(bucket_cluster):
     """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
     yield bucket_cluster
-    for broker_id in list(bucket_cluster.paused):
-        bucket_cluster.resume(broker_id)
-    for broker_id, broker in bucket_cluster.brokers.items():
-        if broker.proc.poll() is not None:
-            bucket_cluster.restart(broker_id)
+    bucket_cluster.make_whole()
 
 
 
@@ -131,38 +127,10 @@ def test_kill_9_and_sigstop_of_leaders_lose_nothing_acknowledged_and_late_writes
     producer = ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producer,
                                  **{"socket.timeout.ms": 6000})
     reader = GroupReader(brokers.bootstrap, topic, "failover-readers", ledger, stop_reader)
-    producer.start()
-    reader.start()
-    try:
-        wait_for(lambda: len(ledger.acked) >= 200, 60, what="the first acknowledgements")
-
-        # kill -9 of a leader mid-produce, then SIGSTOP of one past its session: producing goes on
-        failover_s = kill_then_pause_leaders(brokers, topic, partitions, ledger, acked_again_s=30)
-    finally:
-        stop_producer.set()
-        producer.join(120)
-    try:
-        expected = dict(ledger.acked)
-        wait_for(lambda: {v for _p, _o, v in ledger.consumed} >= set(expected), 60,
-                 what="the group consuming every acknowledged record")
-        time.sleep(0.5)  # anything else it would deliver (twice, or the stale record) arrives now
-    finally:
-        stop_reader.set()
-        reader.join(30)
-    assert [w.error for w in (producer, reader) if w.error] == []
-    assert producer.unflushed == 0 and ledger.delivery_errors == []
-    reused = {where: values for where, values in ledger.offsets.items() if len(values) > 1}
-    assert reused == {}, "an offset acknowledged to two records"
-    consumed_at = {}
-    for partition, offset, value in ledger.consumed:
-        assert (partition, offset) not in consumed_at, f"{partition}/{offset} consumed twice"
-        consumed_at[(partition, offset)] = value
-    assert {v: where for where, v in consumed_at.items() if v in expected} == expected, \
-        "an acknowledged record missing or not at its acknowledged offset"
-    assert STALE_VALUE not in consumed_at.values(), "a paused leader's late write became visible"
-    assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
-    assert failover_s < 15, f"partition 1 acknowledged again only {failover_s:.1f} s after the kill"
-    assert len(expected) > 500
+    run = leader_faults_under_load(brokers, topic, partitions, ledger, [producer], stop_producer, reader, stop_reader,
+                                   first_acks_s=60, acked_again_s=30)
+    assert run.failover_s < 15, f"partition 1 acknowledged again only {run.failover_s:.1f} s after the kill"
+    assert len(run.expected) > 500
 
 
 def test_a_single_broker_refuses_the_clusters_bucket_naming_it(cluster_on_bucket, tmp_path):

@@ -30,7 +30,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.cluster_brokers import INTERNAL_PARTITIONS, ClusterBrokers, cluster_settings, write_toml
 from tests.support.cluster_clients import ConfluentProducer, GroupReader, KafkaPythonProducer, Ledger, metadata, parse_value, raw_fetch, raw_list_offsets, raw_produce
 from tests.support.waits import wait_for
-from tests.support.cluster_faults import STALE_VALUE, kill_then_pause_leaders, leader_of
+from tests.support.cluster_faults import leader_faults_under_load, leader_of
 from tests.support.cluster_topics import create_topic, settled, preferred_leader
 
 PREFERRED_DELAY_MS = 4000  # long enough for a test to ask ElectLeaders before the controller moves it
@@ -48,11 +48,7 @@ def running_cluster(zookeeper, tmp_path_factory):
 def brokers(running_cluster):
     """The module's cluster, whole again after the test (killed brokers restarted, paused resumed)."""
     yield running_cluster
-    for broker_id in list(running_cluster.paused):
-        running_cluster.resume(broker_id)
-    for broker_id, broker in running_cluster.brokers.items():
-        if broker.proc.poll() is not None:
-            running_cluster.restart(broker_id)
+    running_cluster.make_whole()
 
 
 
@@ -200,41 +196,14 @@ def test_kill_and_pause_leaders_under_load_nothing_acknowledged_is_lost(brokers)
     producers = [ConfluentProducer(brokers.bootstrap, topic, partitions, ledger, stop_producers),
                  KafkaPythonProducer(brokers.bootstrap, topic, partitions, ledger, stop_producers)]
     reader = GroupReader(brokers.bootstrap, topic, "failover-readers", ledger, stop_reader)
-    for worker in [*producers, reader]:
-        worker.start()
-    try:
-        wait_for(lambda: len(ledger.acked) >= 200, 30, what="the first acknowledgements")
-
-        kill_then_pause_leaders(brokers, topic, partitions, ledger)  # Metadata names only the live brokers
-    finally:
-        stop_producers.set()
-        for producer in producers:
-            producer.join(120)
-    try:
-        expected = dict(ledger.acked)
-        wait_for(lambda: {v for _p, _o, v in ledger.consumed} >= set(expected), 60,
-                 what="the group consuming every acknowledged record")
-        time.sleep(0.5)  # anything else it would deliver (twice, or the stale record) arrives now
-    finally:
-        stop_reader.set()
-        reader.join(30)
-    assert [w.error for w in [*producers, reader] if w.error] == []
-    assert [p.unflushed for p in producers] == [0, 0] and ledger.delivery_errors == []
-    reused = {where: values for where, values in ledger.offsets.items() if len(values) > 1}
-    assert reused == {}, "an offset acknowledged to two records"
-    consumed_at = {}
-    for partition, offset, value in ledger.consumed:
-        assert (partition, offset) not in consumed_at, f"{partition}/{offset} consumed twice"
-        consumed_at[(partition, offset)] = value
-    assert {v: where for where, v in consumed_at.items() if v in expected} == expected
-    assert STALE_VALUE not in consumed_at.values(), "a paused leader's late write became visible"
-    assert set(consumed_at.values()) <= set(expected), "consumed a record nobody acknowledged"
+    run = leader_faults_under_load(brokers, topic, partitions, ledger, producers, stop_producers, reader,
+                                   stop_reader)  # Metadata names only the live brokers
     for partition in range(partitions):
-        rows = sorted((o, v) for (p, o), v in consumed_at.items() if p == partition)
+        rows = sorted((o, v) for (p, o), v in run.consumed_at.items() if p == partition)
         for name in ("confluent", "kafka-python"):
             sequence = [parse_value(v)[2] for _o, v in rows if parse_value(v)[0] == name]
             assert sequence == sorted(sequence), f"{name}'s records out of order in partition {partition}"
-    assert len(expected) > 1000
+    assert len(run.expected) > 1000
 
 
 # ============================================================================ the root's mode

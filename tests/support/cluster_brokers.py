@@ -129,6 +129,14 @@ class ClusterBrokers:
             os.kill(self.brokers[broker_id].proc.pid, signal.SIGCONT)
             self.paused.discard(broker_id)
 
+    def make_whole(self) -> None:
+        """After a test's faults: every paused broker resumed, every dead one restarted."""
+        for broker_id in list(self.paused):
+            self.resume(broker_id)
+        for broker_id, broker in self.brokers.items():
+            if broker.proc.poll() is not None:
+                self.restart(broker_id)
+
     def stop(self) -> None:
         for broker_id in list(self.paused):
             self.resume(broker_id)
