@@ -90,6 +90,8 @@ class Connection:
 
     async def _wait_for_room(self) -> None:
         """Read no further while MAX_ANSWERS_LATER answers are due, or a later answer's throttle lasts."""
+        if not self._answers_later:  # every connection but a bucket root's producers: nothing to do
+            return
         self._answers_later = [task for task in self._answers_later if not task.done()]
         if len(self._answers_later) >= MAX_ANSWERS_LATER:
             await asyncio.wait([self._answers_later[0]])

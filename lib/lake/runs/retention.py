@@ -277,7 +277,8 @@ def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict
     registry = TopicRegistry(layout)
     metas = [registry.get(t) for t in options.topics] if options.topics else registry.list()
     offsets = group_offsets(layout, options.protect_groups) if options.protect_groups else {}
-    tables = topic_tables(LocalRoot(Path(options.root).resolve()))
+    root = LocalRoot(Path(options.root).resolve())
+    tables = topic_tables(root)
     for meta in metas:
         for p in range(meta.partitions):
             protect = _protection(offsets, meta.name, p) if meta.name != OFFSETS_TOPIC else {}
@@ -288,7 +289,7 @@ def _retain(options: RetentionOptions, result: RetentionResult, spark_conf: dict
             except TopiclakeError as exc:
                 result.partitions.append(PartitionRetention(meta.name, p, error=f"{meta.name}-{p}: {exc}"))
                 log.error("retention of %s-%d failed: %s", meta.name, p, exc)
-    cut_histories(LocalRoot(Path(options.root).resolve()), metas, result, now_ms=now_ms, dry_run=options.dry_run)
+    cut_histories(root, metas, result, now_ms=now_ms, dry_run=options.dry_run)
     if options.tables is not None:
         from ..spark.session import get_session
 
