@@ -94,6 +94,9 @@ class Connection:
             return
         self._answers_later = [task for task in self._answers_later if not task.done()]
         if len(self._answers_later) >= MAX_ANSWERS_LATER:
+            bucket = self.broker.partitions.bucket
+            if bucket is not None:
+                bucket.window_full()
             await asyncio.wait([self._answers_later[0]])
         if self.writer.is_closing():
             raise ConnectionError("closed while answering")

@@ -5,6 +5,7 @@ response still comes back in request order."""
 from __future__ import annotations
 
 import os
+import time
 
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.produce.v9 import request as produce_req
@@ -49,5 +50,30 @@ def test_pipelined_produces_share_a_flush_tick_and_are_answered_in_order(tmp_pat
         flushes = [info.key for info in ObjectStore(s3_root.root).list(f"log/{TOPIC}-0/")
                    if info.key.endswith(".log") and ".e" in info.key.rpartition("/")[2]]
         assert 1 <= len(flushes) <= 2, flushes
+    finally:
+        brokers.kill_all()
+
+
+def test_a_client_at_its_in_flight_limit_brings_the_tick_forward(tmp_path, s3_root, monkeypatch):
+    """Ten pipelined produces against a 6 s tick: the broker reads five (a client's in-flight limit),
+    and a full window flushes `full_window_flush_ms` later instead of at the tick; the next five
+    likewise. Waiting for the ticks would take at least one whole tick for the second five."""
+    for key, value in s3_root.env.items():
+        monkeypatch.setitem(os.environ, key, value)
+    brokers = BucketBrokers(tmp_path, s3_root.root,
+                            storage="flush_ms = 6000\nfull_window_flush_ms = 100\nseal_ms = 600000")
+    try:
+        broker = brokers.start("hurried")
+        create_topic(broker.bootstrap, 1, TOPIC)
+        requests = [_produce([f"r{i}".encode()]) for i in range(10)]
+        with BrokerConnection(broker.bootstrap) as conn:
+            started = time.monotonic()
+            conn.send_raw(b"".join(codec.encode_request(i, body, "pipeliner") for i, body in enumerate(requests)))
+            answers = [codec.decode_response(conn.read_frame(), body) for body in requests]
+            elapsed = time.monotonic() - started
+        produced = [answer.responses[0].partition_responses[0] for _c, answer in answers]
+        assert [p.error_code for p in produced] == [0] * 10
+        assert [p.base_offset for p in produced] == list(range(10))
+        assert elapsed < 4.0, f"ten pipelined produces took {elapsed:.1f} s: the full window waited for the tick"
     finally:
         brokers.kill_all()

@@ -32,6 +32,8 @@ def test_storage_settings_are_checked_and_a_file_root_is_as_before(tmp_path):
         BrokerConfig.from_settings({"storage": {"flush_ms": "1"}}, root="s3://lake/r")
     with pytest.raises(InvalidConfigError, match="seal_ms must be at least 1"):
         BrokerConfig.from_settings({"storage": {"seal_ms": 0}}, root="s3://lake/r")
+    with pytest.raises(InvalidConfigError, match="full_window_flush_ms must be at least 1"):
+        BrokerConfig.from_settings({"storage": {"full_window_flush_ms": 0}}, root="s3://lake/r")
     clustered = BrokerConfig.from_settings({"cluster": {"zookeeper": "127.0.0.1:2181"}, "broker": {"broker_id": 2}},
                                            root="s3://lake/r")
     assert clustered.cluster.enabled and clustered.bucket is not None

@@ -1,7 +1,8 @@
 """The broker's side of a bucket root: the lease, the metadata mirror, the partitions' tails and
 the flush tick (docs/OBJECT-STORAGE.md, "Write path" and "Ownership and takeover").
 
-Every `flush_ms` (and at once when a partition holds `flush_bytes` unflushed), one tick on its own
+Every `flush_ms` (at once when a partition holds `flush_bytes` unflushed, and `full_window_flush_ms`
+after a connection's client reached its in-flight limit: `window_full`), one tick on its own
 thread syncs the metadata, then flushes every partition with unflushed batches, their PUTs in
 parallel on a pool, each followed by its fence check; a produce request waiting on a partition
 is answered when its offsets are flushed (`wait_flushed`), or with REQUEST_TIMED_OUT at its
@@ -78,6 +79,7 @@ class BucketService:
         self._changing = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._hurry: asyncio.TimerHandle | None = None  # a tick brought forward by a full window
         self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=FLUSH_THREADS, thread_name_prefix="topiclake-bucket")
         self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
@@ -219,6 +221,21 @@ class BucketService:
             raise RequestTimedOut(f"{part}: offsets below {end} were not stored in the bucket within "
                                   f"{timeout_s:.1f} s (is the object store reachable?)") from None
 
+    def window_full(self) -> None:
+        """On the event loop: a connection has MAX_ANSWERS_LATER produce answers waiting for the
+        store, so its client (librdkafka's idempotent producer keeps 5 in flight) holds back every
+        record it produces until the tick. Waiting out the whole tick would make those records wait
+        two ticks; bringing the tick forward bounds that at the cost of a few more PUTs, and only
+        while some client is at its limit (docs/OBJECT-STORAGE.md, "Write path")."""
+        if self._hurry is not None or self._wake is None or self._loop is None:
+            return
+        wake = self._wake
+
+        def hurry() -> None:
+            self._hurry = None
+            wake.set()
+        self._hurry = self._loop.call_later(self.settings.full_window_flush_ms / 1000, hurry)
+
     async def changing_metadata(self, handle: Callable[[], Awaitable[Any]]) -> Any:
         """A request that changes the root's metadata: `handle()` it, and answer (return) once its
         files are in the bucket (on the tick's thread), not at the next tick. A store that is down
@@ -298,6 +315,8 @@ class BucketService:
 
     async def stop(self) -> None:
         """Clean stop, before the partitions close: a last flush of everything appended."""
+        if self._hurry is not None:
+            self._hurry.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -20,7 +20,7 @@ from topiclake.segments.settings import check_types
 from topiclake.store.root import S3Root
 
 DEFAULT_CACHE_PARENT = Path("./data-cache")
-_AT_LEAST_ONE = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "flush_timeout_ms")
+_AT_LEAST_ONE = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "flush_timeout_ms", "full_window_flush_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,9 @@ class BucketSettings:
     lease_ms: int = DEFAULT_LEASE_MS  # cluster/owner.json: another broker takes over after this long
     delete_grace_ms: int = DEFAULT_DELETE_GRACE_MS  # superseded objects are deleted once this old
     flush_timeout_ms: int = 10_000  # one flush round's retries when no produce request waits on it
+    # A connection with MAX_ANSWERS_LATER produce answers due (a client at its in-flight limit: it
+    # sends nothing more until one is answered) brings the tick forward to this long after.
+    full_window_flush_ms: int = 75
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:
