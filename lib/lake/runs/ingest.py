@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 
-from ..errors import LakeError, UsageError
+from ..errors import LakeError
 from ..keyed import table_kind
 from ..keyed.changes import DEBEZIUM
 from ..keyed.staging import remove_staging
@@ -322,9 +322,6 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, source: FileLog | Bu
                     f"to change it, write a new table (--table NAME)")
             notes.append(note)
     _check_schema(pipeline, table, run.partition_by[uri])
-    if source.is_bucket and pipeline.upsert is not None:
-        raise UsageError(f"table {table_name(uri)}: upsert tables on an object-store root are not supported yet",
-                         hint="ingest into an append table (--kind append), or use a directory root")
     suite = run.suites[uri] = gate.Suite.load(options.expectations_dir, table_name(uri))
     gate.check_suite(suite, table_name(uri))
     if suite.on_driver or options.data_docs:

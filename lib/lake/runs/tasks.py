@@ -112,7 +112,7 @@ class TaskWriter:
             counters["quarantined"] = counters.get("quarantined", 0) + fresh.num_rows
         staged = stage_changes(changes, buckets=spec.buckets, table_uri=uri, run_id=self.run_id,
                                task_name=f"{task['topic']}-{task['partition']}-{task['min_offset']:020d}",
-                               compression=self.compression)
+                               compression=self.compression, root=self.root)
         rows = [{"table_uri": uri, "topic": task["topic"], "partition": task["partition"], "path": path,
                  "size": 0, "partition_values": json.dumps({KEY_BUCKET: str(bucket)}), "modification_time": 0,
                  "num_records": count, "min_offset": task["min_offset"], "max_offset": task["max_offset"],
