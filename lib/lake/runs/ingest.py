@@ -239,7 +239,7 @@ class _RunPlan:
 
     starting: Any
     ending: Any
-    quality_root: Path | None = None  # where validation results are stored (None: an object-store root)
+    quality_root: Any = None  # where validation results are stored: a directory (Path) or an S3Root
     suites: dict[str, gate.Suite] = field(default_factory=dict)
     partition_by: dict[str, list[str]] = field(default_factory=dict)
     value_schemas: dict[str, str] = field(default_factory=dict)
@@ -425,7 +425,7 @@ def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
                       job_group=f"topiclake-ingest-{run_id}", progress=progress)
 
 
-def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root: Path | None,
+def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root,
                     run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """The quality gate of an upsert table: the per-task expectations judged each task's changes
     (before they were collapsed per key, so their row count is the tasks' own); the driver-side

@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import time
 import uuid
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -219,7 +218,7 @@ def task_suites_of(suites: dict[str, gate.Suite]) -> dict[str, str]:
     return {uri: doc for uri, doc in documents.items() if doc is not None}
 
 
-def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root: Path | None,
+def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root,
                        operation: str, run_id: str, data_docs: bool = False) -> gate.QualityReport | None:
     """The quality gate over the files the tasks wrote into table `uri` (run_tasks rows)."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
@@ -233,7 +232,7 @@ def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, sc
 
 
 def validate_merged_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, files, schema, ranges,
-                          root: Path | None, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
+                          root, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """validate_new_files for an upsert merge's new files (`files`: its add actions), by ingest or backfill."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     outcomes = mine.column("quality").drop_null().to_pylist()
