@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from .output import fail
-from .roots import directory_root
+from .output import fail, reported_errors
 from .protocol import COMMAND_CONFIG, client_security
 
 
@@ -18,7 +17,8 @@ def register(app: typer.Typer) -> None:
 
 
 def console(
-    data: str = typer.Option(..., "--data", help="Storage root (the broker's and the tables')."),
+    data: str = typer.Option(..., "--data", help="Storage root (the broker's and the tables'): a directory or "
+                                                 "s3://bucket/prefix."),
     bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "--bootstrap-server",
                                             help="Broker host:port (default: a live broker registered in the root)."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", help="HOST:PORT the console serves on."),
@@ -34,8 +34,10 @@ def console(
 ) -> None:
     """Serve the web console: cluster, topics and records, groups and lag, Delta tables, schemas."""
     from topiclake.console.server import ConsoleConfigError, serve
+    from topiclake.lake.jobs import preflight
 
-    root = directory_root(data)
+    with reported_errors(False):
+        root = preflight.resolve_tables_root(None, data)  # a directory, or a bucket root (needs --bootstrap)
     security = client_security(command_config) if command_config is not None else None
     try:
         serve(root, bootstrap=bootstrap, listen=listen, security=security, security_protocol=security_protocol,

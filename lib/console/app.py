@@ -15,10 +15,9 @@ import jinja2
 from aiohttp import web
 
 from topiclake.client import ClientError, admin, groups
-from topiclake.client.registrations import registrations
-from topiclake.segments.storage import StorageLayout
 
 from . import object_store, plots, records, root, tables
+from .storage import BucketRoot, DirectoryRoot, topic_bytes
 from .access import Access, Identity, LoginRefused
 from .sampler import Sampler, group_lag_series, rates, topic_records, topic_size
 
@@ -29,7 +28,7 @@ DEFAULT_RECORDS = 50
 IDENTITY = web.AppKey("identity", object)
 ACCESS = web.AppKey("access", Access)
 SAMPLER = web.AppKey("sampler", Sampler)
-LAYOUT = web.AppKey("layout", StorageLayout)
+ROOT: web.AppKey[DirectoryRoot | BucketRoot] = web.AppKey("root")  # what the pages read of the storage root
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 BROKER_METRICS = web.AppKey("broker_metrics", tuple)  # /metrics URLs given; empty: the registered ones
 OPEN_PATHS = ("/login", "/static/", "/healthz")
@@ -45,15 +44,15 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def create_app(layout: StorageLayout, access: Access, *, sample_interval_s: float = 5.0,
+def create_app(storage_root: DirectoryRoot | BucketRoot, access: Access, *, sample_interval_s: float = 5.0,
                broker_metrics: tuple[str, ...] = ()) -> web.Application:
     """`broker_metrics`: the brokers' /metrics URLs for the object store's figures (default: the
     URLs the live brokers register)."""
     app = web.Application(middlewares=[_authenticate, _errors])
     app[BROKER_METRICS] = tuple(broker_metrics)
-    app[LAYOUT] = layout
+    app[ROOT] = storage_root
     app[ACCESS] = access
-    app[SAMPLER] = Sampler(access, layout, interval_s=sample_interval_s)
+    app[SAMPLER] = Sampler(access, storage_root, interval_s=sample_interval_s)
     app[TEMPLATES] = _environment()
     app.add_routes([
         web.get("/", cluster_page), web.get("/healthz", healthz),
@@ -165,8 +164,8 @@ async def logout(request: web.Request) -> web.Response:
 
 # ---------------------------------------------------------------------------------- cluster
 async def cluster_page(request: web.Request) -> web.Response:
-    layout = request.app[LAYOUT]
-    registered = registrations(layout)
+    at = request.app[ROOT]
+    registered = at.registrations()
     given = request.app[BROKER_METRICS]
     urls = list(given) or [r.metrics_url for r in registered if r.alive and r.metrics_url]
     stores_read = asyncio.create_task(asyncio.to_thread(object_store.read_all, urls))
@@ -181,7 +180,7 @@ async def cluster_page(request: web.Request) -> web.Response:
     bytes_plot = plots.line_chart({"bytes/s": rates(samples, topic_size(None))}, unit=" B/s",
                                   title="Log bytes written per second, all topics")
     return _render(request, "cluster.html", {
-        "cluster": described, "root": layout.root, "root_cluster_id": root.cluster_id(layout),
+        "cluster": described, "root": at.root, "root_cluster_id": at.cluster_id(),
         "registrations": registered, "bootstrap": request.app[ACCESS].bootstrap,
         "object_stores": stores if show_stores else [],
         "topic_count": sum(1 for t in topic_list if not t.internal),
@@ -192,10 +191,10 @@ async def cluster_page(request: web.Request) -> web.Response:
 
 # ----------------------------------------------------------------------------------- topics
 async def topics_page(request: web.Request) -> web.Response:
-    layout = request.app[LAYOUT]
+    at = request.app[ROOT]
     topic_list = await _call(request, lambda c: admin.topics(c, offsets=True))
     sizes = await asyncio.to_thread(lambda: {
-        t.name: root.topic_bytes(layout, t.name, [p.partition for p in t.partitions]) for t in topic_list})
+        t.name: topic_bytes(at, t.name, [p.partition for p in t.partitions]) for t in topic_list})
     show_internal = request.query.get("internal") == "1"
     shown = [t for t in topic_list if show_internal or not t.internal]
     return _render(request, "topics.html", {"topics": shown, "sizes": sizes,
@@ -205,10 +204,11 @@ async def topics_page(request: web.Request) -> web.Response:
 
 async def topic_page(request: web.Request) -> web.Response:
     name = request.match_info["topic"]
-    layout = request.app[LAYOUT]
+    at = request.app[ROOT]
     topic, configs = await _call(request, lambda c: (admin.topics(c, [name], offsets=True)[0],
                                                      admin.topic_configs(c, name)))
-    sizes = {p.partition: root.partition_bytes(layout, name, p.partition) for p in topic.partitions}
+    sizes = await asyncio.to_thread(lambda: {p.partition: at.partition_bytes(name, p.partition)
+                                             for p in topic.partitions})
     samples = request.app[SAMPLER].history(request[IDENTITY])
     throughput = plots.line_chart({name: rates(samples, topic_records(name))}, unit="/s",
                                   title=f"Produced records per second, {name}")
@@ -231,7 +231,7 @@ async def records_page(request: web.Request) -> web.Response:
     partition = _int_query(request, "partition", 0)
     start = _int_query(request, "from", None)
     end = _int_query(request, "to", None)
-    layout = request.app[LAYOUT]
+    at = request.app[ROOT]
 
     def browse(client):
         topic = admin.topics(client, [name], offsets=True)[0]
@@ -244,7 +244,7 @@ async def records_page(request: web.Request) -> web.Response:
         return topic, p, first, last, admin.fetch_records(client, name, partition, first, last) if last > first else []
 
     topic, p, first, last, fetched = await _call(request, browse)
-    shown = await asyncio.to_thread(records.decode, layout.root, name, fetched)
+    shown = await asyncio.to_thread(records.decode, at.registry, name, fetched)
     return _render(request, "records.html", {"topic": topic, "partition": p, "first": first, "last": last,
                                              "records": shown, "page": DEFAULT_RECORDS, "max_records": MAX_RECORDS})
 
@@ -268,8 +268,8 @@ async def group_page(request: web.Request) -> web.Response:
 # ----------------------------------------------------------------------------------- tables
 async def _visible_tables(request: web.Request) -> list[tables.TableSummary]:
     """The root's tables, without those fed by a topic this user may not describe."""
-    layout = request.app[LAYOUT]
-    summaries = await asyncio.to_thread(lambda: [tables.summary(layout, n) for n in tables.table_names(layout)])
+    at = request.app[ROOT]
+    summaries = await asyncio.to_thread(lambda: [tables.summary(at, n) for n in at.table_names()])
     if not request.app[ACCESS].login_required:
         return summaries  # one identity sees every table: no broker needed
     allowed = await _call(request, admin.topic_names)
@@ -291,27 +291,26 @@ async def table_page(request: web.Request) -> web.Response:
     name = request.match_info["table"]
     if name not in {s.name for s in await _visible_tables(request)}:
         return _not_found(request, f"no table {name!r} (or you may not describe its topics)")
-    layout = request.app[LAYOUT]
-    detail = await asyncio.to_thread(tables.detail, layout, name)
+    detail = await asyncio.to_thread(tables.detail, request.app[ROOT], name)
     return _render(request, "table.html", {"table": detail, "s": detail.summary,
                                            "data_docs": _data_docs_index(request)})
 
 
 def _data_docs_index(request: web.Request) -> bool:
     """Whether to link the Data Docs index: built, and no logins (it lists every table)."""
-    index = tables.quality_dir(request.app[LAYOUT].root) / "index.html"
-    return not request.app[ACCESS].login_required and index.is_file()
+    site = request.app[ROOT].quality_site()
+    return not request.app[ACCESS].login_required and site is not None and (site / "index.html").is_file()
 
 
 async def quality_file(request: web.Request) -> web.StreamResponse:
     """The Data Docs site under <root>/quality, as static files. With logins, only the pages of
     tables the user may see (and the site's assets): the index lists every table's validations."""
-    site = tables.quality_dir(request.app[LAYOUT].root)
+    site = request.app[ROOT].quality_site()
     relative = request.match_info["path"] or "index.html"
-    target = root.safe_join(site, relative)
+    target = root.safe_join(site, relative) if site is not None else None
     if target is not None and target.is_dir():
         target = target / "index.html"
-    if target is None or not target.is_file():
+    if site is None or target is None or not target.is_file():
         return _not_found(request, f"no file {relative!r} in the Data Docs site (build it with `topiclake data-docs`)")
     if request.app[ACCESS].login_required:
         suite = tables.data_docs_suite(target.relative_to(site.resolve()))
@@ -324,9 +323,7 @@ async def quality_file(request: web.Request) -> web.StreamResponse:
 
 # ---------------------------------------------------------------------------------- schemas
 def _registry(request: web.Request):
-    from topiclake.registry.log_replay import load_state
-
-    return load_state(request.app[LAYOUT].root)
+    return request.app[ROOT].registry()
 
 
 async def schemas_page(request: web.Request) -> web.Response:

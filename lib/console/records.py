@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -63,11 +62,12 @@ def _shown(value) -> str:
     return _cut(json.dumps(_jsonable(value), ensure_ascii=False, sort_keys=False))
 
 
-def decode(root: Path, topic: str, records: list[Record]) -> list[ShownRecord]:
-    """The records as the browser shows them: values (and keys) decoded with the topic's subjects."""
-    from topiclake.lake.typed.plan import VALUE, load_registry, plan_typed
+def decode(registry, topic: str, records: list[Record]) -> list[ShownRecord]:
+    """The records as the browser shows them: values (and keys) decoded with the topic's subjects.
+    `registry`: a function returning the schema registry's state (storage.py's `registry`)."""
+    from topiclake.lake.typed.plan import VALUE, plan_typed
 
-    spec = plan_typed(load_registry(root), [topic]) if records else None
+    spec = plan_typed(registry(), [topic]) if records else None
     decoded: dict[int, dict[str, str]] = {}
     errors: dict[int, str] = {}
     if spec is not None:

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 from topiclake.client import ClientError, admin, groups
 from topiclake.client.results import LATEST
-from topiclake.segments.storage import StorageLayout
 
-from . import root
+from .storage import BucketRoot, DirectoryRoot, topic_bytes
 from .access import Access, Identity
 
 log = logging.getLogger(__name__)
@@ -37,9 +36,9 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, access: Access, layout: StorageLayout, *, interval_s: float = 5.0, keep: int = 720):
+    def __init__(self, access: Access, root: DirectoryRoot | BucketRoot, *, interval_s: float = 5.0, keep: int = 720):
         self.access = access
-        self.layout = layout
+        self.root = root
         self.interval_s = interval_s
         self.keep = keep
         self._history: dict[str, deque[Sample]] = {}
@@ -80,7 +79,7 @@ class Sampler:
         if who in self._failing:
             self._failing.discard(who)
             log.warning("console samples as %r work again", who)
-        sizes = {t.name: root.topic_bytes(self.layout, t.name, [p.partition for p in t.partitions]) for t in topics}
+        sizes = {t.name: topic_bytes(self.root, t.name, [p.partition for p in t.partitions]) for t in topics}
         sample = Sample(time.time(), ends, sizes, lags)
         with self._lock:
             self._history.setdefault(identity.name, deque(maxlen=self.keep)).append(sample)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from pathlib import Path
 
 from aiohttp import web
 
-from topiclake.client.registrations import live_endpoints
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
-from topiclake.segments.storage import StorageLayout
 
 from .access import Access
 from .app import create_app
+from .storage import BucketRoot, DirectoryRoot, console_root
 
 
 class ConsoleConfigError(Exception):
@@ -27,15 +25,16 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecurity | None,
+def resolve(at: DirectoryRoot | BucketRoot, bootstrap: str | None, security: ClientSecurity | None,
             security_protocol: str | None) -> tuple[str, ClientSecurity]:
     """(bootstrap, security): --bootstrap (host:port or a comma list), else every live broker
     registered in the root (the first's first listener's protocol, SASL_PLAINTEXT, ..., is then
     the one spoken unless said otherwise)."""
     if bootstrap is None:
-        registered = live_endpoints(layout, security_protocol)
+        registered = at.live_endpoints(security_protocol)
         if not registered:
-            raise ConsoleConfigError(f"no live broker registered under {layout.brokers_dir}: start one, "
+            where = at.layout.brokers_dir if isinstance(at, DirectoryRoot) else f"{at.root} (a bucket registers none)"
+            raise ConsoleConfigError(f"no live broker registered under {where}: start one, "
                                      "or give --bootstrap HOST:PORT")
         bootstrap = ",".join(address for _protocol, address in registered)
         security_protocol = security_protocol or registered[0][0]
@@ -51,17 +50,23 @@ def resolve(layout: StorageLayout, bootstrap: str | None, security: ClientSecuri
     return bootstrap, security
 
 
-def serve(root_dir: Path, *, bootstrap: str | None = None, listen: str = "127.0.0.1:8080",
+def serve(storage_root, *, bootstrap: str | None = None, listen: str = "127.0.0.1:8080",
           security: ClientSecurity | None = None, security_protocol: str | None = None,
           sample_interval_s: float = 5.0, broker_metrics: tuple[str, ...] = (), on_ready=None) -> None:
     """Run the console until interrupted. `on_ready(url)` is called once it listens;
-    `broker_metrics`: /metrics URLs for the object store's figures (default: the registered ones)."""
-    layout = StorageLayout(root_dir)
-    if not layout.root.is_dir():
-        raise ConsoleConfigError(f"storage root {layout.root} does not exist")
+    `broker_metrics`: /metrics URLs for the object store's figures (default: the registered ones).
+    `storage_root`: a directory (a Path), or an object-store root (topiclake.store's S3Root)."""
+    from topiclake.store.errors import StoreError
+
+    at = console_root(storage_root)
+    try:
+        if not at.exists():
+            raise ConsoleConfigError(f"storage root {at.root} does not exist")
+    except StoreError as exc:  # a bucket root whose server does not answer, or refuses us: one line
+        raise ConsoleConfigError(f"storage root {at.root}: {exc}") from None
     host, port = parse_listen(listen)
-    bootstrap, security = resolve(layout, bootstrap, security, security_protocol)
-    app = create_app(layout, Access(bootstrap, security), sample_interval_s=sample_interval_s,
+    bootstrap, security = resolve(at, bootstrap, security, security_protocol)
+    app = create_app(at, Access(bootstrap, security), sample_interval_s=sample_interval_s,
                      broker_metrics=broker_metrics)
     asyncio.run(_run(app, host, port, on_ready))
 

@@ -4,7 +4,8 @@ Per table: its versions and history, rows, freshness (the newest commit), the to
 it and, per ingest group, the offset ranges its commits read (topiclake's commitInfo `ranges`,
 merged) next to the group's committed offset (the txn action), with the gaps between them: the
 cheap part of `topiclake coverage` (which also explains gaps from the log, with Spark). And the
-quality results stored under <root>/quality/results for the table's suite.
+quality results stored under <root>/quality/results for the table's suite. The root: a directory
+or a bucket (storage.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import datetime
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 
-from topiclake.lake.quality.gate import quality_dir
 from topiclake.lake.table import delta
-from topiclake.segments.storage import StorageLayout
+
+from .storage import BucketRoot, DirectoryRoot
 
 QUARANTINE_SUFFIX = "_quarantine"
 HISTORY_SHOWN = 50
@@ -46,7 +47,7 @@ class PartitionRanges:
 @dataclass
 class TableSummary:
     name: str
-    path: Path
+    path: str  # the table's directory or s3:// location
     version: int = -1
     rows: int | None = None
     last_commit_ms: int | None = None
@@ -67,13 +68,6 @@ class TableDetail:
     quality: list[dict]
 
 
-def table_names(layout: StorageLayout) -> list[str]:
-    tables = layout.tables_dir
-    if not tables.is_dir():
-        return []
-    return sorted(p.name for p in tables.iterdir() if (p / "_delta_log").is_dir())
-
-
 def _history(table, limit: int | None) -> list[dict]:
     return sorted(table.history(limit), key=lambda c: c.get("version", -1), reverse=True)
 
@@ -82,13 +76,12 @@ def _topics_of(history: list[dict]) -> set[str]:
     return {key.rpartition(":")[0] for c in history for key in (delta.topiclake_info(c).get("ranges") or {})}
 
 
-def summary(layout: StorageLayout, name: str) -> TableSummary:
-    from deltalake import DeltaTable
+def summary(root: DirectoryRoot | BucketRoot, name: str) -> TableSummary:
     from deltalake.exceptions import DeltaError
 
-    out = TableSummary(name, layout.tables_dir / name)
+    out = TableSummary(name, root.table_uri(name))
     try:
-        table = DeltaTable(str(out.path))
+        table = delta.open_table(out.path)
         out.version = table.version()
         topics, out.last_commit_ms, out.rows = _facts(table)
         out.topics = set(topics)
@@ -124,13 +117,11 @@ def row_count(table) -> int:
     return table.to_pyarrow_dataset().count_rows()
 
 
-def detail(layout: StorageLayout, name: str) -> TableDetail:
-    from deltalake import DeltaTable
-
-    table_summary = summary(layout, name)
+def detail(root: DirectoryRoot | BucketRoot, name: str) -> TableDetail:
+    table_summary = summary(root, name)
     if table_summary.error is not None:
         return TableDetail(table_summary, [], {}, [], [])
-    table = DeltaTable(str(table_summary.path))
+    table = delta.open_table(table_summary.path)
     history = _history(table, None)
     shown = []
     for commit in history[:HISTORY_SHOWN]:
@@ -145,7 +136,7 @@ def detail(layout: StorageLayout, name: str) -> TableDetail:
 
     columns = [(f.name, str(f.type)) for f in pa.schema(table.schema().to_arrow())]
     return TableDetail(table_summary, shown, committed_ranges(table, history), columns,
-                       quality_results(layout.root, name))
+                       quality_results(root, name))
 
 
 def committed_ranges(table, history: list[dict]) -> dict[str, list[PartitionRanges]]:
@@ -178,37 +169,33 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def quality_results(root: Path, table: str, limit: int = 20) -> list[dict]:
+def quality_results(root: DirectoryRoot | BucketRoot, table: str, limit: int = 20) -> list[dict]:
     """The newest stored validations of the table's suite: when, success, expectations passed,
-    and the Data Docs page of it when the site has been built."""
-    site = quality_dir(root)
-    results = site / "results"
-    if not results.is_dir():
-        return []
+    and the Data Docs page of it when the site has been built (a directory root's only)."""
+    site = root.quality_site()
     found = []
-    for path in results.rglob("*.json"):
-        relative = path.relative_to(results)
+    for relative, text in root.quality_results():
         if ".".join(relative.parts[:-3]) != table:  # the suite is the table's name, its dots as directories
             continue
         try:
-            outcome = json.loads(path.read_text())
-        except (OSError, ValueError):
+            outcome = json.loads(text)
+        except ValueError:
             continue
         checks = outcome.get("results") or []
-        page = site / "validations" / relative.with_suffix(".html")
+        page = site / "validations" / relative.with_suffix(".html") if site is not None else None
         found.append({"run": relative.parts[-3], "when": _result_time(relative.parts[-2]),
                       "success": outcome.get("success"),
                       "passed": sum(1 for r in checks if r.get("success")), "total": len(checks),
                       "failed": [r.get("expectation_config", {}).get("type") for r in checks if not r.get("success")],
                       "page": f"/quality/validations/{relative.with_suffix('.html').as_posix()}"
-                      if page.is_file() else None})
+                      if page is not None and page.is_file() else None})
     return sorted(found, key=lambda r: r["when"], reverse=True)[:limit]
 
 
 DATA_DOCS_ASSETS = ("static/",)
 
 
-def data_docs_suite(relative: Path) -> str | None:
+def data_docs_suite(relative: PurePosixPath) -> str | None:
     """The suite (= table) a Data Docs page is about, from its path in the site:
     validations/<suite dirs>/<run>/<time>/<batch>.html or expectations/<suite dirs>.html."""
     parts = relative.with_suffix("").parts

@@ -64,7 +64,7 @@ def test_root_from_the_environment_and_the_settings_file(tmp_path):
     assert_refused(topiclake("compact", "--topic", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
 
 
-@pytest.mark.parametrize("command", [("console",), ("users", "list")])
+@pytest.mark.parametrize("command", [("users", "list")])
 def test_other_commands_taking_a_root(tmp_path, command):
     assert_refused(topiclake(*command, "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
 

@@ -17,7 +17,7 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.storage import TopicMeta
 from topiclake.store.objects import CREATE, ObjectStore
 
-from tests.support.bucket_batches import batches
+from tests.support.bucket_batches import batches, keyed_batches
 
 # An index entry per batch: a closed segment splits into as many tasks as the target allows.
 SEAL_CONFIG = LogConfig.from_properties({"index.interval.bytes": "1"})
@@ -59,6 +59,14 @@ class BucketPartitionWriter:
         flush(self.fence, first, self.epoch, batches(first, count, epoch=self.epoch, per_batch=per_batch, tag=tag),
               deadline=deadline())
         self.next_offset += count * per_batch
+        return range(first, self.next_offset)
+
+    def flush_changes(self, changes, *, per_batch: int = 2) -> range:
+        """`changes` (key, value; None a tombstone) appended as batches of up to `per_batch` records."""
+        first = self.next_offset
+        flush(self.fence, first, self.epoch, keyed_batches(first, changes, epoch=self.epoch, per_batch=per_batch),
+              deadline=deadline())
+        self.next_offset += len(changes)
         return range(first, self.next_offset)
 
     def late_write(self, count: int, *, tag: str) -> None:

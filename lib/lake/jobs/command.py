@@ -20,8 +20,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import UsageError, error_line
 
@@ -37,7 +36,7 @@ class Command:
     # Says what a Ctrl-C left committed; set by the body once it knows what it will change.
     on_interrupt: Callable[[], str] | None = None
     # Where and for which (table, group) a failure is recorded, once the body knows them.
-    root: Path | None = None
+    root: Any = None  # a directory (Path) or an object-store root (S3Root); None: not recorded
     targets: Sequence[tuple[str, str]] = ()
 
     def record_failure(self, exc: BaseException) -> None:

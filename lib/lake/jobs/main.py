@@ -54,7 +54,7 @@ def _ingest(args, command: Command) -> int:
     topics = split_names(args.topic)
     from ..runs.ingest import ingest_targets
 
-    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.root = root  # where a failure before the run is recorded (a directory or a bucket)
     command.targets = ingest_targets(args.table, topics, args.group)
     partitions = preflight.check_topics(root, topics)
     _prepare_spark(args)
@@ -133,7 +133,7 @@ def _backfill(args, command: Command) -> int:
     from ..runs.ingest import ingest_targets
 
     root = preflight.resolve_tables_root(args.config, args.data)
-    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.root = root  # where a failure before the run is recorded (a directory or a bucket)
     command.targets = ingest_targets(args.table, (), args.group)
     root, _partitions = _topic_table(args, [args.partition])
     from ..runs.backfill import BackfillOptions, backfill, check_range, format_result
@@ -251,7 +251,7 @@ def _root_and_topics(args, command: Command, *, bucket: bool = False) -> tuple[P
     root = preflight.resolve_tables_root(args.config, args.data) if bucket else preflight.resolve_root(args.config,
                                                                                                        args.data)
     topics = split_names(args.topic)
-    command.root = root if isinstance(root, Path) else None  # runs are recorded on a directory root only
+    command.root = root  # where a failure before the run is recorded (a directory or a bucket)
     command.targets = [(topics_scope(topics), "")]
     if topics:
         preflight.check_topics(root, topics)

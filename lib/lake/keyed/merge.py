@@ -13,11 +13,11 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import ConcurrentWriterError
 from ..table.files import file_stats, plain_layout, write_parquet
+from ..table.location import table_filesystem
 from . import tombstones
 from .keys import newest_per_key
 from .staging import DELETED, KEY_COLUMNS_META
@@ -30,7 +30,7 @@ def merge_bucket(job: dict) -> dict:
     """One bucket: current files + remembered deletes (tombstones.py) + staging files -> one new
     data file (or none) and, where the deletes changed, a new tombstone file. `data_changed` False:
     no change wins over what the bucket's files hold, so they stay."""
-    fs, base = pafs.FileSystem.from_uri(job["table_uri"])
+    fs, base = table_filesystem(job["table_uri"], job.get("root"))
     schema = pa.ipc.read_schema(pa.py_buffer(job["schema"]))  # the data columns, no partition column
     staged = [pq.read_table(f"{base}/{p}", filesystem=fs) for p in job["changes"]]
     key_columns = tuple(json.loads(staged[0].schema.metadata[KEY_COLUMNS_META]))

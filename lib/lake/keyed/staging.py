@@ -1,13 +1,12 @@
 """Stage 1 of an upsert table's run (upsert.py), in the ingest tasks on the executors: a task's
 changes (extract.py), newest per key, written as one staging file per touched key bucket under
 `<table>/_topiclake_staging/<run_id>/` (Delta never reads `_` directories; vacuum leaves them
-alone). Once the run commits or fails its staging files go, and so do stale ones of killed runs."""
+alone), in the table's directory or bucket. Once the run commits or fails its staging files go,
+and so do stale ones of killed runs."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 import uuid
 
@@ -16,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ..table.location import table_filesystem
 from .changes import Changes
 from .keys import bucket_of, newest_per_key
 
@@ -30,9 +30,9 @@ def staging_dir(run_id: str) -> str:
 
 
 def stage_changes(changes: Changes, *, buckets: int, table_uri: str, run_id: str, task_name: str,
-                  compression: str) -> list[tuple[int, str, int]]:
+                  compression: str, root=None) -> list[tuple[int, str, int]]:
     """Write a task's changes, newest per key, as one staging file per bucket; (bucket, relative
-    path, rows) per file."""
+    path, rows) per file. `root`: the object-store root (S3Root) the table is under, if any."""
     deleted = changes.deleted if isinstance(changes.deleted, pa.Array) else pa.array(changes.deleted)
     rows = changes.rows.append_column(DELETED, deleted.cast(pa.bool_()))
     rows = newest_per_key(rows, changes.key_columns)
@@ -40,7 +40,7 @@ def stage_changes(changes: Changes, *, buckets: int, table_uri: str, run_id: str
         return []
     bucket = pa.array(bucket_of(rows, changes.key_columns, buckets))
     rows = rows.replace_schema_metadata({KEY_COLUMNS_META: json.dumps(list(changes.key_columns)).encode()})
-    fs, base = pafs.FileSystem.from_uri(table_uri)
+    fs, base = table_filesystem(table_uri, root)
     out = []
     for b in pc.unique(bucket).to_pylist():
         part = rows.filter(pc.equal(bucket, b))
@@ -51,33 +51,38 @@ def stage_changes(changes: Changes, *, buckets: int, table_uri: str, run_id: str
     return out
 
 
-def remove_staging(table_uri: str, run_id: str) -> None:
-    """After the commit (or a failed run): the run's staging files, and stale ones of killed runs."""
-    if "://" in table_uri and not table_uri.startswith("file://"):
-        return
-    root = table_uri.removeprefix("file://")
-    shutil.rmtree(f"{root}/{staging_dir(run_id)}", ignore_errors=True)
-    staging = f"{root}/{STAGING_DIR}"
+def remove_staging(table_uri: str, run_id: str, *, files=None) -> None:
+    """After the commit (or a failed run): the run's staging files, and stale ones of killed runs,
+    in a directory or a bucket. `files`: the table's (pyarrow filesystem, base path), by default
+    the driver's (table/delta.py's table_files: a bucket's server and keys)."""
+    if files is None:
+        from ..table.delta import table_files
+
+        files = table_files(table_uri)
+    fs, base = files
+    _remove_tree(fs, f"{base}/{staging_dir(run_id)}")
     try:
-        entries = list(os.scandir(staging))
+        runs = fs.get_file_info(pafs.FileSelector(f"{base}/{STAGING_DIR}", allow_not_found=True))
     except OSError:
         return
-    for entry in entries:
+    for entry in runs:
         try:
-            if time.time() - _last_written(entry.path) > _STALE_STAGING_S:
-                shutil.rmtree(entry.path, ignore_errors=True)
+            if time.time() - _last_written(fs, entry) > _STALE_STAGING_S:
+                _remove_tree(fs, entry.path)
         except OSError:
             continue
 
 
-def _last_written(directory: str) -> float:
-    """When a run last wrote into its staging directory (its newest file or directory): a run
-    whose stage 1 runs for days keeps its early files."""
-    newest = os.stat(directory).st_mtime
-    for parent, _dirs, files in os.walk(directory):
-        for path in [parent] + [os.path.join(parent, name) for name in files]:
-            try:
-                newest = max(newest, os.stat(path).st_mtime)
-            except OSError:  # removed meanwhile
-                continue
-    return newest
+def _remove_tree(fs, path: str) -> None:
+    try:
+        fs.delete_dir(path)
+    except (OSError, FileNotFoundError):  # not there (gone, or never written), or removed meanwhile
+        pass
+
+
+def _last_written(fs, entry) -> float:
+    """When a run last wrote into its staging directory (its newest file or directory; a bucket's
+    "directories" have no time): a run whose stage 1 runs for days keeps its early files."""
+    times = [entry.mtime] + [info.mtime for info in fs.get_file_info(pafs.FileSelector(entry.path, recursive=True))]
+    known = [t.timestamp() for t in times if t is not None]
+    return max(known) if known else time.time()

@@ -170,9 +170,9 @@ def with_typed_key(spec: UpsertSpec | None, typed_spec) -> UpsertSpec | None:
 
 def creation_config(table) -> dict[str, str]:
     """The table properties the creating commit's commitInfo carries (`topiclake.table`)."""
-    import pyarrow.fs as pafs
+    from ..table.delta import table_files
 
-    fs, base = pafs.FileSystem.from_uri(table.table_uri)
+    fs, base = table_files(table.table_uri)
     try:
         with fs.open_input_stream(f"{base.rstrip('/')}/_delta_log/{0:020d}.json") as f:
             lines = f.read().decode().splitlines()

@@ -80,7 +80,9 @@ def remove_superseded(table_uri: str, current: dict[int, int]) -> None:
     superseded, or written by a run that can no longer commit (its precheck compares generations,
     and a new generation is always above the one its run read). Best effort: a leftover is only
     disk space."""
-    fs, base = pafs.FileSystem.from_uri(table_uri)
+    from ..table.delta import table_files
+
+    fs, base = table_files(table_uri)
     for bucket, generation in current.items():
         directory = f"{base}/{TOMBSTONES_DIR}/bucket-{bucket}"
         try:

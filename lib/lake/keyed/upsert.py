@@ -132,7 +132,8 @@ def plan_merge(spark, table_uri: str, staged: list[dict], *, data_schema: pa.Sch
     schema = data_schema.serialize().to_pybytes()
     jobs = [{"table_uri": table_uri, "bucket": b, "changes": paths, "current": [f["path"] for f in current.get(b, [])],
              "tombstones": tombstones.path_of(b, generations[b]), "tombstone_generation": generations[b],
-             "retention_ms": retention_ms, "now_us": time.time_ns() // 1000, "schema": schema, "run_id": run_id}
+             "retention_ms": retention_ms, "now_us": time.time_ns() // 1000, "schema": schema, "run_id": run_id,
+             "root": delta.served_root(table_uri)}  # a bucket's server and keys, for the executors
             for b, paths in sorted(by_bucket.items())]
     plan = MergePlan([], [], {}, buckets_touched=len(jobs))
     if not jobs:

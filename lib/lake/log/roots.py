@@ -4,7 +4,7 @@ questions, so ingest plans, runs and commits the same way on either:
 
     topic(name) / partitions(topic)   the registered topic and its partitions
     plan(topic, partition, ...)       a PartitionPlan whose tasks decode.read_task reads
-    metrics_root                      where runs are recorded (None: not on an object-store root yet)
+    metrics_root                      where runs and quality results are recorded (the root itself)
     delta_storage_options             what deltalake needs for the root's tables
 """
 
@@ -54,8 +54,8 @@ class BucketLog:
 
         self.root = root
         self.store = ObjectStore(root)
-        self.layout = None  # no broker registrations or metrics files on a bucket yet
-        self.metrics_root = None
+        self.layout = None  # no broker registrations on a bucket yet
+        self.metrics_root = root  # run records and quality results under metrics/ and quality/, as on a directory
         self.delta_storage_options = root.delta_storage_options()
 
     def topic(self, name: str) -> TopicMeta:

@@ -10,6 +10,9 @@ convention (docs/PIPELINE-METRICS.md says why):
 - `<root>/metrics/runs.jsonl`: one JSON line per run and table, appended, for plots over time
   (`pipeline_runs(root)`: the console's reader).
 
+On an object-store root the same keys under its prefix (run_files.py: whole objects, lines added
+with conditional puts).
+
 A run that fails records its failure too (`recording` wraps each job; lake.jobs.command records what
 fails before the job starts). Writing the metrics never fails a run: a problem is a warning.
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -27,11 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from topiclake.segments.atomic import atomic_write
+from .run_files import METRICS_DIR, run_files
 
 log = logging.getLogger(__name__)
 
-METRICS_DIR = "metrics"
 HISTORY_FILE = "runs.jsonl"
 TEXTFILE_SUFFIX = ".prom"
 HISTORY_MAX_BYTES = 16 << 20  # then runs.jsonl becomes runs.jsonl.1 (one generation kept)
@@ -99,10 +100,15 @@ def metrics_dir(root: Path) -> Path:
 
 
 def textfile_path(root: Path, operation: str, table: str) -> Path:
-    """`<root>/metrics/<operation>-<table>.prom`; a table given as a path or URI is named by its
-    last part, and characters a file name should not carry become `_`."""
+    """`<root>/metrics/<operation>-<table>.prom` of a directory root."""
+    return metrics_dir(root) / textfile_name(operation, table)
+
+
+def textfile_name(operation: str, table: str) -> str:
+    """`<operation>-<table>.prom`; a table given as a path or URI is named by its last part, and
+    characters a file name should not carry become `_`."""
     name = table.rstrip("/").rsplit("/", 1)[-1] or table
-    return metrics_dir(root) / f"{operation}-{re.sub(r'[^A-Za-z0-9._,+*-]', '_', name)}{TEXTFILE_SUFFIX}"
+    return f"{operation}-{re.sub(r'[^A-Za-z0-9._,+*-]', '_', name)}{TEXTFILE_SUFFIX}"
 
 
 def quality_result(report, failed_table: str | None = None, table: str | None = None) -> str:
@@ -178,13 +184,12 @@ class _Families:
         return iter(self._families)
 
 
-def _previous_success(path: Path) -> float | None:
+def _previous_success(files, name: str) -> float | None:
     """The last successful run's end time, from the textfile this run replaces."""
-    try:
-        text = path.read_text()
-    except OSError:
+    text = files.read(name)
+    if text is None:
         return None
-    for family in parse_families(text, source=str(path)):
+    for family in parse_families(text, source=f"{files}/{name}"):
         if family.name == PREFIX + "last_success_timestamp_seconds" and family.samples:
             return family.samples[0].value
     return None
@@ -203,31 +208,19 @@ def parse_families(text: str, *, source: str) -> list:
 
 # --------------------------------------------------------------------------------------- recording
 
-def record_run(root: Path, record: RunRecord) -> Path:
-    """Write the run's textfile (atomically) and append it to the run history."""
-    path = textfile_path(root, record.operation, record.table)
-    last_success = record.end_time if record.success else _previous_success(path)
-    atomic_write(path, render_textfile(record, last_success))
-    _append_history(metrics_dir(root) / HISTORY_FILE, record)
-    return path
-
-
-def _append_history(path: Path, record: RunRecord) -> None:
+def record_run(root, record: RunRecord) -> str:
+    """Write the run's textfile (atomically) and append it to the run history; where it went.
+    `root`: a directory, or an object-store root (S3Root)."""
+    files = run_files(root)
+    name = textfile_name(record.operation, record.table)
+    last_success = record.end_time if record.success else _previous_success(files, name)
+    files.replace(name, render_textfile(record, last_success))
     line = (json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")) + "\n").encode()
-    try:
-        if path.stat().st_size + len(line) > HISTORY_MAX_BYTES:
-            os.replace(path, path.with_name(path.name + ".1"))
-    except FileNotFoundError:
-        pass
-    # One write() of an O_APPEND file: runs of concurrent jobs never interleave inside a line.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    files.append(HISTORY_FILE, line, HISTORY_MAX_BYTES)
+    return f"{files}/{name}"
 
 
-def record_quietly(root: Path | None, records: Sequence[RunRecord]) -> None:
+def record_quietly(root, records: Sequence[RunRecord]) -> None:
     """Record, but never let the metrics fail (or hide the error of) the run itself."""
     if root is None:
         return
@@ -236,11 +229,11 @@ def record_quietly(root: Path | None, records: Sequence[RunRecord]) -> None:
             record_run(root, record)
         except Exception as exc:  # noqa: BLE001 - the run's own outcome matters more than its metrics
             log.warning("could not record the %s run of %s in %s: %s", record.operation, record.table,
-                        metrics_dir(root), exc)
+                        run_files(root), exc)
 
 
 @contextmanager
-def recording(root: Path | None, records_of: Callable[[BaseException | None], Sequence[RunRecord]]) -> Iterator[None]:
+def recording(root, records_of: Callable[[BaseException | None], Sequence[RunRecord]]) -> Iterator[None]:
     """Record the run around the block: `records_of(None)` once it succeeded, `records_of(exc)`
     when it raised (the exception goes on, marked as recorded for lake.jobs.command)."""
     try:
@@ -289,18 +282,14 @@ def _one_line(exc: BaseException) -> str:
 
 # ----------------------------------------------------------------------------------------- reading
 
-def pipeline_runs(root: Path, *, operation: str | None = None, table: str | None = None,
+def pipeline_runs(root, *, operation: str | None = None, table: str | None = None,
                   limit: int | None = None) -> list[RunRecord]:
     """The recorded runs, oldest first (the rotated generation, then the current file): the
     console's throughput plots. Lines that do not parse (a torn last line) are skipped."""
-    directory = metrics_dir(root)
+    files = run_files(root)
     runs: list[RunRecord] = []
-    for path in (directory / (HISTORY_FILE + ".1"), directory / HISTORY_FILE):
-        try:
-            lines = path.read_text().splitlines()
-        except FileNotFoundError:
-            continue
-        for line in lines:
+    for name in (HISTORY_FILE + ".1", HISTORY_FILE):
+        for line in (files.read(name) or "").splitlines():
             try:
                 run = RunRecord.from_json(json.loads(line))
             except (ValueError, TypeError):
@@ -310,25 +299,18 @@ def pipeline_runs(root: Path, *, operation: str | None = None, table: str | None
     return runs[-limit:] if limit else runs
 
 
-def textfiles(root: Path) -> list[Path]:
-    """The runs' textfiles, by name (temporary files of a write in progress start with a dot)."""
-    directory = metrics_dir(root)
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.glob("*" + TEXTFILE_SUFFIX) if not p.name.startswith("."))
-
-
-def last_run_families(root: Path) -> list:
+def last_run_families(root) -> list:
     """Every textfile's families merged by name (node_exporter's textfile collector does the
-    same): one HELP/TYPE per family, as the text format requires."""
+    same): one HELP/TYPE per family, as the text format requires. Temporary files of a write in
+    progress (their names start with a dot) are left out."""
     merged: dict[str, object] = {}
-    for path in textfiles(root):
-        try:
-            text = path.read_text()
-        except OSError as exc:  # removed between the listing and the read
-            log.warning("skipping %s: %s", path, exc)
+    files = run_files(root)
+    for name in files.names(TEXTFILE_SUFFIX):
+        text = files.read(name)
+        if text is None:  # removed between the listing and the read
+            log.warning("skipping %s/%s: gone", files, name)
             continue
-        for family in parse_families(text, source=str(path)):
+        for family in parse_families(text, source=f"{files}/{name}"):
             if family.name in merged:
                 merged[family.name].samples.extend(family.samples)
             else:

@@ -23,14 +23,13 @@ class LakeCollector:
     """A prometheus_client collector over a storage root."""
 
     def __init__(self, root):
-        """`root`: a directory, or an object-store root (topiclake.store's S3Root): there no run
-        series (runs are recorded on a directory root only), and the object store's request series."""
+        """`root`: a directory, or an object-store root (topiclake.store's S3Root): there also the
+        object store's request series."""
         self.root = root if not isinstance(root, (str, Path)) else Path(root)
 
     def collect(self):
         started = time.monotonic()
-        if isinstance(self.root, Path):
-            yield from run_metrics.last_run_families(self.root)
+        yield from run_metrics.last_run_families(self.root)
         yield from table_families(freshness.table_states(self.root))
         if not isinstance(self.root, Path):  # this process's requests to the bucket (topiclake.store.metrics)
             from topiclake.store.metrics import process_metrics

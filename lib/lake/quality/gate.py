@@ -118,8 +118,9 @@ class QualityReport:
     def describe(self, *, quarantined: int = 0) -> str:
         """One line; a run that sent records to quarantine says so rather than "passed": the suite
         judged only the records the table takes."""
-        where = self.path or (f"{self.results} (Data Docs: topiclake data-docs)" if self.results
-                              else "result not stored (an object-store root keeps no quality results yet)")
+        where = self.path or (self.results if "://" in (self.results or "")  # a bucket's: no Data Docs site there
+                              else f"{self.results} (Data Docs: topiclake data-docs)" if self.results
+                              else "result not stored")
         if quarantined and self.success:
             return (f"quality: {quarantined} record{'s' if quarantined != 1 else ''} quarantined to "
                     f"{self.table}_quarantine (its error column says why); the other records met the "
@@ -251,7 +252,7 @@ def _task_validator() -> _TaskValidator:
 # -- driver side --------------------------------------------------------------------------------
 
 def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence[str], file_records: int,
-             task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root: Path | None,
+             task_outcomes: Sequence[str], schema, ranges: Mapping[tuple[str, int], tuple[int, int]], root,
              operation: str, run_id: str, data_docs: bool = False) -> QualityReport | None:
     """Judge the run's new files (paths relative to the table, holding `file_records` rows)
     before they are committed, from the executors' per-task outcomes (validate_rows) and the
@@ -259,8 +260,9 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema.
 
     The validation result is stored, as great-expectations stores it, under
-    `<root>/quality/results` (every run, pass or fail). The Data Docs site is rebuilt from the
-    stored results when `data_docs`, when the suite fails, or when great-expectations is loaded
+    `<root>/quality/results` (every run, pass or fail; on an object-store root the same keys). On
+    a directory the Data Docs site is rebuilt from the stored results when `data_docs`, when the
+    suite fails, or when great-expectations is loaded
     anyway for driver-side expectations; else `topiclake data-docs` builds it. (Loading great-expectations costs a
     2-core machine ~3 CPU-seconds: more than the rest of a small increment's driver.)"""
     if not files:
@@ -296,10 +298,11 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
                  "validation_time": run_time.isoformat(), "batch_spec": {"data_asset_name": table}},
     }
     key = ResultKey(table, run_name, run_time)
-    stored = store_result(outcome, key, quality_dir(root)) if root is not None else None
+    stored = store_result(outcome, key, root) if root is not None else None
     # A failure's page is built at once: the error points at it. So is any run that loaded
-    # great-expectations anyway.
-    page = build_data_docs(root, key) if root is not None and (data_docs or suite.on_driver or not success) else None
+    # great-expectations anyway. (A bucket root keeps the results only: no Data Docs site.)
+    page = (build_data_docs(root, key) if isinstance(root, Path) and (data_docs or suite.on_driver or not success)
+            else None)
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
                            path=page, results=None if stored is None else str(stored), suite_source=suite.source,
                            failures=[_describe_failure(r) for r in ordered if not r["success"]] + extra_failures)
@@ -359,13 +362,21 @@ class ResultKey:
         return (*self.suite.split("."), self.run_name, self.run_time.strftime("%Y%m%dT%H%M%S.%fZ"), self.batch)
 
 
-def store_result(outcome: dict, key: ResultKey, site_dir: Path) -> Path:
+def store_result(outcome: dict, key: ResultKey, root) -> Path | str:
     """The validation result as great-expectations' results store (TupleFilesystemStoreBackend)
-    keeps it, written atomically: Data Docs are built from these files at any later time."""
-    path = site_dir.joinpath("results", *key.parts).with_suffix(".json")
+    keeps it, written atomically: Data Docs are built from these files at any later time. On an
+    object-store root (an S3Root) the same key under its prefix, created once (If-None-Match)."""
+    data = json.dumps(outcome, indent=2, sort_keys=True, default=str)
+    if not isinstance(root, (str, Path)):
+        from topiclake.store.objects import CREATE, ObjectStore
+
+        parts = ("quality", "results", *key.parts[:-1], key.parts[-1] + ".json")
+        ObjectStore(root).put("/".join(parts), data.encode(), mode=CREATE)
+        return root.uri(*parts)
+    path = quality_dir(Path(root)).joinpath("results", *key.parts).with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(outcome, indent=2, sort_keys=True, default=str))
+    partial.write_text(data)
     os.replace(partial, path)
     return path
 

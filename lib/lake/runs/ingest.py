@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from topiclake.security.client_config import PLAINTEXT, ClientSecurity
 
-from ..errors import LakeError, UsageError
+from ..errors import LakeError
 from ..keyed import table_kind
 from ..keyed.changes import DEBEZIUM
 from ..keyed.staging import remove_staging
@@ -239,7 +239,7 @@ class _RunPlan:
 
     starting: Any
     ending: Any
-    quality_root: Path | None = None  # where validation results are stored (None: an object-store root)
+    quality_root: Any = None  # where validation results are stored: a directory (Path) or an S3Root
     suites: dict[str, gate.Suite] = field(default_factory=dict)
     partition_by: dict[str, list[str]] = field(default_factory=dict)
     value_schemas: dict[str, str] = field(default_factory=dict)
@@ -322,9 +322,6 @@ def _plan_table(pipeline: Pipeline, options: IngestOptions, source: FileLog | Bu
                     f"to change it, write a new table (--table NAME)")
             notes.append(note)
     _check_schema(pipeline, table, run.partition_by[uri])
-    if source.is_bucket and pipeline.upsert is not None:
-        raise UsageError(f"table {table_name(uri)}: upsert tables on an object-store root are not supported yet",
-                         hint="ingest into an append table (--kind append), or use a directory root")
     suite = run.suites[uri] = gate.Suite.load(options.expectations_dir, table_name(uri))
     gate.check_suite(suite, table_name(uri))
     if suite.on_driver or options.data_docs:
@@ -428,7 +425,7 @@ def merge_changes(spark, outcome: TableOutcome, rows: pa.Table, *, run_id: str,
                       job_group=f"topiclake-ingest-{run_id}", progress=progress)
 
 
-def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root: Path | None,
+def validate_merged(spark, outcome: TableOutcome, rows: pa.Table, suite: gate.Suite, *, root,
                     run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """The quality gate of an upsert table: the per-task expectations judged each task's changes
     (before they were collapsed per key, so their row count is the tasks' own); the driver-side

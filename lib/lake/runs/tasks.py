@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import time
 import uuid
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -112,7 +111,7 @@ class TaskWriter:
             counters["quarantined"] = counters.get("quarantined", 0) + fresh.num_rows
         staged = stage_changes(changes, buckets=spec.buckets, table_uri=uri, run_id=self.run_id,
                                task_name=f"{task['topic']}-{task['partition']}-{task['min_offset']:020d}",
-                               compression=self.compression)
+                               compression=self.compression, root=self.root)
         rows = [{"table_uri": uri, "topic": task["topic"], "partition": task["partition"], "path": path,
                  "size": 0, "partition_values": json.dumps({KEY_BUCKET: str(bucket)}), "modification_time": 0,
                  "num_records": count, "min_offset": task["min_offset"], "max_offset": task["max_offset"],
@@ -219,7 +218,7 @@ def task_suites_of(suites: dict[str, gate.Suite]) -> dict[str, str]:
     return {uri: doc for uri, doc in documents.items() if doc is not None}
 
 
-def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root: Path | None,
+def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, schema, ranges, root,
                        operation: str, run_id: str, data_docs: bool = False) -> gate.QualityReport | None:
     """The quality gate over the files the tasks wrote into table `uri` (run_tasks rows)."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
@@ -233,7 +232,7 @@ def validate_new_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, sc
 
 
 def validate_merged_files(spark, rows: pa.Table, uri: str, suite: gate.Suite, *, files, schema, ranges,
-                          root: Path | None, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
+                          root, operation: str, run_id: str, data_docs: bool) -> gate.QualityReport | None:
     """validate_new_files for an upsert merge's new files (`files`: its add actions), by ingest or backfill."""
     mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
     outcomes = mine.column("quality").drop_null().to_pylist()

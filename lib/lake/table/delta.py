@@ -66,6 +66,20 @@ def serve_root(root) -> None:
         _ROOTS[root.uri().rstrip("/") + "/"] = root
 
 
+def served_root(uri: str):
+    """The served object-store root (S3Root) `uri` is under (the longest), None for any other."""
+    served = [prefix for prefix in _ROOTS if uri.startswith(prefix)]
+    return _ROOTS[max(served, key=len)] if served else None
+
+
+def table_files(uri: str):
+    """(pyarrow filesystem, base path) of a table's files on the driver: a bucket's with the
+    server and keys of the root it is under (serve_root)."""
+    from .location import table_filesystem
+
+    return table_filesystem(uri, served_root(uri))
+
+
 def storage_options_for(uri: str) -> dict[str, str] | None:
     """The storage_options of the served root `uri` is under (the longest), None for any other."""
     served = [prefix for prefix in _ROOT_OPTIONS if uri.startswith(prefix)]
@@ -358,11 +372,10 @@ def _object_store_of(uri: str):
     from topiclake.store.objects import ObjectStore
     from topiclake.store.root import parse_root
 
-    served = [prefix for prefix in _ROOTS if uri.startswith(prefix)]
-    if not served:
+    root = served_root(uri)
+    if root is None:
         return ObjectStore(parse_root(uri)), ""
-    prefix = max(served, key=len)
-    return ObjectStore(_ROOTS[prefix]), uri[len(prefix):].strip("/")
+    return ObjectStore(root), uri[len(root.uri().rstrip("/") + "/"):].strip("/")
 
 
 def _check_unchanged(table: DeltaTable, uri: str, group: str, offsets: Sequence[OffsetUpdate]) -> None:
