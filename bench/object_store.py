@@ -9,7 +9,9 @@ between the two (--repeat; medians). Per round and root:
   5 ms, 1 MB batches, acks=all: bench/produce.py's settings), after an unmeasured warm-up of a
   fifth as many. "ratio_throughput" = bucket / file, target >= 0.5;
 - latency: one idempotent acks=all producer, linger 0, 1,000 records/s for --latency-seconds:
-  p50, p99, max from produce() to the delivery report. Target: bucket p99 <= flush_ms + 50 ms;
+  p50, p99, max from produce() to the delivery report. Target: bucket p99 <= flush_ms + 50 ms.
+  Then the same with librdkafka's default producer (not idempotent: "plain_p99_ms"), whose
+  requests are not limited in flight where the idempotent one keeps one per partition;
 - bulk and PUTs per GB: --bulk-mb MiB of incompressible 1 KiB values (the text values above
   shrink about 20x under lz4: too few bytes to flush by size), MB/s, and the broker's own
   `topiclake_object_store_requests_total{operation="put"}` over that run per GB of record
@@ -110,6 +112,8 @@ class Broker:
             figures["puts_per_s_at_1k"] = (series(after, "topiclake_object_store_requests_total", operation="put") -
                                            series(before, "topiclake_object_store_requests_total",
                                                   operation="put")) / args.latency_seconds
+            plain = latency(self.bootstrap, LATENCY_TOPIC, args.latency_seconds, idempotent=False)
+            figures.update({f"plain_{k}": v for k, v in plain.items() if k != "latency_records"})
         return figures
 
     def bulk(self, args) -> dict:
@@ -314,7 +318,10 @@ def main() -> None:
     if "p99_ms" in bucket:
         print(f"  at 1k records/s acks=all p50/p99: file {file['p50_ms']:.1f}/{file['p99_ms']:.1f} ms, bucket "
               f"{bucket['p50_ms']:.1f}/{bucket['p99_ms']:.1f} ms (target p99 <= {FLUSH_MS + 50} ms); "
-              f"{bucket['puts_per_s_at_1k']:.1f} PUTs per second")
+              f"{bucket['puts_per_s_at_1k']:.1f} PUTs per second (idempotent: one request in flight)")
+        print(f"    librdkafka's default producer (not idempotent, requests unlimited in flight) p50/p99: file "
+              f"{file['plain_p50_ms']:.1f}/{file['plain_p99_ms']:.1f} ms, bucket "
+              f"{bucket['plain_p50_ms']:.1f}/{bucket['plain_p99_ms']:.1f} ms")
     for phase in phases:
         print(f"  ingest into Delta, {result[f'file_ingest_{phase}_records']:,} records, one Spark application, "
               f"bucket {'fresh: its flush objects' if phase == 'tail' else 'sealed into segments'}: file "

@@ -117,11 +117,14 @@ def produce_parallel(bootstrap: str, topic: str, records: int, producers: int) -
     return elapsed
 
 
-def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000) -> dict:
+def latency(bootstrap: str, topic: str, seconds: float, rate: int = 1000, idempotent: bool = True) -> dict:
+    """p50/p99/max of `rate` records/s, acks=all, linger 0. `idempotent` False: librdkafka's default
+    producer, whose requests are not limited in flight (an idempotent one keeps one per partition)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True,
-                         "socket.nagle.disable": True})  # one record per request: no Nagle delay
+    # one record per request: no Nagle delay
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": idempotent, "socket.nagle.disable": True})
     latencies = []
 
     def on_delivery(err, msg):

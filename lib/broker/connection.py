@@ -3,10 +3,11 @@
 Requests on a connection are handled one at a time, like Kafka's SocketServer, which mutes a
 channel until its in-flight request is answered: responses are therefore in order by
 construction. The one exception is a handler's `Later` (later.py: a bucket root's produce, waiting
-for a flush tick): its response is sent by a task once the wait is over, while up to
-MAX_ANSWERS_LATER further requests are read and handled; every response still goes out in request
-order (each answer awaits the one before it). A frame with a negative or oversized size prefix, or
-one kio cannot decode, closes this connection only (Kafka's InvalidReceiveException / InvalidRequestException).
+for a flush tick): its response is sent by a task once the wait is over, while further requests
+are read and handled (up to MAX_ANSWERS_LATER of them, or MAX_BYTES_LATER of their frames); every
+response still goes out in request order (each answer awaits the one before it). A frame with a
+negative or oversized size prefix, or one kio cannot decode, closes this connection only (Kafka's
+InvalidReceiveException / InvalidRequestException).
 
 Fetched record ranges of 64 KiB or more arrive as file regions and go out with sendfile (the
 response prefix is flushed first, then the kernel copies file to socket); the counters in
@@ -16,6 +17,7 @@ response prefix is flushed first, then the kernel copies file to socket); the co
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime
 import logging
@@ -39,7 +41,11 @@ from .session import Session
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-MAX_ANSWERS_LATER = 5  # librdkafka's and the Java client's max.in.flight.requests.per.connection
+# A non-idempotent librdkafka producer has no in-flight limit (max.in.flight 1,000,000) and builds a
+# request per produce call at linger.ms 0: a tick's worth of them must be read, not 5 a tick.
+MAX_ANSWERS_LATER = 2000
+MAX_BYTES_LATER = 64 << 20  # the frames of the requests whose answers are due (their records are held)
+CLIENT_IN_FLIGHT_LIMIT = 5  # an idempotent client's max.in.flight.requests.per.connection (librdkafka, Java)
 
 
 class Connection:
@@ -54,14 +60,16 @@ class Connection:
         # Who the client is (session.py): PLAINTEXT and anonymous unless the listener says otherwise.
         self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
         self._handling = False
-        self._answers_later: list[asyncio.Task] = []  # in request order; each sends after the one before
+        # in request order, each sending after the one before (so they finish in order), with its frame's size
+        self._answers_later: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
+        self._bytes_later = 0
         self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
     @property
     def busy(self) -> bool:
         """A request is being handled or answered (shutdown waits for it)."""
-        return self._handling or any(not task.done() for task in self._answers_later)
+        return self._handling or any(not task.done() for task, _size in self._answers_later)
 
     async def serve(self) -> None:
         try:
@@ -79,30 +87,39 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         except asyncio.CancelledError:
-            for task in self._answers_later:
+            for task, _size in self._answers_later:
                 task.cancel()
         except Exception:
             log.exception("connection %s failed", self.peer)
         finally:
             if self._answers_later:  # answers still due go out before the connection closes
-                await asyncio.gather(*self._answers_later, return_exceptions=True)
+                await asyncio.gather(*(task for task, _size in self._answers_later), return_exceptions=True)
             self.close()
 
     async def _wait_for_room(self) -> None:
-        """Read no further while MAX_ANSWERS_LATER answers are due, or a later answer's throttle lasts."""
+        """Read no further while MAX_ANSWERS_LATER answers (or MAX_BYTES_LATER) are due, or a later
+        answer's throttle lasts. A client with CLIENT_IN_FLIGHT_LIMIT answers due sends nothing more
+        if it is idempotent: the store's tick is brought forward (`BucketService.window_full`)."""
         if not self._answers_later:  # every connection but a bucket root's producers: nothing to do
             return
-        self._answers_later = [task for task in self._answers_later if not task.done()]
-        if len(self._answers_later) >= MAX_ANSWERS_LATER:
+        self._forget_answered()
+        if len(self._answers_later) >= CLIENT_IN_FLIGHT_LIMIT:
             bucket = self.broker.partitions.bucket
             if bucket is not None:
                 bucket.window_full()
-            await asyncio.wait([self._answers_later[0]])
+        while len(self._answers_later) >= MAX_ANSWERS_LATER or self._bytes_later > MAX_BYTES_LATER:
+            await asyncio.wait([self._answers_later[0][0]])
+            self._forget_answered()
         if self.writer.is_closing():
             raise ConnectionError("closed while answering")
         pause = self._muted_until - time.monotonic()
         if pause > 0:
             await self._mute(datetime.timedelta(seconds=pause))
+
+    def _forget_answered(self) -> None:
+        while self._answers_later and self._answers_later[0][0].done():
+            _task, size = self._answers_later.popleft()
+            self._bytes_later -= size
 
     def close(self) -> None:
         if not self.writer.is_closing():
@@ -168,11 +185,12 @@ class Connection:
             log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
                           request.client_id)
             return False
-        before = self._answers_later[-1] if self._answers_later else None
+        before = self._answers_later[-1][0] if self._answers_later else None
         if isinstance(response, Later):
             stopwatch.busy_seconds()  # its wait for the store is not busy time
-            self._answers_later.append(asyncio.create_task(
-                self._answer_later(before, response, request, route, received, stopwatch)))
+            self._answers_later.append((asyncio.create_task(
+                self._answer_later(before, response, request, route, received, stopwatch)), len(frame)))
+            self._bytes_later += len(frame)
             return True
         if before is not None:
             await asyncio.wait([before])  # the answers due go first: responses in request order

@@ -77,3 +77,27 @@ def test_a_client_at_its_in_flight_limit_brings_the_tick_forward(tmp_path, s3_ro
         assert elapsed < 4.0, f"ten pipelined produces took {elapsed:.1f} s: the full window waited for the tick"
     finally:
         brokers.kill_all()
+
+
+def test_a_client_without_an_in_flight_limit_is_read_a_tick_at_a_time(tmp_path, s3_root, monkeypatch):
+    """librdkafka's default producer (no idempotence) has no in-flight limit and sends a request
+    per produce call at linger.ms 0: 300 pipelined produces are read and flushed together, not five
+    a tick (which took 60 ticks: 300 requests at 5 per 100 ms)."""
+    for key, value in s3_root.env.items():
+        monkeypatch.setitem(os.environ, key, value)
+    brokers = BucketBrokers(tmp_path, s3_root.root,
+                            storage="flush_ms = 500\nfull_window_flush_ms = 100\nseal_ms = 600000")
+    try:
+        broker = brokers.start("unlimited")
+        create_topic(broker.bootstrap, 1, TOPIC)
+        requests = [_produce([f"r{i}".encode()]) for i in range(300)]
+        with BrokerConnection(broker.bootstrap) as conn:
+            started = time.monotonic()
+            conn.send_raw(b"".join(codec.encode_request(i, body, "unlimited") for i, body in enumerate(requests)))
+            answers = [codec.decode_response(conn.read_frame(), body) for body in requests]
+            elapsed = time.monotonic() - started
+        produced = [answer.responses[0].partition_responses[0] for _c, answer in answers]
+        assert [p.base_offset for p in produced] == list(range(300))
+        assert elapsed < 3.0, f"300 pipelined produces took {elapsed:.1f} s: read a few a tick"
+    finally:
+        brokers.kill_all()

@@ -222,11 +222,12 @@ class BucketService:
                                   f"{timeout_s:.1f} s (is the object store reachable?)") from None
 
     def window_full(self) -> None:
-        """On the event loop: a connection has MAX_ANSWERS_LATER produce answers waiting for the
-        store, so its client (librdkafka's idempotent producer keeps 5 in flight) holds back every
-        record it produces until the tick. Waiting out the whole tick would make those records wait
-        two ticks; bringing the tick forward bounds that at the cost of a few more PUTs, and only
-        while some client is at its limit (docs/OBJECT-STORAGE.md, "Write path")."""
+        """On the event loop: a connection has CLIENT_IN_FLIGHT_LIMIT produce answers waiting for the
+        store: an idempotent client (the Java client keeps 5 in flight) holds back every record it
+        produces until one is answered, and a client without a limit (librdkafka's default producer)
+        is producing faster than one request a tick. Waiting out the whole tick would make those
+        records wait two ticks; bringing it forward bounds that at the cost of a few more PUTs, and
+        only while some client is that busy (docs/OBJECT-STORAGE.md, "Write path")."""
         if self._hurry is not None or self._wake is None or self._loop is None:
             return
         wake = self._wake

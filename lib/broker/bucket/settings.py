@@ -33,7 +33,7 @@ class BucketSettings:
     lease_ms: int = DEFAULT_LEASE_MS  # cluster/owner.json: another broker takes over after this long
     delete_grace_ms: int = DEFAULT_DELETE_GRACE_MS  # superseded objects are deleted once this old
     flush_timeout_ms: int = 10_000  # one flush round's retries when no produce request waits on it
-    # A connection with MAX_ANSWERS_LATER produce answers due (a client at its in-flight limit: it
+    # A connection with CLIENT_IN_FLIGHT_LIMIT produce answers due (a client at its in-flight limit: it
     # sends nothing more until one is answered) brings the tick forward to this long after.
     full_window_flush_ms: int = 75
 
