@@ -13,6 +13,7 @@ setup(
         Extension(
             "topiclake.segments._native._decode",
             sources=["lib/segments/_native/decode.c"],
+            depends=["lib/segments/_native/record_fast.h"],
             extra_compile_args=["-O3"],
             optional=False,
         ),

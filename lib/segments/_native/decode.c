@@ -15,6 +15,8 @@
  * absurd 10-byte varints; an offset or timestamp that does not fit in int64 is an error in both.
  * Every read is bounded by the record's declared end: the reference reads past it only to fail
  * later (its position never moves back), so failing at once gives the same verdict.
+ * Each record is first tried by record_fast.h (64-bit varints, no error text): the usual record
+ * costs a few cycles per field there; anything unusual goes through the exact path below.
  *
  * Output buffers are sized once from upper bounds (a record takes >= 7 bytes, a header >= 2, and
  * all key/value/header bytes fit in the section bytes), filled with the GIL released, then shrunk.
@@ -195,6 +197,23 @@ static inline long long clamp(i128 v)
             return fail_with(f, rec - buf, err_);                                                 \
     } while (0)
 
+#include "record_fast.h" /* decode_record_fast: the usual record, fast */
+
+/* The columns every record of a batch shares, for its rows [first_row, c->rows). */
+static void fill_batch_columns(Columns *c, Py_ssize_t first_row, const int64_t *m, int log_append_time)
+{
+    const int transactional = (m[M_ATTRIBUTES] & TRANSACTIONAL_BIT) != 0, control = (m[M_ATTRIBUTES] & CONTROL_BIT) != 0;
+    memset(c->buf[B_TIMESTAMP_TYPE] + first_row, log_append_time, (size_t)(c->rows - first_row));
+    for (Py_ssize_t row = first_row; row < c->rows; row++) {
+        ((int64_t *)c->buf[B_PRODUCER_ID])[row] = m[M_PRODUCER_ID];
+        ((int16_t *)c->buf[B_PRODUCER_EPOCH])[row] = (int16_t)m[M_PRODUCER_EPOCH];
+        if (transactional) /* the bitmaps start zeroed */
+            set_bit(c->buf[B_TRANSACTIONAL], row, 1);
+        if (control)
+            set_bit(c->buf[B_CONTROL], row, 1);
+    }
+}
+
 /* Decode one batch's records section, appending the records within [lo, hi] to `c`. */
 static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, int64_t lo, int64_t hi,
                         Columns *c, Failure *f)
@@ -202,11 +221,17 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
     const uint8_t *p = buf, *end = buf + len, *rec = buf;
     const int64_t count = m[M_COUNT];
     const int log_append_time = (m[M_ATTRIBUTES] & TIMESTAMP_TYPE_BIT) != 0;
+    const Py_ssize_t first_row = c->rows;
     for (int64_t i = 0; i < count; i++) {
         rec = p;
         if (p >= end)
             return fail(f, rec - buf, "Incorrect declared batch size: %lld records declared, %lld found",
                         count, i);
+        const uint8_t *next = decode_record_fast(p, end, m, log_append_time, lo, hi, c);
+        if (LIKELY(next != NULL)) {
+            p = next;
+            continue;
+        }
         i128 length, ts_delta, offset_delta, header_count;
         CHECK(read_varint(&p, end, &length));
         if (length < MIN_RECORD_BODY || length > end - p)
@@ -253,20 +278,12 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
         if (timestamp < INT64_MIN || timestamp > INT64_MAX)
             return fail(f, rec - buf, "record timestamp does not fit in 64 bits (delta %lld)", clamp(ts_delta), 0);
         if (offset < lo || offset > hi) {
-            c->headers = first_header;
-            c->hkey_bytes = hkey_mark;
-            c->hvalue_bytes = hvalue_mark;
-            c->hvalue_nulls = hnull_mark;
+            roll_back_headers(c, first_header, hkey_mark, hvalue_mark, hnull_mark);
             continue;
         }
 
         ((int64_t *)c->buf[B_OFFSET])[row] = (int64_t)offset;
         ((int64_t *)c->buf[B_TIMESTAMP])[row] = (int64_t)timestamp;
-        ((int8_t *)c->buf[B_TIMESTAMP_TYPE])[row] = (int8_t)log_append_time;
-        ((int64_t *)c->buf[B_PRODUCER_ID])[row] = m[M_PRODUCER_ID];
-        ((int16_t *)c->buf[B_PRODUCER_EPOCH])[row] = (int16_t)m[M_PRODUCER_EPOCH];
-        set_bit(c->buf[B_TRANSACTIONAL], row, (m[M_ATTRIBUTES] & TRANSACTIONAL_BIT) != 0);
-        set_bit(c->buf[B_CONTROL], row, (m[M_ATTRIBUTES] & CONTROL_BIT) != 0);
         put_field(c->buf[B_KEY_VALID], c->buf[B_KEY_OFFSETS], c->buf[B_KEY_DATA], row, &c->key_bytes,
                   &c->key_nulls, key, key_size);
         put_field(c->buf[B_VALUE_VALID], c->buf[B_VALUE_OFFSETS], c->buf[B_VALUE_DATA], row, &c->value_bytes,
@@ -277,6 +294,7 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
     if (p != end)
         return fail(f, p - buf, "Incorrect declared batch size: %lld bytes left after %lld records",
                     (long long)(end - p), count);
+    fill_batch_columns(c, first_row, m, log_append_time);
     return 0;
 }
 
