@@ -1,14 +1,19 @@
 /* Columnar decoder of Kafka v2 record sections (the native kernel behind segments/arrow.py).
  *
- * Python walks batch headers, checks CRCs and decompresses; then ONE call here decodes the record
- * sections of many batches straight into Arrow buffers (no per-record Python object):
+ * Python walks batch headers and decompresses; then ONE call here checks the CRCs of uncompressed
+ * batches and decodes the record sections of many batches straight into Arrow buffers (no
+ * per-record Python object):
  *
- *     decode_batches(sections: list[buffer], meta: buffer of int64[7 * len(sections)],
- *                    min_offset: int, max_offset: int) -> dict[str, int | bytes]
+ *     decode_batches(sections: list[buffer], meta: buffer of int64[9 * len(sections)],
+ *                    min_offset: int, max_offset: int, allocate) -> dict[str, int | bytes]
  *
  * meta holds per batch: recordsCount, baseOffset, baseTimestamp, maxTimestamp, attributes,
- * producerId, producerEpoch. Bad bytes raise DecodeError(batch_index, position, reason), position
- * being the byte of the bad record inside its (decompressed) section.
+ * producerId, producerEpoch, recordsStart (where the records section starts in the buffer: 61 for
+ * a whole uncompressed batch, 0 for a decompressed section) and crc (the stored CRC-32C of the
+ * buffer's bytes from 21 on, checked just before the batch is decoded, while its bytes are in
+ * cache; -1: not checked here). Bad bytes raise DecodeError(batch_index, position, reason),
+ * position being the byte of the bad record inside its (decompressed) section, or -1 for a CRC
+ * mismatch (arrow.py then raises batch.py's own CRC error).
  *
  * The rules are batch.py's reference decoder (_decode_records): whatever it rejects is rejected
  * here. Varints are decoded exactly (up to 70 bits, as Python does) so that both agree even on
@@ -26,11 +31,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "crc32c.h"
+
 typedef __int128 i128;
 typedef unsigned __int128 u128;
 
 enum { M_COUNT, M_BASE_OFFSET, M_BASE_TIMESTAMP, M_MAX_TIMESTAMP, M_ATTRIBUTES, M_PRODUCER_ID,
-       M_PRODUCER_EPOCH, META_FIELDS };
+       M_PRODUCER_EPOCH, M_RECORDS_START, M_CRC, META_FIELDS };
+#define CRC_START 21 /* the CRC-32C covers a batch from its attributes to its end */
 
 #define TIMESTAMP_TYPE_BIT 0x08
 #define TRANSACTIONAL_BIT 0x10
@@ -331,6 +339,14 @@ static int check_section(int64_t count, Py_ssize_t len, Py_ssize_t bytes_before,
     return 0;
 }
 
+/* The CRC of the batch in `view`, when meta asks for it (0: fine or not asked). */
+static int check_crc(const Py_buffer *view, const int64_t *m, Failure *f)
+{
+    if (m[M_CRC] < 0 || crc32c((const uint8_t *)view->buf + CRC_START, (size_t)(view->len - CRC_START)) == m[M_CRC])
+        return 0;
+    return fail_with(f, -1, "CRC mismatch");
+}
+
 /* The buffers the caller passed in, viewed for reading (sections) or writing (outputs). */
 typedef struct {
     Py_buffer *views;
@@ -411,25 +427,39 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
         goto done;
     }
     if (meta.len != nbatches * META_FIELDS * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "meta must hold 7 int64 per section");
+        PyErr_SetString(PyExc_ValueError, "meta must hold 9 int64 per section");
         goto done;
     }
 
     /* Upper bounds (a record takes >= 7 bytes, a header >= 2, every key/value/header byte is a
      * section byte): allocated once. Impossible counts fail before anything is allocated. */
     Py_ssize_t rows = 0, bytes = 0;
-    for (; in.count < nbatches; in.count++) {
+    while (in.count < nbatches) {
         Py_buffer *view = &in.views[in.count];
-        const int64_t count = m[in.count * META_FIELDS + M_COUNT];
+        const int64_t *bm = m + in.count * META_FIELDS;
         if (PyObject_GetBuffer(PyList_GET_ITEM(sections, in.count), view, PyBUF_SIMPLE) < 0)
             goto done;
-        if (check_section(count, view->len, bytes, &failure) < 0) {
-            failure.batch = in.count++;
+        in.count++;
+        const int64_t start = bm[M_RECORDS_START];
+        if (start < 0 || start > view->len || (bm[M_CRC] >= 0 && view->len < CRC_START) ||
+            (bm[M_CRC] >= 0 && !crc32c_available())) {
+            PyErr_SetString(PyExc_ValueError, "records start outside its buffer, or a CRC this CPU cannot check");
+            goto done;
+        }
+        if (check_section(bm[M_COUNT], view->len - start, bytes, &failure) < 0) {
+            /* the CRCs up to this batch come first, as if each were checked before it is read */
+            for (Py_ssize_t j = 0; j < in.count; j++)
+                if (check_crc(&in.views[j], m + j * META_FIELDS, &failure) < 0) {
+                    failure.batch = j;
+                    break;
+                }
+            if (failure.batch < 0)
+                failure.batch = in.count - 1;
             raise_failure(&failure);
             goto done;
         }
-        rows += count;
-        bytes += view->len;
+        rows += bm[M_COUNT];
+        bytes += view->len - start;
     }
     Py_ssize_t capacity[N_BUFFERS];
     buffer_sizes(rows, bytes / MIN_HEADER_SIZE, bytes, bytes, bytes, bytes, capacity);
@@ -450,8 +480,13 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nbatches && rc == 0; i++) {
+        const int64_t *bm = m + i * META_FIELDS;
+        const Py_ssize_t start = (Py_ssize_t)bm[M_RECORDS_START];
         failure.batch = i;
-        rc = decode_batch(in.views[i].buf, in.views[i].len, m + i * META_FIELDS, lo, hi, &c, &failure);
+        rc = check_crc(&in.views[i], bm, &failure);
+        if (rc == 0)
+            rc = decode_batch((const uint8_t *)in.views[i].buf + start, in.views[i].len - start, bm, lo, hi, &c,
+                              &failure);
     }
     Py_END_ALLOW_THREADS
     if (rc != 0)
@@ -470,7 +505,26 @@ done:
     return result;
 }
 
+static PyObject *crc32c_of(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    if (!crc32c_available()) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has no crc32 instruction (HARDWARE_CRC32C is False)");
+        return NULL;
+    }
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32c(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32c", crc32c_of, METH_VARARGS, "crc32c(data) -> int: the CRC-32C the kernel checks batches with."},
     {"decode_batches", decode_batches, METH_VARARGS,
      "decode_batches(sections, meta, min_offset, max_offset, allocate) -> dict\n\n"
      "Decode v2 record sections into Arrow buffers obtained from allocate(size); returns the row,\n"
@@ -489,7 +543,8 @@ PyMODINIT_FUNC PyInit__decode(void)
     if (!mod)
         return NULL;
     DecodeError = PyErr_NewException("topiclake.segments._native._decode.DecodeError", PyExc_ValueError, NULL);
-    if (!DecodeError || PyModule_AddObjectRef(mod, "DecodeError", DecodeError) < 0) {
+    if (!DecodeError || PyModule_AddObjectRef(mod, "DecodeError", DecodeError) < 0 ||
+        PyModule_AddObjectRef(mod, "HARDWARE_CRC32C", crc32c_available() ? Py_True : Py_False) < 0) {
         Py_DECREF(mod);
         return NULL;
     }
