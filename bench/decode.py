@@ -144,7 +144,8 @@ def main() -> None:
               f"{tl_rate / 1e6:5.2f} M rec/s {r['topiclake_mb_per_s']:6.1f} MB/s (best of {args.repeat}; wall "
               f"{records / wall / 1e6:.2f} M rec/s) | kafka-python {kp_rate / 1e3:5.1f} k rec/s "
               f"{r['kafka_python_mb_per_s']:4.1f} MB/s (measured on the first {subset_records:,} records, "
-              f"extrapolated; wall {subset_records / kp_wall / 1e3:.1f} k rec/s) | {r['ratio']:.1f}x{codec_note}", flush=True)
+              f"extrapolated; wall {subset_records / kp_wall / 1e3:.1f} k rec/s) | {r['ratio']:.1f}x{codec_note}",
+              flush=True)
         del log, subset
     print(json.dumps({"benchmark": "decode_to_arrow", "native": arrow.HAS_NATIVE, "mb_per_codec": args.mb,
                       "clock": "process CPU time", "kafka_python": "subset, extrapolated",

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from .batch import (HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Record, RecordBatch, TimestampType,
                     iter_batches)
-from .compression import Compression
+from .compression import Compression, decompress_into
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
 from .legacy import LegacyEntry, iter_entries
@@ -70,6 +70,10 @@ _NO_PRODUCER = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # legacy messages have none
 # Record-section bytes per native call: bounds the kernel's upper-bound allocations (and keeps
 # Arrow's int32 offsets far from overflowing); a chunk becomes one pyarrow.RecordBatch.
 _CHUNK_BYTES = 32 << 20
+# lz4 and zstd sections are inflated into one reused buffer of _CHUNK_BYTES (no new bytes object
+# and no fresh pages per batch), decoded each time it fills. A few are pooled between calls.
+_INFLATE_POOL: list[bytearray] = []  # list.pop/append: atomic under the GIL, safe across threads
+_INFLATE_POOLED = 2
 # The kernel's output buffers come from Arrow's memory pool, which recycles pages between calls.
 _allocate = functools.partial(pa.allocate_buffer, resizable=True)
 
@@ -246,6 +250,8 @@ class _Sections:
         self._meta = array("q")
         self._bytes = 0
         self._done: list[pa.RecordBatch] = []
+        self._inflate_buffer: bytearray | None = None
+        self._inflated = 0  # bytes of it holding sections not decoded yet
 
     def add(self, batch: RecordBatch) -> None:
         h = batch.header
@@ -259,10 +265,10 @@ class _Sections:
         else:
             if self._validate:
                 batch.ensure_valid()
-            section, records_start = batch.records_bytes(), 0
+            section, records_start = self._inflate(batch), 0
         size = len(section) - records_start
-        if self._sections and self._bytes + size > _CHUNK_BYTES:
-            self._done += self._decode()
+        if self._sections and self._bytes + size > _CHUNK_BYTES and not self._is_inflated(section):
+            self._done += self._decode()  # (an inflated section is bounded by its buffer)
         self._sections.append(section)
         self._batches.append(batch)
         self._meta.extend((h.records_count, h.base_offset, h.base_timestamp, h.max_timestamp, h.attributes,
@@ -272,7 +278,31 @@ class _Sections:
     def flush(self) -> list[pa.RecordBatch]:
         done = self._done + self._decode()
         self._done = []
+        if self._inflate_buffer is not None:
+            if len(_INFLATE_POOL) < _INFLATE_POOLED:
+                _INFLATE_POOL.append(self._inflate_buffer)
+            self._inflate_buffer = None
         return done
+
+    def _inflate(self, batch: RecordBatch):
+        """The batch's records section inflated into the reused buffer (decoding the sections
+        already there first when it is full), or as new bytes where only `decompress` will do."""
+        if self._inflate_buffer is None:
+            self._inflate_buffer = _inflate_buffer()
+        payload, codec = memoryview(batch.data)[HEADER_SIZE:], int(batch.header.compression)
+        room = memoryview(self._inflate_buffer)[self._inflated:]
+        size = decompress_into(codec, payload, room) if len(room) else None
+        if size is None and self._inflated:
+            self._done += self._decode()
+            room = memoryview(self._inflate_buffer)
+            size = decompress_into(codec, payload, room)
+        if size is None:
+            return batch.records_bytes()
+        self._inflated += size
+        return room[:size]
+
+    def _is_inflated(self, section) -> bool:
+        return isinstance(section, memoryview) and section.obj is self._inflate_buffer
 
     def _decode(self) -> list[pa.RecordBatch]:
         if not self._sections:
@@ -287,8 +317,17 @@ class _Sections:
             raise CorruptRecordError(f"{reason} (record at byte {record_position} of the records section)",
                                      source=batch.source or self._source, position=batch.position) from None
         finally:
-            self._sections, self._batches, self._meta, self._bytes = [], [], array("q"), 0
+            self._sections, self._batches, self._meta, self._bytes, self._inflated = [], [], array("q"), 0, 0
         return [_assemble(out)] if out["rows"] else []
+
+
+def _inflate_buffer() -> bytearray:
+    """A pooled buffer of _CHUNK_BYTES, or a new one."""
+    try:
+        buffer = _INFLATE_POOL.pop()
+    except IndexError:
+        return bytearray(_CHUNK_BYTES)
+    return buffer if len(buffer) == _CHUNK_BYTES else bytearray(_CHUNK_BYTES)
 
 
 def _assemble(out: dict) -> pa.RecordBatch:
