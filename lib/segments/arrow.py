@@ -314,8 +314,10 @@ class _Sections:
             batch = self._batches[index]
             if record_position < 0:  # its CRC: batch.py's own error, word for word
                 batch.ensure_valid()
+            source, position = batch.source or self._source, batch.position
+            del batch  # the traceback keeps this frame: no view of the caller's buffer (an mmap) in it
             raise CorruptRecordError(f"{reason} (record at byte {record_position} of the records section)",
-                                     source=batch.source or self._source, position=batch.position) from None
+                                     source=source, position=position) from None
         finally:
             self._sections, self._batches, self._meta, self._bytes, self._inflated = [], [], array("q"), 0, 0
         return [_assemble(out)] if out["rows"] else []
