@@ -122,11 +122,23 @@ def decompress_into(codec: int, data, out: memoryview) -> int | None:
             end, bound, _ = _zstd_frame(view, 0, limit, limit)
         else:
             return None
-        if end != len(view) or not 0 <= bound <= limit:
+        if end != len(view) or not 0 <= bound < limit:
             return None
-        return (cramjam.lz4 if codec == Compression.LZ4 else cramjam.zstd).decompress_into(view, out[:max(bound, 1)])
+        if codec == Compression.LZ4:
+            return cramjam.lz4.decompress_into(view, out[:max(bound, 1)])
+        return _zstd_read_into(view, out[:bound + 1])  # + 1: the frame ends before the buffer does
     except Exception:  # noqa: BLE001 - malformed frames and every codec error: decompress() reports them
         return None
+
+
+def _zstd_read_into(frame: memoryview, out: memoryview) -> int | None:
+    """One zstd frame inflated into `out` with the module's decompression context (faster here than
+    a new context per call, as cramjam makes); None if it filled `out` (more than its bound)."""
+    written = 0
+    with _ZSTD_DECOMPRESSOR.stream_reader(frame) as reader:
+        while size := reader.readinto(out[written:]):
+            written += size
+    return written if written < len(out) else None
 
 
 def _codec_label(codec: int) -> str:
