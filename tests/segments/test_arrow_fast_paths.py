@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from topiclake.segments import arrow
-from topiclake.segments.batch import CRC_OFFSET, HEADER_SIZE, Record, build_batch, iter_batches
+from topiclake.segments.batch import CRC_OFFSET, HEADER_SIZE, Record, assemble_batch, build_batch, iter_batches
 from topiclake.segments.compression import Compression, compress, decompress, decompress_into
 from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.varint import encode_varint
 
 pytestmark = pytest.mark.skipif(not arrow.HAS_NATIVE, reason="native extension not built")
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,3 +144,116 @@ def test_round_trip_against_kafka_python(batches, codec):
     assert list(ours) == theirs
     # (kafka-python leaves a batch uncompressed where compressing would not shrink it)
     assert {b.header.compression for b in iter_batches(data)} <= {Compression.NONE, Compression(codec)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Varints of every length: the kernel's fast path takes those of up to 9 bytes, its exact path the rest
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+# the smallest and largest zig-zag value of every length (1-10 bytes), and int64's extremes
+VARINT_EDGES = sorted({0, 1, 2, (1 << 64) - 2, (1 << 64) - 1} | {1 << 7 * k for k in range(10)}
+                      | {(1 << 7 * k) - 1 for k in range(1, 11)})
+zigzagged = st.sampled_from(VARINT_EDGES) | st.integers(0, (1 << 70) - 1)
+
+
+def varint_of_length(zigzag: int, length: int) -> bytes:
+    """`zigzag` as a varint of exactly `length` bytes: overlong (0x80 groups) where it is small."""
+    assert zigzag >> 7 * length == 0
+    groups = [zigzag >> 7 * i & 0x7F for i in range(length)]
+    return bytes(g | 0x80 for g in groups[:-1]) + bytes(groups[-1:])
+
+
+def unzigzag(zigzag: int) -> int:
+    return zigzag >> 1 ^ -(zigzag & 1)
+
+
+def batch_of(section: bytes, records_count: int, base: int = 0) -> bytes:
+    """A batch of hand-made records: base offset and timestamps `base`, no producer."""
+    return assemble_batch(base_offset=base, partition_leader_epoch=0, attributes=0, last_offset_delta=0,
+                          base_timestamp=base, max_timestamp=base, producer_id=-1, producer_epoch=-1,
+                          base_sequence=-1, records_count=records_count, records_section=section)
+
+
+@st.composite
+def varint_st(draw, values=zigzagged) -> tuple[bytes, int]:
+    """(bytes, signed value): a zig-zag value drawn from `values`, encoded in 1-10 bytes (the shortest or longer)."""
+    zigzag = draw(values)
+    return varint_of_length(zigzag, draw(st.integers(max(1, -(-zigzag.bit_length() // 7)), 10))), unzigzag(zigzag)
+
+
+@st.composite
+def field_st(draw, data_st=st.none() | st.binary(max_size=10)) -> tuple[bytes, bytes | None]:
+    """A length-prefixed field, its length a varint of any length; null is any negative length."""
+    data = draw(data_st)
+    length = st.just(2 * len(data)) if data is not None else zigzagged.map(lambda z: z | 1)
+    return draw(varint_st(length))[0] + (data or b""), data
+
+
+@st.composite
+def record_with_varints_st(draw) -> tuple[bytes, tuple]:
+    """(record, (offset delta, timestamp delta, key, value, headers)) with every varint's length drawn."""
+    ts_bytes, ts_delta = draw(varint_st())
+    offset_bytes, offset_delta = draw(varint_st())
+    key_bytes, key = draw(field_st())
+    value_bytes, value = draw(field_st())
+    headers = draw(st.lists(st.tuples(field_st(st.text("ab", max_size=9).map(str.encode)), field_st()), max_size=2))
+    body = b"\x00" + ts_bytes + offset_bytes + key_bytes + value_bytes
+    body += draw(varint_st(st.just(2 * len(headers))))[0] + b"".join(k + v for (k, _), (v, _) in headers)
+    row = (offset_delta, ts_delta, key, value, [{"key": k.decode(), "value": v} for (_, k), (_, v) in headers])
+    return draw(varint_st(st.just(2 * len(body))))[0] + body, row
+
+
+@FAST
+@given(st.lists(record_with_varints_st(), min_size=1, max_size=4), st.sampled_from([0, 1 << 40, INT64[0], INT64[1]]))
+def test_varints_of_every_length_and_value(records, base):
+    """Each varint of 1-10 bytes, shortest or overlong, at every distance from its record's end
+    (header values of 0-10 bytes follow the last ones): the exact values, or an error where an
+    offset or timestamp leaves int64, from both decoders."""
+    buf = batch_of(b"".join(record for record, _ in records), len(records), base)
+    expected = [(base + offset_delta, base + ts_delta, key, value, headers)
+                for _, (offset_delta, ts_delta, key, value, headers) in records]
+    for decode in (arrow.decode_to_arrow_native, arrow.decode_to_arrow_reference):
+        if all(INT64[0] <= n <= INT64[1] for row in expected for n in row[:2]):
+            table = decode(buf)
+            assert list(zip(table["offset"].to_pylist(), table["timestamp"].cast(pa.int64()).to_pylist(),
+                            table["key"].to_pylist(), table["value"].to_pylist(),
+                            table["headers"].to_pylist())) == expected
+        else:
+            with pytest.raises(CorruptRecordError, match="does not fit in 64 bits"):
+                decode(buf)
+
+
+@pytest.mark.parametrize("value_size", [0, 10])  # the deltas a few bytes from the record's end, or 12 and more
+def test_every_bit_of_every_varint_length(value_size):
+    """Each zig-zag bit (and all of them, and none) in every varint length that holds it, shortest
+    and overlong, as a record's timestamp and offset deltas: int64's whole range, exactly."""
+    zigzags = {0, (1 << 64) - 1} | {1 << bit for bit in range(64)} | {(1 << 7 * k) - 1 for k in range(1, 10)}
+    varints = [(varint_of_length(z, n), unzigzag(z)) for z in sorted(zigzags)
+               for n in range(max(1, -(-z.bit_length() // 7)), 11)]
+    section = b""
+    for encoded, _ in varints:
+        body = b"\x00" + encoded + encoded + encode_varint(-1) + encode_varint(value_size) + b"v" * value_size
+        section += encode_varint(len(body) + 1) + body + encode_varint(0)
+    buf = batch_of(section, len(varints))
+    for decode in (arrow.decode_to_arrow_native, arrow.decode_to_arrow_reference):
+        table = decode(buf)
+        assert table["offset"].to_pylist() == [value for _, value in varints]
+        assert table["timestamp"].cast(pa.int64()).to_pylist() == [value for _, value in varints]
+
+
+@pytest.mark.parametrize("length", range(1, 11))
+def test_a_varint_cut_by_its_record_or_the_section_end_is_an_error(length):
+    """A varint of `length` bytes cut after each of its bytes, by its record's end (more bytes follow
+    in the section: the varint must not run on into them) and by the section's end. The reference
+    reads on and finds the record's length wrong instead: its own words."""
+    last = varint_of_length(0, length)  # the header count (0), the record's last field
+    body = b"\x00" + encode_varint(0) * 2 + encode_varint(-1) + encode_varint(10) + b"v" * 10 + last
+    whole = encode_varint(len(body)) + body
+    for kept in range(length):  # bytes of the varint before the end
+        by_record = encode_varint(len(body) - length + kept) + body + b"\x00" * 8, 1
+        by_section = whole + varint_of_length(2 * len(body), length)[:kept], 2  # the second record's length
+        for section, count in (by_record, by_section) if kept else (by_record,):
+            with pytest.raises(CorruptRecordError, match="varint runs past the end of the record"):
+                arrow.decode_to_arrow_native(batch_of(section, count))
+            with pytest.raises(CorruptRecordError):
+                arrow.decode_to_arrow_reference(batch_of(section, count))
