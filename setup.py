@@ -12,7 +12,8 @@ setup(
     ext_modules=[
         Extension(
             "topiclake.segments._native._decode",
-            sources=["lib/segments/_native/decode.c"],
+            sources=["lib/segments/_native/decode.c", "lib/segments/_native/crc32c.c"],
+            depends=["lib/segments/_native/record_fast.h", "lib/segments/_native/crc32c.h"],
             extra_compile_args=["-O3"],
             optional=False,
         ),

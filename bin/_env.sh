@@ -86,9 +86,10 @@ if [ ! -x .venv/bin/python ]; then
     .venv/bin/pip install -q --upgrade pip setuptools wheel
 fi
 
-# Reinstall when the packaging or the native kernel changes (editable install: Python edits need nothing).
+# Reinstall when the packaging or the native kernels change, headers included (editable install: Python
+# edits need nothing).
 stamp=".venv/.topiclake-installed"
-want="$(cat pyproject.toml setup.py lib/segments/_native/*.c lib/lake/typed/_native/*.c | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml setup.py lib/segments/_native/*.[ch] lib/lake/typed/_native/*.[ch] | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "Installing topiclake and its dependencies into .venv..." >&2
     .venv/bin/pip install -q -e ".[dev]"

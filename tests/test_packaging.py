@@ -75,8 +75,8 @@ def test_the_installed_wheel_carries_every_module_and_data_file(installed):
     probe = _probe(installed)
     assert Path(probe["package"]).is_relative_to(installed), probe["package"]  # the wheel's copy, not lib/
     source = {str(p.relative_to(REPO / "lib")) for p in (REPO / "lib").rglob("*")
-              if p.is_file() and not any(p.match(pattern) for pattern in (*BUILD_OUTPUT, "*.c"))
-              and "__pycache__" not in p.parts}  # the kernels' C sources are built, not shipped
+              if p.is_file() and not any(p.match(pattern) for pattern in (*BUILD_OUTPUT, "*.c", "*.h"))
+              and "__pycache__" not in p.parts}  # the kernels' C sources and headers are built, not shipped
     assert source - set(probe["files"]) == set()
     data = {name for name in source if not name.endswith(".py")}
     assert {"console/static/console.css", "console/templates/base.html"} <= data

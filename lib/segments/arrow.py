@@ -2,9 +2,12 @@
 
 One public name, two implementations (aiokafka's pattern for its record kernel):
 
-- native: Python walks the batch headers (one per ~1000 records), checks CRCs and decompresses;
-  then ONE call of the C kernel (`_native/decode.c`) decodes the record sections of many batches
-  straight into Arrow buffers, which become arrays without a copy. No per-record Python object.
+- native: Python walks the batch headers (one per ~1000 records) and decompresses; then ONE call
+  of the C kernel (`_native/decode.c`) checks the CRCs of uncompressed batches (SSE4.2, each just
+  before its records are decoded, while its bytes are in cache) and decodes the record sections
+  of many batches straight into Arrow buffers, which become arrays without a copy. No
+  per-record Python object. A compressed batch's CRC is checked (crc32c package) before it is
+  inflated, and so is every batch's on a CPU without the crc32 instruction.
 - reference: the same table built from batch.py's `Record` objects, slow and obviously right;
   the tests hold the native path to it.
 
@@ -30,7 +33,7 @@ import pyarrow as pa
 
 from .batch import (HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Record, RecordBatch, TimestampType,
                     iter_batches)
-from .compression import Compression
+from .compression import Compression, decompress_into
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
 from .legacy import LegacyEntry, iter_entries
@@ -60,12 +63,17 @@ RECORD_SCHEMA = pa.schema([
 ])
 
 HAS_NATIVE = _decode is not None
+_KERNEL_CRC = HAS_NATIVE and _decode.HARDWARE_CRC32C  # the kernel checks uncompressed batches' CRCs
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _LEGACY_MAGICS = (0, 1)
 _NO_PRODUCER = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # legacy messages have none
 # Record-section bytes per native call: bounds the kernel's upper-bound allocations (and keeps
 # Arrow's int32 offsets far from overflowing); a chunk becomes one pyarrow.RecordBatch.
 _CHUNK_BYTES = 32 << 20
+# lz4 and zstd sections are inflated into one reused buffer of _CHUNK_BYTES (no new bytes object
+# and no fresh pages per batch), decoded each time it fills. A few are pooled between calls.
+_INFLATE_POOL: list[bytearray] = []  # list.pop/append: atomic under the GIL, safe across threads
+_INFLATE_POOLED = 2
 # The kernel's output buffers come from Arrow's memory pool, which recycles pages between calls.
 _allocate = functools.partial(pa.allocate_buffer, resizable=True)
 
@@ -95,16 +103,20 @@ def decode_to_arrow_native(buf, *, start: int = 0, end: int | None = None, sourc
     """
     if _decode is None:
         raise RuntimeError("the native decoder is not available (not built, or TOPICLAKE_NO_EXTENSIONS set)")
-    sections = _Sections(min_offset, max_offset, source)
+    sections = _Sections(min_offset, max_offset, source, validate=validate)
     legacy = _Rows(min_offset, max_offset, source)
     out: list[pa.RecordBatch] = []
-    for unit in _iter_units(buf, start, end, source, allow_partial_tail, validate, epochs):
-        if isinstance(unit, LegacyEntry):
-            out += sections.flush()  # keep stream order across a format switch
-            legacy.add(unit)
-        else:
-            out += legacy.flush()
-            sections.add(unit)
+    try:  # CRCs are checked by `sections`, not by the walk
+        for unit in _iter_units(buf, start, end, source, allow_partial_tail, False, epochs):
+            if isinstance(unit, LegacyEntry):
+                out += sections.flush()  # keep stream order across a format switch
+                legacy.add(unit)
+            else:
+                out += legacy.flush()
+                sections.add(unit)
+    except CorruptRecordError:
+        sections.flush()  # a batch before the bad bytes fails first, as if checked before the walk went on
+        raise
     out += sections.flush()
     out += legacy.flush()
     return pa.Table.from_batches(out, schema=RECORD_SCHEMA)
@@ -121,7 +133,7 @@ def decode_record_batches(batches: Sequence[RecordBatch], *, native: bool | None
     if native or (native is None and HAS_NATIVE):
         if _decode is None:
             raise RuntimeError("the native decoder is not available (not built, or TOPICLAKE_NO_EXTENSIONS set)")
-        collector: _Sections | _Rows = _Sections(None, None, None)
+        collector: _Sections | _Rows = _Sections(None, None, None, validate=False)  # checked by the walk
     else:
         collector = _Rows(None, None, None)
     for batch in batches:
@@ -229,33 +241,68 @@ class _Rows:
 class _Sections:
     """v2 record sections collected for one native call, and the call itself."""
 
-    def __init__(self, min_offset: int | None, max_offset: int | None, source: str | None):
+    def __init__(self, min_offset: int | None, max_offset: int | None, source: str | None, *, validate: bool):
         self._lo, self._hi = _offset_bounds(min_offset, max_offset)
         self._source = source
+        self._validate = validate
         self._sections: list = []
-        self._where: list[tuple[str | None, int | None]] = []  # each batch's (source, position)
+        self._batches: list[RecordBatch] = []  # for errors: each one's source and position
         self._meta = array("q")
         self._bytes = 0
         self._done: list[pa.RecordBatch] = []
+        self._inflate_buffer: bytearray | None = None
+        self._inflated = 0  # bytes of it holding sections not decoded yet
 
     def add(self, batch: RecordBatch) -> None:
         h = batch.header
+        crc = -1  # -1: the kernel does not check it
         if h.compression is Compression.NONE:
-            section = batch.data[HEADER_SIZE:]  # a view: no copy of uncompressed data
+            section, records_start = batch.data, HEADER_SIZE  # the whole batch, a view: no copy
+            if self._validate and _KERNEL_CRC:
+                crc = h.crc
+            elif self._validate:
+                batch.ensure_valid()
         else:
-            section = batch.records_bytes()
-        if self._sections and self._bytes + len(section) > _CHUNK_BYTES:
-            self._done += self._decode()
+            if self._validate:
+                batch.ensure_valid()
+            section, records_start = self._inflate(batch), 0
+        size = len(section) - records_start
+        if self._sections and self._bytes + size > _CHUNK_BYTES and not self._is_inflated(section):
+            self._done += self._decode()  # (an inflated section is bounded by its buffer)
         self._sections.append(section)
-        self._where.append((batch.source or self._source, batch.position))
+        self._batches.append(batch)
         self._meta.extend((h.records_count, h.base_offset, h.base_timestamp, h.max_timestamp, h.attributes,
-                           h.producer_id, h.producer_epoch))
-        self._bytes += len(section)
+                           h.producer_id, h.producer_epoch, records_start, crc))
+        self._bytes += size
 
     def flush(self) -> list[pa.RecordBatch]:
         done = self._done + self._decode()
         self._done = []
+        if self._inflate_buffer is not None:
+            if len(_INFLATE_POOL) < _INFLATE_POOLED:
+                _INFLATE_POOL.append(self._inflate_buffer)
+            self._inflate_buffer = None
         return done
+
+    def _inflate(self, batch: RecordBatch):
+        """The batch's records section inflated into the reused buffer (decoding the sections
+        already there first when it is full), or as new bytes where only `decompress` will do."""
+        if self._inflate_buffer is None:
+            self._inflate_buffer = _inflate_buffer()
+        payload, codec = memoryview(batch.data)[HEADER_SIZE:], int(batch.header.compression)
+        room = memoryview(self._inflate_buffer)[self._inflated:]
+        size = decompress_into(codec, payload, room) if len(room) else None
+        if size is None and self._inflated:
+            self._done += self._decode()
+            room = memoryview(self._inflate_buffer)
+            size = decompress_into(codec, payload, room)
+        if size is None:
+            return batch.records_bytes()
+        self._inflated += size
+        return room[:size]
+
+    def _is_inflated(self, section) -> bool:
+        return isinstance(section, memoryview) and section.obj is self._inflate_buffer
 
     def _decode(self) -> list[pa.RecordBatch]:
         if not self._sections:
@@ -264,12 +311,25 @@ class _Sections:
             out = _decode.decode_batches(self._sections, self._meta, self._lo, self._hi, _allocate)
         except _decode.DecodeError as exc:
             index, record_position, reason = exc.args
-            source, position = self._where[index]
+            batch = self._batches[index]
+            if record_position < 0:  # its CRC: batch.py's own error, word for word
+                batch.ensure_valid()
+            source, position = batch.source or self._source, batch.position
+            del batch  # the traceback keeps this frame: no view of the caller's buffer (an mmap) in it
             raise CorruptRecordError(f"{reason} (record at byte {record_position} of the records section)",
                                      source=source, position=position) from None
         finally:
-            self._sections, self._where, self._meta, self._bytes = [], [], array("q"), 0
+            self._sections, self._batches, self._meta, self._bytes, self._inflated = [], [], array("q"), 0, 0
         return [_assemble(out)] if out["rows"] else []
+
+
+def _inflate_buffer() -> bytearray:
+    """A pooled buffer of _CHUNK_BYTES, or a new one."""
+    try:
+        buffer = _INFLATE_POOL.pop()
+    except IndexError:
+        return bytearray(_CHUNK_BYTES)
+    return buffer if len(buffer) == _CHUNK_BYTES else bytearray(_CHUNK_BYTES)
 
 
 def _assemble(out: dict) -> pa.RecordBatch:

@@ -108,6 +108,39 @@ def decompress(codec: int, data, *, legacy_lz4: bool = False, max_bytes: int | N
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
+def decompress_into(codec: int, data, out: memoryview) -> int | None:
+    """Inflate a v2 batch's lz4 or zstd records section into `out` (a reused buffer: no new bytes
+    object, no fresh pages); the number of bytes written, or None wherever `decompress` must judge:
+    another codec, a payload that is not exactly one frame, a frame whose output may not fit in
+    `out`, or any codec error (`decompress` then gives its own verdict, word for word)."""
+    view = memoryview(data)
+    limit = min(len(out), _MAX_INFLATED_BYTES)  # past the limit, decompress() refuses the data
+    try:
+        if codec == Compression.LZ4:
+            end, bound = _lz4_frame(view)
+        elif codec == Compression.ZSTD:
+            end, bound, _ = _zstd_frame(view, 0, limit, limit)
+        else:
+            return None
+        if end != len(view) or not 0 <= bound < limit:
+            return None
+        if codec == Compression.LZ4:
+            return cramjam.lz4.decompress_into(view, out[:max(bound, 1)])
+        return _zstd_read_into(view, out[:bound + 1])  # + 1: the frame ends before the buffer does
+    except Exception:  # noqa: BLE001 - malformed frames and every codec error: decompress() reports them
+        return None
+
+
+def _zstd_read_into(frame: memoryview, out: memoryview) -> int | None:
+    """One zstd frame inflated into `out` with the module's decompression context (faster here than
+    a new context per call, as cramjam makes); None if it filled `out` (more than its bound)."""
+    written = 0
+    with _ZSTD_DECOMPRESSOR.stream_reader(frame) as reader:
+        while size := reader.readinto(out[written:]):
+            written += size
+    return written if written < len(out) else None
+
+
 def _codec_label(codec: int) -> str:
     try:
         return Compression(codec).label
@@ -220,6 +253,31 @@ def _lz4_decompress(data, max_bytes: int) -> bytes:
         parts.append(out)
         total += len(out)
         pos += read
+
+
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}  # BD's block maximum size
+
+
+def _lz4_frame(view: memoryview) -> tuple[int, int]:
+    """(end, output bound) of the lz4 frame at the start of `view`, from its frame descriptor and
+    block headers, without decoding; ValueError if it is not a whole frame."""
+    if len(view) < 7 or bytes(view[:4]) != _LZ4_MAGIC:
+        raise ValueError("not an lz4 frame")
+    flags, block_max = view[4], _LZ4_BLOCK_MAX[view[5] >> 4 & 0x07]
+    pos = 7 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)  # + content size, dictionary id
+    block_checksum = 4 if flags & 0x10 else 0
+    bound = 0
+    while True:
+        (size,) = _U32.unpack_from(view, pos)  # struct.error past the end
+        pos += 4
+        if size == 0:  # the end mark
+            break
+        pos += (size & 0x7FFFFFFF) + block_checksum
+        bound += block_max
+    pos += 4 if flags & 0x04 else 0  # content checksum
+    if pos > len(view):
+        raise ValueError("truncated lz4 frame")
+    return pos, bound
 
 
 _ZSTD_MAGIC = 0xFD2FB528

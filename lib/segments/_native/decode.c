@@ -1,20 +1,27 @@
 /* Columnar decoder of Kafka v2 record sections (the native kernel behind segments/arrow.py).
  *
- * Python walks batch headers, checks CRCs and decompresses; then ONE call here decodes the record
- * sections of many batches straight into Arrow buffers (no per-record Python object):
+ * Python walks batch headers and decompresses; then ONE call here checks the CRCs of uncompressed
+ * batches and decodes the record sections of many batches straight into Arrow buffers (no
+ * per-record Python object):
  *
- *     decode_batches(sections: list[buffer], meta: buffer of int64[7 * len(sections)],
- *                    min_offset: int, max_offset: int) -> dict[str, int | bytes]
+ *     decode_batches(sections: list[buffer], meta: buffer of int64[9 * len(sections)],
+ *                    min_offset: int, max_offset: int, allocate) -> dict[str, int | bytes]
  *
  * meta holds per batch: recordsCount, baseOffset, baseTimestamp, maxTimestamp, attributes,
- * producerId, producerEpoch. Bad bytes raise DecodeError(batch_index, position, reason), position
- * being the byte of the bad record inside its (decompressed) section.
+ * producerId, producerEpoch, recordsStart (where the records section starts in the buffer: 61 for
+ * a whole uncompressed batch, 0 for a decompressed section) and crc (the stored CRC-32C of the
+ * buffer's bytes from 21 on, checked just before the batch is decoded, while its bytes are in
+ * cache; -1: not checked here). Bad bytes raise DecodeError(batch_index, position, reason),
+ * position being the byte of the bad record inside its (decompressed) section, or -1 for a CRC
+ * mismatch (arrow.py then raises batch.py's own CRC error).
  *
  * The rules are batch.py's reference decoder (_decode_records): whatever it rejects is rejected
  * here. Varints are decoded exactly (up to 70 bits, as Python does) so that both agree even on
  * absurd 10-byte varints; an offset or timestamp that does not fit in int64 is an error in both.
  * Every read is bounded by the record's declared end: the reference reads past it only to fail
  * later (its position never moves back), so failing at once gives the same verdict.
+ * Each record is first tried by record_fast.h (64-bit varints, no error text): the usual record
+ * costs a few cycles per field there; anything unusual goes through the exact path below.
  *
  * Output buffers are sized once from upper bounds (a record takes >= 7 bytes, a header >= 2, and
  * all key/value/header bytes fit in the section bytes), filled with the GIL released, then shrunk.
@@ -24,11 +31,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "crc32c.h"
+
 typedef __int128 i128;
 typedef unsigned __int128 u128;
 
 enum { M_COUNT, M_BASE_OFFSET, M_BASE_TIMESTAMP, M_MAX_TIMESTAMP, M_ATTRIBUTES, M_PRODUCER_ID,
-       M_PRODUCER_EPOCH, META_FIELDS };
+       M_PRODUCER_EPOCH, M_RECORDS_START, M_CRC, META_FIELDS };
+#define CRC_START 21 /* the CRC-32C covers a batch from its attributes to its end */
 
 #define TIMESTAMP_TYPE_BIT 0x08
 #define TRANSACTIONAL_BIT 0x10
@@ -195,6 +205,23 @@ static inline long long clamp(i128 v)
             return fail_with(f, rec - buf, err_);                                                 \
     } while (0)
 
+#include "record_fast.h" /* decode_record_fast: the usual record, fast */
+
+/* The columns every record of a batch shares, for its rows [first_row, c->rows). */
+static void fill_batch_columns(Columns *c, Py_ssize_t first_row, const int64_t *m, int log_append_time)
+{
+    const int transactional = (m[M_ATTRIBUTES] & TRANSACTIONAL_BIT) != 0, control = (m[M_ATTRIBUTES] & CONTROL_BIT) != 0;
+    memset(c->buf[B_TIMESTAMP_TYPE] + first_row, log_append_time, (size_t)(c->rows - first_row));
+    for (Py_ssize_t row = first_row; row < c->rows; row++) {
+        ((int64_t *)c->buf[B_PRODUCER_ID])[row] = m[M_PRODUCER_ID];
+        ((int16_t *)c->buf[B_PRODUCER_EPOCH])[row] = (int16_t)m[M_PRODUCER_EPOCH];
+        if (transactional) /* the bitmaps start zeroed */
+            set_bit(c->buf[B_TRANSACTIONAL], row, 1);
+        if (control)
+            set_bit(c->buf[B_CONTROL], row, 1);
+    }
+}
+
 /* Decode one batch's records section, appending the records within [lo, hi] to `c`. */
 static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, int64_t lo, int64_t hi,
                         Columns *c, Failure *f)
@@ -202,11 +229,17 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
     const uint8_t *p = buf, *end = buf + len, *rec = buf;
     const int64_t count = m[M_COUNT];
     const int log_append_time = (m[M_ATTRIBUTES] & TIMESTAMP_TYPE_BIT) != 0;
+    const Py_ssize_t first_row = c->rows;
     for (int64_t i = 0; i < count; i++) {
         rec = p;
         if (p >= end)
             return fail(f, rec - buf, "Incorrect declared batch size: %lld records declared, %lld found",
                         count, i);
+        const uint8_t *next = decode_record_fast(p, end, m, log_append_time, lo, hi, c);
+        if (LIKELY(next != NULL)) {
+            p = next;
+            continue;
+        }
         i128 length, ts_delta, offset_delta, header_count;
         CHECK(read_varint(&p, end, &length));
         if (length < MIN_RECORD_BODY || length > end - p)
@@ -253,20 +286,12 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
         if (timestamp < INT64_MIN || timestamp > INT64_MAX)
             return fail(f, rec - buf, "record timestamp does not fit in 64 bits (delta %lld)", clamp(ts_delta), 0);
         if (offset < lo || offset > hi) {
-            c->headers = first_header;
-            c->hkey_bytes = hkey_mark;
-            c->hvalue_bytes = hvalue_mark;
-            c->hvalue_nulls = hnull_mark;
+            roll_back_headers(c, first_header, hkey_mark, hvalue_mark, hnull_mark);
             continue;
         }
 
         ((int64_t *)c->buf[B_OFFSET])[row] = (int64_t)offset;
         ((int64_t *)c->buf[B_TIMESTAMP])[row] = (int64_t)timestamp;
-        ((int8_t *)c->buf[B_TIMESTAMP_TYPE])[row] = (int8_t)log_append_time;
-        ((int64_t *)c->buf[B_PRODUCER_ID])[row] = m[M_PRODUCER_ID];
-        ((int16_t *)c->buf[B_PRODUCER_EPOCH])[row] = (int16_t)m[M_PRODUCER_EPOCH];
-        set_bit(c->buf[B_TRANSACTIONAL], row, (m[M_ATTRIBUTES] & TRANSACTIONAL_BIT) != 0);
-        set_bit(c->buf[B_CONTROL], row, (m[M_ATTRIBUTES] & CONTROL_BIT) != 0);
         put_field(c->buf[B_KEY_VALID], c->buf[B_KEY_OFFSETS], c->buf[B_KEY_DATA], row, &c->key_bytes,
                   &c->key_nulls, key, key_size);
         put_field(c->buf[B_VALUE_VALID], c->buf[B_VALUE_OFFSETS], c->buf[B_VALUE_DATA], row, &c->value_bytes,
@@ -277,6 +302,7 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
     if (p != end)
         return fail(f, p - buf, "Incorrect declared batch size: %lld bytes left after %lld records",
                     (long long)(end - p), count);
+    fill_batch_columns(c, first_row, m, log_append_time);
     return 0;
 }
 
@@ -311,6 +337,14 @@ static int check_section(int64_t count, Py_ssize_t len, Py_ssize_t bytes_before,
         return fail(f, 0, "records section of %lld bytes is too large to decode (%lld bytes before it)", len,
                     bytes_before);
     return 0;
+}
+
+/* The CRC of the batch in `view`, when meta asks for it (0: fine or not asked). */
+static int check_crc(const Py_buffer *view, const int64_t *m, Failure *f)
+{
+    if (m[M_CRC] < 0 || crc32c((const uint8_t *)view->buf + CRC_START, (size_t)(view->len - CRC_START)) == m[M_CRC])
+        return 0;
+    return fail_with(f, -1, "CRC mismatch");
 }
 
 /* The buffers the caller passed in, viewed for reading (sections) or writing (outputs). */
@@ -393,25 +427,39 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
         goto done;
     }
     if (meta.len != nbatches * META_FIELDS * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "meta must hold 7 int64 per section");
+        PyErr_SetString(PyExc_ValueError, "meta must hold 9 int64 per section");
         goto done;
     }
 
     /* Upper bounds (a record takes >= 7 bytes, a header >= 2, every key/value/header byte is a
      * section byte): allocated once. Impossible counts fail before anything is allocated. */
     Py_ssize_t rows = 0, bytes = 0;
-    for (; in.count < nbatches; in.count++) {
+    while (in.count < nbatches) {
         Py_buffer *view = &in.views[in.count];
-        const int64_t count = m[in.count * META_FIELDS + M_COUNT];
+        const int64_t *bm = m + in.count * META_FIELDS;
         if (PyObject_GetBuffer(PyList_GET_ITEM(sections, in.count), view, PyBUF_SIMPLE) < 0)
             goto done;
-        if (check_section(count, view->len, bytes, &failure) < 0) {
-            failure.batch = in.count++;
+        in.count++;
+        const int64_t start = bm[M_RECORDS_START];
+        if (start < 0 || start > view->len || (bm[M_CRC] >= 0 && view->len < CRC_START) ||
+            (bm[M_CRC] >= 0 && !crc32c_available())) {
+            PyErr_SetString(PyExc_ValueError, "records start outside its buffer, or a CRC this CPU cannot check");
+            goto done;
+        }
+        if (check_section(bm[M_COUNT], view->len - start, bytes, &failure) < 0) {
+            /* the CRCs up to this batch come first, as if each were checked before it is read */
+            for (Py_ssize_t j = 0; j < in.count; j++)
+                if (check_crc(&in.views[j], m + j * META_FIELDS, &failure) < 0) {
+                    failure.batch = j;
+                    break;
+                }
+            if (failure.batch < 0)
+                failure.batch = in.count - 1;
             raise_failure(&failure);
             goto done;
         }
-        rows += count;
-        bytes += view->len;
+        rows += bm[M_COUNT];
+        bytes += view->len - start;
     }
     Py_ssize_t capacity[N_BUFFERS];
     buffer_sizes(rows, bytes / MIN_HEADER_SIZE, bytes, bytes, bytes, bytes, capacity);
@@ -432,8 +480,13 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nbatches && rc == 0; i++) {
+        const int64_t *bm = m + i * META_FIELDS;
+        const Py_ssize_t start = (Py_ssize_t)bm[M_RECORDS_START];
         failure.batch = i;
-        rc = decode_batch(in.views[i].buf, in.views[i].len, m + i * META_FIELDS, lo, hi, &c, &failure);
+        rc = check_crc(&in.views[i], bm, &failure);
+        if (rc == 0)
+            rc = decode_batch((const uint8_t *)in.views[i].buf + start, in.views[i].len - start, bm, lo, hi, &c,
+                              &failure);
     }
     Py_END_ALLOW_THREADS
     if (rc != 0)
@@ -452,7 +505,26 @@ done:
     return result;
 }
 
+static PyObject *crc32c_of(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    if (!crc32c_available()) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has no crc32 instruction (HARDWARE_CRC32C is False)");
+        return NULL;
+    }
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32c(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32c", crc32c_of, METH_VARARGS, "crc32c(data) -> int: the CRC-32C the kernel checks batches with."},
     {"decode_batches", decode_batches, METH_VARARGS,
      "decode_batches(sections, meta, min_offset, max_offset, allocate) -> dict\n\n"
      "Decode v2 record sections into Arrow buffers obtained from allocate(size); returns the row,\n"
@@ -471,7 +543,8 @@ PyMODINIT_FUNC PyInit__decode(void)
     if (!mod)
         return NULL;
     DecodeError = PyErr_NewException("topiclake.segments._native._decode.DecodeError", PyExc_ValueError, NULL);
-    if (!DecodeError || PyModule_AddObjectRef(mod, "DecodeError", DecodeError) < 0) {
+    if (!DecodeError || PyModule_AddObjectRef(mod, "DecodeError", DecodeError) < 0 ||
+        PyModule_AddObjectRef(mod, "HARDWARE_CRC32C", crc32c_available() ? Py_True : Py_False) < 0) {
         Py_DECREF(mod);
         return NULL;
     }
