@@ -143,10 +143,14 @@ def test_closed_segments_plan_from_their_index_and_a_deleted_flush_object_fails_
     resumed = source.plan(TOPIC, 0, table_uri=root.uri("tables", TOPIC), committed=13, starting=OffsetSpec(EARLIEST),
                           ending=OffsetSpec(LATEST), target_task_bytes=1 << 20, allow_data_loss=False)
     assert not any(t.closed for t in resumed.tasks), "offsets from 13 on are all in the tail"
-    flush_task = next(t for t in resumed.tasks if ".e1." in t.path)
-    store.delete(flush_task.path)
+    # the tail's flush objects (epoch 0's, then epoch 1's) share one task under the target size
+    (tail_task,) = resumed.tasks
+    keys = [tail_task.path, *(key for key, _start, _end in tail_task.more)]
+    assert len(keys) == 2 and ".e0." in keys[0] and ".e1." in keys[1], keys
+    assert read_task(tail_task.as_dict())[0]["offset"].to_pylist() == list(range(13, 22))
+    store.delete(next(k for k in keys if ".e1." in k))
     with pytest.raises(SegmentChangedError, match="deleted after planning"):
-        read_task(flush_task.as_dict())
+        read_task(tail_task.as_dict())
 
 
 def test_a_takeover_in_progress_leaves_the_tail_unplanned_and_one_after_planning_fails_the_run(s3_root):

@@ -10,7 +10,7 @@ executors (decode.read_task: the same decoder as a file root's, another source o
 - Flush objects (the tail, small: sealed within seal_ms) are read on the driver, header by
   header, with objectlog's piece rule (epoch validity, the piece's offset range): that gives the
   log end, the transactions' fate in the tail (scan.Transactions, as a file root's scan) and the
-  last stable offset. Each is one task.
+  last stable offset. Consecutive ones share a task, up to the target task size.
 - Transactions in closed segments: a segment object has no `.txnindex`, and finding an ABORT
   marker would mean reading every closed byte on the driver; so a task over a closed segment
   fails if its range holds transactional batches (read_committed cannot be decided there yet).
@@ -21,6 +21,7 @@ executors (decode.read_task: the same decoder as a file root's, another source o
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,7 +139,7 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, *, tab
     epochs = BucketEpochs(store, keys, history)
     tasks = [task for piece in view.pieces if piece.kind != FLUSH
              for task in _segment_tasks(store, piece, start, end, table_uri, keys, epochs, target_task_bytes)]
-    tasks += _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns)
+    tasks += _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_task_bytes)
     aborted = tuple(a for a in txns.aborted if a.last_offset >= start and a.first_offset < end)
     return PartitionPlan(topic, partition, committed, start, end, log_start, log_end, lso, tuple(tasks), aborted,
                          lost, store.root.uri(keys.prefix), epochs, 0, undecided_from)
@@ -167,19 +168,36 @@ def _task(store: ObjectStore, key: str, start: int, end: int, first: int, last: 
                 entries, store.root, closed)
 
 
-def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns) -> list[Task]:
-    """One task per flush object: the byte range of its batches that hold offsets in [start, end)."""
-    tasks = []
+def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_bytes: int) -> list[Task]:
+    """Tasks over the flush objects' byte ranges of batches holding offsets in [start, end): a
+    flush object is small (one tick of one partition), and a Spark task each made a fresh tail
+    slow to ingest, so consecutive ones share a task up to `target_bytes` (Task.more)."""
     by_piece: dict[str, list[_TailBatch]] = {}
     for batch, _header in tail:
         if batch.next_offset > start and batch.base_offset < end:
             by_piece.setdefault(batch.piece.key, []).append(batch)
-    for key, batches in by_piece.items():
-        first = max(start, batches[0].base_offset)
-        last = min(end, batches[-1].next_offset) - 1
-        tasks.append(_task(store, key, batches[0].position, batches[-1].position + batches[-1].size, first, last,
-                           table_uri, keys, epochs,
-                           [a for a in txns.aborted if a.last_offset >= first and a.first_offset <= last]))
+    tasks: list[Task] = []
+    group: list[tuple[str, list[_TailBatch]]] = []
+
+    def close() -> None:
+        first = max(start, group[0][1][0].base_offset)
+        last = min(end, group[-1][1][-1].next_offset) - 1
+        ranges = [(key, batches[0].position, batches[-1].position + batches[-1].size) for key, batches in group]
+        task = _task(store, ranges[0][0], ranges[0][1], ranges[0][2], first, last, table_uri, keys, epochs,
+                     [a for a in txns.aborted if a.last_offset >= first and a.first_offset <= last])
+        tasks.append(dataclasses.replace(task, more=tuple(ranges[1:])))
+        group.clear()
+
+    size = 0
+    for key, batches in by_piece.items():  # in offset order (scan_tail's)
+        piece_bytes = batches[-1].position + batches[-1].size - batches[0].position
+        if group and size + piece_bytes > target_bytes:
+            close()
+            size = 0
+        group.append((key, batches))
+        size += piece_bytes
+    if group:
+        close()
     return tasks
 
 

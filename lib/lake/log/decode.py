@@ -26,18 +26,14 @@ from .source import open_segment
 
 
 def read_task(task: dict) -> tuple[pa.Table, dict]:
-    """Decode one task's byte range and apply read_committed; returns the kept records and the
+    """Decode one task's byte ranges and apply read_committed; returns the kept records and the
     task's counters."""
-    buf, start, end, source = task_bytes(task)
-    try:
-        records = decode_to_arrow(buf, start=start, end=end, source=source, validate=True,
-                                  min_offset=task["min_offset"], max_offset=task["max_offset"],
-                                  epochs=ReadEpochs.history_of(task.get("epochs")))
-    finally:
-        del buf  # views of the map may live in `records` until they are copied out by Arrow
+    tables = [_decode_range(piece) for piece in task_ranges(task)]
+    records = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     if task.get("closed") and pc.any(records.column("is_transactional")).as_py():
-        raise LakeError(f"{source}: transactional batches in a closed segment of an object-store log: "
-                        "read_committed cannot tell their fate yet (no .txnindex objects); not ingested")
+        raise LakeError(f"{task['root'].uri(task['path'])}: transactional batches in a closed segment of an "
+                        "object-store log: read_committed cannot tell their fate yet (no .txnindex objects); "
+                        "not ingested")
     read = records.num_rows
     control = records.column("is_control")
     aborted = _aborted_mask(records, task["aborted"] or [])
@@ -45,9 +41,27 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
     dropped_aborted = pc.sum(pc.and_(aborted, pc.invert(control)).cast(pa.int64())).as_py() or 0
     # Filtering copies every column, keys and values included: only when something goes.
     kept = records.filter(pc.invert(pc.or_(control, aborted))) if dropped_control or dropped_aborted else records
-    counters = {"bytes_read": task["end"] - task["start"], "records_read": read,
+    counters = {"bytes_read": sum(piece["end"] - piece["start"] for piece in task_ranges(task)),
+                "records_read": read,
                 "dropped_control": dropped_control, "dropped_aborted": dropped_aborted}
     return kept, counters
+
+
+def task_ranges(task: dict) -> list[dict]:
+    """The task as one task per byte range: itself, or, for a bucket's tail task over several
+    flush objects (Task.more), one per object, in offset order."""
+    more = task.get("more") or ()
+    return [task, *({**task, "path": key, "start": start, "end": end} for key, start, end in more)]
+
+
+def _decode_range(task: dict) -> pa.Table:
+    buf, start, end, source = task_bytes(task)
+    try:
+        return decode_to_arrow(buf, start=start, end=end, source=source, validate=True,
+                               min_offset=task["min_offset"], max_offset=task["max_offset"],
+                               epochs=ReadEpochs.history_of(task.get("epochs")))
+    finally:
+        del buf  # views of the map may live in the records until they are copied out by Arrow
 
 
 def task_bytes(task: dict):

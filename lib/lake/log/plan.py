@@ -48,16 +48,20 @@ class Task:
     epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
     root: Any = None  # an object-store root (topiclake.store's S3Root): `path` is an object key (log/bucket.py)
     closed: bool = False  # a bucket's closed segment: transactional batches there cannot be settled yet
+    # A bucket's tail: more (object key, start, end) ranges whose batches follow this one's, in
+    # offset order (small flush objects read by one task, not one Spark task each: log/bucket.py)
+    more: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def bytes(self) -> int:
-        return self.end - self.start
+        return self.end - self.start + sum(end - start for _key, start, end in self.more)
 
     def as_dict(self) -> dict:
         """The task as decode.read_task and the executors take it (plain values: cheap to pickle)."""
         return {"table_uri": self.table_uri, "topic": self.topic, "partition": self.partition, "path": self.path,
                 "inode": self.inode, "start": self.start, "end": self.end, "min_offset": self.min_offset,
                 "max_offset": self.max_offset, "epochs": self.epochs, "root": self.root, "closed": self.closed,
+                "more": self.more,
                 "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
                              "last_offset": a.last_offset} for a in self.aborted]}
 

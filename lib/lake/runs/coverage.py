@@ -40,7 +40,7 @@ from topiclake.segments.storage import StorageLayout
 from ..errors import UsageError
 from ..keyed import table_kind
 from ..log.damage import find_damage
-from ..log.decode import task_bytes
+from ..log.decode import task_bytes, task_ranges
 from ..log.offsets import EARLIEST, LATEST, OffsetSpec
 from ..log.plan import DEFAULT_TARGET_TASK_BYTES
 from ..log.roots import BucketLog, FileLog, log_root
@@ -199,10 +199,10 @@ def explain_bucket_gap(source: BucketLog, topic: str, partition: int, first: int
     if first >= end:
         return out
     present = []
-    for task in plan.tasks:
-        buf, start, stop, where = task_bytes(task.as_dict())
+    for piece in (piece for task in plan.tasks for piece in task_ranges(task.as_dict())):
+        buf, start, stop, where = task_bytes(piece)
         records = decode_to_arrow(buf, start=start, end=stop, source=where, min_offset=first, max_offset=end - 1,
-                                  epochs=ReadEpochs.history_of(task.epochs))
+                                  epochs=ReadEpochs.history_of(piece["epochs"]))
         present += _present(records, plan.aborted)
     present.sort()
     decided = min(end, plan.undecided_from) if plan.undecided_from is not None else end
