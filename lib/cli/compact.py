@@ -30,16 +30,18 @@ def compact(
     """Compact topics whose cleanup.policy includes compact (Kafka's log cleaner, on Spark)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from topiclake.lake.runs.compaction import CompactOptions, compacted_topics, format_summary, run
-    from topiclake.segments.settings import load_settings, storage_root
-    from topiclake.segments.storage import StorageLayout
+    from topiclake.lake.runs.compaction import CompactOptions, compacted_partitions, format_summary, run
+    from topiclake.segments.settings import load_settings, storage_location, storage_root
+    from topiclake.store.root import LocalRoot
 
     columns = (TextColumn("compact"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn())
     with reported_errors(debug):
-        options = CompactOptions(root=storage_root(load_settings(config), data),
+        settings = load_settings(config)
+        location = storage_location(settings, data)  # a directory or s3://bucket/prefix
+        options = CompactOptions(root=storage_root(settings, data) if isinstance(location, LocalRoot) else location,
                                  topics=tuple(t for arg in topic for t in arg.split(",") if t),
                                  force=force, target_task_bytes=target_task_bytes, now_ms=now_ms)
-        compacted_topics(StorageLayout(options.root), options.topics)  # a wrong --topic fails before Spark starts
+        compacted_partitions(options.root, options.topics)  # a wrong --topic fails before Spark starts
         with Progress(*columns, console=stderr_console(), transient=True) as bar:
             job = bar.add_task("compact", total=None)
             result = run(options, master=master, spark_conf={"spark.ui.showConsoleProgress": "false"},

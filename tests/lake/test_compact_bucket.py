@@ -1,0 +1,116 @@
+"""`topiclake compact` on an object-store root (real versitygw): Kafka's cleaner rules over the
+closed segments of a partition in the bucket, the cleaned segments written as new objects and
+swapped in by ONE manifest commit per partition that a leader's seal meanwhile does not undo."""
+
+from __future__ import annotations
+
+from topiclake.lake.runs.bucket_compaction import CleanBucketPartition, commit_cleaned, plan_bucket_partition
+from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import commit, load_newest
+from topiclake.objectlog.reader import read_log
+from topiclake.segments.config import LogConfig
+from topiclake.store.objects import ObjectStore
+
+from tests.support.bucket_batches import values
+from tests.support.bucket_log import BucketPartitionWriter, create_topic
+
+TOPIC = "kv"
+KEYS = PartitionKeys(TOPIC, 0)
+COMPACTED = {"cleanup.policy": "compact"}
+NOW_MS = 1_800_000_000_000
+
+
+def three_rounds_of_four_keys(store: ObjectStore) -> BucketPartitionWriter:
+    """Closed segments [0, 4), [4, 8), [8, 12): keys k0-k3 written in each; a tail 12 (k0)."""
+    writer = BucketPartitionWriter(store, TOPIC, 0).take_over()
+    for round_ in range(3):
+        writer.flush_changes([(f"k{i}".encode(), f"r{round_}-k{i}".encode()) for i in range(4)])
+        writer.seal()
+    writer.flush_changes([(b"k0", b"tail-k0")])
+    return writer
+
+
+def test_duplicates_reduce_to_each_keys_last_record_in_one_commit_and_a_rerun_changes_nothing(spark, s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, COMPACTED)
+    create_topic(store, "plain", 1)  # not compacted: counted among the skipped
+    writer = three_rounds_of_four_keys(store)
+    before = load_newest(store, KEYS)
+
+    result = compact(spark, CompactOptions(root=s3_root.root, now_ms=NOW_MS))
+    summary = format_summary(result)
+    assert not result.errors, summary
+    assert "kv-0: 3 -> 1 segments" in summary and "4 dropped" not in summary and "8 dropped" in summary, summary
+    assert "skipped 1 partitions: 1 in topics without cleanup.policy=compact" in summary, summary
+    after = load_newest(store, KEYS)
+    assert after.version == before.version + 1 and after.leader_epoch == before.leader_epoch
+    assert after.end_offset == before.end_offset == 12 and after.cleaner_offset == 12
+    [cleaned] = after.segments
+    assert (cleaned.base_offset, cleaned.end_offset) == (0, 12)
+    assert cleaned.key.endswith(f"00000000000000000000.c{before.version}-{result.run_id}.log")
+    assert store.head(cleaned.index_key) is not None and store.head(cleaned.time_index_key) is not None
+    expected = [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
+    assert values(read_log(store, KEYS)) == expected
+    assert all(store.head(e.key) is not None for e in before.segments)  # garbage only after the grace
+
+    again = compact(spark, CompactOptions(root=s3_root.root, now_ms=NOW_MS))
+    assert not again.cleaned and not again.errors and load_newest(store, KEYS) == after
+    assert "with nothing to clean" in format_summary(again)
+
+    writer.seal()  # the leader seals on top of the compacted manifest: the checkpoint stays
+    sealed = load_newest(store, KEYS)
+    assert sealed.segments[0] == cleaned and sealed.cleaner_offset == 12 and sealed.end_offset == 13
+
+
+def test_tombstones_stay_until_delete_retention_ms_has_passed(spark, s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, {**COMPACTED, "delete.retention.ms": "60000"})
+    writer = BucketPartitionWriter(store, TOPIC, 0).take_over()
+    writer.flush_changes([(b"a", b"1"), (b"b", b"1"), (b"a", None), (b"c", b"1")])
+    writer.seal()
+
+    def run(now_ms: int) -> list:
+        result = compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), force=True, now_ms=now_ms))
+        assert len(result.cleaned) == 1, format_summary(result)
+        return values(read_log(store, KEYS))
+
+    assert run(NOW_MS) == [(1, b"1"), (2, None), (3, b"1")]  # the tombstone gets its horizon
+    writer.flush_changes([(b"c", b"2"), (b"d", b"1")])
+    writer.seal()
+    assert run(NOW_MS + 30_000) == [(1, b"1"), (2, None), (4, b"2"), (5, b"1")]
+    writer.flush_changes([(b"d", b"2")])
+    writer.seal()
+    assert run(NOW_MS + 61_000) == [(1, b"1"), (4, b"2"), (6, b"2")]  # past the horizon: gone
+
+
+def test_a_seal_before_the_commit_is_kept_and_a_replaced_segment_gone_stops_the_commit(s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, COMPACTED)
+    writer = three_rounds_of_four_keys(store)
+    config = LogConfig.from_properties(COMPACTED)
+
+    def clean(force: bool = False):
+        part, spec = plan_bucket_partition(store, TOPIC, 0, config, now_ms=NOW_MS, force=force, run="0a1b")
+        assert spec is not None, part.skipped
+        return part, spec, CleanBucketPartition({(TOPIC, 0): spec})((TOPIC, 0))
+
+    part, spec, rows = clean()
+    writer.seal()  # the leader's seal takes the version the compaction planned on + 1
+    raced = load_newest(store, KEYS)
+    commit_cleaned(store, part, spec, rows)
+    assert part.error is None and part.segments_before == 3
+    after = load_newest(store, KEYS)
+    assert after.version == raced.version + 1 and after.segments[1:] == raced.segments[3:]
+    assert values(read_log(store, KEYS)) == [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
+
+    writer.flush_changes([(b"k1", b"late-k1")])
+    writer.seal()
+    part, spec, rows = clean(force=True)  # below min.cleanable.dirty.ratio now
+    newest = load_newest(store, KEYS)  # retention drops the first segment meanwhile
+    commit(store, KEYS, newest, newest.successor(leader_epoch=newest.leader_epoch, segments=newest.segments[1:],
+                                                 log_start_offset=newest.segments[1].base_offset))
+    dropped = load_newest(store, KEYS)
+    commit_cleaned(store, part, spec, rows)
+    assert part.error is not None and "the manifest changed under it" in part.error
+    assert load_newest(store, KEYS) == dropped
