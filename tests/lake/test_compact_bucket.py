@@ -4,12 +4,17 @@ swapped in by ONE manifest commit per partition that a leader's seal meanwhile d
 
 from __future__ import annotations
 
+from topiclake.lake.log.decode import read_task
+from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
+from topiclake.lake.log.roots import BucketLog
+from topiclake.lake.runs.bucket_merge import merge_bucket
 from topiclake.lake.runs.bucket_compaction import CleanBucketPartition, commit_cleaned, plan_bucket_partition
 from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import commit, load_newest
 from topiclake.objectlog.reader import read_log
 from topiclake.segments.config import LogConfig
+from topiclake.segments.storage import TopicMeta
 from topiclake.store.objects import ObjectStore
 
 from tests.support.bucket_batches import values
@@ -114,3 +119,32 @@ def test_a_seal_before_the_commit_is_kept_and_a_replaced_segment_gone_stops_the_
     commit_cleaned(store, part, spec, rows)
     assert part.error is not None and "the manifest changed under it" in part.error
     assert load_newest(store, KEYS) == dropped
+
+
+def test_a_segment_whose_every_record_was_superseded_stays_as_an_empty_segment(spark, s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, COMPACTED)
+    writer = three_rounds_of_four_keys(store)
+    sizes = {e.size for e in load_newest(store, KEYS).segments}
+    # segment.bytes one segment's size: the cleaner groups each segment alone (Kafka's grouping)
+    store.put(f"topics/{TOPIC}.json", TopicMeta(TOPIC, 1, {**COMPACTED, "segment.bytes": str(max(sizes))},
+                                                f"id-{TOPIC}").to_json())
+    result = compact(spark, CompactOptions(root=s3_root.root, now_ms=NOW_MS))
+    assert "kv-0: 3 -> 3 segments" in format_summary(result), format_summary(result)
+    after = load_newest(store, KEYS)
+    assert [(e.base_offset, e.end_offset, e.size > 0) for e in after.segments] == [(0, 4, False), (4, 8, False),
+                                                                                  (8, 12, True)]
+    assert store.get(after.segments[0].key) == b""  # Kafka keeps an emptied segment in the log
+    assert values(read_log(store, KEYS)) == [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
+    plan = BucketLog(s3_root.root).plan(TOPIC, 0, table_uri=s3_root.root.uri("tables", TOPIC), committed=None,
+                                        starting=OffsetSpec(EARLIEST), ending=OffsetSpec(LATEST), target_task_bytes=1,
+                                        allow_data_loss=False)  # what ingest reads: the empty segments plan no task
+    assert sorted(o for t in plan.tasks for o in read_task(t.as_dict())[0]["offset"].to_pylist()) == [8, 9, 10, 11, 12]
+
+    # merge-segments over compacted segments keeps their offsets (not their batches'): a seal still lands
+    [merged] = merge_bucket(s3_root.root, (TOPIC,), below_bytes=1 << 20)
+    assert [m.outcome for m in merged.merges] == ["merged"]
+    assert [(e.base_offset, e.end_offset) for e in load_newest(store, KEYS).segments] == [(0, 12)]
+    writer.seal()
+    assert load_newest(store, KEYS).end_offset == 13
+    assert values(read_log(store, KEYS)) == [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
