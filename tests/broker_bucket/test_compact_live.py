@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.bucket_batches import values
 from tests.support.bucket_broker import consume_all
-from tests.support.kafka_dump import dump
+from tests.support.kafka_dump import dump_segment_objects
 from tests.support.paths import REPO
 from topiclake.objectlog.garbage import collect_garbage
 from topiclake.objectlog.keys import PartitionKeys
@@ -94,13 +94,7 @@ def test_compact_killed_at_its_commit_then_rerun_beside_a_broker_and_read_by_a_c
     assert values(read_log(store, KEYS)) == expected
 
     [cleaned] = after.segments
-    local = []
-    for key, suffix in ((cleaned.key, ".log"), (cleaned.index_key, ".index"), (cleaned.time_index_key, ".timeindex")):
-        path = tmp_path / "dump" / f"{cleaned.base_offset:020d}{suffix}"
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(store.get(key))
-        local.append(path)
-    output, _gaps = dump(kafka_tools, *local)  # gaps: the offsets compaction removed
+    output, _gaps = dump_segment_objects(kafka_tools, store, cleaned, tmp_path / "dump")  # gaps: what compaction removed
     assert all(f"offset: {offset} " in output for offset, _value in expected), output[-2000:]
 
     deleted = set(collect_garbage(store, KEYS, after, grace_ms=0))  # the killed run's objects, the old segments

@@ -10,15 +10,18 @@ from topiclake.lake.log.roots import BucketLog
 from topiclake.lake.runs.bucket_merge import merge_bucket
 from topiclake.lake.runs.bucket_compaction import CleanBucketPartition, commit_cleaned, plan_bucket_partition
 from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
+from topiclake.objectlog.flush import flush
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import commit, load_newest
 from topiclake.objectlog.reader import read_log
+from topiclake.segments.batch import Record, build_batch
 from topiclake.segments.config import LogConfig
+from topiclake.segments.control import build_end_txn_marker
 from topiclake.segments.storage import TopicMeta
 from topiclake.store.objects import ObjectStore
 
 from tests.support.bucket_batches import values
-from tests.support.bucket_log import BucketPartitionWriter, create_topic
+from tests.support.bucket_log import BucketPartitionWriter, create_topic, deadline
 
 TOPIC = "kv"
 KEYS = PartitionKeys(TOPIC, 0)
@@ -148,3 +151,36 @@ def test_a_segment_whose_every_record_was_superseded_stays_as_an_empty_segment(s
     writer.seal()
     assert load_newest(store, KEYS).end_offset == 13
     assert values(read_log(store, KEYS)) == [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
+
+
+def test_a_transaction_open_in_the_closed_segments_fails_the_partition_and_its_abort_drops_its_records(spark,
+                                                                                                          s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, COMPACTED)
+    writer = BucketPartitionWriter(store, TOPIC, 0).take_over()
+
+    def append(data: bytes, count: int) -> None:
+        flush(writer.fence, writer.next_offset, writer.epoch, data, deadline=deadline())
+        writer.next_offset += count
+
+    producer = dict(producer_id=7, producer_epoch=0, partition_leader_epoch=writer.epoch)
+    append(build_batch([Record(0, NOW_MS, b"a", b"aborted-a"), Record(1, NOW_MS, b"z", b"aborted-z")],
+                       is_transactional=True, **producer), 2)
+    writer.flush_changes([(b"b", b"1"), (b"c", b"1")])
+    writer.seal()  # [0, 4): the transaction's records and no marker yet
+    writer.flush_changes([(b"a", b"1")])
+    writer.seal()
+    before = load_newest(store, KEYS)
+
+    result = compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), force=True, now_ms=NOW_MS))
+    [failed] = result.errors
+    assert "an open transaction from offset 0 is in the closed segments" in failed.error
+    assert load_newest(store, KEYS) == before
+
+    append(build_end_txn_marker(offset=5, timestamp=NOW_MS, commit=False, **producer), 1)
+    writer.flush_changes([(b"d", b"1")])
+    writer.seal()
+    result = compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), force=True, now_ms=NOW_MS))
+    assert len(result.cleaned) == 1, format_summary(result)
+    data = values(b for b in read_log(store, KEYS) if not b.header.is_control)
+    assert data == [(2, b"1"), (3, b"1"), (4, b"1"), (6, b"1")]  # z's aborted record went, though no key replaced it

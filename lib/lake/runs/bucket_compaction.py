@@ -92,8 +92,7 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, config
     if not live and not tail:
         return out.skip(SkipReason.NO_SEGMENTS, "no segments"), None
     if view.history.pending:
-        return out.skip(SkipReason.NOTHING_CLEANABLE, "a takeover is in progress (its start not recorded yet); "
-                                                      "run again"), None
+        return out.skip(SkipReason.TAKEOVER, "a takeover is in progress (its start not recorded yet); run again"), None
     sizes = {info.key: info.size for info in store.list(keys.prefix + "/")}
     index_bytes = {e.base_offset: (sizes.get(e.index_key, 0), sizes.get(e.time_index_key, 0)) for e in live}
     first_batch = {e.base_offset: _first_batch_timestamp(store, e) for e in live} \

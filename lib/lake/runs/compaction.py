@@ -128,6 +128,7 @@ class SkipReason(Enum):
     NOTHING_CLEANABLE = "with nothing to clean"
     BELOW_DIRTY_RATIO = "below min.cleanable.dirty.ratio"
     LOCKED = "held by another compaction job"
+    TAKEOVER = "in a leader's takeover (run again)"  # a bucket root: the tail is not decided yet
 
 
 @dataclass(slots=True)
