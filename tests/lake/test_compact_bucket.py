@@ -61,6 +61,7 @@ def test_duplicates_reduce_to_each_keys_last_record_in_one_commit_and_a_rerun_ch
     expected = [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
     assert values(read_log(store, KEYS)) == expected
     assert all(store.head(e.key) is not None for e in before.segments)  # garbage only after the grace
+    assert any(info.key.startswith("metrics/compact-") for info in store.list("metrics"))  # the run's record
 
     again = compact(spark, CompactOptions(root=s3_root.root, now_ms=NOW_MS))
     assert not again.cleaned and not again.errors and load_newest(store, KEYS) == after
