@@ -265,7 +265,12 @@ def commit_cleaned(store: ObjectStore, part: PartitionCompaction, spec: BucketCl
     if not replaced and base.cleaner_offset == checkpoint:
         committed: Manifest | None = base  # nothing to change
     else:
-        committed = commit_change(store, spec.keys, base, replace)
+        try:
+            committed = commit_change(store, spec.keys, base, replace)
+        except TopiclakeError as exc:  # every attempt lost to other writers: this partition only fails
+            part.error = f"{part.name}: not committed: {exc}; run again"
+            log.error("%s", part.error)
+            return
     if committed is None:
         part.error = (f"{part.name}: not committed: the manifest changed under it (retention or a merge replaced a "
                       f"segment it cleaned); run again")
