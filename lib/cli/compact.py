@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 def compact(
     topic: list[str] = typer.Option([], "--topic", help="Topic to compact (repeatable, or a,b,c; "
                                     "default: every compacted topic)."),
-    data: Optional[str] = typer.Option(None, "--data", help="Storage root."),
+    data: Optional[str] = typer.Option(None, "--data", help="Storage root (a directory or s3://bucket/prefix)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml)."),
     force: bool = typer.Option(False, "--force", help="Ignore min.cleanable.dirty.ratio."),
     target_task_bytes: int = typer.Option(64 * 1024 * 1024, "--target-task-bytes"),

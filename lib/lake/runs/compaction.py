@@ -1,7 +1,7 @@
 """Kafka log compaction as a Spark job: key map on executors, one rewrite per partition, swap on
 the driver.
 
-    spark-submit jobs/compact.py [--topic T ...] [--data DIR] [--config FILE] [--force]
+    spark-submit jobs/compact.py [--topic T ...] [--data DIR|s3://bucket/prefix] [--config FILE] [--force]
         [--target-task-bytes N] [--now-ms MS] [--master M]
     topiclake compact ...same options...       # local Spark, progress bar, summary
 
