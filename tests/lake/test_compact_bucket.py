@@ -185,3 +185,23 @@ def test_a_transaction_open_in_the_closed_segments_fails_the_partition_and_its_a
     assert len(result.cleaned) == 1, format_summary(result)
     data = values(b for b in read_log(store, KEYS) if not b.header.is_control)
     assert data == [(2, b"1"), (3, b"1"), (4, b"1"), (6, b"1")]  # z's aborted record went, though no key replaced it
+
+
+def test_max_compaction_lag_ms_cleans_a_partition_below_the_dirty_ratio(spark, s3_root):
+    store = ObjectStore(s3_root.root)
+    create_topic(store, TOPIC, 1, {**COMPACTED, "min.cleanable.dirty.ratio": "0.9"})
+    writer = three_rounds_of_four_keys(store)
+    assert len(compact(spark, CompactOptions(root=s3_root.root, now_ms=NOW_MS)).cleaned) == 1  # all dirty: 1.0
+    writer.seal()
+    writer.flush_changes([(b"k1", b"again")])
+    writer.seal()  # dirty now: the two 1-record segments, far below 0.9 of the log
+
+    def summary() -> str:
+        return format_summary(compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), now_ms=NOW_MS)))
+
+    assert "skipped (dirty ratio" in summary()
+    # the oldest dirty segment's first batch (one ranged GET: timestamps 1.7e12 + offset) is overdue
+    store.put(f"topics/{TOPIC}.json", TopicMeta(TOPIC, 1, {**COMPACTED, "min.cleanable.dirty.ratio": "0.9",
+                                                           "max.compaction.lag.ms": "1000"}, f"id-{TOPIC}").to_json())
+    assert "kv-0: 3 -> 1 segments" in summary()
+    assert values(read_log(store, KEYS)) == [(10, b"r2-k2"), (11, b"r2-k3"), (12, b"tail-k0"), (13, b"again")]
