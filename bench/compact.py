@@ -9,8 +9,15 @@ whole thing (map, reduce, rewrite, swap, checkpoint); both must write the same b
 output segment). MB/s counts the dirty segment bytes; wall time, as both use every core they can.
 The last line is one JSON object; "ratio" is Spark MB/s over single-process MB/s.
 
+`--bucket` also puts the same segments, as closed segments with a manifest, into a bucket of a
+versitygw of the run's own (the tests' real S3 server, on loopback) and runs the same job on that
+root (runs/bucket_compaction.py: one task per partition reading its objects, the cleaned segments
+written as new objects, one manifest commit each); it must write the same bytes too.
+"ratio_bucket" is bucket MB/s over the file root's Spark MB/s, in the same session.
+
     python bench/compact.py                 # ~300 MB, 1M distinct keys
     python bench/compact.py --mb 20 --keys 50000   # quick
+    python bench/compact.py --mb 40 --keys 100000 --bucket
 """
 
 from __future__ import annotations
@@ -84,7 +91,40 @@ def swapped_digests(root: Path, segments) -> dict[tuple[int, int], str]:
             for p, base in segments}
 
 
-def spark_job(root: Path) -> tuple[float, object]:
+def upload_topic(root: Path, store) -> None:
+    """The closed segments of `root`'s partitions (not the empty active one) as a bucket's closed
+    segment objects and manifest version 0, as a leader's seals leave them."""
+    from topiclake.objectlog.keys import PartitionKeys
+    from topiclake.objectlog.manifest import EMPTY, commit
+    from topiclake.objectlog.seal import write_segment
+    from topiclake.segments.batch import iter_batches
+
+    layout = StorageLayout(root)
+    meta = TopicRegistry(layout).get(TOPIC)
+    store.put(f"topics/{TOPIC}.json", meta.to_json())
+    for p in range(PARTITIONS):
+        keys = PartitionKeys(TOPIC, p)
+        d = layout.log_dir(TOPIC, p)
+        entries = []
+        for base in sorted(int(f.name.split(".")[0]) for f in d.glob("*.log")):
+            data = filenames.log_file(d, base).read_bytes()
+            if data:
+                headers = [batch.header for batch in iter_batches(data)]
+                entries.append(write_segment(store, data, headers, meta.log_config,
+                                             lambda suffix, base=base, keys=keys: keys.segment(base, suffix),
+                                             time.monotonic() + 120))
+        commit(store, keys, EMPTY, EMPTY.successor(leader_epoch=0, segments=tuple(entries)))
+
+
+def bucket_digests(store) -> dict[tuple[int, int], str]:
+    from topiclake.objectlog.keys import PartitionKeys
+    from topiclake.objectlog.manifest import load_newest
+
+    return {(p, e.base_offset): hashlib.sha256(store.get(e.key)).hexdigest()
+            for p in range(PARTITIONS) for e in load_newest(store, PartitionKeys(TOPIC, p)).segments}
+
+
+def spark_job(root) -> tuple[float, object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from topiclake.lake.runs.compaction import CompactOptions, compact
     from topiclake.lake.spark.session import get_session
@@ -106,14 +146,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=300, help="topic size in MB (default 300)")
     parser.add_argument("--keys", type=int, default=1_000_000, help="distinct keys (default 1M)")
+    parser.add_argument("--bucket", action="store_true", help="also the same job on a bucket root (versitygw)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-compact-"))
+    gateway = None
     try:
         t = time.perf_counter()
         size = write_topic(work / "a", args.mb, args.keys)
         shutil.copytree(work / "a", work / "b")
         print(f"wrote {size / 1e6:.1f} MB in {PARTITIONS} partitions ({args.keys:,} keys) in "
               f"{time.perf_counter() - t:.1f} s", flush=True)
+        if args.bucket:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.support.s3 import VersityGW
+            from topiclake.store.objects import ObjectStore
+            from topiclake.store.root import parse_root
+
+            gateway = VersityGW(work / "versitygw").start()
+            bucket_root = parse_root(f"s3://{gateway.create_bucket('bench')}/root", env=gateway.env())
+            t = time.perf_counter()
+            upload_topic(work / "a", ObjectStore(bucket_root))
+            print(f"put the segments in the bucket in {time.perf_counter() - t:.1f} s", flush=True)
         base_s, base_digests = single_process(work / "a")
         base_out = sum(f.stat().st_size for f in (work / "a" / "log").rglob("*.log.cleaned"))
         print(f"single process (clean_log): {base_s:.1f} s, {size / 1e6 / base_s:.2f} MB/s, "
@@ -124,11 +177,20 @@ def main() -> None:
               f"{result.bytes_after / 1e6:.1f} MB out", flush=True)
         assert result.bytes_after == base_out, (result.bytes_after, base_out)  # the same algorithm
         assert swapped_digests(work / "b", base_digests) == base_digests, "the outputs differ"  # byte for byte
-        print(json.dumps({"benchmark": "compact", "mb": round(size / 1e6, 1), "keys": args.keys,
-                          "partitions": PARTITIONS, "single_process_mb_per_s": round(size / 1e6 / base_s, 2),
-                          "spark_local2_mb_per_s": round(size / 1e6 / spark_s, 2),
-                          "ratio": round(base_s / spark_s, 2)}))
+        figures = {"benchmark": "compact", "mb": round(size / 1e6, 1), "keys": args.keys,
+                   "partitions": PARTITIONS, "single_process_mb_per_s": round(size / 1e6 / base_s, 2),
+                   "spark_local2_mb_per_s": round(size / 1e6 / spark_s, 2), "ratio": round(base_s / spark_s, 2)}
+        if gateway is not None:
+            bucket_s, bucket_result = spark_job(bucket_root)
+            assert not bucket_result.errors, bucket_result.errors
+            print(f"spark local[2] (compact job, bucket root): {bucket_s:.1f} s, {size / 1e6 / bucket_s:.2f} MB/s, "
+                  f"{bucket_result.bytes_after / 1e6:.1f} MB out", flush=True)
+            assert bucket_digests(ObjectStore(bucket_root)) == base_digests, "the bucket's outputs differ"
+            figures.update(bucket_mb_per_s=round(size / 1e6 / bucket_s, 2), ratio_bucket=round(spark_s / bucket_s, 2))
+        print(json.dumps(figures))
     finally:
+        if gateway is not None:
+            gateway.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,7 +1,8 @@
 """spark-submit entry point: Kafka log compaction of compacted topics (key map and rewrite on
 executors, crash-safe swap on the driver). Exits 1 when a partition failed.
 
-    spark-submit jobs/compact.py [--topic T ...] [--data DIR] [--force] [--target-task-bytes N] [--now-ms MS]
+    spark-submit jobs/compact.py [--topic T ...] [--data DIR|s3://bucket/prefix] [--force] [--target-task-bytes N]
+        [--now-ms MS]
 
 `topiclake compact` runs the same job; --help lists the flags.
 Errors are one line on stderr (--debug adds the traceback); Spark's own log only with --verbose.

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 def compact(
     topic: list[str] = typer.Option([], "--topic", help="Topic to compact (repeatable, or a,b,c; "
                                     "default: every compacted topic)."),
-    data: Optional[str] = typer.Option(None, "--data", help="Storage root."),
+    data: Optional[str] = typer.Option(None, "--data", help="Storage root (a directory or s3://bucket/prefix)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Settings file (default conf/topiclake.toml)."),
     force: bool = typer.Option(False, "--force", help="Ignore min.cleanable.dirty.ratio."),
     target_task_bytes: int = typer.Option(64 * 1024 * 1024, "--target-task-bytes"),
@@ -30,16 +30,18 @@ def compact(
     """Compact topics whose cleanup.policy includes compact (Kafka's log cleaner, on Spark)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from topiclake.lake.runs.compaction import CompactOptions, compacted_topics, format_summary, run
-    from topiclake.segments.settings import load_settings, storage_root
-    from topiclake.segments.storage import StorageLayout
+    from topiclake.lake.runs.compaction import CompactOptions, compacted_partitions, format_summary, run
+    from topiclake.segments.settings import load_settings, storage_location, storage_root
+    from topiclake.store.root import LocalRoot
 
     columns = (TextColumn("compact"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn())
     with reported_errors(debug):
-        options = CompactOptions(root=storage_root(load_settings(config), data),
+        settings = load_settings(config)
+        location = storage_location(settings, data)  # a directory or s3://bucket/prefix
+        options = CompactOptions(root=storage_root(settings, data) if isinstance(location, LocalRoot) else location,
                                  topics=tuple(t for arg in topic for t in arg.split(",") if t),
                                  force=force, target_task_bytes=target_task_bytes, now_ms=now_ms)
-        compacted_topics(StorageLayout(options.root), options.topics)  # a wrong --topic fails before Spark starts
+        compacted_partitions(options.root, options.topics)  # a wrong --topic fails before Spark starts
         with Progress(*columns, console=stderr_console(), transient=True) as bar:
             job = bar.add_task("compact", total=None)
             result = run(options, master=master, spark_conf={"spark.ui.showConsoleProgress": "false"},

@@ -1,6 +1,6 @@
 """Deleting what no manifest needs any more (docs/OBJECT-STORAGE.md, "Maintenance on the bucket",
 garbage): flush objects a seal replaced, and segment and snapshot objects no manifest names (a
-seal whose commit lost; segments retention dropped or a merge replaced).
+seal whose commit lost; segments retention dropped, a merge or a compaction replaced).
 
 The grace (`delete_grace_ms`) is counted from when an object stopped being needed, not from when
 it was created: a segment written a day ago and dropped by retention a second ago may still be
@@ -71,7 +71,7 @@ def delete_unreferenced(store: ObjectStore, keys: PartitionKeys, manifest: Manif
         if relative is None or "/" in relative or parse_flush_name(relative) is not None:
             continue  # the fence, the manifests, flush objects: not segment objects
         kind = relative.partition(".")[2]
-        if not (kind in _SEGMENT_KINDS or kind[:1] in ("s", "m")):  # .s<epoch>.log, .m<version>.log, ...
+        if not (kind in _SEGMENT_KINDS or kind[:1] in ("s", "m", "c")):  # .s<epoch>.log, .m<version>.log, .c...
             continue
         if info.key not in kept and now - info.last_modified >= timedelta(milliseconds=grace_ms):
             doomed.append(info.key)

@@ -8,6 +8,7 @@ and what an object name found in a listing is.
     log/<topic>-<p>/<20-digit base>.e<epoch>.log              a flush object of the open segment
     log/<topic>-<p>/<20-digit base>.s<epoch>.log|...          a closed segment whose plain key was taken
     log/<topic>-<p>/<20-digit base>.m<version>.log|...        small closed segments merged (manifest <version>)
+    log/<topic>-<p>/<20-digit base>.c<version>-<run>.log|...  closed segments compacted (manifest <version>, run <run>)
 
 Names reuse segments' helpers, so a segment object has exactly the file's name and a flush object
 parses as a segment of base <base> by Kafka's offsetFromFileName (the digits before the first dot).
@@ -79,6 +80,14 @@ class PartitionKeys:
         if version < 0 or suffix not in filenames.SEGMENT_SUFFIXES:
             raise ValueError(f"no merged segment key for version {version} and suffix {suffix!r}")
         return f"{self.prefix}/{filenames.offset_to_name(base_offset)}.m{version}{suffix}"
+
+    def cleaned_segment(self, base_offset: int, version: int, run: str, suffix: str = filenames.LOG_SUFFIX) -> str:
+        """`<base>.c<version>-<run><suffix>`: closed segments compacted into one, planned on manifest
+        `version` by compaction run `run` (hex). The run keeps a rerun after a kill, whose delete
+        horizons differ, off the killed run's objects (garbage until the grace passes)."""
+        if version < 0 or suffix not in filenames.SEGMENT_SUFFIXES or not re.fullmatch(r"[0-9a-f]{1,32}", run):
+            raise ValueError(f"no cleaned segment key for version {version}, run {run!r} and suffix {suffix!r}")
+        return f"{self.prefix}/{filenames.offset_to_name(base_offset)}.c{version}-{run}{suffix}"
 
     def snapshot(self, end_offset: int) -> str:
         return f"{self.prefix}/{filenames.offset_to_name(end_offset)}{filenames.SNAPSHOT_SUFFIX}"

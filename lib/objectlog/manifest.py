@@ -51,6 +51,9 @@ class Manifest:
     leader_epoch: int  # of the writer
     log_start_offset: int = 0
     segments: tuple[SegmentEntry, ...] = field(default_factory=tuple)
+    # Kafka's cleaner checkpoint (the first dirty offset), committed with the cleaned segments it
+    # belongs to; None until a compaction ran. Every successor carries it.
+    cleaner_offset: int | None = None
 
     @property
     def end_offset(self) -> int:
@@ -69,6 +72,8 @@ class Manifest:
         body = {"format": FORMAT_VERSION, "version": self.version, "leader_epoch": self.leader_epoch,
                 "log_start_offset": self.log_start_offset, "end_offset": self.end_offset,
                 "segments": [asdict(entry) for entry in self.segments]}
+        if self.cleaner_offset is not None:  # absent until compacted: older manifests read the same
+            body["cleaner_offset"] = self.cleaner_offset
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -78,7 +83,8 @@ class Manifest:
             if body.get("format") != FORMAT_VERSION:
                 raise ValueError(f"unknown format {body.get('format')!r}")
             manifest = cls(int(body["version"]), int(body["leader_epoch"]), int(body["log_start_offset"]),
-                           tuple(SegmentEntry(**entry) for entry in body["segments"]))
+                           tuple(SegmentEntry(**entry) for entry in body["segments"]),
+                           None if body.get("cleaner_offset") is None else int(body["cleaner_offset"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptManifest(f"{source}: unreadable manifest ({exc})") from None
         if manifest.end_offset != int(body["end_offset"]):
@@ -87,11 +93,12 @@ class Manifest:
         return manifest
 
     def successor(self, *, leader_epoch: int, segments: tuple[SegmentEntry, ...] | None = None,
-                  log_start_offset: int | None = None) -> "Manifest":
+                  log_start_offset: int | None = None, cleaner_offset: int | None = None) -> "Manifest":
         """Version N+1 with the changes given (the rest as in this one)."""
         return Manifest(self.version + 1, leader_epoch,
                         self.log_start_offset if log_start_offset is None else log_start_offset,
-                        self.segments if segments is None else segments)
+                        self.segments if segments is None else segments,
+                        self.cleaner_offset if cleaner_offset is None else cleaner_offset)
 
 
 EMPTY = Manifest(version=-1, leader_epoch=0)  # before any commit: its successor is version 0

@@ -84,9 +84,10 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
                 data += batch.data
                 headers.append(batch.header)
     try:
+        # The sources' offsets, not the batches': compaction leaves gaps, and may empty a segment.
         merged = write_segment(store, bytes(data), headers, config,
                                lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix),
-                               deadline)
+                               deadline, base_offset=merge.base_offset, end_offset=merge.end_offset)
     except FlushConflict:  # another merge planned on this version wrote other bytes there
         return Merge(merge.sources, outcome="taken"), None
 

@@ -70,15 +70,18 @@ _SEALED = (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SU
 
 
 def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],
-                  deadline: float) -> SegmentEntry:
+                  deadline: float, *, base_offset: int | None = None, end_offset: int | None = None) -> SegmentEntry:
     """Build a closed segment of `data` (whole batches, `headers` theirs in offset order) with
     segments' LogSegment, exactly as a file root's, and create its `.log`, `.index` and
-    `.timeindex` once each under `key(suffix)`. FlushConflict: a key holds other bytes."""
-    base = headers[0].base_offset
+    `.timeindex` once each under `key(suffix)`. FlushConflict: a key holds other bytes.
+    `base_offset` / `end_offset`: the segment's offsets when they are not its first batch's base
+    and last batch's end (a cleaned segment keeps the replaced segments'; it may hold no batch)."""
+    base = headers[0].base_offset if base_offset is None else base_offset
     with tempfile.TemporaryDirectory(prefix="topiclake-seal-") as workdir:
         segment = LogSegment(workdir, base, config)
         try:
-            segment.append(data, headers)
+            if headers:
+                segment.append(data, headers)
             segment.on_become_inactive()
             largest_timestamp = segment.largest_timestamp()
         finally:
@@ -86,5 +89,5 @@ def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogCon
         for suffix in _SEALED:
             create_once(store, key(suffix), filenames.segment_file(Path(workdir), base, suffix).read_bytes(),
                         deadline=deadline)
-    return SegmentEntry(key(filenames.LOG_SUFFIX), base, headers[-1].next_offset, len(data), largest_timestamp,
-                        key(filenames.INDEX_SUFFIX), key(filenames.TIME_INDEX_SUFFIX))
+    return SegmentEntry(key(filenames.LOG_SUFFIX), base, headers[-1].next_offset if end_offset is None else end_offset,
+                        len(data), largest_timestamp, key(filenames.INDEX_SUFFIX), key(filenames.TIME_INDEX_SUFFIX))

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.bucket_batches import values
 from tests.support.bucket_broker import AckedProducer, consume_all
 from tests.support.bucket_maintenance import topiclake
-from tests.support.kafka_dump import dump
+from tests.support.kafka_dump import dump_segment_objects
 from tests.support.paths import REPO
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import load_newest
@@ -82,13 +82,7 @@ def test_merges_race_a_live_broker_and_lose_nothing(sealing_brokers, kafka_tools
     _check_every_acknowledged_record_once(consume_all(first.bootstrap, TOPIC, len(producer.acked)), producer)
 
     entry = _merged(after[0])[0]  # Kafka's tool reads the merged objects under a segment's names
-    local = []
-    for key, suffix in ((entry.key, ".log"), (entry.index_key, ".index"), (entry.time_index_key, ".timeindex")):
-        path = tmp_path / "dump" / f"{entry.base_offset:020d}{suffix}"
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(store.get(key))
-        local.append(path)
-    output, gaps = dump(kafka_tools, *local)
+    output, gaps = dump_segment_objects(kafka_tools, store, entry, tmp_path / "dump")
     assert f"baseOffset: {entry.base_offset} " in output and not gaps
 
     first.kill()

@@ -24,3 +24,15 @@ def dump(kafka_tools, *files: Path) -> tuple[str, dict[str, list[tuple[int, int]
         name, *pairs = block.splitlines()
         gaps[Path(name.strip()).name] = [tuple(map(int, p.split(" is followed by "))) for p in pairs if p.strip()]
     return done.stdout, gaps
+
+
+def dump_segment_objects(kafka_tools, store, entry, directory: Path) -> tuple[str, dict[str, list[tuple[int, int]]]]:
+    """`dump` over a closed segment's objects in a bucket (a manifest's SegmentEntry), downloaded
+    under a segment's file names (`<base>.log`, `.index`, `.timeindex`) into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    local = []
+    for key, suffix in ((entry.key, ".log"), (entry.index_key, ".index"), (entry.time_index_key, ".timeindex")):
+        path = directory / f"{entry.base_offset:020d}{suffix}"
+        path.write_bytes(store.get(key))
+        local.append(path)
+    return dump(kafka_tools, *local)

@@ -258,7 +258,9 @@ def compact_parser(prog: str | None = None) -> OneLineParser:
                    help="topic to compact (repeatable, or a,b,c; default: every compacted topic)")
     p.add_argument("--force", action="store_true",
                    help="clean every partition with a cleanable range, whatever min.cleanable.dirty.ratio says")
-    p.add_argument("--target-task-bytes", type=_count(1), metavar="N", help="bytes of dirty segments per key-map task")
+    p.add_argument("--target-task-bytes", type=_count(1), metavar="N",
+                   help="bytes of dirty segments per key-map task (a directory root; a bucket root cleans a "
+                        "partition in one task)")
     p.add_argument("--now-ms", type=_count(0), help="the cleaner's clock in epoch ms (default: now)")
     _common(p)
     return p

@@ -101,16 +101,28 @@ def watch_backfill(table_uri: str, what: str) -> Watcher:
     return describe
 
 
-def watch_compaction(root: Path, partitions: Iterable[tuple[str, int]]) -> Watcher:
-    layout = StorageLayout(root)
+def watch_compaction(root, partitions: Iterable[tuple[str, int]]) -> Watcher:
+    """`root`: a directory (cleaner checkpoint files) or an object-store root (the checkpoint in
+    each partition's newest manifest)."""
     partitions = list(partitions)
+    if isinstance(root, Path):
+        layout = StorageLayout(root)
+
+        def checkpoint(topic: str, p: int) -> int | None:
+            directory = layout.log_dir(topic, p)
+            return read_cleaner_offset(directory) if directory.is_dir() else None
+    else:
+        from topiclake.objectlog.keys import PartitionKeys
+        from topiclake.objectlog.manifest import load_newest
+        from topiclake.store.objects import ObjectStore
+
+        store = ObjectStore(root)
+
+        def checkpoint(topic: str, p: int) -> int | None:
+            return load_newest(store, PartitionKeys(topic, p)).cleaner_offset
 
     def checkpoints() -> dict[tuple[str, int], int | None]:
-        out = {}
-        for topic, p in partitions:
-            directory = layout.log_dir(topic, p)
-            out[(topic, p)] = read_cleaner_offset(directory) if directory.is_dir() else None
-        return out
+        return {(topic, p): checkpoint(topic, p) for topic, p in partitions}
 
     before = checkpoints()
 

@@ -263,18 +263,15 @@ def compact_main(argv: Sequence[str], prog: str | None = None) -> int:
 
 
 def _compact(args, command: Command) -> int:
-    root, topics = _root_and_topics(args, command)
+    root, topics = _root_and_topics(args, command, bucket=True)
     _prepare_spark(args)
-    from topiclake.segments.storage import StorageLayout
-
-    from ..runs.compaction import CompactOptions, compacted_topics, format_summary, run
+    from ..runs.compaction import CompactOptions, compacted_partitions, format_summary, run
     from ..spark.progress import report_progress
     from .interrupted import watch_compaction
 
     options = CompactOptions(root=root, topics=topics, force=args.force, now_ms=args.now_ms,
                              **_given(target_task_bytes=args.target_task_bytes))
-    command.on_interrupt = watch_compaction(root, [(t, p) for t, n, _config in
-                                                   compacted_topics(StorageLayout(root), topics) for p in range(n)])
+    command.on_interrupt = watch_compaction(root, compacted_partitions(root, topics))
     with report_progress("compact") as progress:
         result = run(options, master=args.master, progress=progress, spark_conf=SPARK_CONF)
     print(format_summary(result), flush=True)

@@ -206,8 +206,8 @@ def _segment_tasks(store, piece: Piece, start: int, end: int, table_uri, keys, e
     entries. The byte ranges never overlap, so trimming each task by its chunks' offset bounds
     (which may overlap a neighbour's) keeps every record exactly once."""
     assert piece.end_offset is not None and piece.size is not None, "a closed segment's piece has both"
-    if piece.end_offset <= start or piece.base_offset >= end:
-        return []
+    if piece.end_offset <= start or piece.base_offset >= end or not piece.size:
+        return []  # nothing there, or a segment compaction emptied (no byte to read)
     tasks: list[Task] = []
     group: list[tuple[int, int, int, int]] = []
 

@@ -1,7 +1,7 @@
 """Kafka log compaction as a Spark job: key map on executors, one rewrite per partition, swap on
 the driver.
 
-    spark-submit jobs/compact.py [--topic T ...] [--data DIR] [--config FILE] [--force]
+    spark-submit jobs/compact.py [--topic T ...] [--data DIR|s3://bucket/prefix] [--config FILE] [--force]
         [--target-task-bytes N] [--now-ms MS] [--master M]
     topiclake compact ...same options...       # local Spark, progress bar, summary
 
@@ -29,6 +29,9 @@ in topiclake.segments:
 Only the driver touches the log's segment list, and one compaction job at a time per partition
 (a non-blocking flock on `.topiclake.cleaner.lock`; a busy partition is skipped and reported).
 
+An object-store root (s3://bucket/prefix): the same rules, planning and summary, with a manifest
+commit in place of the renames (runs/bucket_compaction.py).
+
 Cluster mode (the partition has `leader-epochs/`; segments.leader_reads): the plan covers the valid
 log only (a fenced leader's files are not in it, the active segment is the last segment of the
 log, each segment is read up to its valid end), the map and rewrite tasks carry the epoch entries
@@ -49,7 +52,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +86,7 @@ CLEANER_LOCK = ".topiclake.cleaner.lock"
 
 @dataclass(frozen=True, slots=True)
 class CompactOptions:
-    root: Path
+    root: Path | Any  # a directory, or an object-store root (topiclake.store's S3Root: bucket_compaction)
     topics: tuple[str, ...] = ()  # empty: every topic whose cleanup.policy includes compact
     force: bool = False  # clean every partition with a cleanable range, whatever its dirty ratio
     target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
@@ -125,6 +128,7 @@ class SkipReason(Enum):
     NOTHING_CLEANABLE = "with nothing to clean"
     BELOW_DIRTY_RATIO = "below min.cleanable.dirty.ratio"
     LOCKED = "held by another compaction job"
+    TAKEOVER = "in a leader's takeover (run again)"  # a bucket root: the tail is not decided yet
 
 
 @dataclass(slots=True)
@@ -191,12 +195,30 @@ def compacted_topics(layout: StorageLayout, topics: Sequence[str] = ()) -> list[
     """(topic, partitions, config) of the named topics, or of every topic whose cleanup.policy
     includes compact. A named topic that is not compacted is an error (naming it)."""
     registry = TopicRegistry(layout)
-    metas = [registry.get(t) for t in topics] if topics else registry.list()
+    return compacted_of([registry.get(t) for t in topics] if topics else registry.list(), named=bool(topics))
+
+
+def compacted_partitions(root, topics: Sequence[str] = ()) -> list[tuple[str, int]]:
+    """(topic, partition) of compacted_topics under a directory or an object-store root (its
+    errors before Spark starts)."""
+    if isinstance(root, Path):
+        found = compacted_topics(StorageLayout(root), topics)
+    else:
+        from topiclake.store.objects import ObjectStore
+
+        from .bucket_compaction import bucket_compacted_topics
+
+        found = bucket_compacted_topics(ObjectStore(root), topics)
+    return [(topic, p) for topic, partitions, _config in found for p in range(partitions)]
+
+
+def compacted_of(metas, *, named: bool) -> list[tuple[str, int, LogConfig]]:
+    """compacted_topics' rule over topics read from any root; `named`: the --topic list's."""
     out = []
     for meta in metas:
         config = meta.log_config
         if not config.compact:
-            if topics:
+            if named:
                 raise TopiclakeError(f"topic {meta.name!r} has cleanup.policy={','.join(config.cleanup_policy)}: "
                                      "only compacted topics are compacted")
             continue
@@ -221,6 +243,20 @@ def _cut(state: PartitionState, start: int, end: int, target: int) -> Iterator[t
         yield scan.file.path, scan.file.inode, piece_start, scan.end
 
 
+def chosen(out: PartitionCompaction, ltc: LogToClean, config: LogConfig, force: bool) -> bool:
+    """Whether Kafka's cleaner would clean `ltc` (or `force`); if not, `out` says why."""
+    out.to_clean = ltc
+    if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0:
+        out.skip(SkipReason.NOTHING_CLEANABLE, f"nothing cleanable (dirty from {ltc.first_dirty_offset}, "
+                                               f"uncleanable from {ltc.first_uncleanable_offset})")
+        return False
+    if not (ltc.eligible or force):
+        out.skip(SkipReason.BELOW_DIRTY_RATIO, f"dirty ratio {ltc.cleanable_ratio:.2f} <= "
+                                               f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
+        return False
+    return True
+
+
 def plan_partition(layout: StorageLayout, topic: str, partition: int, config: LogConfig, *, now_ms: int,
                    force: bool, target_task_bytes: int) -> PartitionCompaction:
     out = PartitionCompaction(topic, partition)
@@ -230,13 +266,8 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
     directory = Path(state.files.directory)
     checkpoint = read_cleaner_offset(directory)
     ltc = log_to_clean(state.summary, checkpoint, config, now_ms)
-    out.to_clean = ltc
-    if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0:
-        return out.skip(SkipReason.NOTHING_CLEANABLE, f"nothing cleanable (dirty from {ltc.first_dirty_offset}, "
-                                                      f"uncleanable from {ltc.first_uncleanable_offset})")
-    if not (ltc.eligible or force):
-        return out.skip(SkipReason.BELOW_DIRTY_RATIO, f"dirty ratio {ltc.cleanable_ratio:.2f} <= "
-                                                      f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
+    if not chosen(out, ltc, config, force):
+        return out
     epochs = state.files.epochs
     refs = tuple(SegmentRef(s.file.base_offset, s.file.path, s.file.inode,
                             s.valid_size(s is state.segments[-1], epochs is not None), s.file.size, s.index_bytes,
@@ -414,6 +445,11 @@ def run_record(result: CompactResult, exc: BaseException | None, *, started: flo
 
 
 def _compact(spark, options: CompactOptions, result: CompactResult, progress: ProgressCallback | None) -> None:
+    if not isinstance(options.root, Path):  # an object-store root: manifest commits, not renames
+        from .bucket_compaction import compact_bucket
+
+        compact_bucket(spark, options, result, progress)
+        return
     started = time.monotonic()
     layout = StorageLayout(options.root)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
@@ -444,7 +480,7 @@ def _compact(spark, options: CompactOptions, result: CompactResult, progress: Pr
     result.duration_s = time.monotonic() - started
 
 
-def _describe(planned: Sequence[PartitionCompaction]) -> str:
+def describe_planned(planned: Sequence[PartitionCompaction]) -> str:
     return "topiclake compact: " + " ".join(
         f"{p.name}@[{p.to_clean.first_dirty_offset},{p.to_clean.first_uncleanable_offset})" for p in planned)
 
@@ -455,7 +491,7 @@ def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: P
     specs = {(p.topic, p.partition): p.spec for p in planned}
     broadcasts = []
     try:
-        with spark_job_group(sc, f"topiclake-compact-{run_id}", _describe(planned), progress):
+        with spark_job_group(sc, f"topiclake-compact-{run_id}", describe_planned(planned), progress):
             shares = collect(sc.parallelize(tasks, max(len(tasks), 1)).map(map_task))
             maps = merge_task_maps(shares, planned)
             del shares
