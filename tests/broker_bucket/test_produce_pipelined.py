@@ -54,50 +54,41 @@ def test_pipelined_produces_share_a_flush_tick_and_are_answered_in_order(tmp_pat
         brokers.kill_all()
 
 
-def test_a_client_at_its_in_flight_limit_brings_the_tick_forward(tmp_path, s3_root, monkeypatch):
-    """Ten pipelined produces against a 6 s tick: the broker reads five (a client's in-flight limit),
-    and a full window flushes `full_window_flush_ms` later instead of at the tick; the next five
-    likewise. Waiting for the ticks would take at least one whole tick for the second five."""
+def _single_record_produces(tmp_path, s3_root, monkeypatch, storage: str, count: int) -> float:
+    """Seconds until `count` one-record produces, written in one go on one connection, are answered
+    (each checked: in request order, consecutive offsets)."""
     for key, value in s3_root.env.items():
         monkeypatch.setitem(os.environ, key, value)
-    brokers = BucketBrokers(tmp_path, s3_root.root,
-                            storage="flush_ms = 6000\nfull_window_flush_ms = 100\nseal_ms = 600000")
+    brokers = BucketBrokers(tmp_path, s3_root.root, storage=storage)
     try:
-        broker = brokers.start("hurried")
+        broker = brokers.start("pipeliner")
         create_topic(broker.bootstrap, 1, TOPIC)
-        requests = [_produce([f"r{i}".encode()]) for i in range(10)]
+        requests = [_produce([f"r{i}".encode()]) for i in range(count)]
         with BrokerConnection(broker.bootstrap) as conn:
             started = time.monotonic()
             conn.send_raw(b"".join(codec.encode_request(i, body, "pipeliner") for i, body in enumerate(requests)))
             answers = [codec.decode_response(conn.read_frame(), body) for body in requests]
             elapsed = time.monotonic() - started
         produced = [answer.responses[0].partition_responses[0] for _c, answer in answers]
-        assert [p.error_code for p in produced] == [0] * 10
-        assert [p.base_offset for p in produced] == list(range(10))
-        assert elapsed < 4.0, f"ten pipelined produces took {elapsed:.1f} s: the full window waited for the tick"
+        assert [p.error_code for p in produced] == [0] * count
+        assert [p.base_offset for p in produced] == list(range(count))
+        return elapsed
     finally:
         brokers.kill_all()
+
+
+def test_a_client_at_its_in_flight_limit_brings_the_tick_forward(tmp_path, s3_root, monkeypatch):
+    """Ten pipelined produces against a 6 s tick: five due (an idempotent client's in-flight limit)
+    flush `full_window_flush_ms` later instead of at the tick. Waiting for the tick takes 6 s."""
+    elapsed = _single_record_produces(tmp_path, s3_root, monkeypatch, count=10,
+                                      storage="flush_ms = 6000\nfull_window_flush_ms = 100\nseal_ms = 600000")
+    assert elapsed < 4.0, f"ten pipelined produces took {elapsed:.1f} s: the full window waited for the tick"
 
 
 def test_a_client_without_an_in_flight_limit_is_read_a_tick_at_a_time(tmp_path, s3_root, monkeypatch):
     """librdkafka's default producer (no idempotence) has no in-flight limit and sends a request
     per produce call at linger.ms 0: 300 pipelined produces are read and flushed together, not five
     a tick (which took 60 ticks: 300 requests at 5 per 100 ms)."""
-    for key, value in s3_root.env.items():
-        monkeypatch.setitem(os.environ, key, value)
-    brokers = BucketBrokers(tmp_path, s3_root.root,
-                            storage="flush_ms = 500\nfull_window_flush_ms = 100\nseal_ms = 600000")
-    try:
-        broker = brokers.start("unlimited")
-        create_topic(broker.bootstrap, 1, TOPIC)
-        requests = [_produce([f"r{i}".encode()]) for i in range(300)]
-        with BrokerConnection(broker.bootstrap) as conn:
-            started = time.monotonic()
-            conn.send_raw(b"".join(codec.encode_request(i, body, "unlimited") for i, body in enumerate(requests)))
-            answers = [codec.decode_response(conn.read_frame(), body) for body in requests]
-            elapsed = time.monotonic() - started
-        produced = [answer.responses[0].partition_responses[0] for _c, answer in answers]
-        assert [p.base_offset for p in produced] == list(range(300))
-        assert elapsed < 3.0, f"300 pipelined produces took {elapsed:.1f} s: read a few a tick"
-    finally:
-        brokers.kill_all()
+    elapsed = _single_record_produces(tmp_path, s3_root, monkeypatch, count=300,
+                                      storage="flush_ms = 500\nfull_window_flush_ms = 100\nseal_ms = 600000")
+    assert elapsed < 3.0, f"300 pipelined produces took {elapsed:.1f} s: read a few a tick"

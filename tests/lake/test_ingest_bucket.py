@@ -7,11 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import pyarrow.compute as pc
 import pytest
-
 from topiclake.lake.errors import LakeError, SegmentChangedError
 from topiclake.lake.log.decode import read_task
 from topiclake.lake.log.offsets import EARLIEST, LATEST, OffsetSpec
@@ -27,6 +25,7 @@ from topiclake.objectlog.keys import PartitionKeys
 from topiclake.store.objects import ObjectStore
 
 from tests.support.bucket_log import BucketPartitionWriter, create_topic
+from tests.support.lake import ingest_killed_at_commit
 
 TOPIC = "events"
 GROUP = "topiclake-ingest-events"
@@ -176,31 +175,12 @@ def test_a_takeover_in_progress_leaves_the_tail_unplanned_and_one_after_planning
     during.epochs.confirm(during.directory, during.end_offset)  # it read below the undecided offsets only
 
 
-# The child ingests and is killed -9 (SIGKILL, by itself) at the moment it would commit, after the
-# executors wrote every file into the bucket.
-CHILD = textwrap.dedent("""
-    import os, signal, sys
-    from topiclake.lake.runs import ingest as ing
-    from topiclake.lake.table import delta
-    from topiclake.lake.spark.session import get_session
-    from topiclake.store.root import parse_root
-
-    def killed(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    delta.commit = killed
-    spark = get_session("bucket-crash-test", master="local[1]", conf={"spark.ui.enabled": "false"})
-    ing.ingest(spark, ing.IngestOptions(topics=(sys.argv[2],), root=parse_root(sys.argv[1])))
-""")
-
-
 def test_a_killed_ingest_commits_nothing_and_the_cli_rerun_is_exactly_once(s3_root):
     root = s3_root.root
     store = ObjectStore(root)
     log = build_log(store)
     env = {**os.environ, **s3_root.env}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(root), TOPIC], env=env, capture_output=True,
-                           text=True, timeout=300)
+    child = ingest_killed_at_commit(root, TOPIC, env)
     assert child.returncode == -9, child.stderr[-3000:]
     written = [info.key for info in store.list(f"tables/{TOPIC}") if info.key.endswith(".parquet")]
     assert written, "the child wrote its files before it was killed"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 
 from topiclake.lake.runs.ingest import IngestOptions, ingest
@@ -17,6 +16,7 @@ from topiclake.lake.table.delta import app_id
 from topiclake.store.objects import ObjectStore
 
 from tests.support.bucket_log import BucketPartitionWriter, create_topic
+from tests.support.lake import ingest_killed_at_commit
 
 TOPIC = "users"
 GROUP = "topiclake-ingest-users"
@@ -96,31 +96,12 @@ def test_a_compacted_topic_on_a_bucket_becomes_an_upsert_table_exactly_once(spar
     assert upsert_rows(root)[0].version() == created + 2 and not keys_under(store, STAGING)
 
 
-# The child ingests and is killed -9 (SIGKILL, by itself) at the moment it would commit, after the
-# executors staged the changes and merged the buckets into new files in the bucket.
-CHILD = textwrap.dedent("""
-    import os, signal, sys
-    from topiclake.lake.runs import ingest as ing
-    from topiclake.lake.table import delta
-    from topiclake.lake.spark.session import get_session
-    from topiclake.store.root import parse_root
-
-    def killed(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    delta.commit = killed
-    spark = get_session("bucket-upsert-crash-test", master="local[1]", conf={"spark.ui.enabled": "false"})
-    ing.ingest(spark, ing.IngestOptions(topics=(sys.argv[2],), root=parse_root(sys.argv[1])))
-""")
-
-
 def test_an_upsert_ingest_killed_at_its_commit_commits_nothing_and_its_staging_goes_later(s3_server, s3_root):
     root = s3_root.root
     store = ObjectStore(root)
     _writer, first, other = compacted_log(store)
     env = {**os.environ, **s3_root.env}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(root), TOPIC], env=env, capture_output=True,
-                           text=True, timeout=300)
+    child = ingest_killed_at_commit(root, TOPIC, env)
     assert child.returncode == -9, child.stderr[-3000:]
     staged = keys_under(store, STAGING)
     assert staged, "the killed run left its staging objects"

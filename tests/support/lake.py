@@ -90,3 +90,29 @@ def spark_session(warehouse: Path):
         # a table some test creates without a root never lands in the checkout
         "spark.sql.warehouse.dir": str(warehouse),
     })
+
+
+# A child process that ingests a bucket root's topic and kills itself -9 (SIGKILL) at the moment it
+# would commit, after the executors wrote (or staged and merged) every file into the bucket.
+_INGEST_KILLED_AT_COMMIT = """
+import os, signal, sys
+from topiclake.lake.runs import ingest as ing
+from topiclake.lake.table import delta
+from topiclake.lake.spark.session import get_session
+from topiclake.store.root import parse_root
+
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+delta.commit = killed
+spark = get_session("ingest-killed-at-commit", master="local[1]", conf={"spark.ui.enabled": "false"})
+ing.ingest(spark, ing.IngestOptions(topics=(sys.argv[2],), root=parse_root(sys.argv[1])))
+"""
+
+
+def ingest_killed_at_commit(root, topic: str, env: dict[str, str]):
+    """Run the killing ingest of `topic` on the bucket root; the finished process (returncode -9)."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", _INGEST_KILLED_AT_COMMIT, str(root), topic], env=env,
+                          capture_output=True, text=True, timeout=300)
