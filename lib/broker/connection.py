@@ -5,7 +5,9 @@ channel until its in-flight request is answered: responses are therefore in orde
 construction. The one exception is a handler's `Later` (later.py: a bucket root's produce, waiting
 for a flush tick): its response is sent by a task once the wait is over, while up to
 MAX_ANSWERS_LATER further requests are read and handled; every response still goes out in request
-order (each answer awaits the one before it). A frame with a negative or oversized size prefix, or
+order (each answer awaits the one before it). A directory root's produce is a `Later` too, its
+appends queued on the writer thread (later.py): only Produce requests are handled before it is
+answered. A frame with a negative or oversized size prefix, or
 one kio cannot decode, closes this connection only (Kafka's InvalidReceiveException / InvalidRequestException).
 
 Fetched record ranges of 64 KiB or more arrive as file regions and go out with sendfile (the
@@ -55,6 +57,7 @@ class Connection:
         self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
         self._handling = False
         self._answers_later: list[asyncio.Task] = []  # in request order; each sends after the one before
+        self._appends_pending: list[asyncio.Task] = []  # those of them whose appends may not have run yet
         self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
@@ -149,6 +152,12 @@ class Connection:
             log.warning("closing %s: api key %d before SASL authentication on the %s listener", self.peer,
                         request.api_key, self.session.listener)
             return False
+        if self._appends_pending and request.api_key != ApiKey.PRODUCE:
+            # Produce requests queued ahead: appended (and answered) before any other request sees the log
+            await asyncio.wait(self._appends_pending)
+            self._appends_pending.clear()
+            if self.writer.is_closing():
+                return False
         route = REGISTRY.get(request.api_key)
         stopwatch = Stopwatch()
         bucket = self.broker.partitions.bucket
@@ -168,8 +177,10 @@ class Connection:
         before = self._answers_later[-1] if self._answers_later else None
         if isinstance(response, Later):
             stopwatch.busy_seconds()  # its wait for the store is not busy time
-            self._answers_later.append(asyncio.create_task(
-                self._answer_later(before, response, request, route, received, stopwatch)))
+            task = asyncio.create_task(self._answer_later(before, response, request, route, received, stopwatch))
+            self._answers_later.append(task)
+            if response.appends_pending:
+                self._appends_pending = [t for t in self._appends_pending if not t.done()] + [task]
             return True
         if before is not None:
             await asyncio.wait([before])  # the answers due go first: responses in request order

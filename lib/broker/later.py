@@ -7,6 +7,14 @@ part at once (the appends, in request order) and returns `Later`, the wait for t
 connection reads and appends the next request meanwhile and sends every response in request order
 (connection.py). Kafka's SocketServer mutes a channel for the whole request instead; its acks=all
 wait is a replication round trip, not a flush tick.
+
+A produce to a directory root (no quota on its client) returns `Later` too, with
+`appends_pending`: its appends are queued on the writer thread, in request order, but may not
+have run yet. A client spreading records over many partitions sends a small Produce request per
+partition (librdkafka), so a connection answering one at a time spent most of each request's time
+in the hop to the writer thread and back; now the next request is read, checked and queued while
+the writer appends the one before. Only further Produce requests go ahead of such an answer: any
+other request waits for it, so it sees the appends (as one handled at a time would).
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Later:
     response: Awaitable[Any]  # the response once the wait is over
+    appends_pending: bool = False  # its appends may not have run yet: only Produce requests go ahead of it
 
     def then(self, finish: Callable[[Any], Any]) -> "Later":
         """The same wait, its response passed through `finish` (e.g. an authorizer's additions)."""
         async def finished() -> Any:
             return finish(await self.response)
-        return Later(finished())
+        return Later(finished(), self.appends_pending)
