@@ -159,7 +159,7 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
 _reported_corrupt: set[tuple[str | None, int, str]] = set()  # the log says each damage once, not per retry
 
 
-def _report_corrupt(slot: _Slot, exc: Exception) -> None:
+def _report_corrupt(slot: _Slot, exc: BaseException) -> None:
     """The client gets CORRUPT_MESSAGE (and retries); the broker's log names the damage once."""
     key = (slot.topic, slot.request.partition, str(exc))
     if key in _reported_corrupt:
