@@ -19,6 +19,7 @@ other request waits for it, so it sees the appends (as one handled at a time wou
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,20 @@ from typing import Any
 class Later:
     response: Awaitable[Any]  # the response once the wait is over
     appends_pending: bool = False  # its appends may not have run yet: only Produce requests go ahead of it
+    finishes: "Later | None" = None  # the Later whose response `then` passes on
 
     def then(self, finish: Callable[[Any], Any]) -> "Later":
         """The same wait, its response passed through `finish` (e.g. an authorizer's additions)."""
         async def finished() -> Any:
             return finish(await self.response)
-        return Later(finished(), self.appends_pending)
+        return Later(finished(), self.appends_pending, self)
+
+    def discard(self) -> None:
+        """Once answered or given up: a response coroutine never awaited (its connection was
+        cancelled at shutdown while an answer before it was due) is closed, so Python does not
+        warn that it was never awaited. Closing a finished coroutine does nothing."""
+        later: Later | None = self
+        while later is not None:
+            if inspect.iscoroutine(later.response):
+                later.response.close()
+            later = later.finishes
