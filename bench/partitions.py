@@ -37,6 +37,21 @@ def topic_of(partitions: int) -> str:
     return f"bench-partitions-{partitions}"
 
 
+# Apache Kafka's controller refuses one operation of more than 10,000 records ("excessively large
+# batch operation"): a topic of 10,000 partitions is created smaller, then grown.
+CREATE_AT_ONCE = 5000
+
+
+def create_wide_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    create_topic(bootstrap, topic, partitions=min(partitions, CREATE_AT_ONCE))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for grown in range(2 * CREATE_AT_ONCE, partitions + CREATE_AT_ONCE, CREATE_AT_ONCE):
+        future = admin.create_partitions([NewPartitions(topic, min(grown, partitions))])[topic]
+        future.result(120)
+
+
 def rss_mb(pid: int) -> float:
     """The process's resident memory (VmRSS, Linux /proc), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -73,7 +88,7 @@ def main() -> None:
         for partitions in args.partitions:
             rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
             for bootstrap, _data, _pid in brokers.values():
-                create_topic(bootstrap, topic_of(partitions), partitions=partitions)
+                create_wide_topic(bootstrap, topic_of(partitions), partitions)
                 produce_throughput(bootstrap, topic_of(partitions), args.records, spread=partitions)  # warm-up
             for i in range(args.repeat):
                 order = list(brokers.items()) if i % 2 == 0 else list(reversed(brokers.items()))
