@@ -178,7 +178,8 @@ class Connection:
         if isinstance(response, Later):
             stopwatch.busy_seconds()  # its wait for the store is not busy time
             task = asyncio.create_task(self._answer_later(before, response, request, route, received, stopwatch))
-            task.add_done_callback(lambda _done, later=response: later.discard())
+            later = response
+            task.add_done_callback(lambda _done: later.discard())  # cancelled at shutdown: no coroutine left unawaited
             self._answers_later.append(task)
             if response.appends_pending:
                 self._appends_pending = [t for t in self._appends_pending if not t.done()] + [task]
