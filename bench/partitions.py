@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,6 +51,13 @@ def create_wide_topic(bootstrap: str, topic: str, partitions: int) -> None:
     for grown in range(2 * CREATE_AT_ONCE, partitions + CREATE_AT_ONCE, CREATE_AT_ONCE):
         future = admin.create_partitions([NewPartitions(topic, min(grown, partitions))])[topic]
         future.result(120)
+    # Kafka answers CreatePartitions once its controller committed them; its metadata may still
+    # name the old count for a moment, and a producer told so refuses the partitions beyond it.
+    deadline = time.monotonic() + 60
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < partitions:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{bootstrap}: {topic} never showed {partitions} partitions in its metadata")
+        time.sleep(0.5)
 
 
 def rss_mb(pid: int) -> float:
