@@ -49,8 +49,9 @@ def fill(bootstrap: str, records: int) -> None:
         raise SystemExit("could not produce the records to read back")
 
 
-def consume(bootstrap: str, records: int, topic: str = TOPIC) -> tuple[float, float, int]:
-    """(seconds from the first record to the last, seconds including start-up, value bytes).
+def consume(bootstrap: str, records: int, topic: str = TOPIC, partitions: int = 1) -> tuple[float, float, int]:
+    """(seconds from the first record to the last, seconds including start-up, value bytes), one
+    consumer assigned partitions 0 to `partitions` - 1 of `topic` from offset 0.
 
     Start-up (metadata, connection, the first fetch round trip) is a fixed latency, not
     throughput, so records/s is measured from the first record; the total is reported too.
@@ -62,7 +63,7 @@ def consume(bootstrap: str, records: int, topic: str = TOPIC) -> tuple[float, fl
                          "queued.max.messages.kbytes": 262_144, "queued.min.messages": records,
                          # librdkafka's default 500 ms fetch wait would idle whenever the queue drains
                          "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     count = nbytes = 0
     start = time.perf_counter()
     first = None

@@ -60,8 +60,9 @@ SMALL_BATCHES = {**THROUGHPUT_CONFIG, "batch.num.messages": 20}
 
 
 def produce_throughput(bootstrap: str, topic: str, records: int, partition: int = 0,
-                       config: dict = THROUGHPUT_CONFIG) -> float:
-    """Seconds one producer takes to have `records` records acknowledged."""
+                       config: dict = THROUGHPUT_CONFIG, spread: int = 1) -> float:
+    """Seconds one producer takes to have `records` records acknowledged. `spread` > 1: each
+    record to the next of the `spread` partitions from `partition` on (bench/partitions.py)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, **config})
@@ -76,7 +77,7 @@ def produce_throughput(bootstrap: str, topic: str, records: int, partition: int 
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, value=value, key=None, partition=partition,
+                producer.produce(topic, value=value, key=None, partition=partition + i % spread,
                                  on_delivery=on_delivery if i % 1000 == 0 else None)
                 break
             except BufferError:

@@ -5,9 +5,11 @@ channel until its in-flight request is answered: responses are therefore in orde
 construction. The one exception is a handler's `Later` (later.py: a bucket root's produce, waiting
 for a flush tick): its response is sent by a task once the wait is over, while further requests
 are read and handled (up to MAX_ANSWERS_LATER of them, or MAX_BYTES_LATER of their frames); every
-response still goes out in request order (each answer awaits the one before it). A frame with a
-negative or oversized size prefix, or one kio cannot decode, closes this connection only (Kafka's
-InvalidReceiveException / InvalidRequestException).
+response still goes out in request order (each answer awaits the one before it). A directory
+root's produce is a `Later` too, its appends queued on the writer thread (later.py): only Produce
+requests are handled before it is answered. A frame with a negative or oversized size prefix, or
+one kio cannot decode, closes this connection only (Kafka's InvalidReceiveException /
+InvalidRequestException).
 
 Fetched record ranges of 64 KiB or more arrive as file regions and go out with sendfile (the
 response prefix is flushed first, then the kernel copies file to socket); the counters in
@@ -63,6 +65,7 @@ class Connection:
         # in request order, each sending after the one before (so they finish in order), with its frame's size
         self._answers_later: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
         self._bytes_later = 0
+        self._appends_pending: list[asyncio.Task] = []  # those of them whose appends may not have run yet
         self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
@@ -100,7 +103,7 @@ class Connection:
         """Read no further while MAX_ANSWERS_LATER answers (or MAX_BYTES_LATER) are due, or a later
         answer's throttle lasts. A client with CLIENT_IN_FLIGHT_LIMIT answers due sends nothing more
         if it is idempotent: the store's tick is brought forward (`BucketService.window_full`)."""
-        if not self._answers_later:  # every connection but a bucket root's producers: nothing to do
+        if not self._answers_later:  # no answer due (most requests): nothing to do
             return
         self._forget_answered()
         if len(self._answers_later) >= CLIENT_IN_FLIGHT_LIMIT:
@@ -169,6 +172,12 @@ class Connection:
             log.warning("closing %s: api key %d before SASL authentication on the %s listener", self.peer,
                         request.api_key, self.session.listener)
             return False
+        if self._appends_pending and request.api_key != ApiKey.PRODUCE:
+            # Produce requests queued ahead: appended (and answered) before any other request sees the log
+            await asyncio.wait(self._appends_pending)
+            self._appends_pending.clear()
+            if self.writer.is_closing():
+                return False
         route = REGISTRY.get(request.api_key)
         stopwatch = Stopwatch()
         bucket = self.broker.partitions.bucket
@@ -188,9 +197,13 @@ class Connection:
         before = self._answers_later[-1][0] if self._answers_later else None
         if isinstance(response, Later):
             stopwatch.busy_seconds()  # its wait for the store is not busy time
-            self._answers_later.append((asyncio.create_task(
-                self._answer_later(before, response, request, route, received, stopwatch)), len(frame)))
+            task = asyncio.create_task(self._answer_later(before, response, request, route, received, stopwatch))
+            later = response
+            task.add_done_callback(lambda _done: later.discard())  # cancelled at shutdown: no coroutine left unawaited
+            self._answers_later.append((task, len(frame)))
             self._bytes_later += len(frame)
+            if response.appends_pending:
+                self._appends_pending = [t for t in self._appends_pending if not t.done()] + [task]
             return True
         if before is not None:
             await asyncio.wait([before])  # the answers due go first: responses in request order

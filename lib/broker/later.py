@@ -7,10 +7,19 @@ part at once (the appends, in request order) and returns `Later`, the wait for t
 connection reads and appends the next request meanwhile and sends every response in request order
 (connection.py). Kafka's SocketServer mutes a channel for the whole request instead; its acks=all
 wait is a replication round trip, not a flush tick.
+
+A produce to a directory root (no quota on its client) returns `Later` too, with
+`appends_pending`: its appends are queued on the writer thread, in request order, but may not
+have run yet. A client spreading records over many partitions sends a small Produce request per
+partition (librdkafka), so a connection answering one at a time spent most of each request's time
+in the hop to the writer thread and back; now the next request is read, checked and queued while
+the writer appends the one before. Only further Produce requests go ahead of such an answer: any
+other request waits for it, so it sees the appends (as one handled at a time would).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +28,21 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Later:
     response: Awaitable[Any]  # the response once the wait is over
+    appends_pending: bool = False  # its appends may not have run yet: only Produce requests go ahead of it
+    finishes: "Later | None" = None  # the Later whose response `then` passes on
 
     def then(self, finish: Callable[[Any], Any]) -> "Later":
         """The same wait, its response passed through `finish` (e.g. an authorizer's additions)."""
         async def finished() -> Any:
             return finish(await self.response)
-        return Later(finished())
+        return Later(finished(), self.appends_pending, self)
+
+    def discard(self) -> None:
+        """Once answered or given up: a response coroutine never awaited (its connection was
+        cancelled at shutdown while an answer before it was due) is closed, so Python does not
+        warn that it was never awaited. Closing a finished coroutine does nothing."""
+        later: Later | None = self
+        while later is not None:
+            if inspect.iscoroutine(later.response):
+                later.response.close()
+            later = later.finishes

@@ -131,6 +131,10 @@ class Throttler:
             return 0
         return int((value - quota) / quota * rate.window_s(now) * 1000)
 
+    def limits(self, key: str, user: str | None, client_id: str | None) -> bool:
+        """Whether a `key` quota applies to this client at all (counting nothing)."""
+        return self._quota(key, user or ANONYMOUS, client_id or "") is not None
+
     def unrecord(self, key: str, user: str | None, client_id: str | None, nbytes: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch)."""
         found = self._quota(key, user or ANONYMOUS, client_id or "")

@@ -20,20 +20,28 @@ def batch(values, *, ts=1_700_000_000_000, producer_id=-1, epoch=-1, seq=-1, com
                        producer_epoch=epoch, base_sequence=seq)
 
 
-def produce(client, topic, data, partition=0, acks=-1):
-    req = produce_req.ProduceRequest(transactional_id=None, acks=acks, timeout=TIMEOUT, topic_data=(
+def produce_request(topic, data, partition=0, acks=-1):
+    return produce_req.ProduceRequest(transactional_id=None, acks=acks, timeout=TIMEOUT, topic_data=(
         produce_req.TopicProduceData(name=topic, partition_data=(
             produce_req.PartitionProduceData(index=partition, records=data),)),))
-    resp = client.request(req, expect_response=acks != 0)
+
+
+def produce(client, topic, data, partition=0, acks=-1):
+    resp = client.request(produce_request(topic, data, partition, acks), expect_response=acks != 0)
     return None if resp is None else resp.responses[0].partition_responses[0]
 
 
+def fetch_request(topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, partition_max_bytes=1 << 20):
+    return fetch_req.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+                                  topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
+                                      partition=partition, fetch_offset=offset,
+                                      partition_max_bytes=partition_max_bytes),)),),
+                                  forgotten_topics_data=())
+
+
 def fetch(client, topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, partition_max_bytes=1 << 20):
-    req = fetch_req.FetchRequest(max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
-                                 topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
-                                     partition=partition, fetch_offset=offset,
-                                     partition_max_bytes=partition_max_bytes),)),),
-                                 forgotten_topics_data=())
+    req = fetch_request(topic, offset, partition=partition, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                        partition_max_bytes=partition_max_bytes)
     return client.request(req).responses[0].partitions[0]
 
 

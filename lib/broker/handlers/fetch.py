@@ -104,34 +104,54 @@ def _records_of(result) -> bytes | FileRegion:
     return FileRegion(result.file, result.position, result.size, keepalive=result)
 
 
+def _read_all(slots: list[_Slot], max_bytes: int, total: int, committed: bool, archive) -> list:
+    """On a reader thread, one hop for the whole request (not one per partition: a consumer of
+    2,000 partitions names them all in every fetch): each slot's records in order, within the
+    budgets, and a tiered topic's history start; per slot (records, history start) or the
+    exception its read raised, None where the budget is spent."""
+    outcomes: list = []
+    for slot in slots:
+        budget = min(slot.request.partition_max_bytes, max_bytes - total)
+        if budget <= 0 and total > 0:
+            outcomes.append(None)
+            continue
+        try:
+            records = _read(slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed, archive)
+            history_start = None
+            if archive is not None and slot.part.config.remote_storage_enable:
+                # Kafka's fetch answers the log start of the whole history (KIP-405), not the local one
+                history_start = archive.first_offset(slot.part.topic, slot.part.index)
+        except Exception as exc:  # answered for this partition alone
+            outcomes.append(exc)
+            continue
+        outcomes.append((records, history_start))
+        total += len(records)
+    return outcomes
+
+
 async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = False) -> int:
     """(Re)read every partition that has nothing yet; returns the bytes gathered in total."""
     total = sum(len(s.records) for s in slots)
-    for slot in slots:
-        if slot.error != ErrorCode.none or slot.part is None or slot.records:
+    wanted = [s for s in slots if s.error == ErrorCode.none and s.part is not None and not s.records]
+    if not wanted:
+        return total
+    outcomes = await broker.partitions.run_read(_read_all, wanted, max_bytes, total, committed, broker.archive)
+    for slot, outcome in zip(wanted, outcomes):
+        if outcome is None:
             continue
-        budget = min(slot.request.partition_max_bytes, max_bytes - total)
-        if budget <= 0 and total > 0:
-            continue
-        try:
-            slot.records = await broker.partitions.run_read(
-                _read, slot.part, slot.request.fetch_offset, max(budget, 0), total == 0, committed, broker.archive)
-            if broker.archive is not None and slot.part.config.remote_storage_enable:
-                # Kafka's fetch answers the log start of the whole history (KIP-405), not the local one
-                slot.history_start = await broker.partitions.run_read(
-                    broker.archive.first_offset, slot.part.topic, slot.part.index)
-        except Exception as exc:
-            slot.error = error_code(exc)
+        if isinstance(outcome, BaseException):
+            slot.error = error_code(outcome)
             if slot.error == ErrorCode.unknown_server_error and not broker.partitions.serves(slot.part):
                 # Cluster mode: the partition was handed over while this read ran (its files are
                 # closed): the client asks the new leader.
                 slot.error = ErrorCode.not_leader_or_follower
             elif slot.error == ErrorCode.unknown_server_error:
-                log.exception("fetch from %s-%d at %d failed", slot.topic, slot.request.partition,
-                              slot.request.fetch_offset)
+                log.error("fetch from %s-%d at %d failed", slot.topic, slot.request.partition,
+                          slot.request.fetch_offset, exc_info=outcome)
             elif slot.error == ErrorCode.corrupt_message:
-                _report_corrupt(slot, exc)
+                _report_corrupt(slot, outcome)
             continue
+        slot.records, slot.history_start = outcome
         total += len(slot.records)
     return total
 
@@ -139,7 +159,7 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
 _reported_corrupt: set[tuple[str | None, int, str]] = set()  # the log says each damage once, not per retry
 
 
-def _report_corrupt(slot: _Slot, exc: Exception) -> None:
+def _report_corrupt(slot: _Slot, exc: BaseException) -> None:
     """The client gets CORRUPT_MESSAGE (and retries); the broker's log names the damage once."""
     key = (slot.topic, slot.request.partition, str(exc))
     if key in _reported_corrupt:

@@ -26,7 +26,7 @@ from ..context import BrokerContext
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..later import Later
 from ..producer_state import Duplicate
-from ..throttle import PRODUCE
+from ..throttle import PRODUCE, REQUEST
 from ..wire import Request, has_field, make, nested
 from .registry import REGISTRY
 
@@ -183,7 +183,20 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
             batches.append((part, pdata.records, header))
             appending.append((fields, where))
         answers.append((dict(name=name, topic_id=topic_id), results))
-    outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
+    user = request.session.user
+    quota = broker.throttle.limits(PRODUCE, user, request.client_id) or \
+        broker.throttle.limits(REQUEST, user, request.client_id)
+    pipelined = bool(batches) and bucket is None and acks != 0 and not quota
+    if pipelined:
+        # Queued on the writer thread now, in request order; answered once appended, while the
+        # connection reads and queues the next Produce (later.py). A client with a quota is
+        # answered before its next request is read, so a throttle mutes it as it always did.
+        # Shielded: a connection cancelled at shutdown leaves its queued appends to run, so the
+        # log holds a prefix of its requests, never a later one without an earlier one.
+        queued = asyncio.shield(asyncio.get_running_loop().run_in_executor(
+            broker.partitions.io, _append_all, broker.partitions, batches, deferred))
+    else:
+        outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
 
     def answer(outcomes: list) -> Any:
         failed_append = False
@@ -212,9 +225,13 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
             return None
         produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
         # The connection mutes while throttled; the quota's user is the authenticated principal.
-        throttle_ms = broker.throttle.record(PRODUCE, request.session.user, request.client_id, produced)
+        throttle_ms = broker.throttle.record(PRODUCE, user, request.client_id, produced)
         return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
+    if pipelined:
+        async def appended_then_answered() -> Any:
+            return answer(await queued)
+        return Later(appended_then_answered(), appends_pending=True)
     if bucket is not None and acks != 0 and batches:
         # Appended in request order now; answered once stored, while the connection reads on.
         async def stored_then_answered() -> Any:
