@@ -38,8 +38,10 @@ def test_the_table_in_the_bucket_is_the_archive(sealing_brokers, spark):
         "remote.storage.enable": "true", "local.retention.ms": "1", "segment.bytes": "8192"})])[TOPIC].result(30)
     producer = AckedProducer(broker.bootstrap, TOPIC, "a").start()
     producer.wait_acked(600)
+    # produced on until three segments are sealed: how many bytes 600 records take depends on how
+    # the client batched them (on a loaded machine, fewer and bigger batches: fewer 8 KiB rolls)
+    wait_for(lambda: len(load_newest(store, KEYS).segments) >= 3, timeout=60, what="sealed segments")
     producer.stop(flush_s=30)
-    wait_for(lambda: len(load_newest(store, KEYS).segments) >= 3, timeout=30, what="sealed segments")
 
     held = topiclake("retain", "--data", str(sealing_brokers.root), "--topic", TOPIC)
     assert held.returncode == 0, held.stderr

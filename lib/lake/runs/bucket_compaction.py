@@ -54,8 +54,8 @@ from ..log.bucket import bucket_topics, scan_tail
 from ..log.scan import Transactions
 from ..spark.progress import ProgressCallback, spark_job_group
 from ..spark.session import collect
-from .compaction import (CompactOptions, CompactResult, PartitionCompaction, SkipReason, chosen, compacted_of,
-                         describe_planned)
+from .compaction_plan import (CompactOptions, CompactResult, PartitionCompaction, SkipReason, chosen, compacted_of,
+                              describe_planned)
 
 log = logging.getLogger(__name__)
 

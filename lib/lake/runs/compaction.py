@@ -49,17 +49,15 @@ import os
 import time
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from topiclake.segments import filenames
 from topiclake.segments.batch import iter_batches
-from topiclake.segments.cleanable import LogToClean, log_to_clean
+from topiclake.segments.cleanable import log_to_clean
 from topiclake.segments.cleaner import rewrite_log
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import TopiclakeError
@@ -69,124 +67,19 @@ from topiclake.segments.maintenance import (crash_point, read_cleaner_offset, re
                                             write_cleaner_offset)
 from topiclake.segments.offset_map import OffsetMap, task_offset_map
 from topiclake.segments.storage import StorageLayout, TopicRegistry
-from topiclake.segments.txn_metadata import AbortedTxn
 
 from ..log.source import list_partition, open_segment
 from ..log.state import PartitionState, scan_state
 from ..metrics import run_metrics
 from ..spark.progress import ProgressCallback, spark_job_group
 from ..spark.session import collect
+from .compaction_plan import (CompactOptions, CompactResult, MapTask, PartitionCompaction,
+                              RewriteSpec, SegmentRef, SkipReason, chosen, compacted_of, describe_planned)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET_TASK_BYTES = 64 * 1024 * 1024
 CLEANER_LOCK = ".topiclake.cleaner.lock"
 
-
-
-@dataclass(frozen=True, slots=True)
-class CompactOptions:
-    root: Path | Any  # a directory, or an object-store root (topiclake.store's S3Root: bucket_compaction)
-    topics: tuple[str, ...] = ()  # empty: every topic whose cleanup.policy includes compact
-    force: bool = False  # clean every partition with a cleanable range, whatever its dirty ratio
-    target_task_bytes: int = DEFAULT_TARGET_TASK_BYTES
-    now_ms: int | None = None  # the cleaner's clock (delete horizons, compaction lags); tests
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRef:
-    base_offset: int
-    path: str
-    inode: int
-    size: int  # bytes the rewrite reads (the active segment: up to the planned high watermark)
-    file_size: int  # the file's size when planned: with the inode, what the swap checks it against
-    index_bytes: int
-    time_index_bytes: int
-    mtime_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class RewriteSpec:
-    """What one partition's rewrite task needs (pickled to the executor with the function)."""
-
-    topic: str
-    partition: int
-    directory: str
-    segments: tuple[SegmentRef, ...]
-    first_uncleanable_offset: int
-    config: dict[str, str]
-    now_ms: int
-    aborted: tuple[AbortedTxn, ...]
-    epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
-
-
-class SkipReason(Enum):
-    """Why a partition was not cleaned; the value reads after a count in the run's summary."""
-
-    NOT_COMPACTED = "in topics without cleanup.policy=compact"
-    NO_SEGMENTS = "without segments"
-    NOTHING_CLEANABLE = "with nothing to clean"
-    BELOW_DIRTY_RATIO = "below min.cleanable.dirty.ratio"
-    LOCKED = "held by another compaction job"
-    TAKEOVER = "in a leader's takeover (run again)"  # a bucket root: the tail is not decided yet
-
-
-@dataclass(slots=True)
-class PartitionCompaction:
-    topic: str
-    partition: int
-    to_clean: LogToClean | None = None
-    spec: RewriteSpec | None = None
-    map_tasks: list[MapTask] = field(default_factory=list)
-    skipped: str | None = None  # why nothing was cleaned, with the figures
-    skip_reason: SkipReason | None = None
-    error: str | None = None
-    bytes_before: int = 0  # of the replaced segments
-    bytes_after: int = 0
-    records_read: int = 0
-    records_retained: int = 0
-    segments_before: int = 0
-    segments_after: int = 0
-    checkpoint: int | None = None
-    map_entries: int = 0
-    epochs: ReadEpochs | None = None  # cluster mode: the history the plan read the log with
-    read_end: int = 0  # the planned high watermark: the tasks read nothing at or past it
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    @property
-    def records_dropped(self) -> int:
-        return self.records_read - self.records_retained
-
-    def skip(self, reason: SkipReason, detail: str | None = None) -> "PartitionCompaction":
-        self.skip_reason, self.skipped = reason, detail or reason.value
-        return self
-
-
-@dataclass(slots=True)
-class CompactResult:
-    run_id: str
-    partitions: list[PartitionCompaction] = field(default_factory=list)
-    duration_s: float = 0.0
-    named_topics: tuple[str, ...] = ()  # the --topic list: its skipped partitions are listed one by one
-
-    @property
-    def cleaned(self) -> list[PartitionCompaction]:
-        return [p for p in self.partitions if p.checkpoint is not None and p.error is None]
-
-    @property
-    def bytes_before(self) -> int:
-        return sum(p.bytes_before for p in self.cleaned)
-
-    @property
-    def bytes_after(self) -> int:
-        return sum(p.bytes_after for p in self.cleaned)
-
-    @property
-    def errors(self) -> list[PartitionCompaction]:
-        return [p for p in self.partitions if p.error is not None]
 
 
 # ------------------------------------------------------------------------------------ planning
@@ -212,20 +105,6 @@ def compacted_partitions(root, topics: Sequence[str] = ()) -> list[tuple[str, in
     return [(topic, p) for topic, partitions, _config in found for p in range(partitions)]
 
 
-def compacted_of(metas, *, named: bool) -> list[tuple[str, int, LogConfig]]:
-    """compacted_topics' rule over topics read from any root; `named`: the --topic list's."""
-    out = []
-    for meta in metas:
-        config = meta.log_config
-        if not config.compact:
-            if named:
-                raise TopiclakeError(f"topic {meta.name!r} has cleanup.policy={','.join(config.cleanup_policy)}: "
-                                     "only compacted topics are compacted")
-            continue
-        out.append((meta.name, meta.partitions, config))
-    return out
-
-
 def _cut(state: PartitionState, start: int, end: int, target: int) -> Iterator[tuple[str, int, int, int]]:
     """(path, inode, start position, end position) byte ranges of the segments holding [start,
     end), cut at batch boundaries into pieces of about `target` bytes."""
@@ -241,20 +120,6 @@ def _cut(state: PartitionState, start: int, end: int, target: int) -> Iterator[t
             if scan.next_offsets[i] >= end:
                 break
         yield scan.file.path, scan.file.inode, piece_start, scan.end
-
-
-def chosen(out: PartitionCompaction, ltc: LogToClean, config: LogConfig, force: bool) -> bool:
-    """Whether Kafka's cleaner would clean `ltc` (or `force`); if not, `out` says why."""
-    out.to_clean = ltc
-    if ltc.first_dirty_offset >= ltc.first_uncleanable_offset or ltc.cleanable_bytes == 0:
-        out.skip(SkipReason.NOTHING_CLEANABLE, f"nothing cleanable (dirty from {ltc.first_dirty_offset}, "
-                                               f"uncleanable from {ltc.first_uncleanable_offset})")
-        return False
-    if not (ltc.eligible or force):
-        out.skip(SkipReason.BELOW_DIRTY_RATIO, f"dirty ratio {ltc.cleanable_ratio:.2f} <= "
-                                               f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
-        return False
-    return True
 
 
 def plan_partition(layout: StorageLayout, topic: str, partition: int, config: LogConfig, *, now_ms: int,
@@ -284,22 +149,6 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
 
 
 # ----------------------------------------------------------------------------------- executors
-
-@dataclass(frozen=True, slots=True)
-class MapTask:
-    """One map task: a byte range of a dirty segment, cut at batch boundaries."""
-
-    topic: str
-    partition: int
-    path: str
-    inode: int
-    start: int  # byte positions in the segment file
-    end: int
-    dirty_start: int  # the partition's dirty range [start, end) in offsets
-    dirty_end: int
-    aborted: tuple[AbortedTxn, ...]
-    epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
-
 
 def map_task(task: MapTask) -> tuple[tuple[str, int], np.ndarray, np.ndarray]:
     """On an executor: ((topic, partition), digest words, offsets), the max offset per digest of
@@ -478,11 +327,6 @@ def _compact(spark, options: CompactOptions, result: CompactResult, progress: Pr
             for part in planned:
                 _swap(part, rows, configs[part.topic])
     result.duration_s = time.monotonic() - started
-
-
-def describe_planned(planned: Sequence[PartitionCompaction]) -> str:
-    return "topiclake compact: " + " ".join(
-        f"{p.name}@[{p.to_clean.first_dirty_offset},{p.to_clean.first_uncleanable_offset})" for p in planned)
 
 
 def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: ProgressCallback | None) -> pa.Table:
