@@ -6,8 +6,10 @@ after a connection's client reached its in-flight limit: `window_full`), one tic
 thread syncs the metadata, then flushes every partition with unflushed batches, their PUTs in
 parallel on a pool, each followed by its fence check; a produce request waiting on a partition
 is answered when its offsets are flushed (`wait_flushed`), or with REQUEST_TIMED_OUT at its
-timeout (the store down: producers retry, the tick keeps retrying the same bytes). Seals run in
-the tick too. Nothing here runs object I/O on the event loop.
+timeout (the store down: producers retry, the tick keeps retrying the same bytes). A partition's
+seal and manifest poll (`_maintain`) run beside the tick on their own pool, one at a time per
+partition (`PartitionTail.maintaining`): a seal uploads up to a whole segment, and no flush of any
+partition waits for it. Nothing here runs object I/O on the event loop.
 
 A newer epoch, a lost lease or a metadata conflict means another broker leads this root: the
 service is fenced, every waiting produce gets NOT_LEADER_OR_FOLLOWER, and the broker stops.
@@ -28,7 +30,8 @@ import logging
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from typing import Any, Awaitable, Callable
 
 from topiclake.objectlog.fence import LeaderFenced
@@ -51,6 +54,7 @@ from .takeover import take_over
 log = logging.getLogger(__name__)
 
 FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the network
+SEAL_THREADS = 2  # seals upload whole segments: a few at once, beside the flushes
 FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
 METADATA_REFRESH_S = 1.0  # cluster mode: how often the other brokers' metadata changes are fetched
 METADATA_TRIES = 5  # cluster mode: a metadata change that keeps losing its race to other brokers
@@ -83,6 +87,8 @@ class BucketService:
         self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=FLUSH_THREADS, thread_name_prefix="topiclake-bucket")
         self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
+        self._sealer = ThreadPoolExecutor(max_workers=SEAL_THREADS, thread_name_prefix="topiclake-seal")
+        self._maintenance: dict[PartitionTail, Future] = {}  # scheduled or running (tick thread only)
         self._tasks: list[asyncio.Task] = []
 
     # -- start (blocking: run in a thread)
@@ -161,12 +167,19 @@ class BucketService:
 
     async def commit_log_start(self, part: Any, offset: int) -> None:
         """DeleteRecords on a bucket: after the cache's log start moved, the manifest's (on the
-        tick's thread, so it never races the partition's seal)."""
+        seal pool, holding the partition's `maintaining`, so it never races the partition's seal)."""
         tail: PartitionTail = part.tail
         deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
+
+        def commit() -> None:
+            if not tail.maintaining.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
+                raise FlushTimedOut(f"{tail.keys.prefix}: a seal still runs")
+            try:
+                tail.commit_log_start(offset, deadline, self.on_writer_thread)
+            finally:
+                tail.maintaining.release()
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._ticker, lambda: tail.commit_log_start(offset, deadline, self.on_writer_thread))
+            await asyncio.get_running_loop().run_in_executor(self._sealer, commit)
         except FENCING_ERRORS as exc:
             self._fenced_by(tail, f"{tail.keys.prefix}: {exc}")
             raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {exc}") from None
@@ -315,19 +328,24 @@ class BucketService:
         self.on_fenced(reason)
 
     async def stop(self) -> None:
-        """Clean stop, before the partitions close: a last flush of everything appended."""
+        """Clean stop, before the partitions close: running seals finish, then a last flush of
+        everything appended (and the seals it starts finish too: they use the partitions)."""
         if self._hurry is not None:
             self._hurry.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._ticker, self._wait_maintenance)
         if not self.fenced:
-            await asyncio.get_running_loop().run_in_executor(self._ticker, self.tick)
+            await loop.run_in_executor(self._ticker, self.tick)
+            await loop.run_in_executor(self._ticker, self._wait_maintenance)
 
     def close(self) -> None:
         """After the partitions closed: let the lease go (a restart takes over at once)."""
         self._pool.shutdown(wait=True)
         self._ticker.shutdown(wait=True)
+        self._sealer.shutdown(wait=True)
         if not self.fenced and not self.clustered:
             try:
                 self.lease.release()
@@ -347,17 +365,28 @@ class BucketService:
         deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
         list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
                             [tail for tail in tails if tail.has_unflushed]))
+        self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
         now = time.monotonic()
-        list(self._pool.map(lambda tail: self._guarded(tail, lambda: self._maintain(tail, now, deadline)),
-                            [tail for tail in tails if tail.seal_due(now) or tail.poll_due(now)]))
+        for tail in tails:
+            if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now)):
+                self._maintenance[tail] = self._sealer.submit(self._guarded, tail, partial(self._maintain, tail))
 
-    def _maintain(self, tail: PartitionTail, now: float, deadline: float) -> None:
-        """A partition's seal when due, and its look for maintenance jobs' commits (retention,
-        merges) when due: one after the other, so they never race for the tail's manifest."""
-        if tail.seal_due(now):
-            tail.seal(deadline, self.on_writer_thread)
-        if tail.poll_due(now):
-            tail.poll_manifest(self.on_writer_thread)
+    def _maintain(self, tail: PartitionTail) -> None:
+        """On the seal pool: a partition's seal when due, and its look for maintenance jobs' commits
+        (retention, merges) when due: one after the other, holding `maintaining`, so they never
+        race each other (nor a DeleteRecords commit) for the tail's manifest."""
+        with tail.maintaining:
+            now = time.monotonic()
+            deadline = now + self.settings.flush_timeout_ms / 1000
+            if tail.seal_due(now):
+                tail.seal(deadline, self.on_writer_thread)
+            if tail.poll_due(now):
+                tail.poll_manifest(self.on_writer_thread)
+
+    def _wait_maintenance(self) -> None:
+        """On the tick's thread: until the seals and polls started by ticks have finished."""
+        wait(list(self._maintenance.values()))
+        self._maintenance = {}
 
     def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> None:
         if self.fenced:

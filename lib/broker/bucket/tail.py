@@ -3,7 +3,9 @@
 check, and only then the high watermark moves; seals of the flushed tail into a closed segment
 with its producer snapshot object.
 
-Flushes and seals run on the service's threads, never on the event loop or the writer thread.
+Flushes and seals run on the service's threads, never on the event loop or the writer thread; a
+seal runs beside the flushes of its partition: it seals the flush objects below the flushed end it
+captured, and only hands state over (`first_unsealed`) under the flush's lock.
 A flush whose create did not finish keeps its exact bytes (`pending`) and the next round retries
 them under the same key: a create whose response was lost must find identical bytes there.
 """
@@ -68,7 +70,10 @@ class PartitionTail:
         self.manifest_polled = time.monotonic()  # when the newest manifest was last looked at
         self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
         self.on_fenced: Callable[[str], None] = lambda reason: None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a flush's state (pending, flushed_end): held across its PUT
+        # Held by a seal, a manifest poll or a log start commit (the service's seal pool): they share
+        # the manifest, and run one at a time; flushes never take it.
+        self.maintaining = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PartitionTail({self.keys.prefix}, epoch {self.epoch})"
@@ -133,21 +138,33 @@ class PartitionTail:
         if end <= self.manifest.end_offset:
             self.first_unsealed, self.seal_requested = None, False
             return None
+        started = time.monotonic()
+        # A roll while the segment uploads asks for the next seal; this one no longer needs asking.
+        requested, self.seal_requested = self.seal_requested, False
+        try:
+            manifest = self._seal_up_to(end, snapshot, deadline)
+        except BaseException:
+            self.seal_requested = self.seal_requested or requested
+            raise
+        with self._lock:
+            self.first_unsealed = None if self.flushed_end <= end else time.monotonic()
+        if manifest is not None:
+            self.adopt(manifest, on_writer_thread)
+            log.info("%s: sealed below offset %d in %.1f s", self.keys.prefix, end, time.monotonic() - started)
+        self.collect_garbage()
+        return manifest
+
+    def _seal_up_to(self, end: int, snapshot: bytes, deadline: float) -> Manifest | None:
+        """The flush objects below `end` sealed and committed with the producer snapshot at `end`
+        (flushes above `end` go on meanwhile: they are the next seal's)."""
         view = _up_to(view_partition(self.store, self.keys), end)
 
         def before_commit(sealed_end: int) -> None:
             create_snapshot_object(self.store, self.keys, sealed_end, end, snapshot, deadline)
             self.fence.check(self.epoch)  # a superseded leader commits nothing (nor deletes)
 
-        manifest = seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
-                             before_commit=before_commit)
-        with self._lock:
-            self.seal_requested = False
-            self.first_unsealed = None if self.flushed_end <= end else time.monotonic()
-        if manifest is not None:
-            self.adopt(manifest, on_writer_thread)
-        self.collect_garbage()
-        return manifest
+        return seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
+                         before_commit=before_commit)
 
     def poll_due(self, now: float) -> bool:
         return now - self.manifest_polled >= MANIFEST_POLL_S
