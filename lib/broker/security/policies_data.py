@@ -1,10 +1,10 @@
 """Which operations the topic APIs need (KafkaApis): Produce WRITE (and the transactional id's
-WRITE for a transactional producer), Fetch READ (CLUSTER_ACTION for a follower), ListOffsets,
-Metadata and DescribeTopicPartitions DESCRIBE (auto-creation: CREATE on the cluster or the
-topic), DeleteRecords and DeleteTopics DELETE, CreateTopics CREATE (cluster or topic),
-CreatePartitions ALTER, DescribeProducers READ. Refused topics answer TOPIC_AUTHORIZATION_FAILED
-beside the handler's results for the rest; a list of all topics leaves out what the principal
-may not describe."""
+WRITE for a transactional producer), Fetch READ and OffsetForLeaderEpoch DESCRIBE (both
+CLUSTER_ACTION for a follower), ListOffsets, Metadata and DescribeTopicPartitions DESCRIBE
+(auto-creation: CREATE on the cluster or the topic), DeleteRecords and DeleteTopics DELETE,
+CreateTopics CREATE (cluster or topic), CreatePartitions ALTER, DescribeProducers READ. Refused
+topics answer TOPIC_AUTHORIZATION_FAILED beside the handler's results for the rest; a list of all
+topics leaves out what the principal may not describe."""
 
 from __future__ import annotations
 
@@ -69,6 +69,22 @@ async def list_offsets(check, broker, request, call):
     kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n))
     denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition_index) for p in t.partitions)) for t in refused)
+    return await serve_allowed(call, body, kept, "topics", cls, denied, "topics")
+
+
+# ============================================================ OffsetForLeaderEpoch
+@policy(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+async def offset_for_leader_epoch(check, broker, request, call):
+    """Kafka: a follower's request needs CLUSTER_ACTION, a consumer's DESCRIBE on each topic."""
+    body, cls = request.body, request.response_type
+    topic_cls = nested(cls, "topics")
+    part_cls = nested(topic_cls, "partitions")
+    if _is_follower(body):
+        kept, refused = ((body.topics, ()) if check.cluster(Op.CLUSTER_ACTION) else ((), body.topics))
+    else:
+        kept, refused = split(broker, body.topics, lambda n: check.topic(Op.DESCRIBE, n), name_field="topic")
+    denied = tuple(make(topic_cls, topic=t.topic, partitions=tuple(
+        blank(part_cls, TOPIC_DENIED, partition=p.partition) for p in t.partitions)) for t in refused)
     return await serve_allowed(call, body, kept, "topics", cls, denied, "topics")
 
 
