@@ -1,7 +1,8 @@
 """A single broker on a bucket tells clients the epoch its takeover claimed, and serves
 OffsetForLeaderEpoch from the bucket's epoch history: after a kill -9 and a takeover by a new
-broker (a new epoch), confluent-kafka consumers that committed on the old broker, the one still
-running and a new one, continue from their committed offsets and read every record once."""
+broker (a new epoch), consumers that committed on the old broker (confluent-kafka's, the one still
+running and a new one, and Kafka's own console consumer, whose Java client validates positions
+with OffsetForLeaderEpoch) continue from their committed offsets and read every record once."""
 
 from __future__ import annotations
 
@@ -61,7 +62,14 @@ def _read_once(consumer: Consumer, expected: set[bytes]) -> set[int]:
     return {e for _v, e in got}
 
 
-def test_a_takeover_tells_its_epoch_and_consumers_continue_from_their_commits(bucket_brokers):
+def _console_consume(kafka_tools, bootstrap: str, count: int) -> Counter:
+    """Kafka's console consumer in group "java": `count` values (it commits them on its way out)."""
+    out = kafka_tools("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", TOPIC,
+                      "--group", "java", "--from-beginning", "--max-messages", str(count), "--timeout-ms", "60000")
+    return Counter(line.encode() for line in out.splitlines())
+
+
+def test_a_takeover_tells_its_epoch_and_consumers_continue_from_their_commits(bucket_brokers, kafka_tools):
     port = free_port()
     first = bucket_brokers.start("first", port=port)
     admin = AdminClient({"bootstrap.servers": first.bootstrap})
@@ -72,6 +80,7 @@ def test_a_takeover_tells_its_epoch_and_consumers_continue_from_their_commits(bu
     running.commit(asynchronous=False)
     closed.commit(asynchronous=False)
     closed.close()
+    assert _console_consume(kafka_tools, first.bootstrap, len(before)) == Counter(before)
     told = {p.epoch for p in metadata(first.bootstrap, TOPIC).partitions.values()}
     assert told == first_epochs, "Metadata's leader epoch is not the one stamped on the records"
     ends = {tp.partition: tp.offset for tp in running.committed(
@@ -91,6 +100,7 @@ def test_a_takeover_tells_its_epoch_and_consumers_continue_from_their_commits(bu
     after = _produce(second.bootstrap, "b", 200)
     assert _read_once(running, after) == {p.epoch for p in view.partitions.values()}
     running.close()
+    assert _console_consume(kafka_tools, second.bootstrap, len(after)) == Counter(after)  # from its commits
     reopened = _consumer(second.bootstrap, "closed")
     try:
         _read_once(reopened, after)
