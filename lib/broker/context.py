@@ -126,8 +126,9 @@ class BrokerContext:
             context.leadership = _cluster_node(context)
         else:
             # The server may rebind the config (ephemeral ports): endpoints are read through the context.
-            context.leadership = SingleBrokerLeadership(config.broker_id,
-                                                        lambda listener: context.config.endpoint_for(listener))
+            context.leadership = SingleBrokerLeadership(
+                config.broker_id, lambda listener: context.config.endpoint_for(listener),
+                **({} if bucket is None else {"epoch_of": partitions.leader_epoch_of}))
         return context
 
     @property

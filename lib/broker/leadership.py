@@ -142,16 +142,19 @@ class Leadership(Protocol):
 
 
 class SingleBrokerLeadership:
-    """One broker on the root: it leads every partition, at epoch 0, and is the controller."""
+    """One broker on the root: it leads every partition, at epoch 0, and is the controller. On a
+    bucket root each partition is led at the epoch its takeover claimed (`epoch_of`)."""
 
     clustered = False
 
-    def __init__(self, broker_id: int, endpoint_for: Callable[[str], tuple[str, int]]):
+    def __init__(self, broker_id: int, endpoint_for: Callable[[str], tuple[str, int]],
+                 epoch_of: Callable[[str, int], int] = lambda topic, partition: LEADER_EPOCH):
         self.broker_id = broker_id
         self._endpoint_for = endpoint_for  # listener name -> advertised (host, port)
+        self._epoch_of = epoch_of
 
     def leader(self, topic: str, partition: int) -> PartitionLeader:
-        return PartitionLeader(self.broker_id, LEADER_EPOCH)
+        return PartitionLeader(self.broker_id, self._epoch_of(topic, partition))
 
     def leads(self, topic: str, partition: int) -> bool:
         return True

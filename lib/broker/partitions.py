@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import LogClosedError, UnknownTopicError
+from topiclake.segments.leader_epochs import EpochEntry, EpochHistory
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
@@ -80,6 +81,7 @@ class Partition:
         # end of the last flush that passed the fence.
         self.tail: Any = None
         self.bucket_epoch: int | None = None  # the epoch claimed in the bucket, stamped on batches
+        self.bucket_history: EpochHistory | None = None  # the bucket's epochs as the takeover recorded them
         # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
         # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
         self.messages_in = 0
@@ -121,6 +123,12 @@ class Partition:
         if requested < self.leader_epoch:
             raise FencedLeaderEpoch(f"{self}: epoch {requested} is older than the leader's {self.leader_epoch}")
         raise UnknownLeaderEpoch(f"{self}: epoch {requested} is newer than the leader's {self.leader_epoch}")
+
+    def epoch_end_offset(self, epoch: int) -> EpochEntry:
+        """OffsetForLeaderEpoch (`EpochHistory.end_offset_for`) over the bucket's history, the
+        shared root's (cluster mode), or one epoch owning all (a broker alone on a file root)."""
+        history = self.bucket_history or self.log.epochs or EpochHistory({self.leader_epoch: 0})
+        return history.end_offset_for(epoch, self.log.log_end_offset)
 
     def lead(self, epoch: int, fence: PartitionFence) -> None:
         """Cluster mode: serve as the leader of `epoch` (its takeover is done: `fence` was claimed,
@@ -454,9 +462,7 @@ class PartitionManager:
         """How a bucket takeover makes the Partition of its recovered Log, led at `epoch`."""
         def make(log_: Any, epoch: int) -> Partition:
             part = Partition(meta.name, index, log_, meta.log_config)
-            part.bucket_epoch = epoch
-            if self.leadership is not None:  # cluster mode: ZooKeeper's epoch, as clients are told
-                part.leader_epoch = epoch
+            part.bucket_epoch = part.leader_epoch = epoch  # clients are told the takeover's epoch
             part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
             return part
         return make
@@ -533,6 +539,10 @@ class PartitionManager:
         if self.bucket is not None:  # the cache holds only the partitions this broker leads
             await self.run_io(shutil.rmtree, part.log.directory, True)
         log.debug("no longer leading %s-%d (epoch %d)", topic, index, part.leader_epoch)
+
+    def leader_epoch_of(self, topic: str, index: int) -> int:
+        """The epoch clients are told for a partition (a bucket takeover's once it is open)."""
+        return getattr(self._partitions.get((topic, index)), "leader_epoch", LEADER_EPOCH)
 
     def serves(self, part: Partition) -> bool:
         """Whether `part` is still the open partition of its key (cluster mode: not resigned)."""

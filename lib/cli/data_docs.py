@@ -1,6 +1,7 @@
 """`topiclake data-docs`: great-expectations' Data Docs site of the validations that ingest and
 backfill stored under <root>/quality/results (every run stores one; building the HTML site loads
-great-expectations, so the jobs leave it to this command unless given --data-docs)."""
+great-expectations, so the jobs leave it to this command unless given --data-docs). On an
+object-store root the site's files are put under quality/ in the bucket (`bucket_docs`)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,16 @@ def data_docs(
     from topiclake.lake.quality import gate
 
     with reported_errors(debug):
-        root = preflight.resolve_root(str(config) if config else None, data)
-        stored = sorted(gate.quality_dir(root).joinpath("results").rglob("*.json"))
-        if not stored:
-            raise UsageError(f"no validation results under {gate.quality_dir(root) / 'results'}: "
-                             "ingest or backfill a table first")
-        index = gate.build_data_docs(root)
-    typer.echo(f"Data Docs of {len(stored)} validations: {index}")
+        root = preflight.resolve_tables_root(str(config) if config else None, data)
+        if isinstance(root, Path):
+            where = gate.quality_dir(root) / "results"
+            count = sum(1 for _ in where.rglob("*.json"))
+            index = gate.build_data_docs(root) if count else None
+        else:  # an object-store root: built in a scratch directory, its files put back in the bucket
+            from topiclake.lake.quality.bucket_docs import build_bucket_data_docs
+
+            where = root.uri("quality", "results")
+            count, index = build_bucket_data_docs(root)
+        if not count:
+            raise UsageError(f"no validation results under {where}: ingest or backfill a table first")
+    typer.echo(f"Data Docs of {count} validations: {index}")

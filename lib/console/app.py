@@ -284,7 +284,7 @@ def _fed_by(table: str) -> str:
 
 async def tables_page(request: web.Request) -> web.Response:
     return _render(request, "tables.html", {"tables": await _visible_tables(request),
-                                            "data_docs": _data_docs_index(request)})
+                                            "data_docs": await _data_docs_index(request)})
 
 
 async def table_page(request: web.Request) -> web.Response:
@@ -293,19 +293,19 @@ async def table_page(request: web.Request) -> web.Response:
         return _not_found(request, f"no table {name!r} (or you may not describe its topics)")
     detail = await asyncio.to_thread(tables.detail, request.app[ROOT], name)
     return _render(request, "table.html", {"table": detail, "s": detail.summary,
-                                           "data_docs": _data_docs_index(request)})
+                                           "data_docs": await _data_docs_index(request)})
 
 
-def _data_docs_index(request: web.Request) -> bool:
+async def _data_docs_index(request: web.Request) -> bool:
     """Whether to link the Data Docs index: built, and no logins (it lists every table)."""
-    site = request.app[ROOT].quality_site()
+    site = await asyncio.to_thread(request.app[ROOT].quality_site)  # a bucket's is fetched
     return not request.app[ACCESS].login_required and site is not None and (site / "index.html").is_file()
 
 
 async def quality_file(request: web.Request) -> web.StreamResponse:
     """The Data Docs site under <root>/quality, as static files. With logins, only the pages of
     tables the user may see (and the site's assets): the index lists every table's validations."""
-    site = request.app[ROOT].quality_site()
+    site = await asyncio.to_thread(request.app[ROOT].quality_site)
     relative = request.match_info["path"] or "index.html"
     target = root.safe_join(site, relative) if site is not None else None
     if target is not None and target.is_dir():

@@ -9,9 +9,8 @@ root (a bucket and prefix). Both answer the same questions, so every page reads 
     partition_bytes(topic, p)       bytes of the partition's `.log` files or objects
     table_names() / table_uri(n)    the Delta tables under tables/
     quality_results()               (path under quality/results, its JSON text) of every result
-    quality_site()                  the Data Docs directory (None: a bucket has none)
-    registry()                      the schema registry's state (a bucket's `_schemas` is not
-                                    replayed yet: empty there, and records show as raw bytes)
+    quality_site()                  the Data Docs directory (a bucket's: mirrored locally), or None
+    registry()                      the schema registry's state, replayed from `_schemas`
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from topiclake.segments.storage import StorageLayout
+
+from .bucket_site import SiteMirror
 
 LOG_SUFFIX = ".log"
 RESULTS = "results"
@@ -96,6 +97,7 @@ class BucketRoot:
 
         self.root = root  # an S3Root: str() is its URL, no secrets
         self.store = ObjectStore(root)
+        self.site = SiteMirror(self.store)
         from topiclake.lake.table import delta
 
         delta.serve_root(root)  # its tables are opened with its server and keys
@@ -132,7 +134,7 @@ class BucketRoot:
         return self.root.uri("tables", name)
 
     def quality_site(self) -> Path | None:
-        return None
+        return self.site.current()
 
     def quality_results(self) -> Iterator[tuple[PurePosixPath, str]]:
         from topiclake.store.errors import ObjectNotFound
@@ -147,9 +149,9 @@ class BucketRoot:
                 continue
 
     def registry(self):
-        from topiclake.registry.state import RegistryState
+        from topiclake.registry.log_replay import load_bucket_state
 
-        return RegistryState()
+        return load_bucket_state(self.store)
 
 
 def topic_bytes(root: DirectoryRoot | BucketRoot, topic: str, partitions: list[int]) -> int:

@@ -7,6 +7,15 @@ it was created: a segment written a day ago and dropped by retention a second ag
 read by a Spark task planned on the manifest before. So an object is garbage only when it is
 garbage under the newest manifest AND under the one that was newest `grace` ago (the reference),
 and was itself created before the grace (a concurrent sealer's objects, not committed yet).
+
+Old manifest versions go too (`delete_old_manifests`), by this rule: a version is deleted only
+when it is below the newest KEEP_MANIFESTS versions AND below the reference (so it was superseded
+more than the grace ago). Readers pick the newest version, never deleted; the reference stays, so
+the next pass still finds the manifest newest a grace ago; and a commit creates base + 1 with
+If-None-Match on a base its writer has just loaded (`manifest.commit_change` reloads before each
+attempt), so a deleted version's key could be created again only by a writer whose base is more
+than KEEP_MANIFESTS versions and the grace old: none is (a seal, a takeover, retention, a merge
+or a compaction commits within seconds to minutes of loading the newest, far inside both).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from .manifest import Manifest, load_version
 from .plan import Listed, superseded_flush_objects
 
 DEFAULT_DELETE_GRACE_MS = 3_600_000
+KEEP_MANIFESTS = 16  # the newest versions are never deleted, whatever their age
 _SEGMENT_KINDS = ("log", "index", "timeindex", "snapshot")
 
 
@@ -38,7 +48,8 @@ def collect_garbage(store: ObjectStore, keys: PartitionKeys, manifest: Manifest,
     now = now or datetime.now(timezone.utc)
     reference = manifest_at(store, keys, now - timedelta(milliseconds=grace_ms))
     return (delete_superseded(store, keys, manifest, reference, grace_ms=grace_ms, now=now, dry_run=dry_run)
-            + delete_unreferenced(store, keys, manifest, reference, grace_ms=grace_ms, now=now, dry_run=dry_run))
+            + delete_unreferenced(store, keys, manifest, reference, grace_ms=grace_ms, now=now, dry_run=dry_run)
+            + delete_old_manifests(store, keys, manifest, reference, dry_run=dry_run))
 
 
 def delete_superseded(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, reference: Manifest | None, *,
@@ -75,6 +86,18 @@ def delete_unreferenced(store: ObjectStore, keys: PartitionKeys, manifest: Manif
             continue
         if info.key not in kept and now - info.last_modified >= timedelta(milliseconds=grace_ms):
             doomed.append(info.key)
+    return _delete(store, doomed, dry_run)
+
+
+def delete_old_manifests(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, reference: Manifest | None, *,
+                         keep: int = KEEP_MANIFESTS, dry_run: bool = False) -> list[str]:
+    """Delete the manifest versions below both the newest `keep` (from `manifest`, the newest)
+    and `reference` (the newest a grace ago): the module's rule. The keys deleted."""
+    if reference is None:
+        return []  # nothing was committed a grace ago
+    floor = min(reference.version, manifest.version - keep + 1)
+    doomed = [info.key for info in store.list(keys.manifest_prefix)
+              if (version := parse_manifest_name(info.key)) is not None and version < floor]
     return _delete(store, doomed, dry_run)
 
 

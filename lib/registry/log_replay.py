@@ -6,6 +6,9 @@ Read-only: no Log is opened (its recovery writes). A torn tail (the broker mid-a
 read; a segment swapped or deleted by a maintenance job while we read makes us list again. In
 cluster mode only the valid log is replayed (segments.leader_reads): a fenced registry writer's
 late records are no schemas.
+
+On a bucket root (`load_bucket_state`) the partition's valid batches come from objectlog's
+reader (closed segments and flush objects, each offset once, by the bucket's epoch history).
 """
 
 from __future__ import annotations
@@ -63,6 +66,30 @@ def _load(directory: Path, topic: str) -> RegistryState:
             if batch.header.last_offset >= start:
                 batches.append(batch)
                 end = batch.header.next_offset
+    return _replay(state, batches, start, end)
+
+
+def load_bucket_state(store, topic: str = SCHEMAS_TOPIC) -> RegistryState:
+    """The registry as `_schemas` in a bucket root holds it (`store`: the root's ObjectStore); an
+    empty registry without the topic."""
+    from topiclake.objectlog.keys import PartitionKeys
+    from topiclake.objectlog.reader import read_log, view_partition
+    from topiclake.store.errors import ObjectNotFound
+
+    keys = PartitionKeys(topic, 0)
+    for _ in range(_ATTEMPTS):
+        view = view_partition(store, keys)
+        try:
+            batches = list(read_log(store, keys, view=view))
+        except ObjectNotFound:  # a flush object deleted after a seal listed before it: look again
+            time.sleep(_RETRY_WAIT_S)
+            continue
+        start = view.manifest.log_start_offset
+        return _replay(RegistryState(), batches, start, batches[-1].next_offset if batches else start)
+    raise SchemasLogChanged(f"{store.root.uri(keys.prefix)}: objects kept changing while being read")
+
+
+def _replay(state: RegistryState, batches: list, start: int, end: int) -> RegistryState:
     records, _ = committed_records(batches, start, end)
     for offset, key, value in records:
         state.replay_bytes(offset, key, value)

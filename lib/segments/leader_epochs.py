@@ -271,17 +271,20 @@ class EpochHistory:
         return pc.fill_null(mask, False)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEntry:
-        """Kafka's LeaderEpochFileCache.endOffsetFor (OffsetForLeaderEpoch): the largest epoch
-        <= `epoch` and the offset where it ended (the next epoch's start, or the log end for
-        the latest epoch); (-1, -1) when `epoch` is below every recorded epoch."""
-        if self.entries and epoch == self.entries[-1].epoch:
-            return EpochEntry(epoch, log_end_offset)
+        """Kafka's LeaderEpochFileCache.endOffsetFor (OffsetForLeaderEpoch): for the latest epoch
+        the log end; for an older one the largest epoch <= it and where that one ended (the next
+        epoch's start); below every epoch, `epoch` itself ending at the first start (its offsets
+        are gone); (-1, -1) for an undefined epoch or one above every epoch."""
         epochs = [e.epoch for e in self.entries]
-        index = bisect.bisect_right(epochs, epoch)
-        if index == 0:
+        if epoch < 0 or not epochs:
             return EpochEntry(-1, UNDEFINED_EPOCH_OFFSET)
+        if epoch == epochs[-1]:
+            return EpochEntry(epoch, log_end_offset)
+        index = bisect.bisect_right(epochs, epoch)
         if index == len(epochs):
-            return EpochEntry(epochs[-1], log_end_offset)
+            return EpochEntry(-1, UNDEFINED_EPOCH_OFFSET)
+        if index == 0:
+            return EpochEntry(epoch, self._start_offsets[0])
         return EpochEntry(epochs[index - 1], self._start_offsets[index])
 
     def still_current(self, partition_dir: str | os.PathLike) -> bool:

@@ -24,6 +24,7 @@ ADVERTISED = {
     "heartbeat": (0, 4), "leave_group": (0, 5), "sync_group": (0, 5), "describe_groups": (0, 6),
     "list_groups": (0, 5), "sasl_handshake": (0, 1), "api_versions": (0, 4), "create_topics": (2, 7),
     "delete_topics": (1, 6), "delete_records": (0, 2), "init_producer_id": (0, 5),
+    "offset_for_leader_epoch": (2, 4),  # KIP-320: consumers validate positions after a leader change
     "add_partitions_to_txn": (0, 5), "add_offsets_to_txn": (0, 4), "end_txn": (0, 5),
     "write_txn_markers": (1, 1),  # between the brokers of a cluster (issue 18)
     "txn_offset_commit": (0, 5), "describe_acls": (1, 3), "create_acls": (1, 3), "delete_acls": (1, 3),

@@ -3,8 +3,8 @@ root) is refused in one line naming the URL, and nothing is created: before, `s3
 local folder named `s3:`. A URL no root can be is refused in one line by every command, those that
 serve one too. `topiclake metrics` serves one (its tables' snapshot figures): tested on the real
 server; so does the broker (tests/broker_bucket), and ingest, backfill, coverage, retain and compact
-(tests/lake/test_ingest_bucket.py, test_retain_bucket.py and test_compact_bucket.py). Each case runs
-the real command in a subprocess."""
+(tests/lake/test_ingest_bucket.py, test_retain_bucket.py and test_compact_bucket.py), and data-docs
+(tests/console/test_console_bucket.py). Each case runs the real command in a subprocess."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def assert_refused(result: subprocess.CompletedProcess, line: str, cwd) -> None:
 
 
 def test_data_url_is_refused(tmp_path):
-    assert_refused(topiclake("data-docs", "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
+    assert_refused(topiclake("rebuild", "t", "--data", "s3://bars/root", cwd=tmp_path), NOT_SERVED, tmp_path)
 def test_a_broker_on_a_bucket_that_does_not_exist_says_so_in_one_line(tmp_path, s3_server):
     # The broker serves bucket roots (tests/broker_bucket); a missing bucket is one line, exit 1.
     result = topiclake("broker", "start", "--port", "0", "--data", "s3://no-such-bucket/root", cwd=tmp_path,
@@ -58,10 +58,10 @@ def test_the_issue_example_is_refused(tmp_path, command):
 
 
 def test_root_from_the_environment_and_the_settings_file(tmp_path):
-    assert_refused(topiclake("data-docs", cwd=tmp_path, env_root="s3://bars/root"), NOT_SERVED, tmp_path)
+    assert_refused(topiclake("rebuild", "t", cwd=tmp_path, env_root="s3://bars/root"), NOT_SERVED, tmp_path)
     settings = tmp_path.parent / f"{tmp_path.name}.toml"
     settings.write_text('[storage]\nroot = "s3://bars/root"\n')
-    assert_refused(topiclake("data-docs", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
+    assert_refused(topiclake("rebuild", "t", "--config", str(settings), cwd=tmp_path), NOT_SERVED, tmp_path)
 
 
 @pytest.mark.parametrize("command", [("users", "list")])
@@ -91,3 +91,10 @@ def test_metrics_of_the_tables_on_a_bucket(tmp_path, s3_root):
                      'topiclake_table_files{table="orders"} 2.0', 'topiclake_table_rows{table="orders"} 4.0'):
         assert expected in lines, result.stdout
     assert [p.name for p in tmp_path.iterdir() if p.name != ".hypothesis"] == [], "nothing created locally"
+
+
+def test_data_docs_on_a_bucket_without_results_says_so_in_one_line(tmp_path, s3_root):
+    # (with results it builds the site in the bucket: tests/console/test_console_bucket.py)
+    result = topiclake("data-docs", "--data", str(s3_root.root), cwd=tmp_path, aws=s3_root.env)
+    assert_refused(result, f"error: no validation results under {s3_root.root.uri('quality', 'results')}: "
+                           "ingest or backfill a table first", tmp_path)

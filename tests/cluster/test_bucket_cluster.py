@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -143,3 +144,42 @@ def test_a_single_broker_refuses_the_clusters_bucket_naming_it(cluster_on_bucket
     assert alone.stderr.strip().splitlines() == [
         f"error: storage root {root} is used by a cluster of brokers ({cluster['zookeeper']}{cluster['chroot']}): "
         "set [cluster] zookeeper to join it, or use another --data"], alone.stderr
+
+
+def test_delete_topics_leaves_none_of_the_topics_objects(cluster_on_bucket):
+    """DeleteTopics through one broker while the partitions' leaders (all three brokers) have
+    flushed, sealed and still hold tails: once they resigned, nothing of the topic is in the bucket
+    (a leader's late flush, seal or manifest would otherwise linger under log/<topic>-<p>/)."""
+    brokers = cluster_on_bucket
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    from topiclake.store.objects import ObjectStore
+    from topiclake.store.root import parse_root
+
+    topic = "doomed"
+    views = create_topic(brokers, topic, 6)
+    assert {v.leader for v in views.values()} == {1, 2, 3}
+    producer = Producer({"bootstrap.servers": brokers.bootstrap, "acks": "all", "linger.ms": 5})
+
+    def produce(tag: str) -> None:
+        for n in range(600):
+            producer.produce(topic, f"{tag}{n}".encode(), partition=n % 6)
+        assert producer.flush(60) == 0
+
+    produce("sealed-")
+    store = ObjectStore(parse_root(brokers.brokers[1].root))
+
+    def objects() -> list[str]:
+        return [info.key for info in store.list("log") if info.key.split("/")[1].rpartition("-")[0] == topic]
+
+    wait_for(lambda: any(k.endswith(".log") and ".e" not in k.rpartition("/")[2] for k in objects()), 30,
+             what="a sealed segment of the topic")  # seal_ms 1.5 s: closed segments and manifests too
+    produce("tail-")  # flushed, and due to be sealed 1.5 s later: around the deletion
+    del producer
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(1)})
+    admin.delete_topics([topic])[topic].result(30)
+    wait_for(lambda: store.head(f"topics/{topic}.json") is None, 20, what="the topic's object deleted")
+    wait_for(lambda: not objects(), 30, what="the topic's partition objects deleted", detail=objects)
+    time.sleep(3)  # a tick, a seal and a manifest poll later: nothing came back
+    assert not objects(), objects()

@@ -73,3 +73,29 @@ def test_takeovers_of_many_partitions_overlap(tmp_path):
 
     threads = asyncio.run(scenario())
     assert len(threads) > 1 and all(name.startswith("topiclake-open") for name in threads)
+
+
+def test_offset_for_leader_epoch_answers_from_the_roots_epoch_history(tmp_path):
+    """A cluster leader answers OffsetForLeaderEpoch (`Partition.epoch_end_offset`) from the epochs
+    the takeovers recorded in the shared root, by Kafka's LeaderEpochFileCache rules."""
+    async def scenario() -> None:
+        old, new = PartitionManager(StorageLayout(tmp_path)), PartitionManager(StorageLayout(tmp_path))
+        old.create_topic("t", 1)
+        try:
+            part = await old.take_over("t", 0, 1)
+            for sequence in range(3):
+                batch = idempotent_batch(sequence, b"x")
+                await old.run_io(_append, part, batch, read_header(batch))
+            led = await new.take_over("t", 0, 3)
+            batch = idempotent_batch(3, b"y")
+            await new.run_io(_append, led, batch, read_header(batch))
+            assert led.epoch_end_offset(1) == (1, 3)  # epoch 1 ended where epoch 3 started
+            assert led.epoch_end_offset(2) == (1, 3)  # never a leader: the epoch before it
+            assert led.epoch_end_offset(3) == (3, 4)  # the leader's own: the log end
+            assert led.epoch_end_offset(0) == (0, 0)  # below every epoch
+            assert led.epoch_end_offset(4) == (-1, -1)  # above every epoch
+        finally:
+            await old.close()
+            await new.close()
+
+    asyncio.run(scenario())

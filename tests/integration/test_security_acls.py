@@ -183,6 +183,7 @@ def _assert_each_api_refuses(acl_broker):
     from kio.schema.offset_commit.v8 import request as oc
     from kio.schema.offset_fetch.v7 import request as of
 
+    from tests.support.wire import offset_for_epoch
     from topiclake.client.conn import BrokerConnection
     from topiclake.security.client_config import ClientSecurity
 
@@ -199,6 +200,8 @@ def _assert_each_api_refuses(acl_broker):
             name="orders", partitions=(lo.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
                                                                timestamp=-1),)),)))
         assert listed.topics[0].partitions[0].error_code.name == "topic_authorization_failed"
+        ended = offset_for_epoch(bob, "orders", 0)  # OffsetForLeaderEpoch needs DESCRIBE too
+        assert (ended.error_code.name, ended.end_offset) == ("topic_authorization_failed", -1)
         committed = bob.request(oc.OffsetCommitRequest(
             group_id="g-bob", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
             topics=(oc.OffsetCommitRequestTopic(name="orders", partitions=(oc.OffsetCommitRequestPartition(

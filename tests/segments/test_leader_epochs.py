@@ -92,8 +92,10 @@ def test_end_offset_for_follows_kafkas_cache():
     assert history.end_offset_for(6, log_end_offset=400) == (6, 400)
     assert history.end_offset_for(3, 400) == (3, 250)
     assert history.end_offset_for(4, 400) == (3, 250)  # an epoch this log never had: the one before it
-    assert history.end_offset_for(9, 400) == (6, 400)
-    assert history.end_offset_for(0, 400) == (-1, -1)
+    assert history.end_offset_for(9, 400) == (-1, -1)  # above every epoch
+    assert history.end_offset_for(0, 400) == (0, 0)  # below every epoch: it ended where the first began
+    assert history.end_offset_for(-1, 400) == (-1, -1)  # undefined
+    assert EpochHistory({}).end_offset_for(0, 400) == (-1, -1)  # no history at all
 
 
 def test_a_segment_counts_only_if_its_first_batch_is_valid():

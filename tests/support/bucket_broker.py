@@ -39,10 +39,11 @@ class BucketBrokers:
         self.config.write_text("\n".join(kept[:at] + storage.strip().splitlines() + kept[at:]) + "\n")
         self.started: list[BrokerProcess] = []
 
-    def start(self, name: str, timeout: float = 90.0, args: tuple[str, ...] = ()) -> BrokerProcess:
-        """A broker with the new empty cache directory `<tmp>/<name>-cache` (`args`: more flags)."""
+    def start(self, name: str, timeout: float = 90.0, args: tuple[str, ...] = (), port: int | None = None) -> BrokerProcess:
+        """A broker with the new empty cache directory `<tmp>/<name>-cache` (`args`: more flags;
+        `port`: a dead broker's, for clients that keep running across the takeover)."""
         cache = self.directory / f"{name}-cache"
-        broker = BrokerProcess(self.directory / name, root=str(self.root), config=self.config,
+        broker = BrokerProcess(self.directory / name, port, root=str(self.root), config=self.config,
                                log_path=self.directory / f"{name}.log", args=("--cache-dir", str(cache), *args))
         self.started.append(broker)
         return broker.start(timeout)

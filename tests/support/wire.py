@@ -1,4 +1,4 @@
-"""Raw Produce and Fetch requests over the test BrokerConnection (exact control of what is sent), and
+"""Raw Produce, Fetch and OffsetForLeaderEpoch requests over the test BrokerConnection (exact control of what is sent), and
 the v2 batches they carry."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_req
 from kio.schema.produce.v9 import request as produce_req
 
 from topiclake.segments.batch import Record, build_batch, iter_batches
@@ -47,3 +48,11 @@ def fetch(client, topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, par
 
 def values_of(records: bytes):
     return [(r.offset, r.value) for b in iter_batches(records) for r in b.records()]
+
+
+def offset_for_epoch(client, topic: str, epoch: int, *, partition: int = 0, current: int = -1):
+    """One partition's EpochEndOffset: where `epoch` ended (`current`: the client's leader epoch)."""
+    request = epoch_req.OffsetForLeaderEpochRequest(replica_id=-1, topics=(epoch_req.OffsetForLeaderTopic(
+        topic=topic, partitions=(epoch_req.OffsetForLeaderPartition(
+            partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),))
+    return client.request(request).topics[0].partitions[0]

@@ -12,6 +12,7 @@ them under the same key: a create whose response was lost must find identical by
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
@@ -65,7 +66,9 @@ class PartitionTail:
         self.manifest = manifest  # the newest manifest this leader knows (its own commits)
         self.pending: tuple[int, int, bytes] | None = None  # (base, end, bytes) of a create not yet done
         self.unflushed_bytes = 0  # approximate (bumped by the writer thread): the flush_bytes trigger
-        self.first_unsealed: float | None = None  # monotonic time of the first flush above the manifest
+        # (end, monotonic time) of each flush above the last seal's end, oldest first (a few: one a
+        # tick until a seal), so a seal hands the seal_ms clock on to the first flush it did not cover.
+        self._unsealed_flushes: collections.deque[tuple[int, float]] = collections.deque()
         self.seal_requested = False  # the local log rolled: seal at the next tick
         self.manifest_polled = time.monotonic()  # when the newest manifest was last looked at
         self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
@@ -77,6 +80,17 @@ class PartitionTail:
 
     def __repr__(self) -> str:
         return f"PartitionTail({self.keys.prefix}, epoch {self.epoch})"
+
+    @property
+    def first_unsealed(self) -> float | None:
+        """Monotonic time of the first flush no seal covers yet: the seal_ms clock runs from it."""
+        flushes = self._unsealed_flushes
+        return flushes[0][1] if flushes else None
+
+    def _sealed_below(self, end: int) -> None:
+        """Under `_lock`: flushes ending at or below `end` are sealed; the clock moves to the next."""
+        while self._unsealed_flushes and self._unsealed_flushes[0][0] <= end:
+            self._unsealed_flushes.popleft()
 
     @property
     def has_unflushed(self) -> bool:
@@ -101,8 +115,7 @@ class PartitionTail:
                 self.pending = None
                 self.flushed_end = end
                 self.unflushed_bytes = max(0, self.unflushed_bytes - len(data))
-                if self.first_unsealed is None:
-                    self.first_unsealed = time.monotonic()
+                self._unsealed_flushes.append((end, time.monotonic()))
                 self.part.confirmed(end)
                 self.on_flushed(self)
                 flushed = True
@@ -136,7 +149,9 @@ class PartitionTail:
             return None  # appends kept coming between the flush and the snapshot: next tick
         end, snapshot = captured
         if end <= self.manifest.end_offset:
-            self.first_unsealed, self.seal_requested = None, False
+            with self._lock:  # a flush beside this one may have added a flush above `end`: keep it
+                self._sealed_below(self.manifest.end_offset)
+            self.seal_requested = False
             return None
         started = time.monotonic()
         # A roll while the segment uploads asks for the next seal; this one no longer needs asking.
@@ -146,8 +161,8 @@ class PartitionTail:
         except BaseException:
             self.seal_requested = self.seal_requested or requested
             raise
-        with self._lock:
-            self.first_unsealed = None if self.flushed_end <= end else time.monotonic()
+        with self._lock:  # flushes during the seal keep their own times: the next seal is not late
+            self._sealed_below(end)
         if manifest is not None:
             self.adopt(manifest, on_writer_thread)
             log.info("%s: sealed below offset %d in %.1f s", self.keys.prefix, end, time.monotonic() - started)
@@ -184,7 +199,14 @@ class PartitionTail:
 
     def adopt(self, manifest: Manifest, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
         """`manifest` (committed, at least as new as the one known) is this leader's; a log start
-        it raised (retention, DeleteRecords) moves the cache's, so ListOffsets and Fetch agree."""
+        it raised (retention, DeleteRecords) moves the cache's, so ListOffsets and Fetch agree.
+
+        Safe beside the flush pool without `_lock`: a flush reads only `pending`, `flushed_end`
+        and the epoch (fixed), never the manifest; the manifest is read by seals, polls and log
+        start commits, which hold `maintaining` as the caller of adopt does, and it is handed over
+        as one reference swap. The log start moves on the writer thread, and never past the
+        flushed end (a manifest's start is at most its sealed end, DeleteRecords' at most the
+        high watermark), so a flush's `read_range` never reads below it."""
         self.manifest = manifest
         part = self.part
         if manifest.log_start_offset > part.log.log_start_offset:

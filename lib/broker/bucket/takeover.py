@@ -98,8 +98,9 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         end = log_.log_end_offset
         if view.manifest.log_start_offset > log_.log_start_offset:  # DeleteRecords inside a batch
             log_.advance_log_start_offset(min(view.manifest.log_start_offset, end))
-        fence.record_start(epoch, end)
+        history = fence.record_start(epoch, end)
         part = make_partition(log_, epoch)
+        part.bucket_history = history  # OffsetForLeaderEpoch's answers
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000
         manifest = view.manifest
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))

@@ -4,6 +4,7 @@ from .registry import REGISTRY, HandlerRegistry, Route
 
 # Each import registers its routes with REGISTRY.
 from . import api_versions, cluster, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: F401
+from . import offset_for_leader_epoch  # noqa: F401  (KIP-320: where a leader epoch ended)
 from . import consumer_groups, groups, offsets  # noqa: F401  (group coordinator APIs)
 from . import transactions  # noqa: F401  (transaction coordinator APIs)
 from . import delete_records, log_dirs, quorum, quotas, replicas, topic_partitions  # noqa: F401  (cluster admin APIs)

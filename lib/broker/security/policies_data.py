@@ -1,10 +1,10 @@
 """Which operations the topic APIs need (KafkaApis): Produce WRITE (and the transactional id's
-WRITE for a transactional producer), Fetch READ (CLUSTER_ACTION for a follower), ListOffsets,
-Metadata and DescribeTopicPartitions DESCRIBE (auto-creation: CREATE on the cluster or the
-topic), DeleteRecords and DeleteTopics DELETE, CreateTopics CREATE (cluster or topic),
-CreatePartitions ALTER, DescribeProducers READ. Refused topics answer TOPIC_AUTHORIZATION_FAILED
-beside the handler's results for the rest; a list of all topics leaves out what the principal
-may not describe."""
+WRITE for a transactional producer), Fetch READ and OffsetForLeaderEpoch DESCRIBE (both
+CLUSTER_ACTION for a follower), ListOffsets, Metadata and DescribeTopicPartitions DESCRIBE
+(auto-creation: CREATE on the cluster or the topic), DeleteRecords and DeleteTopics DELETE,
+CreateTopics CREATE (cluster or topic), CreatePartitions ALTER, DescribeProducers READ. Refused
+topics answer TOPIC_AUTHORIZATION_FAILED beside the handler's results for the rest; a list of all
+topics leaves out what the principal may not describe."""
 
 from __future__ import annotations
 
@@ -45,15 +45,20 @@ def _is_follower(body) -> bool:
     return replica is not None and replica >= 0
 
 
+def _split_topics(check, broker, body, consumer_op):
+    """(kept, refused) topics: a follower's request needs CLUSTER_ACTION, a consumer's
+    `consumer_op` on each topic."""
+    if _is_follower(body):
+        return (body.topics, ()) if check.cluster(Op.CLUSTER_ACTION) else ((), body.topics)
+    return split(broker, body.topics, lambda n: check.topic(consumer_op, n), name_field="topic")
+
+
 @policy(ApiKey.FETCH)
 async def fetch(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
-    if _is_follower(body):
-        kept, refused = ((body.topics, ()) if check.cluster(Op.CLUSTER_ACTION) else ((), body.topics))
-    else:
-        kept, refused = split(broker, body.topics, lambda n: check.topic(Op.READ, n), name_field="topic")
+    kept, refused = _split_topics(check, broker, body, Op.READ)
     denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
         for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
@@ -70,6 +75,16 @@ async def list_offsets(check, broker, request, call):
     denied = tuple(make(topic_cls, name=t.name, partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition_index) for p in t.partitions)) for t in refused)
     return await serve_allowed(call, body, kept, "topics", cls, denied, "topics")
+
+
+# ============================================================ OffsetForLeaderEpoch
+@policy(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+async def offset_for_leader_epoch(check, broker, request, call):
+    kept, refused = _split_topics(check, broker, request.body, Op.DESCRIBE)
+    topic_cls = nested(request.response_type, "topics")
+    denied = tuple(make(topic_cls, topic=t.topic, partitions=tuple(blank(
+        nested(topic_cls, "partitions"), TOPIC_DENIED, partition=p.partition) for p in t.partitions)) for t in refused)
+    return await serve_allowed(call, request.body, kept, "topics", request.response_type, denied, "topics")
 
 
 # ======================================================================== Metadata

@@ -118,8 +118,7 @@ class QualityReport:
     def describe(self, *, quarantined: int = 0) -> str:
         """One line; a run that sent records to quarantine says so rather than "passed": the suite
         judged only the records the table takes."""
-        where = self.path or (self.results if "://" in (self.results or "")  # a bucket's: no Data Docs site there
-                              else f"{self.results} (Data Docs: topiclake data-docs)" if self.results
+        where = self.path or (f"{self.results} (Data Docs: topiclake data-docs)" if self.results  # a bucket's too
                               else "result not stored")
         if quarantined and self.success:
             return (f"quality: {quarantined} record{'s' if quarantined != 1 else ''} quarantined to "
@@ -300,7 +299,7 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     key = ResultKey(table, run_name, run_time)
     stored = store_result(outcome, key, root) if root is not None else None
     # A failure's page is built at once: the error points at it. So is any run that loaded
-    # great-expectations anyway. (A bucket root keeps the results only: no Data Docs site.)
+    # great-expectations anyway. (A bucket root keeps the results: `topiclake data-docs` builds its site.)
     page = (build_data_docs(root, key) if isinstance(root, Path) and (data_docs or suite.on_driver or not success)
             else None)
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
