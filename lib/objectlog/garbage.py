@@ -20,7 +20,7 @@ from .manifest import Manifest, load_version
 from .plan import Listed, superseded_flush_objects
 
 DEFAULT_DELETE_GRACE_MS = 3_600_000
-_SEGMENT_KINDS = ("log", "index", "timeindex", "snapshot")
+_SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 
 
 def manifest_at(store: ObjectStore, keys: PartitionKeys, moment: datetime) -> Manifest | None:
@@ -79,7 +79,8 @@ def delete_unreferenced(store: ObjectStore, keys: PartitionKeys, manifest: Manif
 
 
 def _named(keys: PartitionKeys, manifest: Manifest) -> set[str]:
-    named = {key for entry in manifest.segments for key in (entry.key, entry.index_key, entry.time_index_key)}
+    named = {key for entry in manifest.segments
+             for key in (entry.key, entry.index_key, entry.time_index_key, entry.txn_index_key) if key}
     return named | {keys.snapshot(entry.end_offset) for entry in manifest.segments}
 
 

@@ -28,6 +28,7 @@ from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
 
+from .aborted_entries import local_aborted
 from .settings import BucketSettings
 from .tail import PartitionTail, create_snapshot_object
 
@@ -103,6 +104,7 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000
         manifest = view.manifest
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
+        aborted = local_aborted(log_, manifest.end_offset, end)  # the replay at open indexed the tail
         tail = PartitionTail(part, store, keys, epoch, settings, flushed_end=end, manifest=manifest)
         for _ in range(SEAL_TRIES):
             try:
@@ -110,7 +112,8 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
                 # an older leader's seal is a StaleManifestWriter.
                 sealed = seal_tail(store, view, epoch, config=config, deadline=deadline,
                                    before_commit=lambda at: create_snapshot_object(store, keys, at, end, snapshot,
-                                                                                          deadline))
+                                                                                          deadline),
+                                   aborted=aborted)
                 tail.manifest = sealed or commit(store, keys, view.manifest,
                                                  view.manifest.successor(leader_epoch=epoch))
                 break
