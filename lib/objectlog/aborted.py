@@ -42,8 +42,7 @@ def segment_aborted(store: ObjectStore, keys: PartitionKeys, entry: SegmentEntry
 
 
 def scan_aborted(store: ObjectStore, keys: PartitionKeys, entry: SegmentEntry) -> list[TxnIndexEntry]:
-    """One GET of the segment (and of the snapshot at its base): the aborts whose marker it holds.
-    The last stable offset column is the offset after the marker (what readers here never use)."""
+    """One GET of the segment (and of the snapshot at its base): the aborts whose marker it holds."""
     open_first: dict[int, int] = {}
     unknown_start: int | None = entry.base_offset  # no snapshot: a marker with no data before it here began at the base
     try:
@@ -67,5 +66,7 @@ def scan_aborted(store: ObjectStore, keys: PartitionKeys, entry: SegmentEntry) -
             continue
         first = open_first.pop(header.producer_id, unknown_start)
         if kind is ControlRecordType.ABORT and first is not None:
-            found.append(TxnIndexEntry(header.producer_id, first, header.base_offset, header.base_offset + 1))
+            # Kafka's lastStableOffset(completedTxn): the first offset still undecided, else past the marker
+            stable = min(open_first.values(), default=header.base_offset + 1)
+            found.append(TxnIndexEntry(header.producer_id, first, header.base_offset, stable))
     return found

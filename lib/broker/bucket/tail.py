@@ -188,6 +188,8 @@ class PartitionTail:
         it raised (retention, DeleteRecords) moves the cache's, so ListOffsets and Fetch agree."""
         self.manifest = manifest
         part = self.part
+        if part.closed is not None:  # what Fetch and ListOffsets serve below the cache moves with it
+            part.closed.adopt(manifest)
         if manifest.log_start_offset > part.log.log_start_offset:
             def advance() -> None:
                 part.log.advance_log_start_offset(min(manifest.log_start_offset, part.log.log_end_offset))
