@@ -143,12 +143,13 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
         acked.update(produce_plain(first.bootstrap, topic, 600, 600))
         wait_sealed(store, keys, max(committed) + 2)  # the transactions are in closed segments
         acked.update(produce_plain(first.bootstrap, topic, 1200, 30))  # at least these stay in the tail
+        _none, tail_aborted = transactions(first.bootstrap, topic, (False,), T0 + 1300)  # so does this abort
     finally:
         brokers.kill_all()  # kill -9
     manifest = load_newest(store, keys)
     closed_bytes = sum(entry.size for entry in manifest.segments)
     assert len(manifest.segments) >= 2 and closed_bytes > 1_000_000
-    log_end = max(acked.values()) + 1
+    log_end = max(tail_aborted) + 2  # after its ABORT marker
     assert manifest.end_offset < log_end
 
     port = free_port()
@@ -169,13 +170,18 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
     positions = Counter(offset for _v, _p, offset in records)
     assert all(n == 1 for n in positions.values()), "an offset read twice"
     assert sorted(positions) == sorted(set(acked.values()) | set(committed))
+    # The takeover sealed the tail it restored, with the abort in it as the segment's .txnindex.
+    [sealed] = [s for s in load_newest(store, keys).segments if s.base_offset == manifest.end_offset]
+    assert [(e.first_offset, e.last_offset) for e in known_aborted(store, sealed)] == \
+        [(min(tail_aborted), max(tail_aborted) + 1)]
     found = {value: offset for value, _p, offset in records}
     assert all(found.get(value) == offset for value, offset in acked.items())
 
     # read_uncommitted from offset 0: the aborted records too, each at its offset.
     read, error = read_from(second.bootstrap, topic, 0, **{"isolation.level": "read_uncommitted"})
     assert error is None
-    assert sorted(offset for _v, offset in read) == sorted(set(acked.values()) | set(committed) | set(aborted))
+    assert sorted(offset for _v, offset in read) == sorted(set(acked.values()) | set(committed) | set(aborted)
+                                                           | set(tail_aborted))
 
     # ListOffsets: earliest is the manifest's log start; a timestamp in a closed segment finds its record.
     consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "times"})
