@@ -20,6 +20,7 @@ from tests.support.bucket_broker import BucketBrokers, consume_all
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
 from tests.support.s3 import VersityGW
+from topiclake.broker.bucket.closed import READ_AHEAD, ClosedSegments
 from topiclake.objectlog.aborted import known_aborted
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import Manifest, load_newest
@@ -150,6 +151,18 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
     closed_bytes = sum(entry.size for entry in manifest.segments)
     assert len(manifest.segments) >= 2 and closed_bytes > 1_000_000
     log_end = max(tail_aborted) + 2  # after its ABORT marker
+
+    # The broker's reader of closed segments, here: in 64 KiB fetches, a GET per read-ahead window
+    # (READ_AHEAD), not one per fetch, and the bytes are the segments' own.
+    closed = ClosedSegments(store, keys, manifest)
+    before = store.metrics.snapshot()["get_range"]["requests"]
+    offset, read_back = manifest.log_start_offset, bytearray()
+    while offset < manifest.end_offset:
+        data, offset = closed.read(offset, 64 * 1024, True)
+        read_back += data
+    ranged_gets = store.metrics.snapshot()["get_range"]["requests"] - before
+    assert bytes(read_back) == b"".join(store.get(entry.key) for entry in manifest.segments)
+    assert ranged_gets <= closed_bytes // READ_AHEAD + 2 * len(manifest.segments), ranged_gets
     assert manifest.end_offset < log_end
 
     port = free_port()

@@ -5,7 +5,9 @@ bucket as the remote tier.
 
 - Fetch: the segment's `.index` object (fetched once, kept in a small bounded cache) gives the
   byte position at or below the offset; ranged GETs from there return whole batches, within the
-  fetch's budget (at least one batch when asked, as the Log's read).
+  fetch's budget (at least one batch when asked, as the Log's read). A GET reads at least 4 MiB
+  ahead, and the windows read are kept (256 MiB for the broker, least recently used out), so a
+  consumer catching up pays a GET per few fetches, not one each.
 - read_committed: the aborted transactions overlapping what was read, from the segments'
   `.txnindex` objects (objectlog.aborted: a segment sealed before those is scanned once), with
   Kafka's stop rule (an entry whose last stable offset reaches the bound completes the search).
@@ -45,6 +47,8 @@ INDEX_CACHE_BYTES = 32 * 1024 * 1024  # decoded .index/.timeindex objects kept p
 ABORTED_CACHE_SEGMENTS = 4096  # segments whose aborted transactions are kept (a few entries each)
 READ_SLACK = 64 * 1024  # read past the budget: the wanted batch is within an index interval of its entry
 MAX_WINDOW = 8 * 1024 * 1024  # one ranged GET at most (a bigger budget takes more GETs)
+READ_AHEAD = 4 * 1024 * 1024  # a fetch's GET reads at least this far: a consumer's next fetches find it
+RANGE_CACHE_BYTES = 256 * 1024 * 1024  # the read-ahead windows kept, for all partitions of the broker
 _T = TypeVar("_T")
 
 
@@ -96,8 +100,8 @@ class ClosedSegments:
     def _read_segment(self, entry: SegmentEntry, offset: int, max_bytes: int, min_one: bool,
                       bound: int | None) -> tuple[bytes, int] | None:
         """None when the segment holds no batch at or above `offset`."""
-        window = min(max(max_bytes, 0), MAX_WINDOW) + READ_SLACK
-        reader = _RangeReader(self.store, entry, window)
+        window = max(min(max(max_bytes, 0), MAX_WINDOW) + READ_SLACK, READ_AHEAD)
+        reader = _RangeReader(self.store, entry, window, WINDOWS)
         cursor = self._position(entry, offset)
         start = end = None
         next_offset = offset
@@ -118,7 +122,9 @@ class ClosedSegments:
             return None if cursor >= entry.size else (b"", offset)
         if end is None:
             return b"", offset
-        return reader.covering(start, end - start, contiguous=True), next_offset
+        data = reader.covering(start, end - start, contiguous=True)
+        reader.keep()
+        return data, next_offset
 
     def _position(self, entry: SegmentEntry, offset: int) -> int:
         """The byte position of the index entry at or below `offset` (0 without one)."""
@@ -230,23 +236,66 @@ def _segment_index(manifest: Manifest, offset: int) -> int:
     return bisect.bisect_right([entry.end_offset for entry in manifest.segments], offset)
 
 
+class _Windows:
+    """Read-ahead windows of closed segment objects, bounded in bytes across the broker's partitions,
+    least recently used out first. Objects are never rewritten: a window stays right."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._windows: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
+        self._bytes = 0
+
+    def find(self, key: str, position: int) -> tuple[int, bytes] | None:
+        """The window of object `key` holding `position`, if one is kept."""
+        with self._lock:
+            found = self._windows.get(key)
+            if found is None or not found[0] <= position < found[0] + len(found[1]):
+                return None
+            self._windows.move_to_end(key)
+            return found
+
+    def keep(self, key: str, start: int, data: bytes) -> None:
+        with self._lock:
+            old = self._windows.pop(key, None)
+            self._bytes -= len(old[1]) if old is not None else 0
+            self._windows[key] = (start, data)
+            self._bytes += len(data)
+            while self._bytes > self.max_bytes and self._windows:
+                self._bytes -= len(self._windows.popitem(last=False)[1][1])
+
+
+WINDOWS = _Windows(RANGE_CACHE_BYTES)
+
+
 class _RangeReader:
     """A closed segment's bytes through ranged GETs: a buffer over [start, start + len) that
-    grows forward, or moves when a read lands past it (batches skipped unread)."""
+    grows forward, or moves when a read lands past it (batches skipped unread), starting from a
+    kept read-ahead window when one holds the position (`windows`)."""
 
-    def __init__(self, store: ObjectStore, entry: SegmentEntry, window: int):
-        self.store, self.entry, self.window = store, entry, window
+    def __init__(self, store: ObjectStore, entry: SegmentEntry, window: int, windows: _Windows | None = None):
+        self.store, self.entry, self.window, self.windows = store, entry, window, windows
         self.start = 0
-        self.data = bytearray()
+        self.data = b""  # bytes: a kept window is used without a copy; an extension makes a new one
+        self.fetched = False
+        self._uri = store.root.uri(entry.key)  # windows are kept by object, whatever the root
 
     def covering(self, position: int, size: int, *, contiguous: bool = False) -> bytes:
         """The bytes [position, position + size) (fewer at the object's end)."""
         end = min(position + size, self.entry.size)
         buffered_end = self.start + len(self.data)
         if position < self.start or (position > buffered_end and not contiguous) or not self.data:
-            self.start, self.data = position, bytearray()
-            buffered_end = position
+            kept = self.windows.find(self._uri, position) if self.windows is not None else None
+            self.start, self.data = kept if kept is not None else (position, b"")
+            buffered_end = self.start + len(self.data)
         if end > buffered_end:
             upto = min(self.entry.size, max(end, buffered_end + self.window))
-            self.data += self.store.get_range(self.entry.key, buffered_end, upto)
-        return bytes(self.data[position - self.start:end - self.start])
+            self.data = self.data + self.store.get_range(self.entry.key, buffered_end, upto)
+            self.fetched = True
+        return self.data[position - self.start:end - self.start]
+
+    def keep(self) -> None:
+        """Keep what this reader fetched (its last MAX_WINDOW bytes) for the next reads."""
+        if self.windows is not None and self.fetched and self.data:
+            tail = self.data[-MAX_WINDOW:]
+            self.windows.keep(self._uri, self.start + len(self.data) - len(tail), tail)
