@@ -82,6 +82,9 @@ class Partition:
         self.tail: Any = None
         self.bucket_epoch: int | None = None  # the epoch claimed in the bucket, stamped on batches
         self.bucket_history: EpochHistory | None = None  # the bucket's epochs as the takeover recorded them
+        # A bucket root whose takeover restored only the tail: the closed segments below the local
+        # log's start, read from the bucket (bucket.closed.ClosedSegments); None: all is local.
+        self.closed: Any = None
         # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
         # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
         self.messages_in = 0

@@ -11,6 +11,7 @@ epoch rules) and topiclake.store (the bucket); the broker and the lake build on 
     fence.py     the leader-epoch fence as conditional creates: claim, seal, start, check
     flush.py     creating a flush object (retried, an identical existing object counts), then the fence
     seal.py      the tail sealed into a closed segment and a manifest commit (written by write_segment)
+    aborted.py   a closed segment's aborted transactions: its .txnindex object, or a scan of it
     garbage.py   objects no manifest needs any more, deleted a grace after they stopped being needed
     merge.py     adjacent small closed segments merged into one by a maintenance manifest commit
     lease.py     single-broker ownership of a bucket root: cluster/owner.json, If-None-Match and If-Match

@@ -30,7 +30,7 @@ from .plan import Listed, superseded_flush_objects
 
 DEFAULT_DELETE_GRACE_MS = 3_600_000
 KEEP_MANIFESTS = 16  # the newest versions are never deleted, whatever their age
-_SEGMENT_KINDS = ("log", "index", "timeindex", "snapshot")
+_SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 
 
 def manifest_at(store: ObjectStore, keys: PartitionKeys, moment: datetime) -> Manifest | None:
@@ -102,7 +102,8 @@ def delete_old_manifests(store: ObjectStore, keys: PartitionKeys, manifest: Mani
 
 
 def _named(keys: PartitionKeys, manifest: Manifest) -> set[str]:
-    named = {key for entry in manifest.segments for key in (entry.key, entry.index_key, entry.time_index_key)}
+    named = {key for entry in manifest.segments
+             for key in (entry.key, entry.index_key, entry.time_index_key, entry.txn_index_key) if key}
     return named | {keys.snapshot(entry.end_offset) for entry in manifest.segments}
 
 

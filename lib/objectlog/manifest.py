@@ -43,6 +43,10 @@ class SegmentEntry:
     largest_timestamp: int
     index_key: str
     time_index_key: str
+    # The `.txnindex` object (Kafka's aborted-transaction index) of the segment: "" when no
+    # transaction aborted in it (no object); None when it was sealed before seals wrote one, so its
+    # aborts are unknown until a reader scans it (docs/OBJECT-STORAGE.md, "Read path").
+    txn_index_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +75,7 @@ class Manifest:
     def to_json(self) -> bytes:
         body = {"format": FORMAT_VERSION, "version": self.version, "leader_epoch": self.leader_epoch,
                 "log_start_offset": self.log_start_offset, "end_offset": self.end_offset,
-                "segments": [asdict(entry) for entry in self.segments]}
+                "segments": [_entry_json(entry) for entry in self.segments]}
         if self.cleaner_offset is not None:  # absent until compacted: older manifests read the same
             body["cleaner_offset"] = self.cleaner_offset
         return json.dumps(body, indent=1, sort_keys=True).encode()
@@ -99,6 +103,13 @@ class Manifest:
                         self.log_start_offset if log_start_offset is None else log_start_offset,
                         self.segments if segments is None else segments,
                         self.cleaner_offset if cleaner_offset is None else cleaner_offset)
+
+
+def _entry_json(entry: SegmentEntry) -> dict:
+    body = asdict(entry)
+    if body["txn_index_key"] is None:  # an older reader knows no such field: leave it out when unknown
+        del body["txn_index_key"]
+    return body
 
 
 EMPTY = Manifest(version=-1, leader_epoch=0)  # before any commit: its successor is version 0

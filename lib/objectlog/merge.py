@@ -20,6 +20,7 @@ from topiclake.segments.batch import iter_batches
 from topiclake.segments.config import LogConfig
 from topiclake.store.objects import ObjectStore
 
+from .aborted import known_aborted
 from .flush import FlushConflict
 from .keys import PartitionKeys
 from .manifest import Manifest, SegmentEntry, commit_change
@@ -83,11 +84,15 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
             if entry.base_offset <= batch.base_offset < entry.end_offset:
                 data += batch.data
                 headers.append(batch.header)
+    aborted: list | None = []  # the sources' .txnindex entries; None when any source's are unknown
+    for entry in merge.sources:
+        found = known_aborted(store, entry)
+        aborted = None if found is None or aborted is None else aborted + found
     try:
         # The sources' offsets, not the batches': compaction leaves gaps, and may empty a segment.
         merged = write_segment(store, bytes(data), headers, config,
                                lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix),
-                               deadline, base_offset=merge.base_offset, end_offset=merge.end_offset)
+                               deadline, base_offset=merge.base_offset, end_offset=merge.end_offset, aborted=aborted)
     except FlushConflict:  # another merge planned on this version wrote other bytes there
         return Merge(merge.sources, outcome="taken"), None
 

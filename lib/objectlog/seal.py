@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from topiclake.segments import filenames
 from topiclake.segments.config import LogConfig
 from topiclake.segments.segment import LogSegment
+from topiclake.segments.txn_index import TxnIndexEntry, encode_txn_index
 from topiclake.store.objects import ObjectStore
 
 from .flush import FlushConflict, create_once
@@ -24,13 +25,16 @@ from .reader import PartitionView, iter_piece_batches
 
 
 def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: LogConfig,
-              deadline: float, before_commit: Callable[[int], None] | None = None) -> Manifest | None:
+              deadline: float, before_commit: Callable[[int], None] | None = None,
+              aborted: Sequence[TxnIndexEntry] | None = None) -> Manifest | None:
     """Seal every valid batch of the view's flush objects into one closed segment and commit the
     manifest that lists it (writer epoch `epoch`). None when the tail holds no valid batch.
     When a stale sealer's other bytes hold `<base>.log` (its commit lost), the segment goes to
     `<base>.s<epoch>.log` and its indexes instead (the manifest names every key).
     `before_commit(end_offset)`: called once the segment objects exist, before the commit (the
     broker creates the producer snapshot object there).
+    `aborted`: the leader's `.txnindex` entries whose ABORT marker is in the tail (more are
+    ignored); None when the sealer does not know them (the segment's aborts stay unknown).
     ManifestConflict / StaleManifestWriter from the commit: reload and decide again (or resign);
     FlushConflict: even the sealer's own fallback keys hold other bytes."""
     manifest, keys = view.manifest, view.keys
@@ -46,10 +50,11 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
         return None
     base = headers[0].base_offset
     try:
-        entry = write_segment(store, bytes(data), headers, config, lambda suffix: keys.segment(base, suffix), deadline)
+        entry = write_segment(store, bytes(data), headers, config, lambda suffix: keys.segment(base, suffix), deadline,
+                              aborted=aborted)
     except FlushConflict:
         entry = write_segment(store, bytes(data), headers, config,
-                              lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline)
+                              lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline, aborted=aborted)
     if before_commit is not None:
         before_commit(entry.end_offset)
 
@@ -70,13 +75,17 @@ _SEALED = (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SU
 
 
 def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],
-                  deadline: float, *, base_offset: int | None = None, end_offset: int | None = None) -> SegmentEntry:
+                  deadline: float, *, base_offset: int | None = None, end_offset: int | None = None,
+                  aborted: Sequence[TxnIndexEntry] | None = None) -> SegmentEntry:
     """Build a closed segment of `data` (whole batches, `headers` theirs in offset order) with
     segments' LogSegment, exactly as a file root's, and create its `.log`, `.index` and
     `.timeindex` once each under `key(suffix)`. FlushConflict: a key holds other bytes.
     `base_offset` / `end_offset`: the segment's offsets when they are not its first batch's base
-    and last batch's end (a cleaned segment keeps the replaced segments'; it may hold no batch)."""
+    and last batch's end (a cleaned segment keeps the replaced segments'; it may hold no batch).
+    `aborted`: aborted transactions to index; those whose marker is in the segment become its
+    `.txnindex` object (Kafka's format), none an entry without one; None: not known (no key)."""
     base = headers[0].base_offset if base_offset is None else base_offset
+    end = headers[-1].next_offset if end_offset is None else end_offset
     with tempfile.TemporaryDirectory(prefix="topiclake-seal-") as workdir:
         segment = LogSegment(workdir, base, config)
         try:
@@ -89,5 +98,11 @@ def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogCon
         for suffix in _SEALED:
             create_once(store, key(suffix), filenames.segment_file(Path(workdir), base, suffix).read_bytes(),
                         deadline=deadline)
-    return SegmentEntry(key(filenames.LOG_SUFFIX), base, headers[-1].next_offset if end_offset is None else end_offset,
-                        len(data), largest_timestamp, key(filenames.INDEX_SUFFIX), key(filenames.TIME_INDEX_SUFFIX))
+    txn_index_key = None
+    if aborted is not None:
+        mine = sorted((e for e in aborted if base <= e.last_offset < end), key=lambda e: e.last_offset)
+        txn_index_key = key(filenames.TXN_INDEX_SUFFIX) if mine else ""
+        if mine:
+            create_once(store, txn_index_key, encode_txn_index(mine), deadline=deadline)
+    return SegmentEntry(key(filenames.LOG_SUFFIX), base, end, len(data), largest_timestamp, key(filenames.INDEX_SUFFIX),
+                        key(filenames.TIME_INDEX_SUFFIX), txn_index_key)

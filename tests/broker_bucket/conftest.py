@@ -25,3 +25,13 @@ def sealing_brokers(bucket_brokers, tmp_path):
     brokers = BucketBrokers(tmp_path / "sealing", bucket_brokers.root, storage="seal_ms = 400")
     yield brokers
     brokers.kill_all()
+
+
+@pytest.fixture
+def rolling_brokers(bucket_brokers, tmp_path):
+    """Brokers on the same root that seal only on a local roll (segment.bytes), never by time
+    (flush_ms 100): a partition's last segment stays its tail."""
+    (tmp_path / "seal-on-roll").mkdir()
+    brokers = BucketBrokers(tmp_path / "seal-on-roll", bucket_brokers.root, storage="flush_ms = 100\nseal_ms = 600000")
+    yield brokers
+    brokers.kill_all()

@@ -10,9 +10,6 @@ import re
 import threading
 import time
 
-import pytest
-
-from tests.support.bucket_broker import BucketBrokers
 from tests.support.topics import create_topic
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import load_newest
@@ -35,15 +32,6 @@ def _probe(bootstrap: str, stop: threading.Event, probes: list[tuple[float, floa
         producer.produce(TOPIC, b"probe", partition=1)
         assert producer.flush(30) == 0, "a probe was not acknowledged within 30 s"
         probes.append((sent, time.monotonic() - started))
-
-
-@pytest.fixture
-def rolling_brokers(bucket_brokers, tmp_path):
-    """Brokers that seal only on a roll (flush_ms 100): the one seal of partition 0 is the bulk's."""
-    (tmp_path / "seal-on-roll").mkdir()
-    brokers = BucketBrokers(tmp_path / "seal-on-roll", bucket_brokers.root, storage="flush_ms = 100\nseal_ms = 600000")
-    yield brokers
-    brokers.kill_all()
 
 
 def _produce_bulk(bootstrap: str) -> None:

@@ -31,6 +31,7 @@ from topiclake.segments.leader_fence import FencedLeaderError
 from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.objects import ObjectStore
 
+from .aborted_entries import local_aborted
 from .settings import BucketSettings
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ class PartitionTail:
                 break
         if captured is None:
             return None  # appends kept coming between the flush and the snapshot: next tick
-        end, snapshot = captured
+        end, snapshot, aborted = captured
         if end <= self.manifest.end_offset:
             with self._lock:  # a flush beside this one may have added a flush above `end`: keep it
                 self._sealed_below(self.manifest.end_offset)
@@ -157,7 +158,7 @@ class PartitionTail:
         # A roll while the segment uploads asks for the next seal; this one no longer needs asking.
         requested, self.seal_requested = self.seal_requested, False
         try:
-            manifest = self._seal_up_to(end, snapshot, deadline)
+            manifest = self._seal_up_to(end, snapshot, deadline, aborted)
         except BaseException:
             self.seal_requested = self.seal_requested or requested
             raise
@@ -169,7 +170,7 @@ class PartitionTail:
         self.collect_garbage()
         return manifest
 
-    def _seal_up_to(self, end: int, snapshot: bytes, deadline: float) -> Manifest | None:
+    def _seal_up_to(self, end: int, snapshot: bytes, deadline: float, aborted: list) -> Manifest | None:
         """The flush objects below `end` sealed and committed with the producer snapshot at `end`
         (flushes above `end` go on meanwhile: they are the next seal's)."""
         view = _up_to(view_partition(self.store, self.keys), end)
@@ -179,7 +180,7 @@ class PartitionTail:
             self.fence.check(self.epoch)  # a superseded leader commits nothing (nor deletes)
 
         return seal_tail(self.store, view, self.epoch, config=self.part.config, deadline=deadline,
-                         before_commit=before_commit)
+                         before_commit=before_commit, aborted=aborted)
 
     def poll_due(self, now: float) -> bool:
         return now - self.manifest_polled >= MANIFEST_POLL_S
@@ -209,6 +210,8 @@ class PartitionTail:
         high watermark), so a flush's `read_range` never reads below it."""
         self.manifest = manifest
         part = self.part
+        if part.closed is not None:  # what Fetch and ListOffsets serve below the cache moves with it
+            part.closed.adopt(manifest)
         if manifest.log_start_offset > part.log.log_start_offset:
             def advance() -> None:
                 part.log.advance_log_start_offset(min(manifest.log_start_offset, part.log.log_end_offset))
@@ -242,12 +245,14 @@ class PartitionTail:
         return collect_garbage(self.store, self.keys, load_newest(self.store, self.keys),
                                grace_ms=self.settings.delete_grace_ms)
 
-    def _capture_snapshot(self) -> tuple[int, bytes] | None:
-        """On the writer thread: the producer state as of the flushed end, when nothing is unflushed."""
+    def _capture_snapshot(self) -> tuple[int, bytes, list] | None:
+        """On the writer thread: the producer state as of the flushed end, when nothing is
+        unflushed, and the aborted transactions of the tail (the segment's `.txnindex`)."""
         part = self.part
         if self.pending is not None or part.log.log_end_offset != self.flushed_end:
             return None
-        return self.flushed_end, encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
+        return (self.flushed_end, encode_snapshot(part.producers.to_snapshot(part.txns.ongoing())),
+                local_aborted(part.log, self.manifest.end_offset, self.flushed_end))
 
 
 def create_snapshot_object(store: ObjectStore, keys: PartitionKeys, sealed_end: int, end: int, snapshot: bytes,

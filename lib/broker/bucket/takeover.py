@@ -4,12 +4,15 @@ producer snapshot and the flush objects into an emptied local directory, recover
 only, each offset once), record where the new epoch starts, and seal the previous tail in the
 takeover's own manifest commit. Only then does the broker serve the partition.
 
-The local copy is the whole log until ranged reads of closed segments exist (OBJECT-STORAGE.md,
-Status): a takeover reads every closed segment once.
+The local copy is the tail alone (the flush objects above the manifest's closed segments), with
+the producer snapshot object at the manifest's end: the closed segments stay in the bucket and the
+partition reads them there (closed.ClosedSegments), so a takeover's time and cache do not grow
+with the log. Topics the broker reads from their start itself are restored whole (restores_whole).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
@@ -19,6 +22,7 @@ from typing import Any, Callable
 from topiclake.objectlog.fence import BucketFence, LeaderFenced
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import ManifestConflict, commit
+from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, read_log, view_partition
 from topiclake.objectlog.seal import seal_tail
 from topiclake.segments import filenames
@@ -28,6 +32,8 @@ from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
 
+from .aborted_entries import local_aborted
+from .closed import ClosedSegments
 from .settings import BucketSettings
 from .tail import PartitionTail, create_snapshot_object
 
@@ -59,29 +65,41 @@ def claim_epoch(fence: BucketFence, epoch: int, owner: dict[str, Any], directory
     return epoch
 
 
-def restore_local(store: ObjectStore, view: PartitionView, directory: Path) -> None:
-    """Empty `directory` and write the log's valid batches into it as one segment file, with the
-    producer snapshot object at the manifest's end beside it (the Log's loader rebuilds indexes)."""
+def restore_local(store: ObjectStore, view: PartitionView, directory: Path, *, whole: bool = False) -> bool:
+    """Empty `directory` and write the tail's valid batches into it as one segment file starting at
+    the manifest's end, with the producer snapshot object there beside it (the Log's loader
+    rebuilds indexes): the closed segments stay in the bucket (True). The whole log instead when
+    `whole` is asked or no snapshot object says the producer state at the manifest's end (False)."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    first: int | None = None
-    scratch = directory / "takeover.tmp"
-    with open(scratch, "wb") as out:
-        for batch in read_log(store, view.keys, view=view):
-            first = batch.base_offset if first is None else first
-            out.write(batch.data)
-    if first is None and view.manifest.end_offset == 0:
-        scratch.unlink()  # a new partition: the Log starts its first segment itself
-    else:
-        scratch.rename(filenames.segment_file(directory, view.manifest.end_offset if first is None else first,
-                                              filenames.LOG_SUFFIX))
     end = view.manifest.end_offset
+    snapshot = None
     if view.manifest.segments:
         try:
             snapshot = store.get(view.keys.snapshot(end))
         except ObjectNotFound:
-            return  # the state is rebuilt from the whole log
+            whole = True  # the state is rebuilt from the whole log
+    if not whole:
+        view = dataclasses.replace(view, pieces=[piece for piece in view.pieces if piece.kind == FLUSH])
+    first: int | None = None
+    scratch = directory / "takeover.tmp"
+    with open(scratch, "wb") as out:
+        for batch in read_log(store, view.keys, from_offset=0 if whole else end, view=view):
+            first = batch.base_offset if first is None else first
+            out.write(batch.data)
+    if first is None and end == 0:
+        scratch.unlink()  # a new partition: the Log starts its first segment itself
+    else:
+        scratch.rename(filenames.segment_file(directory, end if first is None else first, filenames.LOG_SUFFIX))
+    if snapshot is not None:
         filenames.snapshot_file(directory, end).write_bytes(snapshot)
+    return not whole and bool(view.manifest.segments)
+
+
+def restores_whole(topic: str) -> bool:
+    """Topics the broker itself reads from their start through the local Log (the group and
+    transaction coordinators' `__` topics, the schema registry's `_schemas`): taken over whole."""
+    return topic.startswith("_")
 
 
 def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings, directory: Path, config: Any,
@@ -92,7 +110,7 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
     fence = BucketFence(store, keys)
     epoch = claim_next_epoch(fence, owner) if epoch is None else claim_epoch(fence, epoch, owner, directory)
     view = view_partition(store, keys)
-    restore_local(store, view, directory)
+    closed_in_bucket = restore_local(store, view, directory, whole=restores_whole(keys.topic))
     log_ = Log.open(directory, config, topic=keys.topic, partition=keys.partition)
     try:
         end = log_.log_end_offset
@@ -101,9 +119,12 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         history = fence.record_start(epoch, end)
         part = make_partition(log_, epoch)
         part.bucket_history = history  # OffsetForLeaderEpoch's answers
+        if closed_in_bucket:
+            part.closed = ClosedSegments(store, keys, view.manifest)
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000
         manifest = view.manifest
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
+        aborted = local_aborted(log_, manifest.end_offset, end)  # the replay at open indexed the tail
         tail = PartitionTail(part, store, keys, epoch, settings, flushed_end=end, manifest=manifest)
         for _ in range(SEAL_TRIES):
             try:
@@ -111,7 +132,8 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
                 # an older leader's seal is a StaleManifestWriter.
                 sealed = seal_tail(store, view, epoch, config=config, deadline=deadline,
                                    before_commit=lambda at: create_snapshot_object(store, keys, at, end, snapshot,
-                                                                                          deadline))
+                                                                                          deadline),
+                                   aborted=aborted)
                 tail.manifest = sealed or commit(store, keys, view.manifest,
                                                  view.manifest.successor(leader_epoch=epoch))
                 break
@@ -119,6 +141,8 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
                 view = view_partition(store, keys)
                 tail.manifest = view.manifest
         part.tail = tail
+        if part.closed is not None:
+            part.closed.adopt(tail.manifest)
         part.confirmed(end)
     except BaseException:
         log_.close_handlers()

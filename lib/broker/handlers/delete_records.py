@@ -36,6 +36,9 @@ def _delete_before(part, offset: int) -> int:
     if offset < 0 or offset > hw:
         raise OffsetOutOfRangeError(f"cannot delete records of {part.topic}-{part.index} before offset {offset}: "
                                     f"it is outside [0, high watermark {hw}]")
+    if part.closed is not None and offset < part.log.log_start_offset:
+        # A bucket's closed segments below the cache: only the manifest's start moves (the commit)
+        return max(offset, part.closed.log_start_offset)
     part.log.advance_log_start_offset(offset)
     part.txns.forget_before(part.log.log_start_offset)
     return part.log.log_start_offset

@@ -16,7 +16,7 @@ import asyncio
 import datetime
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18.request import FetchRequest
@@ -49,14 +49,19 @@ class _Slot:
     error: ErrorCode = ErrorCode.none
     records: bytes = b""
     history_start: int | None = None  # a tiered topic: the first offset its table holds (the log start reported)
+    aborted: list | None = None  # read_committed from a bucket's closed segments: their aborts, read with them
 
 
 def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = False, archive=None):
     """On a reader thread: the records at `offset` as bytes or a FileRegion (read_committed:
     none at or past the last stable offset). Below the log's start of a topic with remote
-    storage on, the topic's table answers (`archive`)."""
+    storage on, the topic's table answers (`archive`); of a bucket partition after a takeover,
+    its closed segments in the bucket (then the table below the manifest's start)."""
     start, end = part.log.log_start_offset, part.log.log_end_offset
-    if offset < start and archive is not None and part.config.remote_storage_enable:
+    tiered = archive is not None and part.config.remote_storage_enable
+    if offset < start and part.closed is not None and not (tiered and offset < part.closed.log_start_offset):
+        return _read_closed(part, offset, max_bytes, min_one, committed)
+    if offset < start and tiered:
         return _read_archive(part, offset, max_bytes, min_one, committed, archive)
     if committed and start <= offset < end and offset >= part.last_stable_offset:
         return b""
@@ -93,6 +98,32 @@ def _read_archive(part, offset: int, max_bytes: int, min_one: bool, committed: b
                                 f"{start} and not in the topic's table (it holds up to {archived})")
 
 
+class ClosedRecords(NamedTuple):
+    """A read_committed read of a bucket's closed segments, with the aborted transactions it overlaps."""
+
+    records: bytes
+    aborted: list
+
+
+def _read_closed(part, offset: int, max_bytes: int, min_one: bool, committed: bool):
+    """Below the cache's start of a bucket partition: its closed segments, by ranged GETs (bucket.
+    closed). read_committed: (records, the aborted transactions overlapping them, the closed
+    segments' and then the cache's, found here on the reader thread). Where no closed batch is at
+    or above `offset` (a compacted segment's end), the cache answers from its start."""
+    bound = part.last_stable_offset if committed else None
+    if bound is not None and offset >= bound:
+        return b""
+    records, upper = part.closed.read(offset, max_bytes, min_one, bound)
+    if not records and upper >= part.log.log_start_offset:
+        return _read(part, part.log.log_start_offset, max_bytes, min_one, committed)
+    if not committed or not records:
+        return records
+    aborted, complete = part.closed.aborted_between(offset, upper)
+    if not complete:
+        aborted = sorted(set(aborted) | set(part.txns.aborted_between(offset, upper)))
+    return ClosedRecords(records, aborted)
+
+
 def _records_of(result) -> bytes | FileRegion:
     """A large range stays in the file (the connection sendfiles it; the region keeps the read
     result, and with it the open segment file, alive until sent). A small one is read here, on
@@ -124,7 +155,10 @@ def _read_all(slots: list[_Slot], max_bytes: int, total: int, committed: bool, a
         except Exception as exc:  # answered for this partition alone
             outcomes.append(exc)
             continue
-        outcomes.append((records, history_start))
+        aborted = None
+        if isinstance(records, ClosedRecords):
+            records, aborted = records
+        outcomes.append((records, history_start, aborted))
         total += len(records)
     return outcomes
 
@@ -151,7 +185,7 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
             elif slot.error == ErrorCode.corrupt_message:
                 _report_corrupt(slot, outcome)
             continue
-        slot.records, slot.history_start = outcome
+        slot.records, slot.history_start, slot.aborted = outcome
         total += len(slot.records)
     return total
 
@@ -257,8 +291,13 @@ def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, thr
         start = part.log_start_offset if part is not None else -1
         if slot.history_start is not None:
             start = min(start, slot.history_start)
+        if part is not None and part.closed is not None:  # a bucket: the manifest's start (KIP-405's shape)
+            start = min(start, part.closed.log_start_offset)
         aborted = None
-        if committed and part is not None and slot.error == ErrorCode.none:
+        if slot.aborted is not None and slot.records:
+            aborted = tuple(make(aborted_cls, producer_id=t.producer_id, first_offset=t.first_offset)
+                            for t in slot.aborted)
+        elif committed and part is not None and slot.error == ErrorCode.none:
             # Kafka's bound is loose too (up to the next segment): extra entries are never matched.
             aborted = tuple(make(aborted_cls, producer_id=t.producer_id, first_offset=t.first_offset)
                             for t in part.txns.aborted_between(slot.request.fetch_offset, lso)) if slot.records else ()

@@ -60,6 +60,21 @@ def _tiered(archive, part, timestamp: int, local: int) -> int:
     return local
 
 
+def _closed(part, timestamp: int, found: tuple[int, int]) -> tuple[int, int]:
+    """On a reader thread, for a bucket partition whose closed segments are read from the bucket
+    (bucket.closed): EARLIEST is the manifest's log start; a timestamp is looked up in the closed
+    segments first (their `.timeindex` objects), the cache's answer `found` when none qualifies.
+    MAX_TIMESTAMP and the rest keep the cache's answer."""
+    closed = part.closed
+    if timestamp == EARLIEST_TIMESTAMP:
+        return NO_TIMESTAMP, min(found[1], closed.log_start_offset)
+    if timestamp >= 0:
+        hit = closed.offset_for_timestamp(timestamp)
+        if hit is not None and hit.offset < part.log.log_start_offset:
+            return hit.timestamp, hit.offset
+    return found
+
+
 @REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
 async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest]):
     body, cls = request.body, request.response_type
@@ -74,6 +89,8 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
                 part = await broker.partitions.get(topic.name, p.partition_index)
                 part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
                 ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
+                if part.closed is not None:
+                    ts, offset = await broker.partitions.run_read(_closed, part, p.timestamp, (ts, offset))
                 if part.config.remote_storage_enable and broker.archive is not None:
                     offset = await broker.partitions.run_read(_tiered, broker.archive, part, p.timestamp, offset)
                 code, epoch = ErrorCode.none, part.leader_epoch
