@@ -24,6 +24,7 @@ from topiclake.protocol.codec import (  # noqa: F401  (re-exported: the handlers
     decode_response,
     encode_request,
     has_field,
+    has_request_schema,
     make,
     nested,
     reader,
