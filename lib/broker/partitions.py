@@ -281,6 +281,7 @@ class PartitionManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
+        self._log_configs: dict[str, tuple[TopicMeta, LogConfig]] = {}  # topic -> (its entry, its LogConfig)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
@@ -426,8 +427,16 @@ class PartitionManager:
             opening.add_done_callback(lambda _f: self._opening.pop(key, None))
         return await asyncio.shield(opening)
 
+    def _log_config(self, meta: TopicMeta) -> LogConfig:
+        """`meta.log_config`, parsed and checked once per topic entry, not once per partition
+        opened (2,000 opens of one topic parsed the same properties 2,000 times)."""
+        cached = self._log_configs.get(meta.name)
+        if cached is None or cached[0] is not meta:
+            cached = self._log_configs[meta.name] = (meta, meta.log_config)
+        return cached[1]
+
     async def _open(self, meta: TopicMeta, index: int) -> Partition:
-        config = meta.log_config
+        config = self._log_config(meta)
         directory = self.layout.log_dir(meta.name, index)
 
         def open_log() -> Partition:
@@ -452,8 +461,10 @@ class PartitionManager:
 
     def _bucket_partition(self, meta: TopicMeta, index: int) -> Callable[[Any, int], Partition]:
         """How a bucket takeover makes the Partition of its recovered Log, led at `epoch`."""
+        config = self._log_config(meta)
+
         def make(log_: Any, epoch: int) -> Partition:
-            part = Partition(meta.name, index, log_, meta.log_config)
+            part = Partition(meta.name, index, log_, config)
             part.bucket_epoch = epoch
             if self.leadership is not None:  # cluster mode: ZooKeeper's epoch, as clients are told
                 part.leader_epoch = epoch
@@ -470,11 +481,17 @@ class PartitionManager:
         if len(missing) > 1:
             await asyncio.gather(*(self.get(*key) for key in missing), return_exceptions=True)
 
-    async def open_all(self) -> int:
-        """Open every partition of every topic (a bucket root takes them all over at start)."""
+    async def open_all(self, *, keep_going: bool = False) -> int:
+        """Open every partition of every topic (a bucket root takes them all over at start; a
+        directory root's start recovers them in the background). `keep_going`: a partition that
+        cannot be opened is logged and left for `get` to report, the others still open; the
+        number opened is returned either way."""
         opened = [self.get(meta.name, index) for meta in self.topics() for index in range(meta.partitions)]
-        await asyncio.gather(*opened)
-        return len(opened)
+        results = await asyncio.gather(*opened, return_exceptions=keep_going)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        for failure in failed[:10]:
+            log.error("opening a partition at start failed: %s", failure)
+        return len(opened) - len(failed)
 
     # -- leadership (cluster mode)
     async def take_over(self, topic: str, index: int, epoch: int) -> Partition:
