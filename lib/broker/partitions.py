@@ -7,13 +7,12 @@ partition's idempotence check + append one atomic step. Fetch reads run on a sma
 never waits behind an fsync (flush.messages=1 fsyncs every append). Only cheap attribute reads
 (log end offset, log start offset) happen on the loop thread.
 
-Fetches that wait for data (max_wait_ms long poll) park on `Partition.changed()`, which
-resolves at the next append to that partition (or at shutdown).
+Fetches that wait for data (max_wait_ms long poll) park on one future that `Partition.watch`
+registers with each of their partitions: the next append to any of them (or shutdown) resolves it.
 
 Idle producers' state expires (Kafka's producer.id.expiration.ms): `remove_expired_producers`,
-run periodically by the server, drops it from every open partition on the I/O thread, and a
-partition opening leaves expired producers of its snapshot out. Both read the wall clock
-through `clock` (milliseconds; tests replace it).
+run periodically by the server, drops it from every open partition on the I/O thread; an opening
+partition leaves its snapshot's expired producers out. Both read `clock` (ms; tests replace it).
 """
 
 from __future__ import annotations
@@ -135,16 +134,13 @@ class Partition:
 
     def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None, *,
                      confirm: bool = True) -> AppendResult:
-        """Append one producer's batch (I/O thread) and apply it to the producer state and the
-        open transactions (a transactional batch holds back the LSO). Every data append to a
-        partition, Produce's or the group coordinator's, goes through here. A transaction's first
-        batch holds the LSO before `log.append` moves the high watermark past it: a read_committed
-        fetch in between would otherwise return it undecided (and it may yet be aborted).
-        In cluster mode the batch is fsynced and the fence checked before it counts
-        (FencedLeaderError: a newer leader took over; nothing written since counts).
-        `leader_epoch`: the epoch stamped on the batch, this partition's leader epoch by default.
-        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends: a produce
-        request fsyncs all its partitions at once); until then nothing of it is acknowledged."""
+        """Append one producer's batch (I/O thread; every data append, Produce's or a
+        coordinator's) and apply it to the producer state and the open transactions. A
+        transaction's first batch holds the LSO before `log.append` moves the high watermark past
+        it: a read_committed fetch in between would otherwise return it undecided. In cluster mode
+        the batch is fsynced and the fence checked before it counts (FencedLeaderError: a newer
+        leader took over). `leader_epoch`: stamped on the batch (default: the partition's).
+        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends)."""
         opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
         try:
             result = self.log.append(data, leader_epoch=self.stamp_epoch if leader_epoch is None else leader_epoch)
@@ -185,11 +181,14 @@ class Partition:
             self.confirm()
 
     def changed(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+        self.watch(fut := asyncio.get_running_loop().create_future())
+        return fut
+
+    def watch(self, fut: asyncio.Future) -> None:
+        """Resolve `fut` at the next append (a fetch shares one over all its partitions)."""
         if len(self._waiters) >= 64:  # long polls of an idle partition cancel theirs: drop those
             self._waiters = [w for w in self._waiters if not w.done()]
         self._waiters.append(fut)
-        return fut
 
     def notify(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -268,11 +267,10 @@ class PartitionManager:
         self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
-        # Opening a log (on first use, a bucket root's takeover, a cluster leader's: recovery,
-        # fsyncs) runs here, not on the writer thread: appends to the partitions already open
-        # never wait behind it, and the opens of many partitions (a produce to 2,000 after a
-        # restart, a failed broker's takeovers) overlap their fsyncs. A Log being opened is its
-        # opener's alone until it is published in `_partitions`.
+        # Opening a log (at start, on first use, a takeover: recovery, fsyncs) runs here, not on
+        # the writer thread: appends to open partitions never wait behind it, and the opens of
+        # many partitions overlap their fsyncs. A Log being opened is its opener's alone until
+        # it is published in `_partitions`.
         self.openers = ThreadPoolExecutor(max_workers=OPEN_THREADS, thread_name_prefix="topiclake-open")
         # Cluster mode: the fsyncs and fence checks of one produce request's partitions overlap
         # here while the writer thread waits for them (so no append runs meanwhile): a request
@@ -428,8 +426,7 @@ class PartitionManager:
         return await asyncio.shield(opening)
 
     def _log_config(self, meta: TopicMeta) -> LogConfig:
-        """`meta.log_config`, parsed and checked once per topic entry, not once per partition
-        opened (2,000 opens of one topic parsed the same properties 2,000 times)."""
+        """`meta.log_config`, parsed once per topic entry (not per partition: 2,000 opens at start)."""
         cached = self._log_configs.get(meta.name)
         if cached is None or cached[0] is not meta:
             cached = self._log_configs[meta.name] = (meta, meta.log_config)
@@ -461,10 +458,8 @@ class PartitionManager:
 
     def _bucket_partition(self, meta: TopicMeta, index: int) -> Callable[[Any, int], Partition]:
         """How a bucket takeover makes the Partition of its recovered Log, led at `epoch`."""
-        config = self._log_config(meta)
-
         def make(log_: Any, epoch: int) -> Partition:
-            part = Partition(meta.name, index, log_, config)
+            part = Partition(meta.name, index, log_, meta.log_config)
             part.bucket_epoch = epoch
             if self.leadership is not None:  # cluster mode: ZooKeeper's epoch, as clients are told
                 part.leader_epoch = epoch
@@ -482,15 +477,13 @@ class PartitionManager:
             await asyncio.gather(*(self.get(*key) for key in missing), return_exceptions=True)
 
     async def open_all(self, *, keep_going: bool = False) -> int:
-        """Open every partition of every topic (a bucket root takes them all over at start; a
-        directory root's start recovers them in the background). `keep_going`: a partition that
-        cannot be opened is logged and left for `get` to report, the others still open; the
-        number opened is returned either way."""
+        """Open every partition of every topic (at start); how many opened. `keep_going`: one
+        that fails is logged and left for `get` to report, the others still open."""
         opened = [self.get(meta.name, index) for meta in self.topics() for index in range(meta.partitions)]
         results = await asyncio.gather(*opened, return_exceptions=keep_going)
         failed = [result for result in results if isinstance(result, BaseException)]
-        for failure in failed[:10]:
-            log.error("opening a partition at start failed: %s", failure)
+        if failed:
+            log.error("opening %d partitions at start failed; the first: %s", len(failed), failed[0])
         return len(opened) - len(failed)
 
     # -- leadership (cluster mode)
