@@ -1,10 +1,30 @@
 """A response body its handler encoded itself (see `PreEncoded`): below both the wire, which frames
-it, and the request metrics, which count its error codes."""
+it, and the request metrics, which count its error codes. An authorization policy that merges
+refusals into a handler's answer needs kio objects instead: it says so for the handler's call
+(`objects_wanted`), and a handler that may pre-encode asks `pre_encoding_allowed()`."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
+
+_OBJECTS_WANTED = contextvars.ContextVar("topiclake_response_objects_wanted", default=False)
+
+
+@contextlib.contextmanager
+def objects_wanted() -> Iterator[None]:
+    """Within this (the handler's call, in the same task), answers are kio objects."""
+    token = _OBJECTS_WANTED.set(True)
+    try:
+        yield
+    finally:
+        _OBJECTS_WANTED.reset(token)
+
+
+def pre_encoding_allowed() -> bool:
+    return not _OBJECTS_WANTED.get()
 
 
 @dataclass(frozen=True, slots=True)

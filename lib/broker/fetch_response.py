@@ -22,6 +22,8 @@ import datetime
 import struct
 from typing import Any
 
+from topiclake.segments.varint import encode_unsigned_varint as _uvarint
+
 from .encoded import PreEncoded
 from .wire import FileRegion
 
@@ -32,15 +34,6 @@ _PARTITION = struct.Struct(">ihqq")  # index, error_code, high_watermark, last_s
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 NO_PREFERRED_READ_REPLICA = -1
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class _Body:

@@ -6,6 +6,7 @@ read_committed's aborted-transaction lists, topics by name and by id, a throttle
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 
 import pytest
@@ -113,3 +114,35 @@ def test_aborted_transactions_are_encoded_as_kio_does():
                            responses=(wire.make(topic_cls, **{"topic_id" if version >= 13 else "topic": key},
                                                 partitions=parts),))
         assert _flat(wire.encode_response(3, ours)) == _flat(wire.encode_response(3, theirs)), version
+
+
+def test_with_refused_topics_the_policy_still_merges_its_answers(tmp_path):
+    """An authorizer's policy appends the refused topics to the handler's answer: there the handler
+    answers with kio objects (encoded.objects_wanted), and both parts reach the client."""
+    from kio.schema.create_acls.v3 import request as acl_req
+    from kio.static.primitive import i8
+
+    from topiclake.broker.security.config import SecurityConfig
+    from tests.support.in_process_broker import InProcessBroker
+    from tests.support.wire import batch, fetch_request, produce, values_of
+
+    broker = InProcessBroker(tmp_path, security=SecurityConfig(authorizer="acl", allow_everyone_if_no_acl_found=True))
+    broker.start()
+    try:
+        for name in ("open", "closed"):
+            broker.create_topic(name)
+        with broker.client() as client:
+            for name in ("open", "closed"):
+                assert produce(client, name, batch([name.encode()])).error_code == ErrorCode.none
+            deny_read = acl_req.AclCreation(resource_type=i8(2), resource_name="closed", resource_pattern_type=i8(3),
+                                            principal="User:ANONYMOUS", host="*", operation=i8(3),
+                                            permission_type=i8(2))
+            assert client.request(acl_req.CreateAclsRequest(creations=(deny_read,))).results[0].error_code == 0
+            both = fetch_request("open", 0)
+            both = dataclasses.replace(both, topics=both.topics + tuple(
+                dataclasses.replace(t, topic="closed") for t in both.topics))
+            answer = {t.topic: t.partitions[0] for t in client.request(both).responses}
+        assert values_of(answer["open"].records) == [(0, b"open")]
+        assert answer["closed"].error_code == ErrorCode.topic_authorization_failed and not answer["closed"].records
+    finally:
+        broker.stop()

@@ -27,6 +27,7 @@ from topiclake.segments.read_constants import IsolationLevel
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
 from ..context import BrokerContext
+from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, error_code
 from ..fetch_response import fetch_response
 from ..request_time import waiting
@@ -247,7 +248,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     for slot in slots:
         if slot.records:
             slot.part.bytes_out += len(slot.records)
-    if broker.security.authorizer is None:  # no policy to append refusals: bytes straight from the slots
+    if pre_encoding_allowed():  # no policy appends refusals to it: bytes straight from the rows
         return fetch_response(request.api_version, _rows(slots, committed), throttle_ms)
     return _response(cls, slots, by_id, committed, throttle_ms)
 
@@ -276,7 +277,7 @@ def _rows(slots: list[_Slot], committed: bool) -> dict[Any, list[tuple]]:
 
 
 def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, throttle_ms: int = 0):
-    """The answer as kio objects (with an authorizer: its policy appends the refused topics)."""
+    """The answer as kio objects (for an authorization policy that appends the refused topics)."""
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     aborted_cls = nested(part_cls, "aborted_transactions")
