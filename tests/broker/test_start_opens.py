@@ -5,18 +5,20 @@ serves, with no client asking; and the start imports no more of kio's schemas th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
+from typing import Any, Iterator
 
 import pytest
 
 from topiclake.broker.api_keys import ApiKey
 from topiclake.broker.handlers.registry import HandlerRegistry
-from topiclake.broker.partitions import PartitionManager
 from topiclake.segments import filenames
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.storage import StorageLayout
+from tests.support.filled_partitions import filled
 from tests.support.in_process_broker import InProcessBroker
 from tests.support.waits import wait_for
 
@@ -28,19 +30,7 @@ def _written(layout: StorageLayout, *, crash: bool) -> None:
     """PARTITIONS partitions of TOPIC with two idempotent batches each, left as a clean stop or
     a kill -9 leaves them (no flush, no snapshot, no clean-shutdown marker)."""
     async def scenario():
-        manager = PartitionManager(layout)
-        manager.create_topic(TOPIC, PARTITIONS)
-        await manager.open_many((TOPIC, p) for p in range(PARTITIONS))
-        parts = [await manager.get(TOPIC, p) for p in range(PARTITIONS)]
-
-        def append_all() -> None:
-            for p, part in enumerate(parts):
-                for seq in range(2):
-                    data = build_batch([Record(0, 1000 + seq, None, f"{p}-{seq}".encode(), ())], base_offset=0,
-                                       producer_id=p, producer_epoch=0, base_sequence=seq)
-                    part.append_batch(data, read_header(data))
-
-        await manager.run_io(append_all)
+        manager, parts = await filled(layout, TOPIC, PARTITIONS, 2)
         if crash:
             for part in parts:
                 part.log.close_handlers()
@@ -50,17 +40,25 @@ def _written(layout: StorageLayout, *, crash: bool) -> None:
     asyncio.run(scenario())
 
 
-def _opened(broker: InProcessBroker) -> dict[int, object]:
-    return {part.index: part for part in broker.context.partitions.open_partitions() if part.topic == TOPIC}
+@contextlib.contextmanager
+def _started_after(layout: StorageLayout, *, crash: bool) -> Iterator[dict[int, Any]]:
+    """A broker started on TOPIC's partitions as `_written` left them; yields index -> Partition
+    once its background open reached every one (no client asked for any), then stops it."""
+    _written(layout, crash=crash)
+    broker = InProcessBroker(layout.root).start()
+
+    def opened() -> dict[int, Any]:
+        return {part.index: part for part in broker.context.partitions.open_partitions() if part.topic == TOPIC}
+
+    try:
+        yield wait_for(lambda: len(opened()) == PARTITIONS and opened(), timeout=30, what="every partition opened",
+                       detail=lambda: sorted(opened()))
+    finally:
+        broker.stop()
 
 
 def test_a_start_after_a_kill_recovers_every_partition_without_a_request(tmp_path):
-    layout = StorageLayout(tmp_path)
-    _written(layout, crash=True)
-    broker = InProcessBroker(tmp_path).start()
-    try:
-        opened = wait_for(lambda: len(_opened(broker)) == PARTITIONS and _opened(broker), timeout=30,
-                          what="every partition opened", detail=lambda: sorted(_opened(broker)))
+    with _started_after(StorageLayout(tmp_path), crash=True) as opened:
         for part in opened.values():
             loaded = part.log.load_result
             assert not loaded.had_clean_shutdown and loaded.recovered == (0,), part
@@ -68,22 +66,14 @@ def test_a_start_after_a_kill_recovers_every_partition_without_a_request(tmp_pat
             retry = build_batch([Record(0, 2000, None, b"again", ())], base_offset=0, producer_id=part.index,
                                 producer_epoch=0, base_sequence=1)
             assert part.producers.check(read_header(retry)) is not None, "the producer state was rebuilt too"
-    finally:
-        broker.stop()
 
 
 def test_a_start_after_a_clean_stop_opens_every_partition_and_the_next_stop_marks_them(tmp_path):
     layout = StorageLayout(tmp_path)
-    _written(layout, crash=False)
-    broker = InProcessBroker(tmp_path).start()
-    try:
-        opened = wait_for(lambda: len(_opened(broker)) == PARTITIONS and _opened(broker), timeout=30,
-                          what="every partition opened", detail=lambda: sorted(_opened(broker)))
+    with _started_after(layout, crash=False) as opened:
         for part in opened.values():
             assert part.log.load_result.had_clean_shutdown and part.log.load_result.recovered == (), part
             assert not (part.log.directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), "open: not clean"
-    finally:
-        broker.stop()
     for p in range(PARTITIONS):
         assert (layout.log_dir(TOPIC, p) / filenames.CLEAN_SHUTDOWN_FILE).exists(), p
 
