@@ -9,13 +9,16 @@ between the brokers (--repeat; each figure is the median):
   next partition (acks=all, lz4, linger 5 ms: bench/produce.py's settings and loop);
 - fetch: one consumer assigned every partition from offset 0 reads what that round produced
   back (bench/fetch.py's consumer; librdkafka's fetch requests name every partition).
-A warm-up round per broker and count is not measured (Kafka's JIT; the logs opened). After the
+Warm-up rounds (--warmups, default 2: each a whole round, produce and fetch) per broker and count
+are not measured (Kafka's JIT; the logs opened): with one produce alone as the warm-up, Kafka's
+first measured round was an outlier in every run (18 k records/s, 37 s of its CPU, against
+198-260 k/s in its later rounds), which lifted the median ratio. After the
 rounds, each broker's resident memory (VmRSS; Kafka's is mostly its fixed JVM heap) is reported,
 with the growth per 1,000 partitions for topiclake from the counts measured (every log open).
 The last line is one JSON object: every figure, and for each count N "produce_ratio_N" and
 "fetch_ratio_N" (topiclake records/s / Kafka records/s; target >= 1.0 at 2,000).
 
-    python bench/partitions.py [--partitions 2000 10000] [--records 1000000] [--repeat 3]
+    python bench/partitions.py [--partitions 2000 10000] [--records 1000000] [--repeat 3] [--warmups 2]
 """
 
 from __future__ import annotations
@@ -87,17 +90,21 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[2000])
     parser.add_argument("--records", type=int, default=1_000_000, help="records produced per round")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
+    parser.add_argument("--warmups", type=int, default=2, help="unmeasured whole rounds per broker first")
     args = parser.parse_args()
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
-    result: dict = {"bench": "partitions", "records": args.records, "rounds": args.repeat,
+    result: dict = {"bench": "partitions", "records": args.records, "rounds": args.repeat, "warmups": args.warmups,
                     "kafka_version": kafka_version, "load_before": round(os.getloadavg()[0], 1)}
     with both_brokers() as brokers:
         rss_idle = {name: rss_mb(pid) for name, (_b, _d, pid) in brokers.items()}
         for partitions in args.partitions:
             rounds: dict[str, list[dict]] = {"kafka": [], "topiclake": []}
-            for bootstrap, _data, _pid in brokers.values():
+            for name, (bootstrap, _data, pid) in brokers.items():
                 create_wide_topic(bootstrap, topic_of(partitions), partitions)
-                produce_throughput(bootstrap, topic_of(partitions), args.records, spread=partitions)  # warm-up
+                for i in range(args.warmups):
+                    warm = measure(bootstrap, pid, partitions, args.records)
+                    print(f"{partitions} partitions, warm-up {i + 1}, {name}: "
+                          + ", ".join(f"{k} {v:,.2f}" for k, v in warm.items()), flush=True)
             for i in range(args.repeat):
                 order = list(brokers.items()) if i % 2 == 0 else list(reversed(brokers.items()))
                 for name, (bootstrap, _data, pid) in order:

@@ -5,8 +5,8 @@ Each broker gets one topic of --partitions partitions (default 2,000) and --reco
 100 bytes in every partition (one confluent-kafka producer, acks=all), then:
 - clean stop: SIGTERM to process exit (Kubernetes gives 30 s before its kill -9);
 - clean start: process start to the port answering Metadata for the topic ("start"), and to a
-  produce acknowledged by every partition ("all": topiclake opens a partition's log on first
-  use, Kafka opens every log before it serves, so "all" is the figure that compares);
+  produce acknowledged by every partition ("all": topiclake opens every log in the background
+  once it serves, Kafka opens every log before it serves, so "all" is the figure that compares);
 - the same records again, a kill -9, then the unclean start: to Metadata and to every partition
   acknowledging a produce (every log recovered from its recovery point);
 - a last check: the sum of the partitions' end offsets is every record acknowledged (nothing

@@ -65,7 +65,9 @@ class Connection:
         # in request order, each sending after the one before (so they finish in order), with its frame's size
         self._answers_later: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
         self._bytes_later = 0
-        self._appends_pending: list[asyncio.Task] = []  # those of them whose appends may not have run yet
+        # Those of them whose appends may not have run yet; each leaves the set when done (a set,
+        # not a list pruned per request: thousands pending made every Produce walk them all).
+        self._appends_pending: set[asyncio.Task] = set()
         self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
@@ -203,7 +205,8 @@ class Connection:
             self._answers_later.append((task, len(frame)))
             self._bytes_later += len(frame)
             if response.appends_pending:
-                self._appends_pending = [t for t in self._appends_pending if not t.done()] + [task]
+                self._appends_pending.add(task)
+                task.add_done_callback(self._appends_pending.discard)
             return True
         if before is not None:
             await asyncio.wait([before])  # the answers due go first: responses in request order

@@ -7,13 +7,12 @@ partition's idempotence check + append one atomic step. Fetch reads run on a sma
 never waits behind an fsync (flush.messages=1 fsyncs every append). Only cheap attribute reads
 (log end offset, log start offset) happen on the loop thread.
 
-Fetches that wait for data (max_wait_ms long poll) park on `Partition.changed()`, which
-resolves at the next append to that partition (or at shutdown).
+Fetches that wait for data (max_wait_ms long poll) park on one future that `Partition.watch`
+registers with each of their partitions: the next append to any of them (or shutdown) resolves it.
 
 Idle producers' state expires (Kafka's producer.id.expiration.ms): `remove_expired_producers`,
-run periodically by the server, drops it from every open partition on the I/O thread, and a
-partition opening leaves expired producers of its snapshot out. Both read the wall clock
-through `clock` (milliseconds; tests replace it).
+run periodically by the server, drops it from every open partition on the I/O thread; an opening
+partition leaves its snapshot's expired producers out. Both read `clock` (ms; tests replace it).
 """
 
 from __future__ import annotations
@@ -27,23 +26,18 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from topiclake.segments.batch import BatchHeader
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import LogClosedError, UnknownTopicError
-from topiclake.segments.leader_epochs import EpochEntry, EpochHistory
-from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
-from topiclake.segments.log import AppendResult
+from topiclake.segments.leader_fence import PartitionFence
 from topiclake.segments.storage import StorageLayout, TopicMeta, TopicRegistry, validate_topic_name
 
 from .clock import SYSTEM, Clock
-from .errors import UnknownTopicOrPartition
-from .log_close import close_logs
-from .partition_snapshot import Replay, load_state, take_snapshot
-from .producer_state import EXPIRATION_MS, ProducerState
-from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
-from .errors import FencedLeaderEpoch, NotLeaderOrFollower, UnknownLeaderEpoch
+from .constants import LEADER_EPOCH
+from .errors import NotLeaderOrFollower, UnknownTopicOrPartition
 from .leadership import DEFAULT_REPLICATION, Leadership, Replication
-from .partition_txns import PartitionTxns, scan_log
+from .log_close import close_logs
+from .partition import Partition
+from .producer_state import EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -58,208 +52,6 @@ def topic_uuid(meta: TopicMeta) -> uuid.UUID:
     if not meta.topic_id:
         return uuid.UUID(int=0)
     return uuid.UUID(bytes=base64.urlsafe_b64decode(meta.topic_id + "=" * (-len(meta.topic_id) % 4)))
-
-
-class Partition:
-    def __init__(self, topic: str, index: int, log_: Any, config: LogConfig):
-        self.topic = topic
-        self.index = index
-        self.log = log_
-        self.config = config
-        self.producers = ProducerState(topic, index)
-        self.txns = PartitionTxns(f"{topic}-{index}")  # open/aborted transactions: LSO, read_committed
-        self.replay: Replay | None = None  # how load_state found the state
-        log_.on_roll = self._on_roll  # Kafka snapshots producer state on every roll
-        self._waiters: list[asyncio.Future] = []
-        # Cluster mode: the epoch this broker leads at and the fence it checks before anything it
-        # wrote counts (acknowledged, visible below the high watermark); see leader_fence.
-        self.leader_epoch = LEADER_EPOCH
-        self.fence: PartitionFence | None = None
-        self.on_fenced: Callable[[], None] = lambda: None  # told (on the I/O thread) when the fence moved
-        self._confirmed_end = 0  # cluster mode's high watermark: the log end at the last passed fence check
-        # A bucket root: the partition's flushes and seals (bucket.tail); its high watermark is the
-        # end of the last flush that passed the fence.
-        self.tail: Any = None
-        self.bucket_epoch: int | None = None  # the epoch claimed in the bucket, stamped on batches
-        self.bucket_history: EpochHistory | None = None  # the bucket's epochs as the takeover recorded them
-        # A bucket root whose takeover restored only the tail: the closed segments below the local
-        # log's start, read from the bucket (bucket.closed.ClosedSegments); None: all is local.
-        self.closed: Any = None
-        # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
-        # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
-        self.messages_in = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
-
-    def __repr__(self) -> str:
-        return f"Partition({self.topic}-{self.index})"
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        # One replica: everything appended is committed (in cluster mode: once the fence held).
-        return self.log.log_end_offset if self.fence is None and self.tail is None else self._confirmed_end
-
-    @property
-    def stamp_epoch(self) -> int:
-        """The leader epoch stamped on appended batches: the bucket's epoch on a bucket root (its
-        fence decides which batches count), else the leader epoch clients are told."""
-        return self.leader_epoch if self.bucket_epoch is None else self.bucket_epoch
-
-    def confirmed(self, end: int) -> None:
-        """Offsets below `end` passed the fence (a bucket root's flush, any thread)."""
-        self._confirmed_end = max(self._confirmed_end, end)
-
-    def check_leader_epoch(self, requested: int) -> None:
-        """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this
-        leader's: older is FENCED_LEADER_EPOCH (the client's leader moved on), newer
-        UNKNOWN_LEADER_EPOCH (this broker has not caught up yet)."""
-        if requested == NO_LEADER_EPOCH or requested == self.leader_epoch:
-            return
-        if requested < self.leader_epoch:
-            raise FencedLeaderEpoch(f"{self}: epoch {requested} is older than the leader's {self.leader_epoch}")
-        raise UnknownLeaderEpoch(f"{self}: epoch {requested} is newer than the leader's {self.leader_epoch}")
-
-    def epoch_end_offset(self, epoch: int) -> EpochEntry:
-        """OffsetForLeaderEpoch (`EpochHistory.end_offset_for`) over the bucket's history, the
-        shared root's (cluster mode), or one epoch owning all (a broker alone on a file root)."""
-        history = self.bucket_history or self.log.epochs or EpochHistory({self.leader_epoch: 0})
-        return history.end_offset_for(epoch, self.log.log_end_offset)
-
-    def lead(self, epoch: int, fence: PartitionFence) -> None:
-        """Cluster mode: serve as the leader of `epoch` (its takeover is done: `fence` was claimed,
-        the log recovered and continued in a segment of this broker's own)."""
-        self.leader_epoch, self.fence = epoch, fence
-        self._confirmed_end = self.log.log_end_offset
-
-    @property
-    def last_stable_offset(self) -> int:
-        # Kafka: min(first offset of an undecided transaction, high watermark).
-        return self.txns.last_stable_offset(self.high_watermark)
-
-    def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None, *,
-                     confirm: bool = True) -> AppendResult:
-        """Append one producer's batch (I/O thread) and apply it to the producer state and the
-        open transactions (a transactional batch holds back the LSO). Every data append to a
-        partition, Produce's or the group coordinator's, goes through here. A transaction's first
-        batch holds the LSO before `log.append` moves the high watermark past it: a read_committed
-        fetch in between would otherwise return it undecided (and it may yet be aborted).
-        In cluster mode the batch is fsynced and the fence checked before it counts
-        (FencedLeaderError: a newer leader took over; nothing written since counts).
-        `leader_epoch`: the epoch stamped on the batch, this partition's leader epoch by default.
-        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends: a produce
-        request fsyncs all its partitions at once); until then nothing of it is acknowledged."""
-        opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
-        try:
-            result = self.log.append(data, leader_epoch=self.stamp_epoch if leader_epoch is None else leader_epoch)
-        except BaseException:
-            if opened:
-                self.txns.cancel(header.producer_id)
-            raise
-        self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
-        if self.tail is not None:
-            self.tail.appended(result.size)
-        if confirm:
-            self.confirm()
-        return result
-
-    def confirm(self) -> None:
-        """Cluster mode, after an append (I/O thread): fsync, then check the fence; only then is
-        what was written acknowledged and below the high watermark (leader_fence, step 5).
-        On a bucket root: flushed to an object and fenced at once (bucket.tail)."""
-        if self.tail is not None:
-            self.tail.confirm()
-            return
-        if self.fence is None:
-            return
-        self.log.flush(indexes=False)
-        try:
-            self.fence.check(self.leader_epoch)
-        except FencedLeaderError:
-            self.on_fenced()
-            raise
-        self._confirmed_end = self.log.log_end_offset
-
-    def confirm_through(self, last_offset: int) -> None:
-        """Cluster mode, before answering a retried batch with its original offsets (I/O thread):
-        they count only below the confirmed end. A batch whose own fence check failed is still in
-        this leader's producer state until it resigns; its retry must get NOT_LEADER_OR_FOLLOWER,
-        never an acknowledgement of bytes no reader will ever see."""
-        if self.fence is not None and last_offset >= self._confirmed_end:
-            self.confirm()
-
-    def changed(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        if len(self._waiters) >= 64:  # long polls of an idle partition cancel theirs: drop those
-            self._waiters = [w for w in self._waiters if not w.done()]
-        self._waiters.append(fut)
-        return fut
-
-    def notify(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def load_state(self, *, now_ms: int | None = None, expiration_ms: int | None = None) -> Replay:
-        """Producer and transaction state from the newest producer snapshot plus the batches
-        after it, or from the whole log (I/O thread; at open). See partition_snapshot.py."""
-        self.replay = load_state(self, now_ms=now_ms, expiration_ms=expiration_ms)
-        return self.replay
-
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
-        """Forget producers idle for `expiration_ms` with no open transaction here (I/O thread:
-        the same thread checks and appends). Returns their ids."""
-        expired = self.producers.remove_expired(now_ms, expiration_ms, self.txns.ongoing())
-        if expired:
-            log.info("%s: expired %d idle producer ids", self, len(expired))
-        return expired
-
-    def _on_roll(self, base_offset: int, *, sync_dir: bool = True) -> None:
-        """Log.on_roll: the state now is the state after every batch below `base_offset`."""
-        if self.tail is not None:
-            self.tail.seal_requested = True  # Kafka's roll rules decide when a bucket tail seals too
-        try:
-            take_snapshot(self, base_offset, sync_dir=sync_dir)
-        except OSError:
-            log.exception("%s: writing the producer snapshot at %d failed", self, base_offset)
-
-    def close(self, *, mark_clean: bool = True) -> None:
-        """Clean close (I/O thread, or a close helper it waits for): a producer snapshot at the
-        log end offset, then the log, whose directory fsync makes the snapshot's rename durable
-        too. `mark_clean=False`: the clean-shutdown marker is left to `Log.mark_clean_shutdown`."""
-        self.log.flush()
-        self._on_roll(self.log.log_end_offset, sync_dir=False)
-        self.log.close(mark_clean=mark_clean)
-
-    def refresh(self) -> None:
-        """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
-        deleting old segments only drops entries; a compaction swap may have removed aborted data
-        and markers, so the index is rebuilt. Partitions without aborted transactions skip this."""
-        if not self.txns.aborted():
-            self.log.refresh()
-            return
-        before = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
-        self.log.refresh()
-        after = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
-        only_deleted = len(after) <= len(before) and after == before[len(before) - len(after):]
-        if only_deleted:  # unchanged, or a prefix gone
-            self.txns.forget_before(self.log.log_start_offset)
-        else:
-            self.rebuild_txn_state()
-
-    def rebuild_txn_state(self) -> None:
-        """Open and aborted transactions from the whole log's batch headers (I/O thread; at open)."""
-        self.txns = PartitionTxns(f"{self.topic}-{self.index}")
-        scan_log([info.path for info in self.log.segments()], self.txns)
-        self.txns.forget_before(self.log.log_start_offset)
 
 
 class PartitionManager:
@@ -279,11 +71,10 @@ class PartitionManager:
         self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
-        # Opening a log (on first use, a bucket root's takeover, a cluster leader's: recovery,
-        # fsyncs) runs here, not on the writer thread: appends to the partitions already open
-        # never wait behind it, and the opens of many partitions (a produce to 2,000 after a
-        # restart, a failed broker's takeovers) overlap their fsyncs. A Log being opened is its
-        # opener's alone until it is published in `_partitions`.
+        # Opening a log (at start, on first use, a takeover: recovery, fsyncs) runs here, not on
+        # the writer thread: appends to open partitions never wait behind it, and the opens of
+        # many partitions overlap their fsyncs. A Log being opened is its opener's alone until
+        # it is published in `_partitions`.
         self.openers = ThreadPoolExecutor(max_workers=OPEN_THREADS, thread_name_prefix="topiclake-open")
         # Cluster mode: the fsyncs and fence checks of one produce request's partitions overlap
         # here while the writer thread waits for them (so no append runs meanwhile): a request
@@ -292,6 +83,7 @@ class PartitionManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
+        self._log_configs: dict[str, tuple[TopicMeta, LogConfig]] = {}  # topic -> (its entry, its LogConfig)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
@@ -437,8 +229,15 @@ class PartitionManager:
             opening.add_done_callback(lambda _f: self._opening.pop(key, None))
         return await asyncio.shield(opening)
 
+    def _log_config(self, meta: TopicMeta) -> LogConfig:
+        """`meta.log_config`, parsed once per topic entry (not per partition: 2,000 opens at start)."""
+        cached = self._log_configs.get(meta.name)
+        if cached is None or cached[0] is not meta:
+            cached = self._log_configs[meta.name] = (meta, meta.log_config)
+        return cached[1]
+
     async def _open(self, meta: TopicMeta, index: int) -> Partition:
-        config = meta.log_config
+        config = self._log_config(meta)
         directory = self.layout.log_dir(meta.name, index)
 
         def open_log() -> Partition:
@@ -479,11 +278,15 @@ class PartitionManager:
         if len(missing) > 1:
             await asyncio.gather(*(self.get(*key) for key in missing), return_exceptions=True)
 
-    async def open_all(self) -> int:
-        """Open every partition of every topic (a bucket root takes them all over at start)."""
+    async def open_all(self, *, keep_going: bool = False) -> int:
+        """Open every partition of every topic (at start); how many opened. `keep_going`: one
+        that fails is logged and left for `get` to report, the others still open."""
         opened = [self.get(meta.name, index) for meta in self.topics() for index in range(meta.partitions)]
-        await asyncio.gather(*opened)
-        return len(opened)
+        results = await asyncio.gather(*opened, return_exceptions=keep_going)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        if failed:
+            log.error("opening %d partitions at start failed; the first: %s", len(failed), failed[0])
+        return len(opened) - len(failed)
 
     # -- leadership (cluster mode)
     async def take_over(self, topic: str, index: int, epoch: int) -> Partition:

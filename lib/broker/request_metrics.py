@@ -15,6 +15,8 @@ import functools
 import typing
 from typing import Any, Callable
 
+from .encoded import PreEncoded
+
 # Upper bounds (seconds) of the latency buckets: sub-millisecond requests up to long-polled
 # fetches and parked JoinGroups.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -54,7 +56,10 @@ class RequestMetrics:
         stats.buckets[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
         stats.latency_sum += seconds
         stats.latency_count += 1
-        if response is not None:
+        if type(response) is PreEncoded:
+            for code, count in response.error_counts.items():
+                stats.errors[code] = stats.errors.get(code, 0) + count
+        elif response is not None:
             _error_counter(type(response))(response, stats.errors)
 
 

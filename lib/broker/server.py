@@ -134,6 +134,11 @@ class BrokerServer:
         clustered = self.context.leadership.clustered
         if self.bucket is not None:
             await self._take_over_bucket()
+        elif not clustered:
+            # Kafka recovers every log before it serves; here they open (recovered after a kill)
+            # on the opener threads while the broker already answers Metadata, so the first
+            # produce to each partition does not wait for its own open, one after another.
+            self._background.append(asyncio.create_task(self._open_partitions()))
         if not clustered:
             await self._start_serving()
             await self._start_registry()
@@ -177,6 +182,11 @@ class BrokerServer:
             return  # ZooKeeper hands out the partitions (cluster_node), each taken over at its epoch
         count = await partitions.open_all()
         log.info("took over %d partitions of %s", count, self.config.bucket.root)
+
+    async def _open_partitions(self) -> None:
+        began = time.monotonic()
+        count = await self.context.partitions.open_all(keep_going=True)
+        log.info("opened %d partitions in %.2f s", count, time.monotonic() - began)
 
     def _open_connections(self) -> Counter[str]:
         """Open connections per listener name."""

@@ -24,6 +24,7 @@ from topiclake.protocol.codec import (  # noqa: F401  (re-exported: the handlers
     decode_response,
     encode_request,
     has_field,
+    has_request_schema,
     make,
     nested,
     reader,
@@ -33,6 +34,7 @@ from topiclake.protocol.codec import (  # noqa: F401  (re-exported: the handlers
 )
 
 from .api_keys import ApiKey
+from .encoded import PreEncoded
 from .session import DEFAULT_SESSION, Session
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -159,8 +161,21 @@ class _ChunkBuffer:
         return self.chunks
 
 
+_I32 = struct.Struct(">i")
+
+
+def _encode_pre_encoded(correlation_id: int, response: PreEncoded) -> list[bytes | FileRegion]:
+    head = _I32.pack(correlation_id) + (b"\x00" if response.flexible_header else b"")
+    head += _I32.pack(int(response.throttle_time.total_seconds() * 1000))
+    chunks: list[bytes | FileRegion] = [head, *response.rest]
+    chunks[0] = _SIZE.pack(sum(len(c) for c in chunks)) + head
+    return chunks
+
+
 def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegion]:
     """The whole response frame (size prefix included) as chunks to send in order."""
+    if type(response) is PreEncoded:
+        return _encode_pre_encoded(correlation_id, response)
     out = _ChunkBuffer()
     header_type = type(response).__header_schema__
     writer(header_type)(out, header_type(correlation_id=correlation_id))

@@ -16,6 +16,8 @@ import struct
 from typing import Any, Callable
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
 from kio.serial import entity_reader, entity_writer
 
 SIZE = struct.Struct(">i")  # the frame's size prefix
@@ -27,6 +29,13 @@ def request_schema(api_key: int, api_version: int) -> type | None:
         return load_request_schema(api_key, api_version)
     except Exception:  # noqa: BLE001 - kio: UnknownAPIKey / UnknownEntity
         return None
+
+
+def has_request_schema(api_key: int, api_version: int) -> bool:
+    """Whether kio has the request schema, from its index alone: importing a schema module costs
+    milliseconds, and a broker checking every version it serves at start would import hundreds."""
+    versions = schema_name_map.get(api_key_map.get(api_key, ""), {})
+    return EntityType.request in versions.get(api_version, {})
 
 
 @functools.cache

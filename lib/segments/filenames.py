@@ -8,6 +8,7 @@ deletion carry a second suffix: `.log.cleaned`, `.log.swap`, `.index.deleted`, .
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,7 @@ class ParsedName:
 def parse_name(name: str | Path) -> ParsedName | None:
     """Parse a file name of a partition directory; None for files that are not segment files
     (checkpoints, partition.metadata, the clean-shutdown marker...)."""
-    name = Path(name).name
+    name = os.path.basename(name)  # not Path(name).name: a loader parses every name it lists
     stem, dot, rest = name.partition(".")
     if not dot or len(stem) != _DIGITS or not stem.isdigit() or not stem.isascii():
         return None

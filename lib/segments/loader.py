@@ -189,19 +189,19 @@ def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]
     (a fenced leader created it after the takeover) is not part of the log: it is left where it
     is, untouched, indexes and all; nor is an empty file unless it is the newest."""
     logs: set[int] = set()
-    indexes: list[Path] = []
-    for path in directory.iterdir():
-        parsed = filenames.parse_name(path.name)
+    indexes: list[tuple[int, str]] = []
+    for name in os.listdir(directory):  # names, not Paths: a start opens thousands of directories
+        parsed = filenames.parse_name(name)
         if parsed is None or parsed.transient:
             continue
         if parsed.kind == filenames.LOG_SUFFIX:
             logs.add(parsed.base_offset)
         elif parsed.kind in filenames.INDEX_SUFFIXES:
-            indexes.append(path)
-    for path in indexes:
-        if filenames.offset_from_name(path.name) not in logs:
-            log.warning("deleting orphan index file %s", path)
-            path.unlink(missing_ok=True)
+            indexes.append((parsed.base_offset, name))
+    for base, name in indexes:
+        if base not in logs:
+            log.warning("deleting orphan index file %s", directory / name)
+            (directory / name).unlink(missing_ok=True)
     segments = []
     bases = sorted(logs)
     for base in bases:
@@ -247,10 +247,11 @@ def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | No
     segment spans the log's segments around it): it is not part of the log, and it is left alone."""
     swaps: list[Path] = []
     cleaned_bases: list[int] = []
-    for path in sorted(directory.iterdir()):
-        parsed = filenames.parse_name(path.name)
+    for name in sorted(os.listdir(directory)):
+        parsed = filenames.parse_name(name)
         if parsed is None or not parsed.transient:
             continue
+        path = directory / name
         if parsed.transient == filenames.DELETED_SUFFIX:
             path.unlink(missing_ok=True)
         elif parsed.transient == filenames.CLEANED_SUFFIX:

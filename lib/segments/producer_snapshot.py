@@ -18,6 +18,7 @@ does the broker here: every problem raises CorruptRecordError, never a partial l
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,10 +103,11 @@ def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSna
 def list_snapshots(directory: str | Path) -> dict[int, Path]:
     """offset -> path of every regular `.snapshot` file, sorted by offset."""
     found = {}
-    for path in Path(directory).iterdir():
-        parsed = filenames.parse_name(path.name)
-        if parsed is not None and parsed.kind == filenames.SNAPSHOT_SUFFIX and not parsed.transient:
-            found[parsed.base_offset] = path
+    for name in os.listdir(directory):  # names first: most of a partition's files are no snapshot
+        if name.endswith(filenames.SNAPSHOT_SUFFIX):
+            parsed = filenames.parse_name(name)
+            if parsed is not None and parsed.kind == filenames.SNAPSHOT_SUFFIX and not parsed.transient:
+                found[parsed.base_offset] = Path(directory, name)
     return dict(sorted(found.items()))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topiclake.broker.partitions import Partition
+from topiclake.broker.partition import Partition
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.config import LogConfig
 from topiclake.segments.log import Log

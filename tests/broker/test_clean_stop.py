@@ -13,6 +13,8 @@ from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
 
+from tests.support.filled_partitions import filled
+
 TOPIC = "many"
 PARTITIONS = 200
 BATCHES = 3
@@ -20,20 +22,7 @@ BATCHES = 3
 
 async def _filled(layout: StorageLayout) -> tuple[PartitionManager, list]:
     """A manager with PARTITIONS open partitions of TOPIC, BATCHES idempotent batches in each."""
-    manager = PartitionManager(layout)
-    manager.create_topic(TOPIC, PARTITIONS)
-    await manager.open_many((TOPIC, p) for p in range(PARTITIONS))
-    parts = [await manager.get(TOPIC, p) for p in range(PARTITIONS)]
-
-    def append_all() -> None:
-        for p, part in enumerate(parts):
-            for seq in range(BATCHES):
-                data = build_batch([Record(0, 1000 + seq, None, f"{p}-{seq}".encode(), ())], base_offset=0,
-                                   producer_id=p, producer_epoch=0, base_sequence=seq)
-                part.append_batch(data, read_header(data))
-
-    await manager.run_io(append_all)
-    return manager, parts
+    return await filled(layout, TOPIC, PARTITIONS, BATCHES)
 
 
 async def _reopened(layout: StorageLayout) -> tuple[PartitionManager, list]:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from topiclake.broker.partitions import Partition
+from topiclake.broker.partition import Partition
 from topiclake.broker.producer_state import Duplicate
 from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn

@@ -60,7 +60,7 @@ def test_scan_log_rebuilds_from_segment_files(tmp_path):
 
 
 def test_partition_refresh_keeps_the_index_in_step_with_retention(tmp_path):
-    from topiclake.broker.partitions import Partition
+    from topiclake.broker.partition import Partition
     from topiclake.segments.config import LogConfig
     from topiclake.segments.maintenance import delete_segments
 
@@ -100,7 +100,7 @@ def test_a_transactions_first_batch_is_never_visible_above_the_lso(tmp_path):
     transaction was visible (high watermark past it) before the LSO was held at it."""
     import pytest
 
-    from topiclake.broker.partitions import Partition
+    from topiclake.broker.partition import Partition
     from topiclake.segments.config import LogConfig
     from topiclake.segments.errors import CorruptRecordError
 

@@ -10,7 +10,7 @@ import time
 
 from topiclake.broker.bucket.settings import BucketSettings
 from topiclake.broker.bucket.takeover import take_over
-from topiclake.broker.partitions import Partition
+from topiclake.broker.partition import Partition
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.config import LogConfig

@@ -27,7 +27,9 @@ from topiclake.segments.read_constants import IsolationLevel
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
 from ..context import BrokerContext
+from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, error_code
+from ..fetch_response import fetch_response
 from ..request_time import waiting
 from ..throttle import FETCH
 from ..wire import FileRegion, Request, SENDFILE_MIN_BYTES, make, nested
@@ -249,20 +251,24 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
 
     slots = await _resolve(broker, body, by_id)
     while True:
-        # Register interest before reading, so an append between the read and the wait is not missed.
-        waiters = [s.part.changed() for s in slots if s.part is not None and s.error == ErrorCode.none]
+        # Register interest before reading, so an append between the read and the wait is not
+        # missed: one future, resolved by an append to any of the partitions.
+        appended = loop.create_future()
+        watched = False
+        for s in slots:
+            if s.part is not None and s.error == ErrorCode.none:
+                s.part.watch(appended)
+                watched = True
         total = await _fill(broker, slots, max_bytes, committed)
         remaining = deadline - loop.time()
-        stop = (total >= body.min_bytes or remaining <= 0 or not waiters or broker.shutting_down.is_set()
+        stop = (total >= body.min_bytes or remaining <= 0 or not watched or broker.shutting_down.is_set()
                 or any(s.error != ErrorCode.none for s in slots))
         if stop:
-            for w in waiters:
-                w.cancel()
+            appended.cancel()
             break
         with waiting():  # purgatory: not busy time for the request quota
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        for w in waiters:
-            w.cancel()
+            await asyncio.wait([appended], timeout=remaining)
+        appended.cancel()
     fetched = sum(len(s.records) for s in slots)
     user = request.session.user
     throttle_ms = broker.throttle.record(FETCH, user, request.client_id, fetched)
@@ -276,38 +282,52 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     for slot in slots:
         if slot.records:
             slot.part.bytes_out += len(slot.records)
+    if pre_encoding_allowed():  # no policy appends refusals to it: bytes straight from the rows
+        return fetch_response(request.api_version, _rows(slots, committed), throttle_ms)
     return _response(cls, slots, by_id, committed, throttle_ms)
 
 
-def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, throttle_ms: int = 0):
-    topic_cls = nested(cls, "responses")
-    part_cls = nested(topic_cls, "partitions")
-    aborted_cls = nested(part_cls, "aborted_transactions")
-    topics: dict[Any, list] = {}
+def _rows(slots: list[_Slot], committed: bool) -> dict[Any, list[tuple]]:
+    """Per topic key, in request order, each partition's answer: (index, error code, high
+    watermark, last stable offset, log start offset, aborted transactions as (producer id,
+    first offset) pairs or None, records)."""
+    topics: dict[Any, list[tuple]] = {}
     for slot in slots:
         part = slot.part
-        hw = part.high_watermark if part is not None else -1
-        lso = part.last_stable_offset if part is not None else -1
-        start = part.log_start_offset if part is not None else -1
+        if part is None:
+            hw = lso = start = -1
+        else:
+            hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
         if slot.history_start is not None:
             start = min(start, slot.history_start)
         if part is not None and part.closed is not None:  # a bucket: the manifest's start (KIP-405's shape)
             start = min(start, part.closed.log_start_offset)
         aborted = None
         if slot.aborted is not None and slot.records:
-            aborted = tuple(make(aborted_cls, producer_id=t.producer_id, first_offset=t.first_offset)
-                            for t in slot.aborted)
+            aborted = tuple((t.producer_id, t.first_offset) for t in slot.aborted)
         elif committed and part is not None and slot.error == ErrorCode.none:
             # Kafka's bound is loose too (up to the next segment): extra entries are never matched.
-            aborted = tuple(make(aborted_cls, producer_id=t.producer_id, first_offset=t.first_offset)
+            aborted = tuple((t.producer_id, t.first_offset)
                             for t in part.txns.aborted_between(slot.request.fetch_offset, lso)) if slot.records else ()
-        topics.setdefault(slot.topic_key, []).append(make(
-            part_cls, partition_index=slot.request.partition, error_code=slot.error, high_watermark=hw,
-            last_stable_offset=lso, log_start_offset=start, aborted_transactions=aborted,
-            preferred_read_replica=-1, records=slot.records))
-    key_field = "topic_id" if by_id else "topic"
-    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
-                session_id=0,
-                responses=tuple(make(topic_cls, **{key_field: key}, partitions=tuple(parts))
-                                for key, parts in topics.items()))
+        topics.setdefault(slot.topic_key, []).append(
+            (slot.request.partition, int(slot.error), hw, lso, start, aborted, slot.records))
+    return topics
 
+
+def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, throttle_ms: int = 0):
+    """The answer as kio objects (for an authorization policy that appends the refused topics)."""
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partitions")
+    aborted_cls = nested(part_cls, "aborted_transactions")
+    key_field = "topic_id" if by_id else "topic"
+    responses = []
+    for key, rows in _rows(slots, committed).items():
+        parts = tuple(make(part_cls, partition_index=index, error_code=ErrorCode(error), high_watermark=hw,
+                           last_stable_offset=lso, log_start_offset=start, preferred_read_replica=-1,
+                           aborted_transactions=None if aborted is None else tuple(
+                               make(aborted_cls, producer_id=pid, first_offset=first) for pid, first in aborted),
+                           records=records)
+                      for index, error, hw, lso, start, aborted, records in rows)
+        responses.append(make(topic_cls, **{key_field: key}, partitions=parts))
+    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
+                session_id=0, responses=tuple(responses))

@@ -40,7 +40,7 @@ async def alter_client_quotas(broker: BrokerContext, request: Request[AlterClien
     body, cls = request.body, request.response_type
     entry_cls = nested(cls, "entries")
     entity_cls = nested(entry_cls, "entity")
-    quotas = ClientQuotas(broker.layout)
+    quotas = broker.throttle.quotas  # the enforcement's own: its change applies from the next request
     results = []
     for entry in body.entries:
         entity = frozenset((e.entity_type, e.entity_name) for e in entry.entity)

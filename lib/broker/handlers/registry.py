@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 from ..api_keys import ApiKey
 from ..context import BrokerContext
-from ..wire import Request, request_schema
+from ..wire import Request, has_request_schema
 
 Handler = Callable[[BrokerContext, Request[Any]], Awaitable[Any]]
 
@@ -47,7 +47,7 @@ class HandlerRegistry:
         def register(handler: Handler) -> Handler:
             if api_key in self._routes:
                 raise ValueError(f"api key {api_key} is already served by {self._routes[api_key].name}")
-            missing = [v for v in range(low, high + 1) if request_schema(api_key, v) is None]
+            missing = [v for v in range(low, high + 1) if not has_request_schema(api_key, v)]
             if missing:
                 raise ValueError(f"kio has no schema for api key {api_key} versions {missing}")
             self._routes[api_key] = Route(api_key, low, high, handler)

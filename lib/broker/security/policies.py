@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 from ..api_keys import ApiKey
+from ..encoded import objects_wanted
 from ..later import Later
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,11 @@ async def serve_allowed(call: Call, body, kept: tuple, request_field: str, cls: 
     `cls` with only the refusals, and `when_all_refused`)."""
     if not kept:
         return blank(cls, **{response_field: denied}, **when_all_refused)
-    response = await call(replace(body, **{request_field: kept}))
+    if denied:
+        with objects_wanted():  # the refusals are appended to kio objects, not to bytes
+            response = await call(replace(body, **{request_field: kept}))
+    else:
+        response = await call(replace(body, **{request_field: kept}))
     if not denied or response is None:  # None: an acks=0 produce gets no answer
         return response
     if isinstance(response, Later):  # a bucket root's produce, answered after the flush
