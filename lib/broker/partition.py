@@ -63,6 +63,13 @@ class Partition:
         return self.log.log_start_offset
 
     @property
+    def history_start_offset(self) -> int:
+        """The whole log's first offset: on a bucket whose takeover restored only the tail, the
+        closed segments' start (the manifest's), below the cache's (`log_start_offset`)."""
+        start = self.log.log_start_offset
+        return start if self.closed is None else min(start, self.closed.log_start_offset)
+
+    @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 

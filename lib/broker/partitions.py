@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})  # Kafka's
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
 OPEN_THREADS = 8  # an open or a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
+BUCKET_READ_THREADS = 4  # Kafka's remote.log.reader.threads is 10; a GET here reads 4 MiB ahead
 FSYNC_THREADS = 8  # cluster mode: a produce request's partitions are fsynced (and fenced) together
 
 
@@ -71,6 +72,11 @@ class PartitionManager:
         self.clock = clock
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-io")
         self.readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="topiclake-read")
+        # Reads below a bucket partition's cache (ranged GETs, seconds while the store is slow or
+        # down) have their own threads, as Kafka's remote.log.reader.threads: they never hold up
+        # the fetches served from the cache.
+        self.bucket_readers = ThreadPoolExecutor(max_workers=BUCKET_READ_THREADS,
+                                                 thread_name_prefix="topiclake-bucket-read")
         # Opening a log (at start, on first use, a takeover: recovery, fsyncs) runs here, not on
         # the writer thread: appends to open partitions never wait behind it, and the opens of
         # many partitions overlap their fsyncs. A Log being opened is its opener's alone until
@@ -108,6 +114,10 @@ class PartitionManager:
 
     async def run_read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+
+    async def run_bucket_read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`run_read` for a read that goes below a bucket partition's cache (the bucket's GETs)."""
+        return await asyncio.get_running_loop().run_in_executor(self.bucket_readers, fn, *args)
 
     # -- topics
     def topic(self, name: str, *, fresh: bool = False) -> TopicMeta:
@@ -186,8 +196,12 @@ class PartitionManager:
         return meta
 
     async def apply_config(self, meta: TopicMeta) -> None:
-        """A topic's config changed: open logs take the new LogConfig."""
+        """A topic's config changed: open logs take the new LogConfig (opens in flight, as at a
+        start's background open, took the old one: they finish first, then are updated here)."""
         self._topics[meta.name] = (time.monotonic(), meta)
+        opening = [future for (topic, _index), future in self._opening.items() if topic == meta.name]
+        if opening:
+            await asyncio.gather(*opening, return_exceptions=True)
         config = meta.log_config
         for (topic, _index), part in list(self._partitions.items()):
             if topic == meta.name:
@@ -402,5 +416,6 @@ class PartitionManager:
         self.openers.shutdown(wait=True)
         self.confirmers.shutdown(wait=True)
         self.readers.shutdown(wait=True)
+        self.bucket_readers.shutdown(wait=True)
         self.io.shutdown(wait=True)
 

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from .root import safe_join
+
 INDEX = "quality/index.html"
 CHECK_S = 5.0  # a rebuilt site shows within this; pages in between cost no request
 KEPT_MIRRORS = 2  # the previous mirror stays: a response may still be sending one of its files
@@ -53,7 +55,9 @@ class SiteMirror:
             atexit.register(shutil.rmtree, self._parent, True)
         target = Path(tempfile.mkdtemp(dir=self._parent))
         for info in site_files(self.store):
-            path = target.joinpath(*info.key.split("/")[1:])  # the key less its "quality/"
+            path = safe_join(target, "/".join(info.key.split("/")[1:]))  # the key less its "quality/"
+            if path is None:
+                continue  # a key with `..` in it would write outside the mirror: not part of a site
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(self.store.get(info.key))
         self._mirrors.append(target)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
 
 from .keys import PartitionKeys, parse_flush_name, parse_manifest_name
@@ -34,10 +35,17 @@ _SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
 
 
 def manifest_at(store: ObjectStore, keys: PartitionKeys, moment: datetime) -> Manifest | None:
-    """The manifest that was the newest at `moment` (by its commit time); None if none was yet."""
+    """The manifest that was the newest at `moment` (by its commit time); None if none was yet,
+    or if a concurrent pruner (the broker's pass beside `merge-segments`') deleted it between the
+    listing and the read: no reference, so this pass deletes nothing."""
     committed = [(version, info) for info in store.list(keys.manifest_prefix)
                  if (version := parse_manifest_name(info.key)) is not None and info.last_modified <= moment]
-    return load_version(store, keys, max(committed, key=lambda found: found[0])[0]) if committed else None
+    if not committed:
+        return None
+    try:
+        return load_version(store, keys, max(committed, key=lambda found: found[0])[0])
+    except ObjectNotFound:
+        return None
 
 
 def collect_garbage(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, *,

@@ -95,3 +95,27 @@ def test_a_route_for_a_version_kio_lacks_is_refused():
         registry.route(ApiKey.PRODUCE, (3, 15))(lambda broker, request: None)
     registry.route(ApiKey.PRODUCE, (3, 13))(lambda broker, request: None)
     assert registry.supports(ApiKey.PRODUCE, 13) and not registry.supports(ApiKey.PRODUCE, 14)
+
+
+def test_a_config_changed_while_partitions_open_reaches_every_one_of_them(tmp_path):
+    """AlterConfigs during a start's background open: the opens in flight took the old config,
+    and each partition still ends with the new one (apply_config waits for them)."""
+    layout = StorageLayout(tmp_path)
+    _written(layout, crash=True)
+
+    async def scenario() -> list[int]:
+        from topiclake.broker.partitions import PartitionManager
+
+        manager = PartitionManager(layout)
+        opening = asyncio.ensure_future(manager.open_all())
+        while len(manager._opening) < PARTITIONS:  # every open under way with the config as it was
+            await asyncio.sleep(0)
+        meta = manager.registry.alter_config(TOPIC, {"retention.ms": "12345"})
+        await manager.apply_config(meta)
+        await opening
+        parts = [await manager.get(TOPIC, p) for p in range(PARTITIONS)]
+        retention = [part.log.config.retention_ms for part in parts] + [part.config.retention_ms for part in parts]
+        await manager.close()
+        return retention
+
+    assert set(asyncio.run(scenario())) == {12345}

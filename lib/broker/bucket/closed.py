@@ -61,6 +61,9 @@ class ClosedSegments:
         self._indexes: OrderedDict[str, np.ndarray] = OrderedDict()
         self._index_bytes = 0
         self._aborted: OrderedDict[str, list[TxnIndexEntry]] = OrderedDict()
+        # Object keys carry no topic id: a topic deleted and created again (or led elsewhere
+        # meanwhile) reuses them for other bytes, so a takeover starts with no window of its own.
+        WINDOWS.forget(store.root.uri(keys.prefix))
 
     def __repr__(self) -> str:
         return f"ClosedSegments({self.keys.prefix}, [{self.log_start_offset}, {self.end_offset}))"
@@ -238,7 +241,8 @@ def _segment_index(manifest: Manifest, offset: int) -> int:
 
 class _Windows:
     """Read-ahead windows of closed segment objects, bounded in bytes across the broker's partitions,
-    least recently used out first. Objects are never rewritten: a window stays right."""
+    least recently used out first. An object is never rewritten, but a topic deleted and created
+    again reuses its keys: a takeover forgets its partition's windows (ClosedSegments)."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -254,6 +258,13 @@ class _Windows:
                 return None
             self._windows.move_to_end(key)
             return found
+
+    def forget(self, prefix: str) -> None:
+        """Drop the windows of every object under `prefix` (a partition's)."""
+        head = prefix.rstrip("/") + "/"
+        with self._lock:
+            for key in [key for key in self._windows if key.startswith(head)]:
+                self._bytes -= len(self._windows.pop(key)[1])
 
     def keep(self, key: str, start: int, data: bytes) -> None:
         with self._lock:

@@ -85,8 +85,10 @@ class PartitionTail:
     @property
     def first_unsealed(self) -> float | None:
         """Monotonic time of the first flush no seal covers yet: the seal_ms clock runs from it."""
-        flushes = self._unsealed_flushes
-        return flushes[0][1] if flushes else None
+        try:  # not under `_lock` (held across a PUT); a seal beside the tick may empty the queue
+            return self._unsealed_flushes[0][1]
+        except IndexError:
+            return None
 
     def _sealed_below(self, end: int) -> None:
         """Under `_lock`: flushes ending at or below `end` are sealed; the clock moves to the next."""

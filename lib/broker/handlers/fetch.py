@@ -171,7 +171,12 @@ async def _fill(broker, slots: list[_Slot], max_bytes: int, committed: bool = Fa
     wanted = [s for s in slots if s.error == ErrorCode.none and s.part is not None and not s.records]
     if not wanted:
         return total
-    outcomes = await broker.partitions.run_read(_read_all, wanted, max_bytes, total, committed, broker.archive)
+    # One hop for the whole request: on the bucket readers' threads if any partition reads below
+    # its cache (ranged GETs), so fetches served from caches never wait behind the bucket.
+    below_cache = any(s.part.closed is not None and s.request.fetch_offset < s.part.log.log_start_offset
+                      for s in wanted)
+    run = broker.partitions.run_bucket_read if below_cache else broker.partitions.run_read
+    outcomes = await run(_read_all, wanted, max_bytes, total, committed, broker.archive)
     for slot, outcome in zip(wanted, outcomes):
         if outcome is None:
             continue

@@ -286,17 +286,19 @@ class ShareFetcher:
         committed = self._read_committed(group)
         max_locks = self._max_locks(group)
         async with live.lock:
-            live.state.move_to_log_start(part.log_start_offset)
+            live.state.move_to_log_start(part.history_start_offset)
             if not live.state.can_acquire(max_locks):
                 return [], b""
             offset = live.state.next_fetch_offset()
         bound = part.last_stable_offset if committed else part.high_watermark
         if offset >= bound:
             return [], b""
-        data = await self.partitions.run_read(_read, part, offset, min(max_bytes, READ_CHUNK_BYTES), bound)
+        below_cache = part.closed is not None and offset < part.log.log_start_offset
+        run = self.partitions.run_bucket_read if below_cache else self.partitions.run_read
+        data, closed_aborted = await run(_read, part, offset, min(max_bytes, READ_CHUNK_BYTES), bound, committed)
         if not data:
             return [], b""
-        aborted = part.txns.aborted_between(offset, bound) if committed else []
+        aborted = (closed_aborted or []) + part.txns.aborted_between(offset, bound) if committed else []
         batches = []  # (extent, position, size)
         for batch in iter_batches(data, source=f"{part.topic}-{part.index}", allow_partial_tail=True,
                                   validate=False):
@@ -525,12 +527,19 @@ class ShareFetcher:
         return state
 
 
-def _read(part: Any, offset: int, max_bytes: int, bound: int) -> bytes:
-    """Reader thread: whole batches from `offset` (below `bound`), at least one."""
+def _read(part: Any, offset: int, max_bytes: int, bound: int, committed: bool) -> tuple[bytes, list | None]:
+    """Reader thread: whole batches from `offset` (below `bound`), at least one, and (committed)
+    the aborted transactions of the bucket's closed segments they came from (None: the cache's).
+    Below the cache's start of a bucket partition, its closed segments (ranged GETs)."""
     log_ = part.log
+    if part.closed is not None and offset < log_.log_start_offset:
+        records, upper = part.closed.read(offset, max_bytes, True, bound)
+        if records:
+            return records, part.closed.aborted_between(offset, upper)[0] if committed else None
+        offset = max(upper, log_.log_start_offset)  # no closed batch at or above it (a compacted end)
     if not log_.log_start_offset <= offset < log_.log_end_offset:
-        return b""
-    return log_.read(offset, max_bytes, max_offset=bound, min_one_message=True).to_bytes()
+        return b"", None
+    return log_.read(offset, max_bytes, max_offset=bound, min_one_message=True).to_bytes(), None
 
 
 def _reset_offset(part: Any, reset: str) -> int:
@@ -539,7 +548,7 @@ def _reset_offset(part: Any, reset: str) -> int:
 
     log_ = part.log
     if reset == "earliest":
-        return log_.log_start_offset
+        return part.history_start_offset
     if reset.startswith("by_duration:"):
         found = log_.offset_for_timestamp(now_ms() - iso_duration_ms(reset[len("by_duration:"):]))
         return found.offset if found is not None else part.high_watermark
