@@ -17,6 +17,10 @@ from topiclake.store.objects import CREATE, ObjectStore
 
 from .keys import PartitionKeys, parse_manifest_name
 
+# A field added within a format is optional and ignored by readers that predate it (a segment
+# entry's unknown keys are dropped, as an older writer's successor then drops them), so builds of
+# one format share a bucket, rolled forward or back. A change an older reader would misread is a
+# new format, which older readers refuse.
 FORMAT_VERSION = 0
 
 
@@ -87,7 +91,8 @@ class Manifest:
             if body.get("format") != FORMAT_VERSION:
                 raise ValueError(f"unknown format {body.get('format')!r}")
             manifest = cls(int(body["version"]), int(body["leader_epoch"]), int(body["log_start_offset"]),
-                           tuple(SegmentEntry(**entry) for entry in body["segments"]),
+                           tuple(SegmentEntry(**{name: value for name, value in entry.items() if name in _ENTRY_FIELDS})
+                                 for entry in body["segments"]),
                            None if body.get("cleaner_offset") is None else int(body["cleaner_offset"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptManifest(f"{source}: unreadable manifest ({exc})") from None
@@ -103,6 +108,9 @@ class Manifest:
                         self.log_start_offset if log_start_offset is None else log_start_offset,
                         self.segments if segments is None else segments,
                         self.cleaner_offset if cleaner_offset is None else cleaner_offset)
+
+
+_ENTRY_FIELDS = frozenset(SegmentEntry.__dataclass_fields__)
 
 
 def _entry_json(entry: SegmentEntry) -> dict:

@@ -80,3 +80,16 @@ def test_a_manifest_round_trips_and_refuses_overlaps():
     body["end_offset"] = 21  # not where its segments end
     with pytest.raises(CorruptManifest):
         Manifest.from_json(json.dumps(body).encode(), source="m")
+
+
+def test_a_manifest_field_added_later_is_ignored_and_another_format_refused():
+    """A newer build's optional field (a segment entry's, the manifest's) does not stop this one
+    reading the manifest; a new format does."""
+    manifest = Manifest(3, 2, 0, (entry(0, 10), entry(10, 20)))
+    body = json.loads(manifest.to_json())
+    body["segments"][0]["written_by_a_later_build"] = "x"
+    body["also_later"] = 1
+    assert Manifest.from_json(json.dumps(body).encode(), source="m") == manifest
+    body["format"] = 1
+    with pytest.raises(CorruptManifest, match="unknown format 1"):
+        Manifest.from_json(json.dumps(body).encode(), source="m")
