@@ -11,8 +11,10 @@ Writing (Kafka's ProducerStateManager.takeSnapshot and TransactionIndex.append):
 Opening (`load_state`): the newest readable snapshot at or below the log end offset (the
 loader already removed those above it) gives the producers and the open transactions, the
 `.txnindex` entries below it give the aborted ones, and only the batches from its offset on are
-replayed. Without a usable snapshot (none, corrupt, below the first segment) or with an
-unreadable `.txnindex`, everything is rebuilt from the whole log, as before snapshots existed.
+replayed (plus the headers of a recently active producer's last batches below it, for its
+duplicate window: ProducerState.restore_windows). Without a usable snapshot (none, corrupt,
+below the first segment) or with an unreadable `.txnindex`, everything is rebuilt from the
+whole log, as before snapshots existed.
 Either way the `.txnindex` files of the replayed range are rewritten from what the replay
 found: after a crash the log may have lost a marker whose entry was written, or the reverse,
 and a log written before `.txnindex` files existed gets them on its first full rebuild.
@@ -21,6 +23,7 @@ and a log written before `.txnindex` files existed gets them on its first full r
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +85,8 @@ def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = N
                 path.unlink(missing_ok=True)
                 continue
             part.producers.load(entries, now_ms=now_ms, expiration_ms=expiration_ms)
+            part.producers.restore_windows(lambda budget, at=offset: part.log.batch_headers_before(at, budget),
+                                           int(time.time() * 1000) if now_ms is None else now_ms)
             part.txns.restore({e.producer_id: e.current_txn_first_offset for e in entries
                                if e.current_txn_first_offset >= 0},
                               [e.aborted for found in indexed.values() for e in found if e.last_offset < offset])

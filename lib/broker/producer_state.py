@@ -10,7 +10,11 @@ epoch); anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
 The state survives restarts in Kafka's producer snapshots (`to_snapshot` / `load`, written on
 segment roll and clean close, see partition_snapshot.py) plus a replay of the batches after the
 snapshot (`observe` on each batch header), so a producer retrying across a broker restart still
-gets its duplicate detected. A snapshot keeps only each producer's LAST batch, as Kafka's does.
+gets its duplicate detected. A snapshot keeps only each producer's LAST batch, as Kafka's does;
+`restore_windows` fills the rest of a recently active producer's window back from the batch
+headers just below the snapshot (Kafka's new leader has them from replicating every batch), so a
+producer retrying its in-flight batches after a failover or restart is answered with duplicates,
+not OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 Expiration (Kafka's removeExpiredProducers / isProducerExpired): a producer with no open
 transaction whose last timestamp (the max timestamp of its last batch, or its last marker's
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Container
+from typing import Callable, Container, Iterable
 
 from topiclake.segments.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
 from topiclake.segments.producer_snapshot import NO_OFFSET, ProducerSnapshotEntry
@@ -35,6 +39,10 @@ BATCHES_TO_RETAIN = 5
 EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 _SEQ_MASK = 0x7FFFFFFF
+# A client retries a batch until its delivery.timeout.ms (120 s by default in Java and librdkafka):
+# producers idle longer than this have nothing in flight, and their windows are not read back.
+RETRY_HORIZON_MS = 600_000
+WINDOW_READ_BYTES = 256 * 1024  # read back below a snapshot: 5 batches of up to ~50 KiB each
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,33 @@ class ProducerState:
             entry.coordinator_epoch = coordinator_epoch
         if timestamp is not None:
             entry.last_timestamp = timestamp
+
+    def restore_windows(self, headers_below: Callable[[int], Iterable[BatchHeader]], now_ms: int) -> int:
+        """After a snapshot was loaded (each producer's last batch only): put the batches before
+        that one back into the window of every producer whose last batch is at most
+        RETRY_HORIZON_MS old at `now_ms`. `headers_below(WINDOW_READ_BYTES)` reads the headers of
+        the batches ending below the snapshot, oldest first, from about that many bytes back; it
+        is not called when no producer is that recent. Returns the batches put back."""
+        recent = {producer_id for producer_id, entry in self._producers.items()
+                  if entry.batches and now_ms - entry.last_timestamp <= RETRY_HORIZON_MS}
+        if not recent:
+            return 0
+        earlier: dict[int, list[BatchMeta]] = {}
+        for header in headers_below(WINDOW_READ_BYTES):
+            if header.producer_id not in recent or header.is_control:
+                continue
+            if header.producer_epoch == self._producers[header.producer_id].epoch:
+                earlier.setdefault(header.producer_id, []).append(BatchMeta(
+                    header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
+                    header.max_timestamp))
+        restored = 0
+        for producer_id, metas in earlier.items():
+            entry = self._producers[producer_id]
+            older = [meta for meta in metas if meta.last_offset < entry.batches[0].first_offset]
+            window = [*older, *entry.batches][-BATCHES_TO_RETAIN:]
+            restored += len(window) - len(entry.batches)
+            entry.batches = deque(window, maxlen=BATCHES_TO_RETAIN)
+        return restored
 
     def remove_expired(self, now_ms: int, expiration_ms: int, ongoing: Container[int]) -> list[int]:
         """Forget every producer idle for `expiration_ms` at `now_ms` (wall-clock ms) that has no

@@ -507,6 +507,19 @@ class Log:
             for position, header in segment.batch_headers(start):
                 yield segment, position, header
 
+    def batch_headers_before(self, offset: int, max_bytes: int) -> list[BatchHeader]:
+        """What the broker reads back below a producer snapshot taken at `offset`: the headers of
+        the batches ending below it within about `max_bytes`, oldest first, from the segment
+        holding `offset - 1` and the ones before it while bytes are left."""
+        runs: list[list[BatchHeader]] = []
+        for segment in reversed(self._segments[:bisect_right([s.base_offset for s in self._segments], offset - 1)]):
+            if max_bytes <= 0:
+                break
+            headers, read = segment.batch_headers_before(offset, max_bytes)
+            runs.append(headers)
+            max_bytes -= read
+        return [header for headers in reversed(runs) for header in headers]
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: the first record with timestamp >= `timestamp` as (timestamp, offset), or
         None; LATEST_TIMESTAMP/EARLIEST_TIMESTAMP/MAX_TIMESTAMP give (-1, LEO), (-1, start) and

@@ -324,6 +324,20 @@ class LogSegment:
     def batch_headers(self, start_position: int = 0) -> Iterable[tuple[int, BatchHeader]]:
         return iter_file_headers(self._file.fileno(), start_position, self._size, source=str(self.log_path))
 
+    def batch_headers_before(self, offset: int, max_bytes: int) -> tuple[list[BatchHeader], int]:
+        """The headers of this segment's batches ending below `offset`, from about `max_bytes`
+        before it (an index entry: a batch boundary), oldest first, and the bytes they span."""
+        found = self.translate_offset(offset)
+        end = self._size if found is None else found.position
+        entry = self.offset_index.entry_at_or_below_position(end - max_bytes) if end > max_bytes else None
+        start = 0 if entry is None else entry.position
+        headers = []
+        for _, header in self.batch_headers(start):
+            if header.last_offset >= offset:
+                break
+            headers.append(header)
+        return headers, end - start
+
     # -- recovery
     def recover(self, valid: BatchValidity | None = None) -> int:
         """Rebuild both indexes from the .log, checking every batch (size, CRC, offsets), and cut

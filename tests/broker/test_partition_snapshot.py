@@ -5,15 +5,17 @@ the log end, with the state still exactly what a full rebuild gives."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from topiclake.broker.partition import Partition
-from topiclake.broker.producer_state import Duplicate
+from topiclake.broker.errors import OutOfOrderSequence
+from topiclake.broker.producer_state import RETRY_HORIZON_MS, WINDOW_READ_BYTES, Duplicate, ProducerState
 from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, build_batch, read_header
-from topiclake.segments.producer_snapshot import list_snapshots
+from topiclake.segments.producer_snapshot import ProducerSnapshotEntry, list_snapshots
 from topiclake.segments.txn_index import TxnIndexEntry, read_txn_index
 from tests.broker.partitions import open_partition, produce
 
@@ -146,3 +148,51 @@ def test_a_marker_with_a_short_value_still_settles_its_transaction(tmp_path):
     again = open_partition(tmp_path / "t-0")
     assert [(t.producer_id, t.first_offset, t.last_offset) for t in again.txns.aborted()] == [(7, 0, 2)]
     assert again.last_stable_offset == again.log_end_offset == 3
+
+
+def test_a_producer_retrying_its_last_five_batches_after_a_restart_gets_their_offsets(tmp_path):
+    """The snapshot keeps a producer's last batch only: the four before it are read back from the
+    log below the snapshot, so in-flight batches resent to the reopened (or new) leader are
+    duplicates with their first offsets, not OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    now = int(time.time() * 1000)
+    part = open_partition(tmp_path / "t-0")
+    for seq in range(0, 14, 2):
+        produce(part, 1, seq, 2, ts=now)  # offsets seq, seq + 1
+        if seq == 6:
+            part.log.roll()  # the window spans two segments
+    part.log.roll()  # snapshot at 14, the last thing before the crash
+    part.log.close_handlers()
+
+    again = open_partition(tmp_path / "t-0")
+    assert (again.replay.snapshot_offset, again.replay.batches) == (14, 0)
+    for seq in (4, 6, 8, 10, 12):
+        resent = build_batch([Record(i, now + seq + i, None, b"v", ()) for i in range(2)], base_offset=0,
+                             producer_id=1, producer_epoch=0, base_sequence=seq)
+        assert again.producers.check(read_header(resent)) == Duplicate(seq, seq + 1, now + seq + 1)
+    older = build_batch([Record(0, now, None, b"v", ())], base_offset=0, producer_id=1, producer_epoch=0,
+                        base_sequence=2)
+    with pytest.raises(OutOfOrderSequence):  # six back: past the window, as in Kafka
+        again.producers.check(read_header(older))
+    produce(again, 1, 14, ts=now)  # and the sequence goes on
+    again.log.close()
+
+
+def test_windows_are_read_back_only_for_producers_a_retry_can_still_come_from():
+    """A producer whose last batch is older than any client's delivery timeout has nothing in
+    flight: when no producer is that recent, the log below the snapshot is not read."""
+    state = ProducerState("t", 0)
+    now = 10 * RETRY_HORIZON_MS
+    state.load([ProducerSnapshotEntry(7, 0, 9, 19, 1, now - RETRY_HORIZON_MS - 1, -1, -1)])
+    reads = []
+    assert state.restore_windows(lambda budget: reads.append(budget) or [], now) == 0
+    assert reads == []
+
+    state.load([ProducerSnapshotEntry(7, 0, 9, 19, 1, now - 1000, -1, -1)])
+    earlier = [read_header(build_batch([Record(offset + i, now, None, b"v", ()) for i in range(2)], base_offset=offset,
+                                       producer_id=7, producer_epoch=epoch, base_sequence=seq))
+               for offset, epoch, seq in ((12, 0, 4), (14, 0, 6), (16, 1, 0), (18, 0, 8))]
+    # the epoch-1 batch is another epoch's, the last one the snapshot's own: two put back
+    assert state.restore_windows(lambda budget: reads.append(budget) or earlier, now) == 2
+    assert reads == [WINDOW_READ_BYTES]
+    assert [state.check(header) for header in earlier if header.producer_epoch == 0] == [
+        Duplicate(12, 13, now), Duplicate(14, 15, now), Duplicate(18, 19, now - 1000)]

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import free_port
-from tests.support.bucket_broker import BucketBrokers, consume_all
+from tests.support.bucket_broker import BucketBrokers, consume_all, wait_sealed
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
 from tests.support.s3 import VersityGW
@@ -49,15 +49,6 @@ def transactions(bootstrap: str, topic: str, rounds: tuple[bool, ...], timestamp
         producer.flush(30)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
     return done[True], done[False]
-
-
-def wait_sealed(store: ObjectStore, keys: PartitionKeys, end: int, timeout_s: float = 60) -> Manifest:
-    """The newest manifest once its closed segments reach `end`."""
-    deadline = time.monotonic() + timeout_s
-    while (manifest := load_newest(store, keys)).end_offset < end:
-        assert time.monotonic() < deadline, f"{keys.prefix} sealed only up to {manifest.end_offset}, not {end}"
-        time.sleep(0.2)
-    return manifest
 
 
 def test_a_seal_writes_the_txnindex_object_of_its_aborted_transactions(sealing_brokers, kafka_tools, tmp_path):

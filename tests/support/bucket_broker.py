@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 from tests.support.broker_process import BrokerProcess
+from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import Manifest, load_newest
+from topiclake.store.objects import ObjectStore
 
 SETTINGS = """
 [broker]
@@ -140,3 +143,12 @@ def committed(bootstrap: str, topic: str, group: str, partitions: int) -> dict[i
         return {tp.partition: tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+def wait_sealed(store: ObjectStore, keys: PartitionKeys, end: int, timeout_s: float = 60) -> Manifest:
+    """The newest manifest once its closed segments reach `end`."""
+    deadline = time.monotonic() + timeout_s
+    while (manifest := load_newest(store, keys)).end_offset < end:
+        assert time.monotonic() < deadline, f"{keys.prefix} sealed only up to {manifest.end_offset}, not {end}"
+        time.sleep(0.2)
+    return manifest

@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from topiclake.objectlog.aborted import segment_aborted
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import Manifest, SegmentEntry
-from topiclake.segments.batch import HEADER_SIZE, RecordBatch, read_header
+from topiclake.segments.batch import HEADER_SIZE, BatchHeader, RecordBatch, read_header
 from topiclake.segments.errors import OffsetOutOfRangeError
 from topiclake.segments.time_index import TimestampOffset
 from topiclake.segments.txn_index import TxnIndexEntry
@@ -134,6 +134,27 @@ class ClosedSegments:
         index = self._index(entry.index_key, entry.base_offset, 2)
         at = int(np.searchsorted(index[:, 0], offset - entry.base_offset, side="right")) - 1
         return int(index[at, 1]) if at >= 0 else 0
+
+    def last_batch_headers(self, max_bytes: int) -> list[BatchHeader]:
+        """The headers of the closed batches within about the last `max_bytes` of the closed log
+        (a ranged GET per segment, from an index entry: a batch boundary), oldest first: a
+        takeover's producer windows below the snapshot at the closed end
+        (ProducerState.restore_windows)."""
+        runs: list[list[BatchHeader]] = []
+        for entry in reversed(self.manifest.segments):
+            if max_bytes <= 0:
+                break
+            positions = self._index(entry.index_key, entry.base_offset, 2)[:, 1]
+            below = int(np.searchsorted(positions, entry.size - max_bytes, side="right")) - 1
+            start = int(positions[below]) if entry.size > max_bytes and below >= 0 else 0
+            data = self.store.get_range(entry.key, start, entry.size)
+            headers, cursor = [], 0
+            while cursor + HEADER_SIZE <= len(data):
+                headers.append(header := read_header(data, cursor))
+                cursor += header.size
+            runs.append(headers)
+            max_bytes -= entry.size - start
+        return [header for headers in reversed(runs) for header in headers]
 
     # -- read_committed ------------------------------------------------------------------------------
 

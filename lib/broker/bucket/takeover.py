@@ -120,7 +120,9 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         part = make_partition(log_, epoch)
         part.bucket_history = history  # OffsetForLeaderEpoch's answers
         if closed_in_bucket:
-            part.closed = ClosedSegments(store, keys, view.manifest)
+            closed = part.closed = ClosedSegments(store, keys, view.manifest)
+            # the snapshot keeps each producer's last batch only: the batches before it, for retries
+            part.producers.restore_windows(closed.last_batch_headers, int(time.time() * 1000))
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000
         manifest = view.manifest
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))
