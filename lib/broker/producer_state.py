@@ -42,7 +42,8 @@ _SEQ_MASK = 0x7FFFFFFF
 # A client retries a batch until its delivery.timeout.ms (120 s by default in Java and librdkafka):
 # producers idle longer than this have nothing in flight, and their windows are not read back.
 RETRY_HORIZON_MS = 600_000
-WINDOW_READ_BYTES = 256 * 1024  # read back below a snapshot: 5 batches of up to ~50 KiB each
+# Bytes read back below a snapshot, growing until the windows are full: 5 batches of ~50 KiB at most
+WINDOW_READS = (16 * 1024, 64 * 1024, 256 * 1024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,29 +142,42 @@ class ProducerState:
     def restore_windows(self, headers_below: Callable[[int], Iterable[BatchHeader]], now_ms: int) -> int:
         """After a snapshot was loaded (each producer's last batch only): put the batches before
         that one back into the window of every producer whose last batch is at most
-        RETRY_HORIZON_MS old at `now_ms`. `headers_below(WINDOW_READ_BYTES)` reads the headers of
-        the batches ending below the snapshot, oldest first, from about that many bytes back; it
-        is not called when no producer is that recent. Returns the batches put back."""
+        RETRY_HORIZON_MS old at `now_ms`. `headers_below(n)` reads the headers of the batches
+        ending below the snapshot, oldest first, from about `n` bytes back: called with growing
+        reads (WINDOW_READS) until every such producer's window is full, its epoch's first batch
+        (sequence 0) was read, the batches read are older than the horizon, or the log has no
+        more; never called when no producer is that recent. Returns the batches put back."""
         recent = {producer_id for producer_id, entry in self._producers.items()
                   if entry.batches and now_ms - entry.last_timestamp <= RETRY_HORIZON_MS}
-        if not recent:
-            return 0
-        earlier: dict[int, list[BatchMeta]] = {}
-        for header in headers_below(WINDOW_READ_BYTES):
-            if header.producer_id not in recent or header.is_control:
-                continue
-            if header.producer_epoch == self._producers[header.producer_id].epoch:
-                earlier.setdefault(header.producer_id, []).append(BatchMeta(
-                    header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
-                    header.max_timestamp))
+        older: dict[int, list[BatchMeta]] = {}
+        read = -1
+        for budget in WINDOW_READS if recent else ():
+            headers = list(headers_below(budget))
+            older = {producer_id: [] for producer_id in recent}
+            for header in headers:
+                if header.producer_id not in older or header.is_control:
+                    continue
+                entry = self._producers[header.producer_id]
+                if header.producer_epoch == entry.epoch and header.last_offset < entry.batches[0].first_offset:
+                    older[header.producer_id].append(BatchMeta(header.base_sequence, header.last_sequence,
+                                                               header.base_offset, header.last_offset,
+                                                               header.max_timestamp))
+            exhausted = len(headers) == read or (headers and now_ms - headers[0].max_timestamp > RETRY_HORIZON_MS)
+            if exhausted or all(self._window_complete(producer_id, metas) for producer_id, metas in older.items()):
+                break
+            read = len(headers)
         restored = 0
-        for producer_id, metas in earlier.items():
+        for producer_id, metas in older.items():
             entry = self._producers[producer_id]
-            older = [meta for meta in metas if meta.last_offset < entry.batches[0].first_offset]
-            window = [*older, *entry.batches][-BATCHES_TO_RETAIN:]
+            window = [*metas, *entry.batches][-BATCHES_TO_RETAIN:]
             restored += len(window) - len(entry.batches)
             entry.batches = deque(window, maxlen=BATCHES_TO_RETAIN)
         return restored
+
+    def _window_complete(self, producer_id: int, older: list[BatchMeta]) -> bool:
+        """`older` and the producer's batches fill its window, or go back to its epoch's start."""
+        first = (older or self._producers[producer_id].batches)[0]
+        return len(older) + 1 >= BATCHES_TO_RETAIN or first.first_seq == 0
 
     def remove_expired(self, now_ms: int, expiration_ms: int, ongoing: Container[int]) -> list[int]:
         """Forget every producer idle for `expiration_ms` at `now_ms` (wall-clock ms) that has no

@@ -11,7 +11,7 @@ import pytest
 
 from topiclake.broker.partition import Partition
 from topiclake.broker.errors import OutOfOrderSequence
-from topiclake.broker.producer_state import RETRY_HORIZON_MS, WINDOW_READ_BYTES, Duplicate, ProducerState
+from topiclake.broker.producer_state import RETRY_HORIZON_MS, WINDOW_READS, Duplicate, ProducerState
 from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, build_batch, read_header
@@ -179,7 +179,8 @@ def test_a_producer_retrying_its_last_five_batches_after_a_restart_gets_their_of
 
 def test_windows_are_read_back_only_for_producers_a_retry_can_still_come_from():
     """A producer whose last batch is older than any client's delivery timeout has nothing in
-    flight: when no producer is that recent, the log below the snapshot is not read."""
+    flight: when no producer is that recent, the log below the snapshot is not read. Otherwise
+    reads grow until the window is full, reaches the epoch's first batch, or the log's start."""
     state = ProducerState("t", 0)
     now = 10 * RETRY_HORIZON_MS
     state.load([ProducerSnapshotEntry(7, 0, 9, 19, 1, now - RETRY_HORIZON_MS - 1, -1, -1)])
@@ -187,12 +188,23 @@ def test_windows_are_read_back_only_for_producers_a_retry_can_still_come_from():
     assert state.restore_windows(lambda budget: reads.append(budget) or [], now) == 0
     assert reads == []
 
+    def headers(producer_id, rows):
+        return [read_header(build_batch([Record(offset + i, now, None, b"v", ()) for i in range(2)],
+                                        base_offset=offset, producer_id=producer_id, producer_epoch=epoch,
+                                        base_sequence=seq)) for offset, epoch, seq in rows]
+
     state.load([ProducerSnapshotEntry(7, 0, 9, 19, 1, now - 1000, -1, -1)])
-    earlier = [read_header(build_batch([Record(offset + i, now, None, b"v", ()) for i in range(2)], base_offset=offset,
-                                       producer_id=7, producer_epoch=epoch, base_sequence=seq))
-               for offset, epoch, seq in ((12, 0, 4), (14, 0, 6), (16, 1, 0), (18, 0, 8))]
-    # the epoch-1 batch is another epoch's, the last one the snapshot's own: two put back
-    assert state.restore_windows(lambda budget: reads.append(budget) or earlier, now) == 2
-    assert reads == [WINDOW_READ_BYTES]
+    earlier = headers(7, ((12, 0, 4), (14, 0, 6), (16, 1, 0), (18, 0, 8)))
+    by_budget = dict(zip(WINDOW_READS, (earlier[2:], earlier, earlier)))
+    # the epoch-1 batch is another epoch's, the last one the snapshot's own: two put back, after
+    # a third read brought nothing new (the log's start)
+    assert state.restore_windows(lambda budget: reads.append(budget) or by_budget[budget], now) == 2
+    assert reads == list(WINDOW_READS)
     assert [state.check(header) for header in earlier if header.producer_epoch == 0] == [
         Duplicate(12, 13, now), Duplicate(14, 15, now), Duplicate(18, 19, now - 1000)]
+
+    reads.clear()
+    state.load([ProducerSnapshotEntry(8, 0, 3, 33, 1, now, -1, -1)])
+    first = headers(8, ((30, 0, 0),))
+    assert state.restore_windows(lambda budget: reads.append(budget) or first, now) == 1
+    assert reads == [WINDOW_READS[0]]  # back at sequence 0: nothing older to look for

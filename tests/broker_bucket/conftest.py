@@ -35,3 +35,13 @@ def rolling_brokers(bucket_brokers, tmp_path):
     brokers = BucketBrokers(tmp_path / "seal-on-roll", bucket_brokers.root, storage="flush_ms = 100\nseal_ms = 600000")
     yield brokers
     brokers.kill_all()
+
+
+@pytest.fixture
+def dropping_brokers(bucket_brokers, tmp_path):
+    """Brokers on the same root that seal every 300 ms and delete a sealed segment from their cache
+    at once (cache_sealed_ms = 0): older offsets are read from the bucket while they run."""
+    (tmp_path / "drop").mkdir()
+    brokers = BucketBrokers(tmp_path / "drop", bucket_brokers.root, storage="seal_ms = 300\ncache_sealed_ms = 0")
+    yield brokers
+    brokers.kill_all()

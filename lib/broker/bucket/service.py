@@ -368,13 +368,14 @@ class BucketService:
         self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
         now = time.monotonic()
         for tail in tails:
-            if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now)):
+            if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now) or tail.drop_due(now)):
                 self._maintenance[tail] = self._sealer.submit(self._guarded, tail, partial(self._maintain, tail))
 
     def _maintain(self, tail: PartitionTail) -> None:
-        """On the seal pool: a partition's seal when due, and its look for maintenance jobs' commits
-        (retention, merges) when due: one after the other, holding `maintaining`, so they never
-        race each other (nor a DeleteRecords commit) for the tail's manifest."""
+        """On the seal pool: a partition's seal when due, its look for maintenance jobs' commits
+        (retention, merges) and its sealed segments' drop from the cache when due: one after the
+        other, holding `maintaining`, so they never race each other (nor a DeleteRecords commit)
+        for the tail's manifest."""
         with tail.maintaining:
             now = time.monotonic()
             deadline = now + self.settings.flush_timeout_ms / 1000
@@ -382,6 +383,8 @@ class BucketService:
                 tail.seal(deadline, self.on_writer_thread)
             if tail.poll_due(now):
                 tail.poll_manifest(self.on_writer_thread)
+            if tail.drop_due(time.monotonic()):
+                tail.drop_sealed(self.on_writer_thread)
 
     def _wait_maintenance(self) -> None:
         """On the tick's thread: until the seals and polls started by ticks have finished."""

@@ -36,11 +36,17 @@ class BucketSettings:
     # A connection with CLIENT_IN_FLIGHT_LIMIT produce answers due (a client at its in-flight limit: it
     # sends nothing more until one is answered) brings the tick forward to this long after.
     full_window_flush_ms: int = 75
+    # A sealed tail's local segment stays in the cache this long after its seal (reads of it stay
+    # local), then is deleted: older offsets are read from the bucket. -1: kept until the next
+    # takeover, and the local log rolls only by Kafka's rules (segment.bytes, segment.ms).
+    cache_sealed_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"[storage] {name} must be at least 1")
+        if self.cache_sealed_ms < -1:
+            raise InvalidConfigError("[storage] cache_sealed_ms must be -1 (keep) or at least 0")
         if self.delete_grace_ms < 0:
             raise InvalidConfigError("[storage] delete_grace_ms must not be negative")
 

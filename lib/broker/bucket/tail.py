@@ -6,6 +6,9 @@ with its producer snapshot object.
 Flushes and seals run on the service's threads, never on the event loop or the writer thread; a
 seal runs beside the flushes of its partition: it seals the flush objects below the flushed end it
 captured, and only hands state over (`first_unsealed`) under the flush's lock.
+The local Log rolls at each seal's end, and `drop_sealed` deletes a sealed segment from the cache
+`cache_sealed_ms` after its seal (Partition.closed reads those offsets from the bucket then), so
+the cache holds the tail and the recently sealed data, not the log (`_` topics excepted).
 A flush whose create did not finish keeps its exact bytes (`pending`) and the next round retries
 them under the same key: a create whose response was lost must find identical bytes there.
 """
@@ -28,10 +31,12 @@ from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
 from topiclake.objectlog.seal import seal_tail
 from topiclake.segments.leader_fence import FencedLeaderError
+from topiclake.segments.maintenance import delete_segments, purge_deleted
 from topiclake.segments.producer_snapshot import encode_snapshot
 from topiclake.store.objects import ObjectStore
 
 from .aborted_entries import local_aborted
+from .closed import ClosedSegments
 from .settings import BucketSettings
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,13 @@ def read_range(log_: Any, start: int, end: int) -> bytes:
     return bytes(out)
 
 
+def restores_whole(topic: str) -> bool:
+    """Topics the broker itself reads from their start through the local Log (the group and
+    transaction coordinators' `__` topics, the schema registry's `_schemas`): taken over whole,
+    and their sealed segments stay in the cache."""
+    return topic.startswith("_")
+
+
 class PartitionTail:
     def __init__(self, part: Any, store: ObjectStore, keys: PartitionKeys, epoch: int, settings: BucketSettings,
                  *, flushed_end: int, manifest: Manifest):
@@ -71,6 +83,9 @@ class PartitionTail:
         # tick until a seal), so a seal hands the seal_ms clock on to the first flush it did not cover.
         self._unsealed_flushes: collections.deque[tuple[int, float]] = collections.deque()
         self.seal_requested = False  # the local log rolled: seal at the next tick
+        # (end, monotonic time) of each seal whose local segments are still in the cache, oldest first
+        self._sealed_in_cache: collections.deque[tuple[int, float]] = collections.deque()
+        self.drops_sealed = settings.cache_sealed_ms >= 0 and not restores_whole(keys.topic)
         self.manifest_polled = time.monotonic()  # when the newest manifest was last looked at
         self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
         self.on_fenced: Callable[[str], None] = lambda reason: None
@@ -168,6 +183,8 @@ class PartitionTail:
             self._sealed_below(end)
         if manifest is not None:
             self.adopt(manifest, on_writer_thread)
+            if self.drops_sealed:
+                self._sealed_in_cache.append((end, time.monotonic()))
             log.info("%s: sealed below offset %d in %.1f s", self.keys.prefix, end, time.monotonic() - started)
         self.collect_garbage()
         return manifest
@@ -223,6 +240,38 @@ class PartitionTail:
             log.info("%s: log start offset %d from manifest %d", self.keys.prefix, part.log.log_start_offset,
                      manifest.version)
 
+    def drop_due(self, now: float) -> bool:
+        return bool(self._sealed_in_cache) and (
+            now - self._sealed_in_cache[0][1]) * 1000 >= self.settings.cache_sealed_ms
+
+    def drop_sealed(self, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> int:
+        """Delete from the cache the local segments of the seals `cache_sealed_ms` old: from then
+        on Fetch, ListOffsets and DeleteRecords read those offsets from the bucket's closed
+        segments (Partition.closed, made here if the takeover did not). The segments go as a
+        retention job's do (the log start checkpointed first, then the files; the Log lets go of
+        them at its refresh; a read in flight keeps its open file). Returns the segments deleted."""
+        upto = -1
+        while self.drop_due(time.monotonic()):
+            upto = self._sealed_in_cache.popleft()[0]
+        segments = self.part.log.segments()
+        bases = [segment.base_offset for segment, after in zip(segments, segments[1:]) if after.base_offset <= upto]
+        if not bases:
+            return 0
+        part = self.part
+        if part.closed is None:
+            part.closed = ClosedSegments(self.store, self.keys, self.manifest)
+        delete_segments(part.log.directory, bases, segments[len(bases)].base_offset)
+
+        def let_go() -> None:
+            part.log.refresh()
+            part.txns.forget_before(part.log.log_start_offset)
+
+        on_writer_thread(let_go)
+        purge_deleted(part.log.directory)
+        log.debug("%s: dropped %d sealed segment(s) below offset %d from the cache", self.keys.prefix, len(bases),
+                  segments[len(bases)].base_offset)
+        return len(bases)
+
     def commit_log_start(self, offset: int, deadline: float,
                          on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:
         """DeleteRecords kept in the bucket: the manifest's log start raised to `offset` (already
@@ -253,8 +302,11 @@ class PartitionTail:
         part = self.part
         if self.pending is not None or part.log.log_end_offset != self.flushed_end:
             return None
-        return (self.flushed_end, encode_snapshot(part.producers.to_snapshot(part.txns.ongoing())),
-                local_aborted(part.log, self.manifest.end_offset, self.flushed_end))
+        captured = (self.flushed_end, encode_snapshot(part.producers.to_snapshot(part.txns.ongoing())),
+                    local_aborted(part.log, self.manifest.end_offset, self.flushed_end))
+        if self.drops_sealed and part.log.active_segment.base_offset < self.flushed_end:
+            part.log.roll()  # the sealed offsets in their own local segments, for drop_sealed
+        return captured
 
 
 def create_snapshot_object(store: ObjectStore, keys: PartitionKeys, sealed_end: int, end: int, snapshot: bytes,

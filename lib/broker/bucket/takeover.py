@@ -35,7 +35,7 @@ from topiclake.store.objects import ObjectStore
 from .aborted_entries import local_aborted
 from .closed import ClosedSegments
 from .settings import BucketSettings
-from .tail import PartitionTail, create_snapshot_object
+from .tail import PartitionTail, create_snapshot_object, restores_whole
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +94,6 @@ def restore_local(store: ObjectStore, view: PartitionView, directory: Path, *, w
     if snapshot is not None:
         filenames.snapshot_file(directory, end).write_bytes(snapshot)
     return not whole and bool(view.manifest.segments)
-
-
-def restores_whole(topic: str) -> bool:
-    """Topics the broker itself reads from their start through the local Log (the group and
-    transaction coordinators' `__` topics, the schema registry's `_schemas`): taken over whole."""
-    return topic.startswith("_")
 
 
 def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings, directory: Path, config: Any,
