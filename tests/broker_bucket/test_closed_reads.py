@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import free_port
-from tests.support.bucket_broker import BucketBrokers, consume_all, wait_sealed
+from tests.support.bucket_broker import BucketBrokers, consume_all, transactions, wait_sealed
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
 from tests.support.s3 import VersityGW
@@ -31,24 +31,6 @@ from topiclake.store.root import parse_root
 def create_topic(bootstrap: str, topic: str, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result: its futures die with it
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
-
-
-def transactions(bootstrap: str, topic: str, rounds: tuple[bool, ...], timestamp: int = 0) -> tuple[list[int], list[int]]:
-    """One transaction of 20 records per round (True: committed), at `timestamp` (0: now);
-    (committed, aborted) offsets."""
-    from confluent_kafka import Producer
-
-    done: dict[bool, list[int]] = {True: [], False: []}
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn", "linger.ms": 5})
-    producer.init_transactions(30)
-    for n, commit in enumerate(rounds):
-        producer.begin_transaction()
-        for i in range(20):
-            producer.produce(topic, value=b"r%d-%d" % (n, i), partition=0, timestamp=timestamp,
-                             on_delivery=lambda err, msg, c=commit: done[c].append(msg.offset()))
-        producer.flush(30)
-        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
-    return done[True], done[False]
 
 
 def test_a_seal_writes_the_txnindex_object_of_its_aborted_transactions(sealing_brokers, kafka_tools, tmp_path):

@@ -106,6 +106,41 @@ class AckedProducer:
             self.producer.flush(flush_s)
 
 
+def transactions(bootstrap: str, topic: str, rounds: tuple[bool, ...], timestamp: int = 0) -> tuple[list[int], list[int]]:
+    """One transaction of 20 records per round (True: committed), at `timestamp` (0: now), to
+    partition 0; (committed, aborted) offsets."""
+    from confluent_kafka import Producer
+
+    done: dict[bool, list[int]] = {True: [], False: []}
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn", "linger.ms": 5})
+    producer.init_transactions(30)
+    for n, commit in enumerate(rounds):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, value=b"r%d-%d" % (n, i), partition=0, timestamp=timestamp,
+                             on_delivery=lambda err, msg, c=commit: done[c].append(msg.offset()))
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    return done[True], done[False]
+
+
+def open_transaction(bootstrap: str, topic: str, transactional_id: str, count: int = 10):
+    """(producer, offsets): a transaction of `count` records `<transactional_id>-<n>` to partition
+    0, acknowledged and left open for the caller to commit or abort."""
+    from confluent_kafka import Producer
+
+    offsets: list[int] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, value=f"{transactional_id}-{i}".encode(), partition=0,
+                         on_delivery=lambda err, msg: offsets.append(-1 if err else msg.offset()))
+    producer.flush(30)
+    assert len(offsets) == count and min(offsets) >= 0, f"not all acknowledged: {offsets}"
+    return producer, offsets
+
+
 def consume_all(bootstrap: str, topic: str, expected: int, *, group: str = "reader", timeout: float = 60.0,
                 commit: bool = False) -> list[tuple[bytes, int, int]]:
     """(value, partition, offset) of records read from the start until `expected` arrived and no

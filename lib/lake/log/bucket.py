@@ -11,9 +11,16 @@ executors (decode.read_task: the same decoder as a file root's, another source o
   header, with objectlog's piece rule (epoch validity, the piece's offset range): that gives the
   log end, the transactions' fate in the tail (scan.Transactions, as a file root's scan) and the
   last stable offset. Consecutive ones share a task, up to the target task size.
-- Transactions in closed segments: a segment object has no `.txnindex`, and finding an ABORT
-  marker would mean reading every closed byte on the driver; so a task over a closed segment
-  fails if its range holds transactional batches (read_committed cannot be decided there yet).
+- Transactions in closed segments (read_committed, as a file root's scan decides it): the aborts
+  whose ABORT marker a closed segment holds come from its `.txnindex` object (objectlog.aborted;
+  a segment sealed before those existed is scanned on the driver, one GET of the whole segment,
+  in each run starting below its end); the transactions open at the
+  manifest's end from the producer snapshot object there (`current_txn_first_offset`), which
+  seeds the tail's scan: a marker in the tail settles a transaction begun in a closed segment,
+  and one still open holds the last stable offset at its first offset, as Kafka's. A manifest
+  whose end has no snapshot object (a seal that ended elsewhere than its producer state) leaves
+  the transactions open there unknown: its closed tasks refuse transactional batches
+  (`Task.unsettled`) until a seal writes one.
 - A takeover in progress (an epoch claimed, its start not recorded) may adopt or drop the tail:
   only the closed segments are planned until it is decided (`undecided_from`). After the tasks,
   `BucketEpochs.confirm` checks that no takeover started below what was read.
@@ -26,8 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topiclake.objectlog.aborted import segment_aborted
 from topiclake.objectlog.epochs import load_history
 from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import Manifest
 from topiclake.objectlog.plan import FLUSH, Piece
 from topiclake.objectlog.reader import PartitionView, iter_piece_batches, view_partition
 from topiclake.segments.batch import NO_TIMESTAMP
@@ -35,6 +44,7 @@ from topiclake.segments.errors import OffsetOutOfRangeError, UnknownTopicError
 from topiclake.segments.filenames import INDEX_SUFFIX
 from topiclake.segments.leader_epochs import EpochHistory
 from topiclake.segments.offset_index import OffsetIndex
+from topiclake.segments.producer_snapshot import decode_snapshot
 from topiclake.segments.storage import TopicMeta
 from topiclake.segments.time_index import TimeIndex
 from topiclake.store.errors import ObjectNotFound
@@ -43,7 +53,7 @@ from topiclake.store.objects import ObjectStore
 from ..errors import DataLossError, LakeError
 from .offsets import OffsetSpec
 from .plan import PartitionPlan, Task
-from .scan import Transactions
+from .scan import AbortedRange, Transactions
 
 TOPICS_PREFIX = "topics"  # topics/<topic>.json, the file root's topic files as objects
 TIME_ENTRY = TimeIndex.ENTRY  # (timestamp, relative offset)
@@ -111,7 +121,8 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, *, tab
     manifest, history = view.manifest, view.history
     undecided_from = manifest.end_offset if history.pending else None
     tail = [] if undecided_from is not None else scan_tail(store, view)
-    txns = Transactions()
+    open_at_end = open_transactions(store, keys, manifest)
+    txns = Transactions(open_at_end)
     for _where, batch in tail:
         txns.see(batch)
     log_start = manifest.log_start_offset
@@ -137,12 +148,37 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, *, tab
     kind, value = ending.resolve(topic, partition)
     end = max(start, min(value, lso) if kind == "offset" else lso)
     epochs = BucketEpochs(store, keys, history)
+    # Markers past `end` count too: a transaction aborted after the LSO may hold records below it.
+    every_abort = closed_aborted(store, keys, manifest, start) + txns.aborted if start < end else []
     tasks = [task for piece in view.pieces if piece.kind != FLUSH
-             for task in _segment_tasks(store, piece, start, end, table_uri, keys, epochs, target_task_bytes)]
-    tasks += _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_task_bytes)
-    aborted = tuple(a for a in txns.aborted if a.last_offset >= start and a.first_offset < end)
+             for task in _segment_tasks(store, piece, start, end, table_uri, keys, epochs, target_task_bytes,
+                                        every_abort, unsettled=open_at_end is None)]
+    tasks += _tail_tasks(store, tail, start, end, table_uri, keys, epochs, every_abort, target_task_bytes)
+    aborted = tuple(a for a in every_abort if a.last_offset >= start and a.first_offset < end)
     return PartitionPlan(topic, partition, committed, start, end, log_start, log_end, lso, tuple(tasks), aborted,
                          lost, store.root.uri(keys.prefix), epochs, 0, undecided_from)
+
+
+def open_transactions(store: ObjectStore, keys: PartitionKeys, manifest: Manifest) -> dict[int, int] | None:
+    """Producer id -> first offset of its transaction open at the manifest's end, from the
+    producer snapshot object the seal wrote there; None when there is none (unknown)."""
+    if not manifest.segments:
+        return {}  # nothing closed to hold a transaction's records
+    key = keys.snapshot(manifest.end_offset)
+    try:
+        raw = store.get(key)
+    except ObjectNotFound:
+        return None
+    return {entry.producer_id: entry.current_txn_first_offset
+            for entry in decode_snapshot(raw, source=store.root.uri(key)) if entry.current_txn_first_offset >= 0}
+
+
+def closed_aborted(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, start: int) -> list[AbortedRange]:
+    """The aborted transactions whose ABORT marker a closed segment holds at or after `start`
+    (objectlog.aborted: the `.txnindex` object, or a scan of a segment sealed before those)."""
+    return [AbortedRange(txn.producer_id, txn.first_offset, txn.last_offset - 1)
+            for entry in manifest.segments if entry.end_offset > start
+            for txn in segment_aborted(store, keys, entry) if txn.last_offset > start]
 
 
 def scan_tail(store: ObjectStore, view: PartitionView) -> list:
@@ -162,13 +198,15 @@ def scan_tail(store: ObjectStore, view: PartitionView) -> list:
 
 
 def _task(store: ObjectStore, key: str, start: int, end: int, first: int, last: int, table_uri: str,
-          keys: PartitionKeys, epochs: BucketEpochs, aborted=(), closed: bool = False) -> Task:
+          keys: PartitionKeys, epochs: BucketEpochs, aborted: list[AbortedRange], closed: bool = False,
+          unsettled: bool = False) -> Task:
     entries = tuple((epoch, start_offset) for epoch, start_offset in epochs.entries) or None
-    return Task(table_uri, keys.topic, keys.partition, key, 0, start, end, first, last, tuple(aborted),
-                entries, store.root, closed)
+    return Task(table_uri, keys.topic, keys.partition, key, 0, start, end, first, last,
+                tuple(a for a in aborted if a.last_offset >= first and a.first_offset <= last), entries, store.root,
+                closed, unsettled)
 
 
-def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_bytes: int) -> list[Task]:
+def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, aborted, target_bytes: int) -> list[Task]:
     """Tasks over the flush objects' byte ranges of batches holding offsets in [start, end): a
     flush object is small (one tick of one partition), and a Spark task each made a fresh tail
     slow to ingest, so consecutive ones share a task up to `target_bytes` (Task.more)."""
@@ -183,8 +221,7 @@ def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_b
         first = max(start, group[0][1][0].base_offset)
         last = min(end, group[-1][1][-1].next_offset) - 1
         ranges = [(key, batches[0].position, batches[-1].position + batches[-1].size) for key, batches in group]
-        task = _task(store, ranges[0][0], ranges[0][1], ranges[0][2], first, last, table_uri, keys, epochs,
-                     [a for a in txns.aborted if a.last_offset >= first and a.first_offset <= last])
+        task = _task(store, ranges[0][0], ranges[0][1], ranges[0][2], first, last, table_uri, keys, epochs, aborted)
         tasks.append(dataclasses.replace(task, more=tuple(ranges[1:])))
         group.clear()
 
@@ -201,7 +238,8 @@ def _tail_tasks(store, tail, start, end, table_uri, keys, epochs, txns, target_b
     return tasks
 
 
-def _segment_tasks(store, piece: Piece, start: int, end: int, table_uri, keys, epochs, target_bytes) -> list[Task]:
+def _segment_tasks(store, piece: Piece, start: int, end: int, table_uri, keys, epochs, target_bytes,
+                   aborted: list[AbortedRange], *, unsettled: bool) -> list[Task]:
     """Tasks over a closed segment's bytes holding offsets in [start, end), cut at its index
     entries. The byte ranges never overlap, so trimming each task by its chunks' offset bounds
     (which may overlap a neighbour's) keeps every record exactly once."""
@@ -214,7 +252,7 @@ def _segment_tasks(store, piece: Piece, start: int, end: int, table_uri, keys, e
     def close() -> None:
         first, last = max(start, group[0][2]), min(end - 1, group[-1][3])
         tasks.append(_task(store, piece.key, group[0][0], group[-1][1], first, last, table_uri, keys, epochs,
-                           closed=True))
+                           aborted, closed=True, unsettled=unsettled))
         group.clear()
 
     for chunk in _index_chunks(store, piece):  # (position, end position, lowest offset, highest offset)

@@ -30,10 +30,11 @@ def read_task(task: dict) -> tuple[pa.Table, dict]:
     task's counters."""
     tables = [_decode_range(piece) for piece in task_ranges(task)]
     records = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    if task.get("closed") and pc.any(records.column("is_transactional")).as_py():
+    if task.get("unsettled") and pc.any(records.column("is_transactional")).as_py():
         raise LakeError(f"{task['root'].uri(task['path'])}: transactional batches in a closed segment of an "
-                        "object-store log: read_committed cannot tell their fate yet (no .txnindex objects); "
-                        "not ingested")
+                        "object-store log, and no producer snapshot object at the manifest's end says which "
+                        "transactions are open there: read_committed cannot tell their fate; not ingested "
+                        "until a seal writes one")
     read = records.num_rows
     control = records.column("is_control")
     aborted = _aborted_mask(records, task["aborted"] or [])

@@ -47,7 +47,10 @@ class Task:
     aborted: tuple[AbortedRange, ...]
     epochs: tuple[tuple[int, int], ...] | None = None  # cluster mode: (epoch, start offset) entries
     root: Any = None  # an object-store root (topiclake.store's S3Root): `path` is an object key (log/bucket.py)
-    closed: bool = False  # a bucket's closed segment: transactional batches there cannot be settled yet
+    closed: bool = False  # a bucket's closed segment (log/bucket.py)
+    # A bucket's closed segment whose transactions' fate the planner could not learn (no producer
+    # snapshot object at the manifest's end): its transactional batches are refused (decode.read_task)
+    unsettled: bool = False
     # A bucket's tail: more (object key, start, end) ranges whose batches follow this one's, in
     # offset order (small flush objects read by one task, not one Spark task each: log/bucket.py)
     more: tuple[tuple[str, int, int], ...] = ()
@@ -61,7 +64,7 @@ class Task:
         return {"table_uri": self.table_uri, "topic": self.topic, "partition": self.partition, "path": self.path,
                 "inode": self.inode, "start": self.start, "end": self.end, "min_offset": self.min_offset,
                 "max_offset": self.max_offset, "epochs": self.epochs, "root": self.root, "closed": self.closed,
-                "more": self.more,
+                "unsettled": self.unsettled, "more": self.more,
                 "aborted": [{"producer_id": a.producer_id, "first_offset": a.first_offset,
                              "last_offset": a.last_offset} for a in self.aborted]}
 

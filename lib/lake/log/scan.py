@@ -64,9 +64,11 @@ class Transactions:
     """The transactions' fate, batch by batch in offset order (the rules above): aborted ranges,
     the transactions still open, the control batches seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_at_start: dict[int, int] | None = None) -> None:
+        """`open_at_start`: the transactions open where the batches seen begin (a bucket's tail
+        begins after the closed segments: log/bucket.py)."""
         self.aborted: list[AbortedRange] = []
-        self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.open: dict[int, int] = dict(open_at_start or {})  # producer id -> first offset of its open transaction
         self.controls = 0
 
     def see(self, batch) -> None:
