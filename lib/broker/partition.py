@@ -14,6 +14,7 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.leader_epochs import EpochEntry, EpochHistory
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
+from topiclake.segments.txn_metadata import AbortedTxn
 
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from .errors import FencedLeaderEpoch, UnknownLeaderEpoch
@@ -87,6 +88,24 @@ class Partition:
     def confirmed(self, end: int) -> None:
         """Offsets below `end` passed the fence (a bucket root's flush, any thread)."""
         self._confirmed_end = max(self._confirmed_end, end)
+
+    def read_closed(self, offset: int, max_bytes: int, min_one: bool, bound: int | None,
+                    committed: bool) -> tuple[bytes, list[AbortedTxn] | None, int]:
+        """Reader thread, below the cache's start of a bucket partition: whole batches of its
+        closed segments from `offset` by ranged GETs (bucket.closed), none at or past `bound`,
+        for Fetch and ShareFetch alike. (records, with `committed` the aborted transactions
+        overlapping them: the closed segments' and, where their search did not complete, the
+        cache's; the offset after them). No records: (b"", None, where the cache can answer
+        from, the closed end where no closed batch is at or above `offset`)."""
+        if bound is not None and offset >= bound:
+            return b"", None, offset
+        records, upper = self.closed.read(offset, max_bytes, min_one, bound)
+        if not committed or not records:
+            return records, None, upper
+        aborted, complete = self.closed.aborted_between(offset, upper)
+        if not complete:
+            aborted = sorted(set(aborted) | set(self.txns.aborted_between(offset, upper)))
+        return records, aborted, upper
 
     def check_leader_epoch(self, requested: int) -> None:
         """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this
