@@ -12,11 +12,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.support.broker_process import free_port
-from tests.support.bucket_broker import BucketBrokers, consume_all, wait_sealed
+from tests.support.bucket_broker import (T0, BucketBrokers, consume_all, create_topic, plain, produce_plain,
+                                         wait_sealed)
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
 from tests.support.s3 import VersityGW
@@ -26,11 +27,6 @@ from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import Manifest, load_newest
 from topiclake.store.objects import ObjectStore
 from topiclake.store.root import parse_root
-
-
-def create_topic(bootstrap: str, topic: str, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result: its futures die with it
-    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
 
 
 def transactions(bootstrap: str, topic: str, rounds: tuple[bool, ...], timestamp: int = 0) -> tuple[list[int], list[int]]:
@@ -76,27 +72,6 @@ def test_a_seal_writes_the_txnindex_object_of_its_aborted_transactions(sealing_b
     output, _gaps = dump(kafka_tools, *files)
     assert [tuple(map(int, m)) for m in re.findall(r"firstOffset: (\d+) lastOffset: (\d+)", output)] == \
         [(e.first_offset, e.last_offset) for e in entries]
-
-
-T0 = int(time.time() * 1000) - 3_600_000  # the plain records' timestamps: T0 + their number
-VALUE = b"x" * 1000
-
-
-def plain(n: int) -> bytes:
-    return b"p%05d" % n + VALUE
-
-
-def produce_plain(bootstrap: str, topic: str, first: int, count: int) -> dict[bytes, int]:
-    """`count` records `plain(n)` (n from `first`, timestamp T0 + n), acknowledged; value -> offset."""
-    # Batches well under the topic's segment.bytes (a batch larger than a segment is refused).
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 20})
-    acked: dict[bytes, int] = {}
-    for n in range(first, first + count):
-        producer.produce(topic, value=plain(n), partition=0, timestamp=T0 + n,
-                         on_delivery=lambda err, msg: acked.__setitem__(msg.value(), msg.offset()) if not err else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0 and len(acked) == count
-    return acked
 
 
 def read_from(bootstrap: str, topic: str, offset: int, **config) -> tuple[list[tuple[bytes, int]], str | None]:
