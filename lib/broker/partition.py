@@ -50,6 +50,10 @@ class Partition:
         # A bucket root whose takeover restored only the tail: the closed segments below the local
         # log's start, read from the bucket (bucket.closed.ClosedSegments); None: all is local.
         self.closed: Any = None
+        # The log directory's mtime (ns) when a periodic refresh last looked at it, once older than
+        # REFRESH_SETTLED_NS then: a maintenance job's change renames files in it, so while the
+        # mtime stays this, the next rounds skip it (PartitionManager.refresh_all). None: look.
+        self.refreshed_mtime_ns: int | None = None
         # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
         # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
         self.messages_in = 0
@@ -229,21 +233,23 @@ class Partition:
         self._on_roll(self.log.log_end_offset, sync_dir=False)
         self.log.close(mark_clean=mark_clean)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
         deleting old segments only drops entries; a compaction swap may have removed aborted data
-        and markers, so the index is rebuilt. Partitions without aborted transactions skip this."""
+        and markers, so the index is rebuilt. Partitions without aborted transactions skip this.
+        False: a maintenance job holds the partition (nothing looked at; try later)."""
         if not self.txns.aborted():
-            self.log.refresh()
-            return
+            return self.log.refresh()
         before = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
-        self.log.refresh()
+        if not self.log.refresh():
+            return False
         after = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
         only_deleted = len(after) <= len(before) and after == before[len(before) - len(after):]
         if only_deleted:  # unchanged, or a prefix gone
             self.txns.forget_before(self.log.log_start_offset)
         else:
             self.rebuild_txn_state()
+        return True
 
     def rebuild_txn_state(self) -> None:
         """Open and aborted transactions from the whole log's batch headers (I/O thread; at open)."""
