@@ -5,6 +5,8 @@ import os
 import pytest
 
 from tests.support.bucket_broker import BucketBrokers
+from tests.support.s3 import VersityGW
+from topiclake.store.root import parse_root
 
 
 @pytest.fixture
@@ -35,3 +37,16 @@ def rolling_brokers(bucket_brokers, tmp_path):
     brokers = BucketBrokers(tmp_path / "seal-on-roll", bucket_brokers.root, storage="flush_ms = 100\nseal_ms = 600000")
     yield brokers
     brokers.kill_all()
+
+
+@pytest.fixture
+def own_store(tmp_path, monkeypatch):
+    """A versitygw of the test's own, to kill, restart or pause, and a root on a new bucket of it:
+    (the server, the root)."""
+    server = VersityGW(tmp_path / "s3").start()
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setitem(os.environ, name, value)
+        yield server, parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
+    finally:
+        server.stop()

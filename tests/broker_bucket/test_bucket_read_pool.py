@@ -17,7 +17,6 @@ from tests.support.s3 import VersityGW
 from topiclake.broker.partitions import BUCKET_READ_THREADS
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.store.objects import ObjectStore
-from topiclake.store.root import parse_root
 
 COLD_RECORDS = 400  # about 400 KB: several closed segments of 100 KB
 HOT_RECORDS = 50  # a few batches, well under a segment: they stay in the tail, restored into the cache
@@ -41,37 +40,31 @@ def _poll_until(consumers: list[Consumer], got: list[dict[int, bytes]], wanted: 
                 found[message.offset()] = message.value()
 
 
-def test_closed_reads_held_up_by_the_store_queue_on_their_pool_and_block_nothing_else(tmp_path, monkeypatch):
-    server = VersityGW(tmp_path / "s3").start()
+def test_closed_reads_held_up_by_the_store_queue_on_their_pool_and_block_nothing_else(tmp_path, own_store):
+    server, root = own_store
+    brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")  # seals on a local roll only
     try:
-        for name, value in server.env().items():
-            monkeypatch.setitem(os.environ, name, value)
-        root = parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
-        brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")  # seals on a local roll only
-        try:
-            first = brokers.start("first")
-            create_topic(first.bootstrap, "cold", **{"segment.bytes": "100000"})
-            create_topic(first.bootstrap, "hot")
-            cold = produce_plain(first.bootstrap, "cold", 0, COLD_RECORDS)
-            hot = produce_plain(first.bootstrap, "hot", 0, HOT_RECORDS)
-            closed_end = wait_sealed(ObjectStore(root), PartitionKeys("cold", 0), COLD_RECORDS // 2).end_offset
-            first.kill()
-            second = brokers.start("second")  # its cache of "cold" starts where the closed segments end
+        first = brokers.start("first")
+        create_topic(first.bootstrap, "cold", **{"segment.bytes": "100000"})
+        create_topic(first.bootstrap, "hot")
+        cold = produce_plain(first.bootstrap, "cold", 0, COLD_RECORDS)
+        hot = produce_plain(first.bootstrap, "hot", 0, HOT_RECORDS)
+        closed_end = wait_sealed(ObjectStore(root), PartitionKeys("cold", 0), COLD_RECORDS // 2).end_offset
+        first.kill()
+        second = brokers.start("second")  # its cache of "cold" starts where the closed segments end
 
-            # Every consumer connected and at a cached offset before the pause (their metadata and
-            # the takeovers done); then sent below the cache, or back to the cache's start.
-            hot_reader = _consumer(second.bootstrap, "hot", 0)
-            readers = [_consumer(second.bootstrap, "cold", COLD_RECORDS) for _ in range(BUCKET_READ_THREADS + 2)]
-            try:
-                _pause_and_read(server, hot_reader, readers, hot, cold, closed_end)
-            finally:
-                for consumer in (hot_reader, *readers):
-                    consumer.close()
-            assert second.proc.poll() is None
+        # Every consumer connected and at a cached offset before the pause (their metadata and
+        # the takeovers done); then sent below the cache, or back to the cache's start.
+        hot_reader = _consumer(second.bootstrap, "hot", 0)
+        readers = [_consumer(second.bootstrap, "cold", COLD_RECORDS) for _ in range(BUCKET_READ_THREADS + 2)]
+        try:
+            _pause_and_read(server, hot_reader, readers, hot, cold, closed_end)
         finally:
-            brokers.kill_all()
+            for consumer in (hot_reader, *readers):
+                consumer.close()
+        assert second.proc.poll() is None
     finally:
-        server.stop()
+        brokers.kill_all()
 
 
 def _pause_and_read(server: VersityGW, hot_reader: Consumer, readers: list[Consumer], hot: dict[bytes, int],

@@ -6,11 +6,9 @@ too), ListOffsets and DeleteRecords below it are served from the closed segments
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -20,13 +18,11 @@ from tests.support.bucket_broker import (T0, BucketBrokers, consume_all, create_
                                          wait_sealed)
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
-from tests.support.s3 import VersityGW
 from topiclake.broker.bucket.closed import READ_AHEAD, ClosedSegments
 from topiclake.objectlog.aborted import known_aborted
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.manifest import Manifest, load_newest
+from topiclake.objectlog.manifest import load_newest
 from topiclake.store.objects import ObjectStore
-from topiclake.store.root import parse_root
 
 
 def transactions(bootstrap: str, topic: str, rounds: tuple[bool, ...], timestamp: int = 0) -> tuple[list[int], list[int]]:
@@ -189,45 +185,39 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
     assert error is None and read[0] == (plain(100), start) and sorted(o for _v, o in read) == sorted(data_offsets)
 
 
-def test_closed_reads_while_the_store_is_down_fail_retriably_and_resume_when_it_is_back(tmp_path, monkeypatch):
-    server = VersityGW(tmp_path / "s3").start()
+def test_closed_reads_while_the_store_is_down_fail_retriably_and_resume_when_it_is_back(tmp_path, own_store):
+    server, root = own_store
+    brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")
     try:
-        for name, value in server.env().items():
-            monkeypatch.setitem(os.environ, name, value)
-        root = parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
-        brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")
+        first = brokers.start("first")
+        create_topic(first.bootstrap, "down", **{"segment.bytes": "100000"})
+        acked = produce_plain(first.bootstrap, "down", 0, 400)
+        wait_sealed(ObjectStore(root), PartitionKeys("down", 0), 200)
+        first.kill()
+        second = brokers.start("second")  # its cache starts where the closed segments end
+        consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "down",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("down", 0, 0)])
         try:
-            first = brokers.start("first")
-            create_topic(first.bootstrap, "down", **{"segment.bytes": "100000"})
-            acked = produce_plain(first.bootstrap, "down", 0, 400)
-            wait_sealed(ObjectStore(root), PartitionKeys("down", 0), 200)
-            first.kill()
-            second = brokers.start("second")  # its cache starts where the closed segments end
-            consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "down",
-                                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
-            consumer.assign([TopicPartition("down", 0, 0)])
-            try:
-                server.kill9()
-                got: dict[bytes, int] = {}
-                deadline = time.monotonic() + 8
-                while time.monotonic() < deadline:
-                    message = consumer.poll(0.5)
-                    if message is not None and not message.error():
-                        got[message.value()] = message.offset()
-                assert not [o for o in got.values() if o < 200], "read closed segments with the store down"
-                assert second.proc.poll() is None, "the broker died with the store"
-                server.restart()
-                deadline = time.monotonic() + 90
-                while len(got) < len(acked) and time.monotonic() < deadline:
-                    message = consumer.poll(0.5)
-                    if message is not None and not message.error():
-                        got[message.value()] = message.offset()
-                assert got == acked  # the same consumer (and connection) goes on once the store is back
-            finally:
-                consumer.close()
-            # answered with a retriable code, never as an unknown server error
-            assert "fetch from down-0" not in second.log_path.read_text()
+            server.kill9()
+            got: dict[bytes, int] = {}
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and not message.error():
+                    got[message.value()] = message.offset()
+            assert not [o for o in got.values() if o < 200], "read closed segments with the store down"
+            assert second.proc.poll() is None, "the broker died with the store"
+            server.restart()
+            deadline = time.monotonic() + 90
+            while len(got) < len(acked) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and not message.error():
+                    got[message.value()] = message.offset()
+            assert got == acked  # the same consumer (and connection) goes on once the store is back
         finally:
-            brokers.kill_all()
+            consumer.close()
+        # answered with a retriable code, never as an unknown server error
+        assert "fetch from down-0" not in second.log_path.read_text()
     finally:
-        server.stop()
+        brokers.kill_all()
