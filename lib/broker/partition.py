@@ -14,6 +14,7 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.leader_epochs import EpochEntry, EpochHistory
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
+from topiclake.segments.txn_metadata import AbortedTxn
 
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
 from .errors import FencedLeaderEpoch, UnknownLeaderEpoch
@@ -49,6 +50,10 @@ class Partition:
         # A bucket root whose takeover restored only the tail: the closed segments below the local
         # log's start, read from the bucket (bucket.closed.ClosedSegments); None: all is local.
         self.closed: Any = None
+        # The log directory's mtime (ns) when a periodic refresh last looked at it, once older than
+        # REFRESH_SETTLED_NS then: a maintenance job's change renames files in it, so while the
+        # mtime stays this, the next rounds skip it (PartitionManager.refresh_all). None: look.
+        self.refreshed_mtime_ns: int | None = None
         # Client traffic, as plain ints bumped on the event loop and read at scrape time (metrics.py):
         # records and bytes appended by Produce, record bytes sent by Fetch and ShareFetch.
         self.messages_in = 0
@@ -87,6 +92,24 @@ class Partition:
     def confirmed(self, end: int) -> None:
         """Offsets below `end` passed the fence (a bucket root's flush, any thread)."""
         self._confirmed_end = max(self._confirmed_end, end)
+
+    def read_closed(self, offset: int, max_bytes: int, min_one: bool, bound: int | None,
+                    committed: bool) -> tuple[bytes, list[AbortedTxn] | None, int]:
+        """Reader thread, below the cache's start of a bucket partition: whole batches of its
+        closed segments from `offset` by ranged GETs (bucket.closed), none at or past `bound`,
+        for Fetch and ShareFetch alike. (records, with `committed` the aborted transactions
+        overlapping them: the closed segments' and, where their search did not complete, the
+        cache's; the offset after them). No records: (b"", None, where the cache can answer
+        from, the closed end where no closed batch is at or above `offset`)."""
+        if bound is not None and offset >= bound:
+            return b"", None, offset
+        records, upper = self.closed.read(offset, max_bytes, min_one, bound)
+        if not committed or not records:
+            return records, None, upper
+        aborted, complete = self.closed.aborted_between(offset, upper)
+        if not complete:
+            aborted = sorted(set(aborted) | set(self.txns.aborted_between(offset, upper)))
+        return records, aborted, upper
 
     def check_leader_epoch(self, requested: int) -> None:
         """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this
@@ -210,21 +233,23 @@ class Partition:
         self._on_roll(self.log.log_end_offset, sync_dir=False)
         self.log.close(mark_clean=mark_clean)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Log.refresh (I/O thread), keeping the aborted-transaction index in step: retention
         deleting old segments only drops entries; a compaction swap may have removed aborted data
-        and markers, so the index is rebuilt. Partitions without aborted transactions skip this."""
+        and markers, so the index is rebuilt. Partitions without aborted transactions skip this.
+        False: a maintenance job holds the partition (nothing looked at; try later)."""
         if not self.txns.aborted():
-            self.log.refresh()
-            return
+            return self.log.refresh()
         before = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
-        self.log.refresh()
+        if not self.log.refresh():
+            return False
         after = [(s.base_offset, s.size) for s in self.log.segments()[:-1]]
         only_deleted = len(after) <= len(before) and after == before[len(before) - len(after):]
         if only_deleted:  # unchanged, or a prefix gone
             self.txns.forget_before(self.log.log_start_offset)
         else:
             self.rebuild_txn_state()
+        return True
 
     def rebuild_txn_state(self) -> None:
         """Open and aborted transactions from the whole log's batch headers (I/O thread; at open)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -45,6 +46,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 TOPIC_CACHE_TTL_S = 2.0  # topics changed by another process (CLI, jobs) show up within this
 OPEN_THREADS = 8  # an open or a takeover is ~30 ms, mostly fsyncs: 8 overlap them (bench/failover.py)
 BUCKET_READ_THREADS = 4  # Kafka's remote.log.reader.threads is 10; a GET here reads 4 MiB ahead
+REFRESH_SETTLED_NS = 1_000_000_000  # a directory mtime this old is past any filesystem clock tick
 FSYNC_THREADS = 8  # cluster mode: a produce request's partitions are fsynced (and fenced) together
 
 
@@ -53,6 +55,20 @@ def topic_uuid(meta: TopicMeta) -> uuid.UUID:
     if not meta.topic_id:
         return uuid.UUID(int=0)
     return uuid.UUID(bytes=base64.urlsafe_b64decode(meta.topic_id + "=" * (-len(meta.topic_id) % 4)))
+
+
+def _directories_changed(parts: list[Partition]) -> list[tuple[Partition, int | None]]:
+    """The partitions whose log directory's mtime is not the one their last refresh saw, with it
+    (None: the stat failed; the refresh says why)."""
+    due: list[tuple[Partition, int | None]] = []
+    for part in parts:
+        try:
+            mtime_ns: int | None = os.stat(part.log.directory).st_mtime_ns
+        except OSError:
+            mtime_ns = None
+        if mtime_ns is None or mtime_ns != part.refreshed_mtime_ns:
+            due.append((part, mtime_ns))
+    return due
 
 
 class PartitionManager:
@@ -372,16 +388,27 @@ class PartitionManager:
         return list(self._partitions.values())
 
     async def refresh_all(self) -> None:
-        """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs."""
-        for part in list(self._partitions.values()):
+        """Pick up segment swaps/deletions and log start offsets moved by maintenance jobs, in the
+        partitions whose log directory changed since they were last looked at: a job renames
+        files there (segments swapped or retired, the log start checkpoint replaced), which moves
+        the directory's mtime. One stat a partition, on a reader thread; the writer thread only
+        refreshes those (a round over every partition cost 0.1 ms each there: bench/refresh.py)."""
+        now_ns = time.time_ns()  # before the stats: a directory changed within the settle time is looked at again
+        due = await self.run_read(_directories_changed, list(self._partitions.values()))
+        for part, mtime_ns in due:
             if not self.serves(part):
                 continue  # resigned meanwhile (cluster mode): its log is closed
             try:
-                await self.run_io(part.refresh)
+                refreshed = await self.run_io(part.refresh)
             except LogClosedError:
                 continue  # deleted or let go (resigned) while this walk went over the partitions
             except Exception:
                 log.exception("refreshing %s-%d failed", part.topic, part.index)
+                continue
+            # A change in the same filesystem clock tick as the mtime seen would leave it as it
+            # was: only an mtime older than any tick is trusted to move on the next change.
+            settled = refreshed and mtime_ns is not None and now_ns - mtime_ns > REFRESH_SETTLED_NS
+            part.refreshed_mtime_ns = mtime_ns if settled else None
 
     async def remove_expired_producers(self) -> int:
         """Kafka's PeriodicProducerExpirationCheck over every open partition; the number of

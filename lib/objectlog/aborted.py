@@ -13,10 +13,9 @@ where it began is taken to begin at the base: its records in earlier segments ar
 from __future__ import annotations
 
 from topiclake.segments.batch import iter_batches
-from topiclake.segments.control import ControlRecordType
 from topiclake.segments.producer_snapshot import decode_snapshot
 from topiclake.segments.txn_index import TxnIndexEntry, decode_txn_index
-from topiclake.segments.txn_metadata import control_type
+from topiclake.segments.txn_metadata import walk_aborted
 from topiclake.store.errors import ObjectNotFound
 from topiclake.store.objects import ObjectStore
 
@@ -53,20 +52,9 @@ def scan_aborted(store: ObjectStore, keys: PartitionKeys, entry: SegmentEntry) -
         unknown_start = None  # the snapshot says which transactions were open at the base
     except ObjectNotFound:
         pass
-    found = []
-    for batch in iter_batches(store.get(entry.key), source=store.root.uri(entry.key)):
-        header = batch.header
-        if not header.is_transactional or not entry.base_offset <= header.base_offset < entry.end_offset:
-            continue
-        if not header.is_control:
-            open_first.setdefault(header.producer_id, header.base_offset)
-            continue
-        kind = control_type(batch)
-        if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            continue
-        first = open_first.pop(header.producer_id, unknown_start)
-        if kind is ControlRecordType.ABORT and first is not None:
-            # Kafka's lastStableOffset(completedTxn): the first offset still undecided, else past the marker
-            stable = min(open_first.values(), default=header.base_offset + 1)
-            found.append(TxnIndexEntry(header.producer_id, first, header.base_offset, stable))
-    return found
+    batches = (batch for batch in iter_batches(store.get(entry.key), source=store.root.uri(entry.key))
+               if entry.base_offset <= batch.header.base_offset < entry.end_offset)
+    # Kafka's lastStableOffset(completedTxn): the first offset still undecided, else past the marker
+    return [TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset,
+                          min(still_open.values(), default=txn.last_offset + 1))
+            for txn, still_open in walk_aborted(batches, open_first, unknown_start)]

@@ -132,8 +132,15 @@ def newest_version(keys: PartitionKeys, listed: list[str]) -> int | None:
 
 def load_newest(store: ObjectStore, keys: PartitionKeys) -> Manifest:
     """The newest committed manifest, EMPTY when the partition has none."""
+    newest = load_newer(store, keys, EMPTY.version)
+    return EMPTY if newest is None else newest
+
+
+def load_newer(store: ObjectStore, keys: PartitionKeys, known_version: int) -> Manifest | None:
+    """The newest committed manifest if it is newer than `known_version`, else None: one LIST, and a
+    GET only for a newer one (a leader's poll of an idle partition costs a LIST)."""
     version = newest_version(keys, [info.key for info in store.list(keys.manifest_prefix)])
-    return EMPTY if version is None else load_version(store, keys, version)
+    return None if version is None or version <= known_version else load_version(store, keys, version)
 
 
 def load_version(store: ObjectStore, keys: PartitionKeys, version: int) -> Manifest:

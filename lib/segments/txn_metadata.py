@@ -4,7 +4,8 @@ Kafka keeps aborted transactions in each segment's `.txnindex` (AbortedTxn: prod
 offset, last offset = the ABORT marker's offset) and the producers' last appends in the
 ProducerStateManager. topiclake derives the same facts from the record batches:
 
-- `collect_aborted_txns(batches)`: walk the log; a producer's transaction starts at its first
+- `collect_aborted_txns(batches)` (over `walk_aborted`, which a closed segment's scan in
+  objectlog.aborted shares): walk the log; a producer's transaction starts at its first
   transactional data batch after its previous marker and ends at its COMMIT/ABORT marker. An
   ABORT marker closing an open transaction gives one AbortedTxn. A marker whose transaction has no
   data batch left (already cleaned away) gives none: Kafka's index may still list it, but with no
@@ -28,7 +29,7 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator, Mapping
 
 from .batch import BatchHeader, RecordBatch
 from .control import ControlRecordType, parse_control_key
@@ -62,27 +63,35 @@ def control_type(batch: RecordBatch) -> ControlRecordType | None:
     return kind
 
 
-def collect_aborted_txns(batches: Iterable[RecordBatch]) -> tuple[AbortedTxn, ...]:
-    """Every aborted transaction in the log, sorted by first offset."""
-    open_first: dict[int, int] = {}  # producer id -> first offset of its open transaction
-    aborted: list[AbortedTxn] = []
+def walk_aborted(batches: Iterable[RecordBatch], open_first: dict[int, int] | None = None,
+                 unknown_first: int | None = None) -> Iterator[tuple[AbortedTxn, Mapping[int, int]]]:
+    """The aborted transactions in `batches`, in marker order, each with the first offsets of the
+    transactions still open at its marker (producer id -> first offset; read it before the next
+    item: it changes as the walk goes on). A producer's transaction starts at its first
+    transactional data batch after its previous marker, or at `open_first`'s offset for the
+    transactions open before `batches` start; a marker with no start known gives a transaction
+    starting at `unknown_first` (None: none, its data is gone)."""
+    started: dict[int, int] = dict(open_first or {})
     for batch in batches:
         h = batch.header
         if not h.is_transactional:
             continue
         if not h.is_control:
-            open_first.setdefault(h.producer_id, h.base_offset)
+            started.setdefault(h.producer_id, h.base_offset)
             continue
         kind = control_type(batch)
         # An empty control batch is a marker whose whole transaction was cleaned already
         # (Kafka's producer state skips it too).
         if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             continue
-        first = open_first.pop(h.producer_id, None)
+        first = started.pop(h.producer_id, unknown_first)
         if kind is ControlRecordType.ABORT and first is not None:
-            aborted.append(AbortedTxn(first, h.producer_id, h.base_offset))
-    aborted.sort()
-    return tuple(aborted)
+            yield AbortedTxn(first, h.producer_id, h.base_offset), started
+
+
+def collect_aborted_txns(batches: Iterable[RecordBatch]) -> tuple[AbortedTxn, ...]:
+    """Every aborted transaction in the log, sorted by first offset."""
+    return tuple(sorted(txn for txn, _open in walk_aborted(batches)))
 
 
 class AbortedIndex:
@@ -198,4 +207,4 @@ def as_aborted_index(aborted: AbortedIndex | Iterable[AbortedTxn]) -> AbortedInd
 
 
 __all__ = ["AbortedTxn", "LastRecord", "AbortedIndex", "CleanedTransactionMetadata", "collect_aborted_txns",
-           "producer_last_records", "control_type", "as_aborted_index"]
+           "walk_aborted", "producer_last_records", "control_type", "as_aborted_index"]

@@ -5,6 +5,8 @@ import os
 import pytest
 
 from tests.support.bucket_broker import BucketBrokers
+from tests.support.s3 import VersityGW
+from topiclake.store.root import parse_root
 
 
 @pytest.fixture
@@ -45,3 +47,16 @@ def dropping_brokers(bucket_brokers, tmp_path):
     brokers = BucketBrokers(tmp_path / "drop", bucket_brokers.root, storage="seal_ms = 300\ncache_sealed_ms = 0")
     yield brokers
     brokers.kill_all()
+
+
+@pytest.fixture
+def own_store(tmp_path, monkeypatch):
+    """A versitygw of the test's own, to kill, restart or pause, and a root on a new bucket of it:
+    (the server, the root)."""
+    server = VersityGW(tmp_path / "s3").start()
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setitem(os.environ, name, value)
+        yield server, parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
+    finally:
+        server.stop()

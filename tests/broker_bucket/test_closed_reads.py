@@ -6,31 +6,23 @@ too), ListOffsets and DeleteRecords below it are served from the closed segments
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.support.broker_process import free_port
-from tests.support.bucket_broker import BucketBrokers, consume_all, transactions, wait_sealed
+from tests.support.bucket_broker import (T0, BucketBrokers, consume_all, create_topic, plain, produce_plain,
+                                         transactions, wait_sealed)
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
-from tests.support.s3 import VersityGW
 from topiclake.broker.bucket.closed import READ_AHEAD, ClosedSegments
 from topiclake.objectlog.aborted import known_aborted
 from topiclake.objectlog.keys import PartitionKeys
-from topiclake.objectlog.manifest import Manifest, load_newest
+from topiclake.objectlog.manifest import load_newest
 from topiclake.store.objects import ObjectStore
-from topiclake.store.root import parse_root
-
-
-def create_topic(bootstrap: str, topic: str, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result: its futures die with it
-    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
 
 
 def test_a_seal_writes_the_txnindex_object_of_its_aborted_transactions(sealing_brokers, kafka_tools, tmp_path):
@@ -58,27 +50,6 @@ def test_a_seal_writes_the_txnindex_object_of_its_aborted_transactions(sealing_b
     output, _gaps = dump(kafka_tools, *files)
     assert [tuple(map(int, m)) for m in re.findall(r"firstOffset: (\d+) lastOffset: (\d+)", output)] == \
         [(e.first_offset, e.last_offset) for e in entries]
-
-
-T0 = int(time.time() * 1000) - 3_600_000  # the plain records' timestamps: T0 + their number
-VALUE = b"x" * 1000
-
-
-def plain(n: int) -> bytes:
-    return b"p%05d" % n + VALUE
-
-
-def produce_plain(bootstrap: str, topic: str, first: int, count: int) -> dict[bytes, int]:
-    """`count` records `plain(n)` (n from `first`, timestamp T0 + n), acknowledged; value -> offset."""
-    # Batches well under the topic's segment.bytes (a batch larger than a segment is refused).
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 20})
-    acked: dict[bytes, int] = {}
-    for n in range(first, first + count):
-        producer.produce(topic, value=plain(n), partition=0, timestamp=T0 + n,
-                         on_delivery=lambda err, msg: acked.__setitem__(msg.value(), msg.offset()) if not err else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0 and len(acked) == count
-    return acked
 
 
 def read_from(bootstrap: str, topic: str, offset: int, **config) -> tuple[list[tuple[bytes, int]], str | None]:
@@ -196,45 +167,39 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
     assert error is None and read[0] == (plain(100), start) and sorted(o for _v, o in read) == sorted(data_offsets)
 
 
-def test_closed_reads_while_the_store_is_down_fail_retriably_and_resume_when_it_is_back(tmp_path, monkeypatch):
-    server = VersityGW(tmp_path / "s3").start()
+def test_closed_reads_while_the_store_is_down_fail_retriably_and_resume_when_it_is_back(tmp_path, own_store):
+    server, root = own_store
+    brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")
     try:
-        for name, value in server.env().items():
-            monkeypatch.setitem(os.environ, name, value)
-        root = parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
-        brokers = BucketBrokers(tmp_path, root, storage="seal_ms = 600000")
+        first = brokers.start("first")
+        create_topic(first.bootstrap, "down", **{"segment.bytes": "100000"})
+        acked = produce_plain(first.bootstrap, "down", 0, 400)
+        wait_sealed(ObjectStore(root), PartitionKeys("down", 0), 200)
+        first.kill()
+        second = brokers.start("second")  # its cache starts where the closed segments end
+        consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "down",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("down", 0, 0)])
         try:
-            first = brokers.start("first")
-            create_topic(first.bootstrap, "down", **{"segment.bytes": "100000"})
-            acked = produce_plain(first.bootstrap, "down", 0, 400)
-            wait_sealed(ObjectStore(root), PartitionKeys("down", 0), 200)
-            first.kill()
-            second = brokers.start("second")  # its cache starts where the closed segments end
-            consumer = Consumer({"bootstrap.servers": second.bootstrap, "group.id": "down",
-                                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
-            consumer.assign([TopicPartition("down", 0, 0)])
-            try:
-                server.kill9()
-                got: dict[bytes, int] = {}
-                deadline = time.monotonic() + 8
-                while time.monotonic() < deadline:
-                    message = consumer.poll(0.5)
-                    if message is not None and not message.error():
-                        got[message.value()] = message.offset()
-                assert not [o for o in got.values() if o < 200], "read closed segments with the store down"
-                assert second.proc.poll() is None, "the broker died with the store"
-                server.restart()
-                deadline = time.monotonic() + 90
-                while len(got) < len(acked) and time.monotonic() < deadline:
-                    message = consumer.poll(0.5)
-                    if message is not None and not message.error():
-                        got[message.value()] = message.offset()
-                assert got == acked  # the same consumer (and connection) goes on once the store is back
-            finally:
-                consumer.close()
-            # answered with a retriable code, never as an unknown server error
-            assert "fetch from down-0" not in second.log_path.read_text()
+            server.kill9()
+            got: dict[bytes, int] = {}
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and not message.error():
+                    got[message.value()] = message.offset()
+            assert not [o for o in got.values() if o < 200], "read closed segments with the store down"
+            assert second.proc.poll() is None, "the broker died with the store"
+            server.restart()
+            deadline = time.monotonic() + 90
+            while len(got) < len(acked) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and not message.error():
+                    got[message.value()] = message.offset()
+            assert got == acked  # the same consumer (and connection) goes on once the store is back
         finally:
-            brokers.kill_all()
+            consumer.close()
+        # answered with a retriable code, never as an unknown server error
+        assert "fetch from down-0" not in second.log_path.read_text()
     finally:
-        server.stop()
+        brokers.kill_all()

@@ -10,8 +10,6 @@ import time
 from collections import Counter
 
 from tests.support.bucket_broker import AckedProducer, BucketBrokers, consume_all
-from tests.support.s3 import VersityGW
-from topiclake.store.root import parse_root
 
 TOPIC = "faults"
 
@@ -62,31 +60,25 @@ def test_a_paused_owner_resumed_after_a_takeover_stops_and_its_late_writes_stay_
     assert sorted(reread) == sorted(seen), "the old owner's late objects became visible"
 
 
-def test_the_store_killed_and_restarted_mid_produce_then_the_broker_recovers_by_itself(tmp_path, monkeypatch):
-    server = VersityGW(tmp_path / "s3").start()
+def test_the_store_killed_and_restarted_mid_produce_then_the_broker_recovers_by_itself(tmp_path, own_store):
+    server, root = own_store
+    brokers = BucketBrokers(tmp_path, root)
     try:
-        for name, value in server.env().items():
-            monkeypatch.setitem(os.environ, name, value)
-        root = parse_root(f"s3://{server.create_bucket()}/data", env=server.env())
-        brokers = BucketBrokers(tmp_path, root)
-        try:
-            broker = brokers.start("only")
-            producer = AckedProducer(broker.bootstrap, TOPIC, "v", **{"request.timeout.ms": 5000}).start()
-            producer.wait_acked(200)
-            server.kill9()
-            stalled = len(producer.acked)
-            time.sleep(8)  # longer than the produce requests' 5 s timeout
-            assert len(producer.acked) <= stalled + 50, "acknowledged while the store was down"
-            server.restart()
-            producer.wait_acked(stalled + 300, timeout=90)
-            producer.stop(flush_s=60)
-            assert broker.proc.poll() is None, "the broker did not survive the store's restart"
-            told = broker.log_path.read_text()
-            assert "rejected: request_timed_out" in told, "producers were not told to retry while the store was down"
-            broker.stop()
-            reader = brokers.start("reader")
-            _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
-        finally:
-            brokers.kill_all()
+        broker = brokers.start("only")
+        producer = AckedProducer(broker.bootstrap, TOPIC, "v", **{"request.timeout.ms": 5000}).start()
+        producer.wait_acked(200)
+        server.kill9()
+        stalled = len(producer.acked)
+        time.sleep(8)  # longer than the produce requests' 5 s timeout
+        assert len(producer.acked) <= stalled + 50, "acknowledged while the store was down"
+        server.restart()
+        producer.wait_acked(stalled + 300, timeout=90)
+        producer.stop(flush_s=60)
+        assert broker.proc.poll() is None, "the broker did not survive the store's restart"
+        told = broker.log_path.read_text()
+        assert "rejected: request_timed_out" in told, "producers were not told to retry while the store was down"
+        broker.stop()
+        reader = brokers.start("reader")
+        _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
     finally:
-        server.stop()
+        brokers.kill_all()

@@ -40,3 +40,30 @@ def test_a_bucket_broker_reports_its_object_store_requests_on_metrics(bucket_bro
     assert _sample(after, "topiclake_object_store_requests_total", operation="list") > 0  # the take-over
     # the broker's own series are still there
     assert _sample(after, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == RECORDS
+
+
+def test_an_idle_leader_looks_for_maintenance_commits_with_a_list_and_no_get(bucket_brokers):
+    """Every MANIFEST_POLL_S a leader LISTs each partition's manifests; a GET only for a newer one
+    (docs/OBJECT-STORAGE.md, "Cost"): an idle partition costs one LIST a poll."""
+    import time
+
+    from topiclake.broker.bucket.tail import MANIFEST_POLL_S
+
+    port = free_port()
+    broker = bucket_brokers.start("idle", args=("--metrics-listen", f"127.0.0.1:{port}"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for partition in range(2):  # the topic's two partitions led, each with a record sealed
+        producer.produce("idle", value=VALUE, partition=partition)
+    assert producer.flush(60) == 0
+    time.sleep(3)  # sealed (seal_ms 1500), and idle since
+    before = scrape_url(url)
+    time.sleep(2 * MANIFEST_POLL_S + 1)
+    after = scrape_url(url)
+
+    def grown(operation: str) -> float:
+        return (_sample(after, "topiclake_object_store_requests_total", operation=operation)
+                - _sample(before, "topiclake_object_store_requests_total", operation=operation))
+
+    assert grown("list") >= 2 * 2, grown("list")  # two polls of each partition at least
+    assert grown("get") == 0, grown("get")

@@ -187,3 +187,34 @@ def wait_sealed(store: ObjectStore, keys: PartitionKeys, end: int, timeout_s: fl
         assert time.monotonic() < deadline, f"{keys.prefix} sealed only up to {manifest.end_offset}, not {end}"
         time.sleep(0.2)
     return manifest
+
+
+def create_topic(bootstrap: str, topic: str, **config: str) -> None:
+    """A topic of one partition (`config`: its configs)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result: its futures die with it
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+
+
+T0 = int(time.time() * 1000) - 3_600_000  # the plain records' timestamps: T0 + their number
+VALUE = b"x" * 1000
+
+
+def plain(n: int) -> bytes:
+    return b"p%05d" % n + VALUE
+
+
+def produce_plain(bootstrap: str, topic: str, first: int, count: int) -> dict[bytes, int]:
+    """`count` records `plain(n)` (n from `first`, timestamp T0 + n), acknowledged; value -> offset."""
+    from confluent_kafka import Producer
+
+    # Batches well under the topic's segment.bytes (a batch larger than a segment is refused).
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 20})
+    acked: dict[bytes, int] = {}
+    for n in range(first, first + count):
+        producer.produce(topic, value=plain(n), partition=0, timestamp=T0 + n,
+                         on_delivery=lambda err, msg: acked.__setitem__(msg.value(), msg.offset()) if not err else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and len(acked) == count
+    return acked

@@ -26,7 +26,7 @@ from topiclake.objectlog.fence import BucketFence, LeaderFenced
 from topiclake.objectlog.flush import FlushConflict, FlushTimedOut, create_once, flush
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.garbage import collect_garbage
-from topiclake.objectlog.manifest import Manifest, commit_change, load_newest
+from topiclake.objectlog.manifest import Manifest, commit_change, load_newer, load_newest
 from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
 from topiclake.objectlog.seal import seal_tail
@@ -209,12 +209,13 @@ class PartitionTail:
         newest manifest becomes this leader's, and its log start the cache's. LeaderFenced when a
         newer epoch committed (a takeover this leader has not heard of)."""
         self.manifest_polled = time.monotonic()
-        newest = load_newest(self.store, self.keys)
+        newest = load_newer(self.store, self.keys, self.manifest.version)
+        if newest is None:
+            return self.manifest
         if newest.leader_epoch > self.epoch:
             raise LeaderFenced(f"{self.keys.prefix}: manifest {newest.version} was committed at epoch "
                                f"{newest.leader_epoch}, above this leader's {self.epoch}")
-        if newest.version > self.manifest.version:
-            self.adopt(newest, on_writer_thread)
+        self.adopt(newest, on_writer_thread)
         return self.manifest
 
     def adopt(self, manifest: Manifest, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> None:

@@ -108,22 +108,14 @@ class ClosedRecords(NamedTuple):
 
 
 def _read_closed(part, offset: int, max_bytes: int, min_one: bool, committed: bool):
-    """Below the cache's start of a bucket partition: its closed segments, by ranged GETs (bucket.
-    closed). read_committed: (records, the aborted transactions overlapping them, the closed
-    segments' and then the cache's, found here on the reader thread). Where no closed batch is at
-    or above `offset` (a compacted segment's end), the cache answers from its start."""
+    """Below the cache's start of a bucket partition: its closed segments (Partition.read_closed;
+    read_committed: with their aborted transactions, found here on the reader thread). Where no
+    closed batch is at or above `offset` (a compacted segment's end), the cache answers from its start."""
     bound = part.last_stable_offset if committed else None
-    if bound is not None and offset >= bound:
-        return b""
-    records, upper = part.closed.read(offset, max_bytes, min_one, bound)
+    records, aborted, upper = part.read_closed(offset, max_bytes, min_one, bound, committed)
     if not records and upper >= part.log.log_start_offset:
         return _read(part, part.log.log_start_offset, max_bytes, min_one, committed)
-    if not committed or not records:
-        return records
-    aborted, complete = part.closed.aborted_between(offset, upper)
-    if not complete:
-        aborted = sorted(set(aborted) | set(part.txns.aborted_between(offset, upper)))
-    return ClosedRecords(records, aborted)
+    return ClosedRecords(records, aborted) if aborted is not None else records
 
 
 def _records_of(result) -> bytes | FileRegion:

@@ -529,13 +529,14 @@ class ShareFetcher:
 
 def _read(part: Any, offset: int, max_bytes: int, bound: int, committed: bool) -> tuple[bytes, list | None]:
     """Reader thread: whole batches from `offset` (below `bound`), at least one, and (committed)
-    the aborted transactions of the bucket's closed segments they came from (None: the cache's).
+    the aborted transactions overlapping them where they came from the bucket's closed segments
+    (None: the caller takes the cache's).
     Below the cache's start of a bucket partition, its closed segments (ranged GETs)."""
     log_ = part.log
     if part.closed is not None and offset < log_.log_start_offset:
-        records, upper = part.closed.read(offset, max_bytes, True, bound)
+        records, aborted, upper = part.read_closed(offset, max_bytes, True, bound, committed)
         if records:
-            return records, part.closed.aborted_between(offset, upper)[0] if committed else None
+            return records, aborted
         offset = max(upper, log_.log_start_offset)  # no closed batch at or above it (a compacted end)
     if not log_.log_start_offset <= offset < log_.log_end_offset:
         return b"", None
