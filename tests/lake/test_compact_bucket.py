@@ -10,6 +10,7 @@ from topiclake.lake.log.roots import BucketLog
 from topiclake.lake.runs.bucket_merge import merge_bucket
 from topiclake.lake.runs.bucket_compaction import CleanBucketPartition, commit_cleaned, plan_bucket_partition
 from topiclake.lake.runs.compaction import CompactOptions, compact, format_summary
+from topiclake.objectlog.aborted import known_aborted
 from topiclake.objectlog.flush import flush
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import commit, load_newest
@@ -154,8 +155,8 @@ def test_a_segment_whose_every_record_was_superseded_stays_as_an_empty_segment(s
     assert values(read_log(store, KEYS)) == [(8 + i, f"r2-k{i}".encode()) for i in range(4)] + [(12, b"tail-k0")]
 
 
-def test_a_transaction_open_in_the_closed_segments_fails_the_partition_and_its_abort_drops_its_records(spark,
-                                                                                                          s3_root):
+def test_a_transaction_open_in_the_closed_segments_holds_the_round_below_it_and_its_abort_is_indexed(spark,
+                                                                                                       s3_root):
     store = ObjectStore(s3_root.root)
     create_topic(store, TOPIC, 1, COMPACTED)
     writer = BucketPartitionWriter(store, TOPIC, 0).take_over()
@@ -164,27 +165,40 @@ def test_a_transaction_open_in_the_closed_segments_fails_the_partition_and_its_a
         flush(writer.fence, writer.next_offset, writer.epoch, data, deadline=deadline())
         writer.next_offset += count
 
+    writer.flush_changes([(b"a", b"0"), (b"b", b"0")])
+    writer.seal()
+    writer.flush_changes([(b"a", b"1"), (b"b", b"1")])
+    writer.seal()
     producer = dict(producer_id=7, producer_epoch=0, partition_leader_epoch=writer.epoch)
-    append(build_batch([Record(0, NOW_MS, b"a", b"aborted-a"), Record(1, NOW_MS, b"z", b"aborted-z")],
-                       is_transactional=True, **producer), 2)
-    writer.flush_changes([(b"b", b"1"), (b"c", b"1")])
-    writer.seal()  # [0, 4): the transaction's records and no marker yet
-    writer.flush_changes([(b"a", b"1")])
+    append(build_batch([Record(4, NOW_MS, b"a", b"aborted-a"), Record(5, NOW_MS, b"z", b"aborted-z")],
+                       base_offset=4, is_transactional=True, **producer), 2)
+    writer.flush_changes([(b"c", b"1")])
+    writer.seal()  # [4, 7): the transaction's records and no marker yet
+    writer.flush_changes([(b"a", b"2")])
     writer.seal()
     before = load_newest(store, KEYS)
-
+    # These seals wrote no producer snapshot object: the driver cannot see the transaction, the
+    # task's scan holds the round at the base of its segment.
     result = compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), force=True, now_ms=NOW_MS))
-    [failed] = result.errors
-    assert "an open transaction from offset 0 is in the closed segments" in failed.error
-    assert load_newest(store, KEYS) == before
+    assert not result.errors and len(result.cleaned) == 1, format_summary(result)
+    after = load_newest(store, KEYS)
+    assert after.cleaner_offset == 4 and after.segments[-2:] == before.segments[-2:]
+    assert values(read_log(store, KEYS)) == [(2, b"1"), (3, b"1"), (4, b"aborted-a"), (5, b"aborted-z"), (6, b"1"),
+                                             (7, b"2")]
 
-    append(build_end_txn_marker(offset=5, timestamp=NOW_MS, commit=False, **producer), 1)
+    append(build_end_txn_marker(offset=8, timestamp=NOW_MS, commit=False, **producer), 1)
     writer.flush_changes([(b"d", b"1")])
     writer.seal()
     result = compact(spark, CompactOptions(root=s3_root.root, topics=(TOPIC,), force=True, now_ms=NOW_MS))
     assert len(result.cleaned) == 1, format_summary(result)
     data = values(b for b in read_log(store, KEYS) if not b.header.is_control)
-    assert data == [(2, b"1"), (3, b"1"), (4, b"1"), (6, b"1")]  # z's aborted record went, though no key replaced it
+    assert data == [(3, b"1"), (6, b"1"), (7, b"2"), (9, b"1")]  # z's aborted record went, though no key replaced it
+    # The ABORT marker stays (its records were cleaned in this round), so does its .txnindex entry
+    # (its start from the cleaner's scan: the marker's segment, sealed without one, does not know it).
+    cleaned = load_newest(store, KEYS).segments
+    assert all(e.txn_index_key is not None for e in cleaned)
+    assert [(txn.producer_id, txn.first_offset, txn.last_offset) for e in cleaned
+            for txn in known_aborted(store, e)] == [(7, 4, 8)]
 
 
 def test_max_compaction_lag_ms_cleans_a_partition_below_the_dirty_ratio(spark, s3_root):

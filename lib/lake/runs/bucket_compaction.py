@@ -7,12 +7,20 @@ log in the bucket, with a manifest commit in place of the file root's renames.
    closed segments' sizes and largest timestamps are the manifest's, index sizes the listing's,
    a first batch header is one ranged GET, only when max.compaction.lag.ms is set) make the
    LogSummary that `cleanable.log_to_clean` judges, with the tail (flush objects) as the active
-   segment and the cleaner checkpoint from the manifest (`cleaner_offset`).
+   segment, the cleaner checkpoint from the manifest (`cleaner_offset`) and as last stable offset
+   the first offset of the first transaction open at the manifest's end (the producer snapshot
+   object there, log.bucket.open_transactions): as Kafka's cleaner, only the segments wholly
+   below it are cleaned; the tail is never cleaned, so a transaction begun there does not count.
 2. Executors, ONE task per partition (`CleanBucketPartition`): GET the closed segments and the
    tail's valid batches, then `cleaner.clean_log` over them (aborted transactions, producers'
-   last batches, offset map and rewrite: exactly the file root's rules). Each cleaned group is
-   written with its `.index` and `.timeindex` as new objects (`<base>.c<version>-<run>.log`,
-   created once, never overwriting: objectlog.seal.write_segment); only metadata rows return.
+   last batches, offset map and rewrite: exactly the file root's rules). When the manifest's end
+   has no snapshot object (the driver could not tell), the task's header scan caps the round at
+   the first open transaction. Each cleaned group is written with its `.index`, `.timeindex`
+   and, when it keeps an aborted transaction's ABORT marker, `.txnindex` as new objects
+   (`<base>.c<version>-<run>.log`, created once, never overwriting: objectlog.seal.write_segment);
+   the `.txnindex` holds what Kafka's cleaner re-indexes (the aborted transactions whose batches
+   the round saw), with the replaced segments' entries' last stable offsets; only metadata rows
+   return.
 3. Driver: ONE manifest commit per partition replacing the cleaned segments by the new ones and
    setting the checkpoint (manifest.commit_change: a seal or another maintenance commit landing
    first is rebased onto, as long as every replaced segment is still there). Killed before the
@@ -20,10 +28,8 @@ log in the bucket, with a manifest commit in place of the file root's renames.
    deletes them after delete_grace_ms); after it, the cleaned segments are the log.
 
 Differences from a file root, each refusing rather than guessing: a partition in the middle of a
-takeover (an epoch claimed, its start not recorded) is skipped, and an open transaction found in
-the closed segments (a bucket has no .txnindex, so the driver cannot see it) fails the partition
-before anything is written. The task holds the partition's closed segments in memory (a file root
-maps them).
+takeover (an epoch claimed, its start not recorded) is skipped. The task holds the partition's
+closed segments in memory (a file root maps them).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import logging
 import time
 from typing import Sequence
 
+from topiclake.objectlog.aborted import segment_aborted
 from topiclake.objectlog.flush import FlushConflict
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import Manifest, SegmentEntry, commit_change
@@ -47,10 +54,12 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.log_summary import LogSummary, SegmentData, SegmentSummary
 from topiclake.segments.maintenance import crash_point
+from topiclake.segments.txn_index import TxnIndexEntry
+from topiclake.segments.txn_metadata import AbortedTxn
 from topiclake.store.objects import ObjectStore
 from topiclake.store.root import S3Root
 
-from ..log.bucket import bucket_topics, scan_tail
+from ..log.bucket import bucket_topics, open_transactions, scan_tail
 from ..log.scan import Transactions
 from ..spark.progress import ProgressCallback, spark_job_group
 from ..spark.session import collect
@@ -75,6 +84,7 @@ class BucketCleanSpec:
     now_ms: int
     run: str  # the run id: part of the cleaned objects' keys
     index_bytes: dict[int, tuple[int, int]]  # base offset -> (.index, .timeindex) object sizes
+    open_known: bool  # the driver knew the transactions open at the manifest's end (its snapshot object)
 
     @property
     def keys(self) -> PartitionKeys:
@@ -105,12 +115,15 @@ def plan_bucket_partition(store: ObjectStore, topic: str, partition: int, config
     end = manifest.end_offset
     active = SegmentSummary(end, sum(piece.size or 0 for piece in tail))
     start = min(max(manifest.log_start_offset, live[0].base_offset if live else end), end)
-    summary = LogSummary(topic, partition, summaries + (active,), start, end)
+    # None (no snapshot object at the end): not known here; the task's scan caps the round then.
+    open_at_end = open_transactions(store, keys, manifest)
+    stable = min(max(min((open_at_end or {}).values(), default=end), start), end)
+    summary = LogSummary(topic, partition, summaries + (active,), start, end, last_stable_offset=stable)
     ltc = log_to_clean(summary, manifest.cleaner_offset, config, now_ms)
     if not chosen(out, ltc, config, force):
         return out, None
     return out, BucketCleanSpec(store.root, view, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
-                                config.to_properties(), now_ms, run, index_bytes)
+                                config.to_properties(), now_ms, run, index_bytes, open_at_end is not None)
 
 
 def _first_batch_timestamp(store: ObjectStore, entry: SegmentEntry) -> int:
@@ -146,11 +159,10 @@ class CleanBucketPartition:
             tail += batch.data
         if tail or not segments:
             segments.append(SegmentData(manifest.end_offset, bytes(tail)))
-        _check_no_open_transaction(segments, spec)
         config = LogConfig.from_properties(spec.config)
         result = clean_log(segments, first_dirty_offset=spec.first_dirty_offset,
-                           first_uncleanable_offset=spec.first_uncleanable_offset, config=config, now_ms=spec.now_ms,
-                           topic=keys.topic, partition=keys.partition)
+                           first_uncleanable_offset=_below_open_transactions(segments, spec), config=config,
+                           now_ms=spec.now_ms, topic=keys.topic, partition=keys.partition)
         entries = {e.base_offset: e for e in live}
         rows = []
         for group in result.groups:
@@ -159,7 +171,8 @@ class CleanBucketPartition:
             key = functools.partial(keys.cleaned_segment, group.base_offset, manifest.version, spec.run)
             try:
                 cleaned = write_segment(store, group.data, headers, config, key, time.monotonic() + WRITE_TIMEOUT_S,
-                                        base_offset=group.base_offset, end_offset=replaced[-1].end_offset)
+                                        base_offset=group.base_offset, end_offset=replaced[-1].end_offset,
+                                        aborted=_txn_index_entries(store, spec, replaced, group.aborted_txns))
             except FlushConflict:
                 raise TopiclakeError(f"{keys.prefix}: another run wrote the cleaned segment at "
                                      f"{group.base_offset}") from None
@@ -174,17 +187,37 @@ class CleanBucketPartition:
         return rows or [dict(_row(spec), checkpoint=result.checkpoint)]
 
 
-def _check_no_open_transaction(segments: Sequence[SegmentData], spec: BucketCleanSpec) -> None:
-    """The file root's round never passes the last stable offset; a bucket's driver cannot see a
-    transaction left open in a closed segment, so the task looks (batch headers only)."""
+def _below_open_transactions(segments: Sequence[SegmentData], spec: BucketCleanSpec) -> int:
+    """The planned first uncleanable offset, lowered to the base of the segment holding the first
+    offset of a transaction still open (Kafka's round never passes the last stable offset, and
+    cleans whole segments), by a header scan when the driver had no snapshot object at the
+    manifest's end to cap it with."""
+    if spec.open_known:
+        return spec.first_uncleanable_offset
     txns = Transactions()
     for segment in segments:
         for batch in iter_batches(segment.data, source=f"{spec.keys.prefix}@{segment.base_offset}"):
             txns.see(batch)
     stable = txns.last_stable_offset(spec.first_uncleanable_offset)
-    if stable < spec.first_uncleanable_offset:
-        raise TopiclakeError(f"an open transaction from offset {stable} is in the closed segments; not cleaned "
-                             f"(run again once it ends)")
+    if stable >= spec.first_uncleanable_offset:
+        return spec.first_uncleanable_offset
+    return max((s.base_offset for s in segments if s.base_offset <= stable), default=spec.first_dirty_offset)
+
+
+def _txn_index_entries(store: ObjectStore, spec: BucketCleanSpec, replaced: Sequence[SegmentEntry],
+                       retained: Sequence[AbortedTxn]) -> list[TxnIndexEntry]:
+    """The cleaned segment's `.txnindex` entries: the aborted transactions Kafka's cleaner
+    re-indexes (their ABORT marker kept: CleanedGroup.aborted_txns, whose first offsets the
+    cleaner found in the whole log), each with the last stable offset of the replaced segments'
+    entry for it (objectlog.aborted: their `.txnindex` objects, or a scan of an older segment)."""
+    if not retained:
+        return []
+    stable = {(e.producer_id, e.last_offset): e.last_stable_offset
+              for entry in replaced for e in segment_aborted(store, spec.keys, entry)}
+    # None known: 0 never ends a reader's search of the index early (Kafka stops at an entry
+    # whose last stable offset passes its bound).
+    return [TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset,
+                          stable.get((txn.producer_id, txn.last_offset), 0)) for txn in retained]
 
 
 def _row(spec: BucketCleanSpec) -> dict:
