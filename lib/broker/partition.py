@@ -14,6 +14,8 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.leader_epochs import EpochEntry, EpochHistory
 from topiclake.segments.leader_fence import FencedLeaderError, PartitionFence
 from topiclake.segments.log import AppendResult
+from topiclake.segments.read_constants import MAX_TIMESTAMP
+from topiclake.segments.time_index import TimestampOffset
 from topiclake.segments.txn_metadata import AbortedTxn
 
 from .constants import LEADER_EPOCH, NO_LEADER_EPOCH
@@ -110,6 +112,23 @@ class Partition:
         if not complete:
             aborted = sorted(set(aborted) | set(self.txns.aborted_between(offset, upper)))
         return records, aborted, upper
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The whole log's first record with a timestamp >= `timestamp`, or with MAX_TIMESTAMP the
+        first record holding its largest timestamp (KIP-734); None when no record qualifies. On a
+        bucket partition the closed segments below the cache count too (ranged GETs: call it on a
+        bucket reader thread then); the cache answers for the offsets it holds."""
+        cached = self.log.offset_for_timestamp(timestamp)
+        if self.closed is None:
+            return cached
+        if timestamp == MAX_TIMESTAMP:
+            closed = self.closed.max_timestamp()
+            # the larger timestamp wins, the lower offset among equals (the cache may hold sealed offsets too)
+            candidates = [found for found in (closed, cached) if found is not None]
+            return min(candidates, key=lambda found: (-found.timestamp, found.offset), default=None)
+        closed = self.closed.offset_for_timestamp(timestamp)
+        # a closed hit the cache also holds is the cache's, or the cache has an earlier one
+        return closed if closed is not None and closed.offset < self.log.log_start_offset else cached
 
     def check_leader_epoch(self, requested: int) -> None:
         """A request's current_leader_epoch (KIP-320; NO_LEADER_EPOCH: not given) against this

@@ -7,22 +7,15 @@ coordinator reads `__consumer_offsets` from its start)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support.bucket_broker import AckedProducer, consume_all, wait_sealed
+from tests.support.bucket_broker import AckedProducer, cached_logs, consume_all, wait_sealed
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.store.objects import ObjectStore
-
-
-def cached_logs(cache: Path, topic: str, partition: int) -> dict[int, int]:
-    """base offset -> size of the partition's `.log` files in the broker's cache."""
-    return {int(path.name.split(".")[0]): path.stat().st_size
-            for path in (cache / "log" / f"{topic}-{partition}").glob("*.log")}
 
 
 def test_sealed_segments_leave_the_cache_and_are_read_from_the_bucket(dropping_brokers):

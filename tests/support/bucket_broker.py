@@ -189,6 +189,12 @@ def wait_sealed(store: ObjectStore, keys: PartitionKeys, end: int, timeout_s: fl
     return manifest
 
 
+def cached_logs(cache: Path, topic: str, partition: int) -> dict[int, int]:
+    """base offset -> size of the partition's `.log` files in the broker's cache."""
+    return {int(path.name.split(".")[0]): path.stat().st_size
+            for path in (cache / "log" / f"{topic}-{partition}").glob("*.log")}
+
+
 def create_topic(bootstrap: str, topic: str, **config: str) -> None:
     """A topic of one partition (`config`: its configs)."""
     from confluent_kafka.admin import AdminClient, NewTopic

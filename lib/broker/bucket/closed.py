@@ -11,8 +11,8 @@ bucket as the remote tier.
 - read_committed: the aborted transactions overlapping what was read, from the segments'
   `.txnindex` objects (objectlog.aborted: a segment sealed before those is scanned once), with
   Kafka's stop rule (an entry whose last stable offset reaches the bound completes the search).
-- ListOffsets by time: the manifest's largest timestamps pick the segment, its `.timeindex` and
-  `.index` objects the position, one ranged GET the record.
+- ListOffsets by time and MAX_TIMESTAMP: the manifest's largest timestamps pick the segment, its
+  `.timeindex` and `.index` objects the position, one ranged GET the record.
 
 The manifest is swapped whole (`adopt`, from the tail's adopt of a poll, retention, DeleteRecords,
 a merge or compaction commit), so a reader thread sees one manifest per call. Methods run on the
@@ -199,6 +199,46 @@ class ClosedSegments:
                 return found
         return None
 
+    def max_timestamp(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734) over the closed segments: the first record holding
+        their largest timestamp; None when none has one. A manifest entry's largest timestamp only
+        bounds its records' (a cleaned segment keeps the replaced segments'; one without timestamps
+        has its file's mtime), so segments are tried from the largest bound down, earlier first
+        among equals, until none can beat the best found: usually one `.timeindex` GET and one
+        ranged GET."""
+        manifest = self.manifest
+        live = manifest.segments[_segment_index(manifest, manifest.log_start_offset):]
+        best: TimestampOffset | None = None
+        for entry in sorted(live, key=lambda e: (-e.largest_timestamp, e.base_offset)):
+            if best is not None and (entry.largest_timestamp, -entry.base_offset) <= _later_first(best):
+                break  # none left can hold a larger timestamp, or an equal one earlier
+            found = self._guard(self._segment_max_timestamp, entry)
+            if found is not None and (best is None or _later_first(found) > _later_first(best)):
+                best = found
+        return best
+
+    def _segment_max_timestamp(self, entry: SegmentEntry) -> TimestampOffset | None:
+        """The segment's first record holding its largest timestamp: the `.timeindex` entry of that
+        timestamp (a seal appends it, LogSegment.on_become_inactive) names the first batch reaching
+        it, the `.index` a position at or below that batch (Segment.max_timestamp_record's way)."""
+        times = self._index(entry.time_index_key, entry.base_offset, 3)
+        if not len(times):
+            return None
+        at = int(np.argmax(times[:, 0]))  # the first of equals (unused zero slots never win)
+        timestamp = int(times[at, 0])
+        if timestamp < 0:
+            return None
+        reader = _RangeReader(self.store, entry, READ_SLACK)
+        cursor = self._position(entry, entry.base_offset + int(times[at, 1]))
+        while cursor < entry.size:
+            header = read_header(reader.covering(cursor, HEADER_SIZE), 0)
+            if header.max_timestamp == timestamp:
+                batch = RecordBatch(header, reader.covering(cursor, header.size), cursor, entry.key)
+                return next((TimestampOffset(record.timestamp, record.offset) for record in batch.records()
+                             if record.timestamp == timestamp), None)
+            cursor += header.size
+        return None
+
     def _find_timestamp(self, entry: SegmentEntry, timestamp: int, start: int) -> TimestampOffset | None:
         times = self._index(entry.time_index_key, entry.base_offset, 3)
         at = int(np.searchsorted(times[:, 0], timestamp, side="left")) - 1  # the last entry below the target
@@ -253,6 +293,11 @@ class ClosedSegments:
         except ObjectStoreError as exc:
             raise BrokerError(f"{self.keys.prefix}: a closed segment could not be read from the bucket: {exc}",
                               ErrorCode.kafka_storage_error) from exc
+
+
+def _later_first(found: TimestampOffset) -> tuple[int, int]:
+    """Orders MAX_TIMESTAMP candidates: the larger timestamp, then the earlier offset, is greater."""
+    return found.timestamp, -found.offset
 
 
 def _segment_index(manifest: Manifest, offset: int) -> int:

@@ -11,7 +11,7 @@ from kio.schema.list_offsets.v11.request import ListOffsetsRequest
 from topiclake.segments.batch import NO_TIMESTAMP
 from topiclake.segments.read_constants import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP,
                                                EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
-                                               UNKNOWN_OFFSET, IsolationLevel)
+                                               MAX_TIMESTAMP, UNKNOWN_OFFSET, IsolationLevel)
 
 from ..api_keys import ApiKey
 from ..constants import NO_LEADER_EPOCH
@@ -25,21 +25,28 @@ log = logging.getLogger(__name__)
 
 
 def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
-    """(timestamp, offset) on the I/O thread; (NO_TIMESTAMP, UNKNOWN_OFFSET) when no record
-    qualifies. As if nothing were tiered: the earliest local offset is the earliest, nothing is
-    tiered and nothing is pending upload (`_tiered` corrects that for a topic with remote storage)."""
+    """(timestamp, offset) on the I/O thread, or a bucket reader thread for a lookup by time
+    below a bucket partition's cache (`_by_time`); (NO_TIMESTAMP, UNKNOWN_OFFSET) when no record
+    qualifies. As if nothing were tiered: nothing is tiered and nothing is pending upload (`_tiered`
+    corrects that for a topic with remote storage). EARLIEST is the whole log's start (a bucket's
+    manifest's, KIP-405's shape), EARLIEST_LOCAL the cache's."""
     log_ = part.log
     if timestamp == LATEST_TIMESTAMP:
         return NO_TIMESTAMP, part.last_stable_offset if committed else log_.log_end_offset
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
-        return NO_TIMESTAMP, log_.log_start_offset
+        return NO_TIMESTAMP, part.history_start_offset if timestamp == EARLIEST_TIMESTAMP else log_.log_start_offset
     if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return NO_TIMESTAMP, UNKNOWN_OFFSET
-    found = log_.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP
+    found = part.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP; the closed segments too
     if found is None:
         return NO_TIMESTAMP, UNKNOWN_OFFSET
     return found.timestamp, found.offset
+
+
+def _by_time(part, timestamp: int) -> bool:
+    """A lookup by time (or MAX_TIMESTAMP) that reads a bucket partition's closed segments."""
+    return part.closed is not None and (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
 
 
 def _tiered(archive, part, timestamp: int, local: int) -> int:
@@ -60,21 +67,6 @@ def _tiered(archive, part, timestamp: int, local: int) -> int:
     return local
 
 
-def _closed(part, timestamp: int, found: tuple[int, int]) -> tuple[int, int]:
-    """On a reader thread, for a bucket partition whose closed segments are read from the bucket
-    (bucket.closed): EARLIEST is the manifest's log start; a timestamp is looked up in the closed
-    segments first (their `.timeindex` objects), the cache's answer `found` when none qualifies.
-    MAX_TIMESTAMP and the rest keep the cache's answer."""
-    closed = part.closed
-    if timestamp == EARLIEST_TIMESTAMP:
-        return NO_TIMESTAMP, min(found[1], closed.log_start_offset)
-    if timestamp >= 0:
-        hit = closed.offset_for_timestamp(timestamp)
-        if hit is not None and hit.offset < part.log.log_start_offset:
-            return hit.timestamp, hit.offset
-    return found
-
-
 @REGISTRY.route(ApiKey.LIST_OFFSETS, (1, 11))
 async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest]):
     body, cls = request.body, request.response_type
@@ -88,9 +80,8 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
             try:
                 part = await broker.partitions.get(topic.name, p.partition_index)
                 part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
-                ts, offset = await broker.partitions.run_io(_lookup, part, p.timestamp, committed)
-                if part.closed is not None:
-                    ts, offset = await broker.partitions.run_read(_closed, part, p.timestamp, (ts, offset))
+                run = broker.partitions.run_bucket_read if _by_time(part, p.timestamp) else broker.partitions.run_io
+                ts, offset = await run(_lookup, part, p.timestamp, committed)
                 if part.config.remote_storage_enable and broker.archive is not None:
                     offset = await broker.partitions.run_read(_tiered, broker.archive, part, p.timestamp, offset)
                 code, epoch = ErrorCode.none, part.leader_epoch

@@ -517,7 +517,9 @@ class ShareFetcher:
         if state is not None and state.start_offset != UNINITIALIZED:
             return state
         reset = self.configs.value(group, "share.auto.offset.reset")
-        start = await self.partitions.run_read(_reset_offset, part, reset)
+        # by_duration on a bucket partition may read its closed segments (ranged GETs)
+        run = self.partitions.run_bucket_read if part.closed is not None else self.partitions.run_read
+        start = await run(_reset_offset, part, reset)
         await self.persister.initialize(key, state.state_epoch if state else 0, start)
         log.info("share group %s starts %s-%d at offset %d", group, part.topic, part.index, start)
         state = await self.persister.read(key, part.leader_epoch)  # records this leader's epoch with it
@@ -547,10 +549,10 @@ def _reset_offset(part: Any, reset: str) -> int:
     """Where a share-partition without state starts (share.auto.offset.reset)."""
     from ..group.group_configs import iso_duration_ms
 
-    log_ = part.log
     if reset == "earliest":
         return part.history_start_offset
     if reset.startswith("by_duration:"):
-        found = log_.offset_for_timestamp(now_ms() - iso_duration_ms(reset[len("by_duration:"):]))
+        # the whole log's first record at most that old: a bucket's closed segments included
+        found = part.offset_for_timestamp(now_ms() - iso_duration_ms(reset[len("by_duration:"):]))
         return found.offset if found is not None else part.high_watermark
     return part.high_watermark
