@@ -7,13 +7,11 @@ most that old."""
 from __future__ import annotations
 
 import time
-import uuid
 
-from confluent_kafka import Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
-                                   ResourceType)
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from tests.support.bucket_broker import cached_logs, wait_sealed
+from tests.support.bucket_broker import cached_logs, share_consume, wait_sealed
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
 from topiclake.objectlog.keys import PartitionKeys
@@ -90,21 +88,6 @@ def test_a_share_group_by_duration_starts_in_the_closed_segments(dropping_broker
     seal_and_drop(dropping_brokers, "first", topic, max(recent) + 1)
     recent |= produce(broker.bootstrap, topic, [now + n for n in range(5)], "tail")
 
-    group = f"sg-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    config = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "by_duration:PT1H", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([config]).values():
-        future.result(10)
-    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
-                              "share.acknowledgement.mode": "implicit"})
-    consumer.subscribe([topic])
-    got: list[int] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < len(recent) and time.monotonic() < deadline:
-            got += [m.offset() for m in consumer.poll(timeout=0.3) if m.error() is None]
-    finally:
-        consumer.close()
+    got = [offset for _, offset in share_consume(broker.bootstrap, topic, "by_duration:PT1H", len(recent))]
     # every record at most an hour old, once; none older
     assert sorted(got) == sorted(recent) and min(got) == max(old) + 1

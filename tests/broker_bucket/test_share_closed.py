@@ -5,11 +5,11 @@ share-partition's start is the whole log's, the manifest's)."""
 from __future__ import annotations
 
 import time
-import uuid
 
-from confluent_kafka import Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.bucket_broker import share_consume
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import load_newest
 from topiclake.store.objects import ObjectStore
@@ -48,20 +48,5 @@ def test_a_share_group_reads_closed_segments_after_a_takeover(rolling_brokers):
     cache = [p for p in (brokers.directory / "second-cache").rglob(f"{TOPIC}-0") if p.is_dir()]
     assert cache and int(sorted(cache[0].glob("*.log"))[0].name.split(".")[0]) == sealed_end  # the tail only
 
-    group = f"sg-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": second.bootstrap})
-    config = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([config]).values():
-        future.result(10)
-    consumer = ShareConsumer({"bootstrap.servers": second.bootstrap, "group.id": group,
-                              "share.acknowledgement.mode": "implicit"})
-    consumer.subscribe([TOPIC])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < len(closed_values) + len(tail_values) and time.monotonic() < deadline:
-            got += [m.value() for m in consumer.poll(timeout=0.3) if m.error() is None]
-    finally:
-        consumer.close()
-    assert sorted(got) == sorted(closed_values + tail_values)
+    got = share_consume(second.bootstrap, TOPIC, "earliest", len(closed_values) + len(tail_values))
+    assert sorted(value for value, _ in got) == sorted(closed_values + tail_values)

@@ -169,6 +169,32 @@ def consume_all(bootstrap: str, topic: str, expected: int, *, group: str = "read
     return got
 
 
+def share_consume(bootstrap: str, topic: str, reset: str, expected: int, timeout: float = 60.0) -> list[tuple[bytes, int]]:
+    """(value, offset) of the records a new share group with `share.auto.offset.reset = reset`
+    delivers (implicit acknowledgement) until `expected` arrived (or `timeout`)."""
+    import uuid
+
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    group = f"sg-{uuid.uuid4().hex[:8]}"
+    config = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", reset, incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result: its futures die with it
+    for future in admin.incremental_alter_configs([config]).values():
+        future.result(10)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "implicit"})
+    consumer.subscribe([topic])
+    got: list[tuple[bytes, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            got += [(m.value(), m.offset()) for m in consumer.poll(timeout=0.3) if m.error() is None]
+    finally:
+        consumer.close()
+    return got
+
+
 def committed(bootstrap: str, topic: str, group: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
