@@ -6,6 +6,7 @@ most that old."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from confluent_kafka import Producer, TopicPartition
@@ -14,7 +15,10 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from tests.support.bucket_broker import cached_logs, share_consume, wait_sealed
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
+from topiclake.broker.bucket.closed import ClosedSegments
 from topiclake.objectlog.keys import PartitionKeys
+from topiclake.objectlog.manifest import load_newest
+from topiclake.segments.time_index import TimestampOffset
 from topiclake.store.objects import ObjectStore
 
 HOUR_MS = 3_600_000
@@ -71,6 +75,16 @@ def test_max_timestamp_and_times_are_found_in_closed_segments(dropping_brokers):
     first_largest = min(offset for offset, timestamp in log.items() if timestamp == largest)
     found = list_offset(broker.bootstrap, topic, OffsetSpec.max_timestamp())
     assert (found.offset, found.timestamp) == (first_largest, largest)
+
+    # a manifest's largest timestamp only bounds its segment's (a cleaned segment keeps the replaced
+    # segments'): a segment whose bound is raised past the largest still yields the true first record
+    manifest = load_newest(ObjectStore(dropping_brokers.root), PartitionKeys(topic, 0))
+    raised = [entry if entry.base_offset <= first_largest < entry.end_offset else
+              dataclasses.replace(entry, largest_timestamp=largest + 1000) for entry in manifest.segments]
+    assert len(raised) > 1
+    closed = ClosedSegments(ObjectStore(dropping_brokers.root), PartitionKeys(topic, 0),
+                            dataclasses.replace(manifest, segments=tuple(raised)))
+    assert closed.max_timestamp() == TimestampOffset(largest, first_largest)
 
     # by time: the first record at or after it, in a closed segment
     target = now - HOUR_MS + 10
