@@ -124,8 +124,8 @@ def _table_and_topic(p: OneLineParser) -> None:
 def _data_docs(p: OneLineParser) -> None:
     p.add_argument("--data-docs", action="store_true",
                    help="also rebuild the great-expectations Data Docs site under <root>/quality in this run "
-                        "(loads great-expectations: seconds); otherwise `topiclake data-docs` builds it from the "
-                        "validation results every run stores")
+                        "(a bucket's too, once per run; loads great-expectations: seconds); otherwise `topiclake "
+                        "data-docs` builds it from the validation results every run stores")
 
 
 def _kind_and_format(p: OneLineParser, which: str) -> None:

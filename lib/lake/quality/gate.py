@@ -23,12 +23,12 @@ Suites: `conf/expectations/<table>.json`, great-expectations' own suite JSON
 (`{"expectations": [{"type": "expect_...", "kwargs": {...}}, ...]}`); without a file the
 DEFAULT_SUITE below. Every run stores its validation result as great-expectations' results store
 keeps it (`<root>/quality/results/<table>/<operation>-<run>/<time>/new-files.json`, a dot of the
-table name as a directory, as great-expectations files it); the report
-is great-expectations' Data Docs site built from those results under `<root>/quality/` (an index
-page plus one page per validation), by `topiclake data-docs`, by a run given --data-docs, and by
-any run whose suite fails or needs great-expectations on the driver. A run of row-local
-expectations never loads great-expectations (or pandas) at all: on a 2-core machine that import
-alone costs about as much as the rest of a small run's driver.
+table name as a directory, as great-expectations files it); the report is great-expectations' Data
+Docs site built from those results under `<root>/quality/` (an index page plus one page per
+validation; on a bucket too, bucket_docs.py), by `topiclake data-docs`, by a run given --data-docs,
+and by any run whose suite fails or needs great-expectations on the driver. A run of row-local
+expectations never loads great-expectations (or pandas): on 2 cores that import alone costs about
+as much as the rest of a small run's driver.
 """
 
 from __future__ import annotations
@@ -97,10 +97,13 @@ class QualityError(LakeError):
     """A suite failed: the run committed nothing."""
 
     def __init__(self, report: "QualityReport"):
+        super().__init__(report.table)
         self.report = report
-        super().__init__(
-            f"data quality check failed for table {report.table} ({report.operation} run {report.run_id}); "
-            f"nothing was committed. Failed: {'; '.join(report.failures)}. Report: {report.path or report.results}")
+
+    def __str__(self) -> str:  # when shown: a bucket's page is built after the raise (bucket_docs.once_per_run)
+        report = self.report
+        return (f"data quality check failed for table {report.table} ({report.operation} run {report.run_id}); "
+                f"nothing was committed. Failed: {'; '.join(report.failures)}. Report: {report.path or report.results}")
 
 
 @dataclass(slots=True)
@@ -114,12 +117,13 @@ class QualityReport:
     results: str | None  # the stored validation result (JSON, great-expectations' format); None: not stored
     suite_source: str  # the suite file, or "default"
     failures: list[str] = field(default_factory=list)
+    site_due: ResultKey | None = None  # a bucket's page to build once per job run (bucket_docs.once_per_run)
 
     def describe(self, *, quarantined: int = 0) -> str:
         """One line; a run that sent records to quarantine says so rather than "passed": the suite
         judged only the records the table takes."""
-        where = self.path or (f"{self.results} (Data Docs: topiclake data-docs)" if self.results  # a bucket's too
-                              else "result not stored")
+        later = "built once every table is checked" if self.site_due else "topiclake data-docs"
+        where = self.path or (f"{self.results} (Data Docs: {later})" if self.results else "result not stored")
         if quarantined and self.success:
             return (f"quality: {quarantined} record{'s' if quarantined != 1 else ''} quarantined to "
                     f"{self.table}_quarantine (its error column says why); the other records met the "
@@ -258,12 +262,11 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     driver-side expectations. Returns the report, None when there is nothing to validate; raises
     QualityError when the suite fails. `schema`: the table's, a pyarrow or a deltalake Schema.
 
-    The validation result is stored, as great-expectations stores it, under
-    `<root>/quality/results` (every run, pass or fail; on an object-store root the same keys). On
-    a directory the Data Docs site is rebuilt from the stored results when `data_docs`, when the
-    suite fails, or when great-expectations is loaded
-    anyway for driver-side expectations; else `topiclake data-docs` builds it. (Loading great-expectations costs a
-    2-core machine ~3 CPU-seconds: more than the rest of a small increment's driver.)"""
+    The validation result is stored, as great-expectations stores it, under `<root>/quality/results`
+    (every run, pass or fail; on an object-store root the same keys). The Data Docs site is rebuilt
+    from them when `data_docs`, when the suite fails, or when great-expectations is loaded anyway for
+    driver-side expectations (a bucket's once per job run: bucket_docs.once_per_run); else `topiclake
+    data-docs` builds it (importing great-expectations costs 2 cores ~3 CPU-seconds)."""
     if not files:
         return None
     results: dict[int, dict] = {}
@@ -298,13 +301,14 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     }
     key = ResultKey(table, run_name, run_time)
     stored = store_result(outcome, key, root) if root is not None else None
-    # A failure's page is built at once: the error points at it. So is any run that loaded
-    # great-expectations anyway. (A bucket root keeps the results: `topiclake data-docs` builds its site.)
-    page = (build_data_docs(root, key) if isinstance(root, Path) and (data_docs or suite.on_driver or not success)
-            else None)
+    # A failure's page is built at once: the error points at it. So is any run that loaded great-expectations
+    # anyway. A bucket's site is rebuilt whole, so once per job run (at once on a failure: the run stops).
+    wanted = data_docs or bool(suite.on_driver) or not success
+    page = build_data_docs(root, key) if wanted and isinstance(root, Path) else None
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
                            path=page, results=None if stored is None else str(stored), suite_source=suite.source,
-                           failures=[_describe_failure(r) for r in ordered if not r["success"]] + extra_failures)
+                           failures=[_describe_failure(r) for r in ordered if not r["success"]] + extra_failures,
+                           site_due=key if wanted and stored is not None and not isinstance(root, Path) else None)
     if not report.success:
         raise QualityError(report)
     log.info("table %s: %s", table, report.describe())
@@ -312,8 +316,7 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
 
 
 def _merge(expectation: dict, parts: list[dict]) -> dict:
-    """One expectation's result over the whole run from its per-task results, as
-    great-expectations' ExpectationValidationResult JSON."""
+    """One expectation's result over the run from its per-task results (an ExpectationValidationResult's JSON)."""
     totals = Counter()
     sample: list = []
     counts: Counter = Counter()

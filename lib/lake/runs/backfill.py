@@ -55,7 +55,7 @@ from ..log.roots import BucketLog, log_root
 from ..log.scan import scan_partition
 from ..log.source import list_partition
 from ..metrics import run_metrics
-from ..quality import gate
+from ..quality import bucket_docs, gate
 from ..spark.progress import ProgressCallback
 from ..spark.session import collect
 from ..table import delta, delta_spark
@@ -246,9 +246,10 @@ def _backfill(spark, options: BackfillOptions, progress: ProgressCallback | None
     new_files = [r for r in rows.to_pylist() if r["path"] is not None]
     result.records = sum(r["num_records"] for r in new_files)
     result.bytes_read = sum(r["bytes_read"] or 0 for r in rows.to_pylist() if r["path"] is None)  # tasks' counters
-    result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
-                                        ranges={(topic, partition): (start, end)}, root=quality_root,
-                                        operation="backfill", run_id=run_id, data_docs=options.data_docs)
+    with bucket_docs.once_per_run(quality_root, lambda: [result.quality]):  # a bucket's Data Docs site
+        result.quality = validate_new_files(spark, rows, uri, suite, schema=table.schema(),
+                                            ranges={(topic, partition): (start, end)}, root=quality_root,
+                                            operation="backfill", run_id=run_id, data_docs=options.data_docs)
 
     grown = typed_hooks.full_schema(registry_spec, partition_by) if registry_spec is not None else None
     if grown is not None and widened_columns(table, grown):  # the files to replace are the rewritten ones
@@ -316,9 +317,11 @@ def _backfill_upsert(spark, options: BackfillOptions, checked: BackfillRange, sp
         check_failures_quarantined(rows, uri, topic, partition, start, end)
         plan = plan_merge(spark, uri, staged.select(["path", "partition_values"]).to_pylist(),
                           data_schema=data_schema, run_id=run_id, job_group=f"topiclake-backfill-{run_id}")
-        result.quality = validate_merged_files(spark, rows, uri, suite, files=plan.adds, schema=table.schema(),
-                                               ranges={(topic, partition): (start, end)}, root=options.root,
-                                               operation="backfill", run_id=run_id, data_docs=options.data_docs)
+        with bucket_docs.once_per_run(options.root, lambda: [result.quality]):
+            result.quality = validate_merged_files(spark, rows, uri, suite, files=plan.adds,
+                                                   schema=table.schema(), ranges={(topic, partition): (start, end)},
+                                                   root=options.root, operation="backfill", run_id=run_id,
+                                                   data_docs=options.data_docs)
         if not plan.empty:
             result.version = delta.commit(
                 uri, group=checked.group, actions=plan.removes + plan.adds, offsets=[], schema=None,

@@ -34,7 +34,7 @@ from ..log.offsets import EARLIEST, LATEST, parse_offset_spec
 from ..log.plan import DEFAULT_TARGET_TASK_BYTES, PartitionPlan, confirm_reads
 from ..log.roots import BucketLog, FileLog, log_root
 from ..metrics import run_metrics
-from ..quality import gate
+from ..quality import bucket_docs, gate
 from ..spark.progress import ProgressCallback
 from ..table import delta
 from ..table.location import GROUP_PREFIX, root_table_uri, table_name
@@ -359,21 +359,27 @@ def _merge_validate_commit(spark, options: IngestOptions, result: IngestResult, 
             if any(p.plan.tasks for p in outcome.partitions):  # the merge reads the widened files
                 widen_registry_columns(spark, outcome.pipeline, [KEY_BUCKET], run_id=run_id)
             outcome.merge = merge_changes(spark, outcome, rows, run_id=run_id, progress=progress)
-    for outcome in result.tables:
-        uri = outcome.pipeline.table_uri
-        if outcome.merge is not None:
-            outcome.quality = validate_merged(spark, outcome, rows, run.suites[uri], root=run.quality_root,
-                                              run_id=run_id, data_docs=options.data_docs)
-            continue
-        outcome.quality = validate_new_files(
-            spark, rows, uri, run.suites[uri], schema=_table_schema(outcome.pipeline, run.partition_by[uri]),
-            ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
-                    for p in outcome.partitions},
-            root=run.quality_root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
+    with bucket_docs.once_per_run(run.quality_root, lambda: [t.quality for t in result.tables]):  # a bucket's site
+        for outcome in result.tables:
+            outcome.quality = _validate(spark, options, outcome, rows, run, run_id=run_id)
     for outcome in result.tables:
         uri = outcome.pipeline.table_uri
         _commit_table(spark, outcome, rows, run_id=run_id, partition_by=run.partition_by[uri],
                       quarantine_by=run.partition_by.get(quarantine_uri(uri)))
+
+
+def _validate(spark, options: IngestOptions, outcome: TableOutcome, rows: pa.Table, run: _RunPlan, *,
+              run_id: str) -> gate.QualityReport | None:
+    """One table's quality gate: over its merged files (upsert) or its new files (append)."""
+    uri = outcome.pipeline.table_uri
+    if outcome.merge is not None:
+        return validate_merged(spark, outcome, rows, run.suites[uri], root=run.quality_root,
+                               run_id=run_id, data_docs=options.data_docs)
+    return validate_new_files(
+        spark, rows, uri, run.suites[uri], schema=_table_schema(outcome.pipeline, run.partition_by[uri]),
+        ranges={(p.plan.topic, p.plan.partition): (p.plan.start_offset, p.plan.end_offset)
+                for p in outcome.partitions},
+        root=run.quality_root, operation="ingest", run_id=run_id, data_docs=options.data_docs)
 
 
 def _is_cdc(upsert: UpsertSpec | None) -> bool:
