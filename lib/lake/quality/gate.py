@@ -301,9 +301,9 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
     }
     key = ResultKey(table, run_name, run_time)
     stored = store_result(outcome, key, root) if root is not None else None
-    # A failure's page is built at once: the error points at it. So is any run that loaded great-expectations
-    # anyway. A bucket's site is rebuilt whole, so once per job run (at once on a failure: the run stops).
-    wanted = data_docs or bool(suite.on_driver) or not success
+    # A failure's page is built at once (the error points at it); on a directory, any run that loaded GX too.
+    # A bucket's site is rebuilt whole: only when asked or on a failure, once per job run.
+    wanted = data_docs or not success or (bool(suite.on_driver) and isinstance(root, Path))
     page = build_data_docs(root, key) if wanted and isinstance(root, Path) else None
     report = QualityReport(table=table, operation=operation, run_id=run_id, success=success, evaluated=len(ordered),
                            path=page, results=None if stored is None else str(stored), suite_source=suite.source,
