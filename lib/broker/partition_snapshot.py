@@ -85,8 +85,11 @@ def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = N
                 path.unlink(missing_ok=True)
                 continue
             part.producers.load(entries, now_ms=now_ms, expiration_ms=expiration_ms)
-            part.producers.restore_windows(lambda budget, at=offset: part.log.batch_headers_before(at, budget),
-                                           int(time.time() * 1000) if now_ms is None else now_ms)
+            try:
+                part.producers.restore_windows(lambda budget, at=offset: part.log.batch_headers_before(at, budget),
+                                               int(time.time() * 1000) if now_ms is None else now_ms)
+            except CorruptRecordError as exc:  # only retries' answers are at stake: open anyway
+                log.warning("producer windows below snapshot %d not restored: %s", offset, exc)
             part.txns.restore({e.producer_id: e.current_txn_first_offset for e in entries
                                if e.current_txn_first_offset >= 0},
                               [e.aborted for found in indexed.values() for e in found if e.last_offset < offset])

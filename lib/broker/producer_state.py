@@ -144,13 +144,12 @@ class ProducerState:
         that one back into the window of every producer whose last batch is at most
         RETRY_HORIZON_MS old at `now_ms`. `headers_below(n)` reads the headers of the batches
         ending below the snapshot, oldest first, from about `n` bytes back: called with growing
-        reads (WINDOW_READS) until every such producer's window is full, its epoch's first batch
-        (sequence 0) was read, the batches read are older than the horizon, or the log has no
-        more; never called when no producer is that recent. Returns the batches put back."""
+        reads (WINDOW_READS) until every such producer's window is full or reaches its epoch's
+        first batch (sequence 0); never called when no producer is that recent. Returns the
+        batches put back."""
         recent = {producer_id for producer_id, entry in self._producers.items()
                   if entry.batches and now_ms - entry.last_timestamp <= RETRY_HORIZON_MS}
         older: dict[int, list[BatchMeta]] = {}
-        read = -1
         for budget in WINDOW_READS if recent else ():
             headers = list(headers_below(budget))
             older = {producer_id: [] for producer_id in recent}
@@ -162,10 +161,8 @@ class ProducerState:
                     older[header.producer_id].append(BatchMeta(header.base_sequence, header.last_sequence,
                                                                header.base_offset, header.last_offset,
                                                                header.max_timestamp))
-            exhausted = len(headers) == read or (headers and now_ms - headers[0].max_timestamp > RETRY_HORIZON_MS)
-            if exhausted or all(self._window_complete(producer_id, metas) for producer_id, metas in older.items()):
+            if all(self._window_complete(producer_id, metas) for producer_id, metas in older.items()):
                 break
-            read = len(headers)
         restored = 0
         for producer_id, metas in older.items():
             entry = self._producers[producer_id]

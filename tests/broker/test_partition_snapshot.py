@@ -197,7 +197,7 @@ def test_windows_are_read_back_only_for_producers_a_retry_can_still_come_from():
     earlier = headers(7, ((12, 0, 4), (14, 0, 6), (16, 1, 0), (18, 0, 8)))
     by_budget = dict(zip(WINDOW_READS, (earlier[2:], earlier, earlier)))
     # the epoch-1 batch is another epoch's, the last one the snapshot's own: two put back, after
-    # a third read brought nothing new (the log's start)
+    # every read (the window is never full, nor back at sequence 0)
     assert state.restore_windows(lambda budget: reads.append(budget) or by_budget[budget], now) == 2
     assert reads == list(WINDOW_READS)
     assert [state.check(header) for header in earlier if header.producer_epoch == 0] == [

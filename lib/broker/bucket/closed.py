@@ -144,6 +144,8 @@ class ClosedSegments:
         for entry in reversed(self.manifest.segments):
             if max_bytes <= 0:
                 break
+            if entry.size == 0:  # a compaction's segment whose every batch was superseded
+                continue
             positions = self._index(entry.index_key, entry.base_offset, 2)[:, 1]
             below = int(np.searchsorted(positions, entry.size - max_bytes, side="right")) - 1
             start = int(positions[below]) if entry.size > max_bytes and below >= 0 else 0

@@ -183,8 +183,8 @@ class PartitionTail:
             self._sealed_below(end)
         if manifest is not None:
             self.adopt(manifest, on_writer_thread)
-            if self.drops_sealed:
-                self._sealed_in_cache.append((end, time.monotonic()))
+            if self.drops_sealed:  # what the committed manifest holds (a seal may end below `end`)
+                self._sealed_in_cache.append((min(end, manifest.end_offset), time.monotonic()))
             log.info("%s: sealed below offset %d in %.1f s", self.keys.prefix, end, time.monotonic() - started)
         self.collect_garbage()
         return manifest
@@ -254,6 +254,7 @@ class PartitionTail:
         upto = -1
         while self.drop_due(time.monotonic()):
             upto = self._sealed_in_cache.popleft()[0]
+        upto = min(upto, self.manifest.end_offset)  # never an offset no committed manifest holds
         segments = self.part.log.segments()
         bases = [segment.base_offset for segment, after in zip(segments, segments[1:]) if after.base_offset <= upto]
         if not bases:
@@ -265,7 +266,9 @@ class PartitionTail:
 
         def let_go() -> None:
             part.log.refresh()
-            part.txns.forget_before(part.log.log_start_offset)
+            # Not the cache's start: a read_committed Fetch that read the cache before this looks
+            # its aborted transactions up after; the closed segments still hold these offsets.
+            part.txns.forget_before(part.history_start_offset)
 
         on_writer_thread(let_go)
         purge_deleted(part.log.directory)

@@ -29,7 +29,8 @@ from topiclake.segments import filenames
 from topiclake.segments.leader_fence import FencedLeaderError
 from topiclake.segments.log import Log
 from topiclake.segments.producer_snapshot import encode_snapshot
-from topiclake.store.errors import ObjectNotFound
+from topiclake.segments.errors import CorruptRecordError
+from topiclake.store.errors import ObjectNotFound, ObjectStoreError
 from topiclake.store.objects import ObjectStore
 
 from .aborted_entries import local_aborted
@@ -116,7 +117,11 @@ def take_over(store: ObjectStore, keys: PartitionKeys, settings: BucketSettings,
         if closed_in_bucket:
             closed = part.closed = ClosedSegments(store, keys, view.manifest)
             # the snapshot keeps each producer's last batch only: the batches before it, for retries
-            part.producers.restore_windows(closed.last_batch_headers, int(time.time() * 1000))
+            try:
+                part.producers.restore_windows(closed.last_batch_headers, int(time.time() * 1000))
+            except (ObjectStoreError, CorruptRecordError, ValueError) as exc:  # only retries' answers are at stake
+                log.warning("%s: producer windows not restored (retried batches may be refused): %s",
+                            keys.prefix, exc)
         deadline = time.monotonic() + settings.flush_timeout_ms / 1000
         manifest = view.manifest
         snapshot = encode_snapshot(part.producers.to_snapshot(part.txns.ongoing()))

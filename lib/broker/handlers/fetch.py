@@ -76,7 +76,13 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
         raise OffsetOutOfRangeError(
             f"fetch offset {offset} of {part.topic}-{part.index} is outside [{start}, {end}]")
     bound = part.last_stable_offset if committed else None
-    result = part.log.read(offset, max_bytes, max_offset=bound, min_one_message=min_one)
+    try:
+        result = part.log.read(offset, max_bytes, max_offset=bound, min_one_message=min_one)
+    except OffsetOutOfRangeError:
+        if part.closed is None or offset >= part.log.log_start_offset:
+            raise
+        # a sealed segment left the cache meanwhile (bucket.tail.drop_sealed): the bucket has it
+        return _read(part, offset, max_bytes, min_one, committed, archive)
     return _records_of(result)
 
 

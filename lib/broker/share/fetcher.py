@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from topiclake.segments.batch import iter_batches
+from topiclake.segments.errors import OffsetOutOfRangeError
 
 from ..errors import BrokerError, NotLeaderOrFollower
 from ..clock import system_ms
@@ -542,7 +543,12 @@ def _read(part: Any, offset: int, max_bytes: int, bound: int, committed: bool) -
         offset = max(upper, log_.log_start_offset)  # no closed batch at or above it (a compacted end)
     if not log_.log_start_offset <= offset < log_.log_end_offset:
         return b"", None
-    return log_.read(offset, max_bytes, max_offset=bound, min_one_message=True).to_bytes(), None
+    try:
+        return log_.read(offset, max_bytes, max_offset=bound, min_one_message=True).to_bytes(), None
+    except OffsetOutOfRangeError:
+        if part.closed is None or offset >= log_.log_start_offset:
+            raise
+        return _read(part, offset, max_bytes, bound, committed)  # a sealed segment left the cache meanwhile
 
 
 def _reset_offset(part: Any, reset: str) -> int:

@@ -8,8 +8,8 @@ as on a directory (`gate.build_data_docs`), and every file of it but the results
 and a reader of a page sees it whole). `site_files` gives the console the site's objects.
 
 A job run checks its tables inside `once_per_run`: gate.validate marks the reports whose page a
-directory root would have built (--data-docs, a failed suite, a suite run on the driver), and the
-site is built once after all the checks (the whole site lists every table's results).
+run asked for (--data-docs) or whose suite failed (not for a driver-side suite alone: the whole
+site is rebuilt from every result), and the site is built once after all the checks.
 """
 
 from __future__ import annotations

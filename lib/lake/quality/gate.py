@@ -264,9 +264,9 @@ def validate(spark, *, suite: Suite, table_uri: str, table: str, files: Sequence
 
     The validation result is stored, as great-expectations stores it, under `<root>/quality/results`
     (every run, pass or fail; on an object-store root the same keys). The Data Docs site is rebuilt
-    from them when `data_docs`, when the suite fails, or when great-expectations is loaded anyway for
-    driver-side expectations (a bucket's once per job run: bucket_docs.once_per_run); else `topiclake
-    data-docs` builds it (importing great-expectations costs 2 cores ~3 CPU-seconds)."""
+    from them when `data_docs`, when the suite fails, or (a directory) when great-expectations is loaded
+    anyway for driver-side expectations (a bucket's once per job run: bucket_docs.once_per_run); else
+    `topiclake data-docs` builds it (importing great-expectations costs 2 cores ~3 CPU-seconds)."""
     if not files:
         return None
     results: dict[int, dict] = {}
