@@ -141,10 +141,12 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
     appending: list[tuple[dict, str]] = []  # their (response fields, where)
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
-    await broker.partitions.open_many(
-        (name, pdata.index) for topic in body.topic_data
-        if (name := topic.name if getattr(topic, "topic_id", None) is None else _name_of(broker, topic.topic_id))
-        for pdata in topic.partition_data)
+    if len(body.topic_data) > 1 or (body.topic_data and len(body.topic_data[0].partition_data) > 1):
+        # Opened together (librdkafka's usual request, one partition, has nothing to overlap).
+        await broker.partitions.open_many(
+            (name, pdata.index) for topic in body.topic_data
+            if (name := topic.name if getattr(topic, "topic_id", None) is None else _name_of(broker, topic.topic_id))
+            for pdata in topic.partition_data)
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
         name = topic.name if topic_id is None else _name_of(broker, topic_id)
