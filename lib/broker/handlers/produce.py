@@ -192,10 +192,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         # Queued on the writer thread now, in request order; answered once appended, while the
         # connection reads and queues the next Produce (later.py). A client with a quota is
         # answered before its next request is read, so a throttle mutes it as it always did.
-        # Shielded: a connection cancelled at shutdown leaves its queued appends to run, so the
+        # A connection cancelled at shutdown leaves its queued appends to run (queue_io), so the
         # log holds a prefix of its requests, never a later one without an earlier one.
-        queued = asyncio.shield(asyncio.get_running_loop().run_in_executor(
-            broker.partitions.io, _append_all, broker.partitions, batches, deferred))
+        queued = broker.partitions.queue_io(_append_all, broker.partitions, batches, deferred)
     else:
         outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
 
