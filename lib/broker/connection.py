@@ -220,7 +220,7 @@ class Connection:
         """Wait for the answer before this one, then for this one's wait; send it. A failure closes
         the connection, as a failing handler does."""
         try:
-            if before is not None:
+            if before is not None and not before.done():  # pipelined produces: usually answered already
                 await asyncio.wait([before])
             response = await later.response
             if self.writer.is_closing():

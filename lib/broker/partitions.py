@@ -110,6 +110,34 @@ class PartitionManager:
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
 
+    def queue_io(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """`fn(*args)` queued on the I/O thread now; a future of its outcome. Cancelling the future
+        (its awaiter cancelled) does not take the job back: it runs anyway, as a queued Produce's
+        appends must (the log holds a prefix of a connection's requests). One asyncio future set
+        from the thread, not run_in_executor's pair chained (and a shield around them): a Produce
+        per partition of a wide topic makes this thousands of times a second."""
+        loop = asyncio.get_running_loop()
+        outcome = loop.create_future()
+
+        def settle(result: Any, failure: BaseException | None) -> None:
+            if outcome.done():
+                return  # cancelled: nobody waits for it
+            if failure is None:
+                outcome.set_result(result)
+            else:
+                outcome.set_exception(failure)
+
+        def job() -> None:
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiter, as run_in_executor would
+                loop.call_soon_threadsafe(settle, None, exc)
+            else:
+                loop.call_soon_threadsafe(settle, result, None)
+
+        self.io.submit(job)
+        return outcome
+
     def confirm_appends(self, parts: list[Partition]) -> list[BaseException | None]:
         """Cluster mode, on the I/O thread after `append_batch(confirm=False)` of each: confirm
         them all (fsync, then the fence), overlapping; per partition, None or why it failed."""

@@ -164,11 +164,21 @@ class _ChunkBuffer:
 _I32 = struct.Struct(">i")
 
 
+_JOIN_BELOW = 64 * 1024
+
+
 def _encode_pre_encoded(correlation_id: int, response: PreEncoded) -> list[bytes | FileRegion]:
     head = _I32.pack(correlation_id) + (b"\x00" if response.flexible_header else b"")
-    head += _I32.pack(int(response.throttle_time.total_seconds() * 1000))
-    chunks: list[bytes | FileRegion] = [head, *response.rest]
-    chunks[0] = _SIZE.pack(sum(len(c) for c in chunks)) + head
+    throttle = _I32.pack(int(response.throttle_time.total_seconds() * 1000))
+    chunks: list[bytes | FileRegion] = [head]
+    # Small adjacent bytes joined: the connection writes each chunk, and each write to an idle
+    # socket is a send of its own (a large chunk is sent as it is, not copied).
+    for chunk in (*response.before_throttle, throttle, *response.rest):
+        if type(chunk) is bytes and type(chunks[-1]) is bytes and len(chunks[-1]) + len(chunk) <= _JOIN_BELOW:
+            chunks[-1] += chunk
+        else:
+            chunks.append(chunk)
+    chunks[0] = _SIZE.pack(sum(len(c) for c in chunks)) + chunks[0]
     return chunks
 
 

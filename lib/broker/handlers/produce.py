@@ -23,8 +23,10 @@ from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 from ..api_keys import ApiKey
 from ..append_policy import check_append
 from ..context import BrokerContext
+from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, CloseConnection, error_code, error_message
 from ..later import Later
+from ..produce_response import produce_response
 from ..producer_state import Duplicate
 from ..throttle import PRODUCE, REQUEST
 from ..wire import Request, has_field, make, nested
@@ -129,9 +131,6 @@ TXN_V2_PRODUCE_VERSION = 12  # KIP-890 part 2: the partition joins the transacti
 @REGISTRY.route(ApiKey.PRODUCE, (3, 13))
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     body, cls = request.body, request.response_type
-    topic_cls = nested(cls, "responses")
-    part_cls = nested(topic_cls, "partition_responses")
-    record_error_cls = nested(part_cls, "record_errors") if has_field(part_cls, "record_errors") else None
     acks = body.acks
     failed = False
     # Cluster mode: the request's appends are confirmed (fsync, fence) together once all are
@@ -142,17 +141,19 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
     appending: list[tuple[dict, str]] = []  # their (response fields, where)
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
-    await broker.partitions.open_many(
-        (name, pdata.index) for topic in body.topic_data
-        if (name := topic.name if getattr(topic, "topic_id", None) is None else _name_of(broker, topic.topic_id))
-        for pdata in topic.partition_data)
+    if len(body.topic_data) > 1 or (body.topic_data and len(body.topic_data[0].partition_data) > 1):
+        # Opened together (librdkafka's usual request, one partition, has nothing to overlap).
+        await broker.partitions.open_many(
+            (name, pdata.index) for topic in body.topic_data
+            if (name := topic.name if getattr(topic, "topic_id", None) is None else _name_of(broker, topic.topic_id))
+            for pdata in topic.partition_data)
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
         name = topic.name if topic_id is None else _name_of(broker, topic_id)
         results = []
         for pdata in topic.partition_data:
             where = f"produce to {name or topic_id}-{pdata.index}"
-            fields = dict(index=pdata.index, error_code=ErrorCode.none, base_offset=-1, log_append_time=None,
+            fields = dict(index=pdata.index, error_code=ErrorCode.none, base_offset=-1, log_append_time_ms=-1,
                           log_start_offset=-1, record_errors=(), error_message=None)
             results.append(fields)
             try:
@@ -178,7 +179,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                                                     header.producer_epoch, name, pdata.index)
             except Exception as exc:
                 failed = True
-                _refused(fields, exc, where, record_error_cls)
+                _refused(fields, exc, where)
                 continue
             batches.append((part, pdata.records, header))
             appending.append((fields, where))
@@ -191,10 +192,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         # Queued on the writer thread now, in request order; answered once appended, while the
         # connection reads and queues the next Produce (later.py). A client with a quota is
         # answered before its next request is read, so a throttle mutes it as it always did.
-        # Shielded: a connection cancelled at shutdown leaves its queued appends to run, so the
+        # A connection cancelled at shutdown leaves its queued appends to run (queue_io), so the
         # log holds a prefix of its requests, never a later one without an earlier one.
-        queued = asyncio.shield(asyncio.get_running_loop().run_in_executor(
-            broker.partitions.io, _append_all, broker.partitions, batches, deferred))
+        queued = broker.partitions.queue_io(_append_all, broker.partitions, batches, deferred)
     else:
         outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
 
@@ -203,7 +203,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
             if isinstance(outcome, BaseException):
                 failed_append = True
-                _refused(fields, outcome, where, record_error_cls)
+                _refused(fields, outcome, where)
                 continue
             if isinstance(outcome, Duplicate):
                 log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
@@ -212,11 +212,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 part.notify()
                 part.messages_in += header.records_count
                 part.bytes_in += header.size
-                fields["log_append_time"] = _datetime(outcome.log_append_time)
+                if outcome.log_append_time is not None:
+                    fields["log_append_time_ms"] = outcome.log_append_time
             fields["base_offset"] = outcome.first_offset
             fields["log_start_offset"] = part.log_start_offset
-        topics = [make(topic_cls, **fields, partition_responses=tuple(make(part_cls, **p) for p in parts))
-                  for fields, parts in answers]
         if acks == 0:
             # No response at all; an error closes the connection, the only signal such a client
             # gets (KafkaApis does the same).
@@ -226,7 +225,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
         # The connection mutes while throttled; the quota's user is the authenticated principal.
         throttle_ms = broker.throttle.record(PRODUCE, user, request.client_id, produced)
-        return make(cls, responses=tuple(topics), throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+        if pre_encoding_allowed():  # no policy merges refusals into it: bytes straight from the answers
+            return produce_response(request.api_version, [(t["name"] if t["topic_id"] is None else t["topic_id"], parts)
+                                                          for t, parts in answers], throttle_ms)
+        return _response(cls, answers, throttle_ms)
 
     if pipelined:
         async def appended_then_answered() -> Any:
@@ -240,13 +242,30 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     return answer(outcomes)
 
 
-def _refused(fields: dict, exc: BaseException, where: str, record_error_cls) -> None:
-    """A partition's batch was not appended (or not confirmed): its answer is the error."""
+def _response(cls, answers: list[tuple[dict, list[dict]]], throttle_ms: int) -> Any:
+    """The answer as kio objects (an authorization policy merges its refusals into them)."""
+    topic_cls = nested(cls, "responses")
+    part_cls = nested(topic_cls, "partition_responses")
+    record_error_cls = nested(part_cls, "record_errors") if has_field(part_cls, "record_errors") else None
+
+    def partition(p: dict) -> Any:
+        record_errors = () if record_error_cls is None else tuple(
+            make(record_error_cls, batch_index=i, batch_index_error_message=m) for i, m in p["record_errors"])
+        return make(part_cls, index=p["index"], error_code=p["error_code"], base_offset=p["base_offset"],
+                    log_append_time=_datetime(p["log_append_time_ms"]), log_start_offset=p["log_start_offset"],
+                    record_errors=record_errors, error_message=p["error_message"])
+
+    topics = tuple(make(topic_cls, **fields, partition_responses=tuple(partition(p) for p in parts))
+                   for fields, parts in answers)
+    return make(cls, responses=topics, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+
+def _refused(fields: dict, exc: BaseException, where: str) -> None:
+    """A partition's batch was not appended (or not confirmed): its answer is the error (v8+
+    also lists the rejected records)."""
     code = error_code(exc)
-    fields.update(error_code=code, error_message=error_message(exc), base_offset=-1, log_append_time=None)
-    if record_error_cls is not None:  # v8+ lists the rejected records
-        fields["record_errors"] = tuple(make(record_error_cls, batch_index=i, batch_index_error_message=m)
-                                        for i, m in getattr(exc, "record_errors", ()))
+    fields.update(error_code=code, error_message=error_message(exc), base_offset=-1, log_append_time_ms=-1,
+                  record_errors=tuple(getattr(exc, "record_errors", ())))
     if code == ErrorCode.unknown_server_error:
         log.error("%s failed: %s", where, exc, exc_info=exc)
     elif code != ErrorCode.unknown_topic_or_partition:
