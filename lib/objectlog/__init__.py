@@ -5,6 +5,7 @@ epoch rules) and topiclake.store (the bucket); the broker and the lake build on 
 
     keys.py      where each object lives under log/<topic>-<p>/ and what an object name means
     manifest.py  manifest versions: created once each (If-None-Match), the newest one wins
+    notices.py   a maintenance job's notice after its commit: one LIST tells a leader which manifests moved
     epochs.py    the epoch history read from leader-epochs/ objects (segments' rules, unchanged)
     plan.py      the log of a partition as pure functions over a listing: which objects, which ranges
     reader.py    the log's valid batches, read from the bucket with that plan

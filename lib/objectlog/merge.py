@@ -24,6 +24,7 @@ from .aborted import known_aborted
 from .flush import FlushConflict
 from .keys import PartitionKeys
 from .manifest import Manifest, SegmentEntry, commit_change
+from .notices import post_notice
 from .seal import write_segment
 
 MAX_RELATIVE_OFFSET = 2**31 - 1  # a segment's index holds offsets relative to its base as int32
@@ -105,4 +106,6 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
         return newest.successor(leader_epoch=newest.leader_epoch, segments=kept)
 
     committed = commit_change(store, keys, manifest, replace)
+    if committed is not None:
+        post_notice(store, keys, committed.version)
     return Merge(merge.sources, merged, "merged" if committed is not None else "changed"), committed

@@ -42,18 +42,24 @@ def test_a_bucket_broker_reports_its_object_store_requests_on_metrics(bucket_bro
     assert _sample(after, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == RECORDS
 
 
-def test_an_idle_leader_looks_for_maintenance_commits_with_a_list_and_no_get(bucket_brokers):
-    """Every MANIFEST_POLL_S a leader LISTs each partition's manifests; a GET only for a newer one
-    (docs/OBJECT-STORAGE.md, "Cost"): an idle partition costs one LIST a poll."""
+def test_an_idle_leader_looks_for_maintenance_commits_with_one_list_whatever_its_partitions(bucket_brokers):
+    """Every MANIFEST_POLL_S a leader LISTs the maintenance notices once, not each partition's
+    manifests (docs/OBJECT-STORAGE.md, "Cost"): PARTITIONS idle partitions cost about one LIST a
+    poll, and no GET (no notice changed)."""
     import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     from topiclake.broker.bucket.tail import MANIFEST_POLL_S
 
+    partitions = 16
     port = free_port()
     broker = bucket_brokers.start("idle", args=("--metrics-listen", f"127.0.0.1:{port}"))
     url = f"http://127.0.0.1:{port}/metrics"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("idle", partitions, 1)])["idle"].result(30)
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
-    for partition in range(2):  # the topic's two partitions led, each with a record sealed
+    for partition in range(partitions):  # every partition led, each with a record sealed
         producer.produce("idle", value=VALUE, partition=partition)
     assert producer.flush(60) == 0
     time.sleep(3)  # sealed (seal_ms 1500), and idle since
@@ -65,5 +71,7 @@ def test_an_idle_leader_looks_for_maintenance_commits_with_a_list_and_no_get(buc
         return (_sample(after, "topiclake_object_store_requests_total", operation=operation)
                 - _sample(before, "topiclake_object_store_requests_total", operation=operation))
 
-    assert grown("list") >= 2 * 2, grown("list")  # two polls of each partition at least
+    # two or three LISTs of the notices (one if the tick lags); the slow full poll (a partition every
+    # manifest_poll_ms / partitions) may add one. A LIST per partition per poll (before) is 32 at least.
+    assert 1 <= grown("list") <= 5, grown("list")
     assert grown("get") == 0, grown("get")

@@ -154,6 +154,8 @@ def test_delete_topics_leaves_none_of_the_topics_objects(cluster_on_bucket):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
+    from topiclake.objectlog.keys import PartitionKeys
+    from topiclake.objectlog.notices import notice_key, post_notice
     from topiclake.store.objects import ObjectStore
     from topiclake.store.root import parse_root
 
@@ -177,9 +179,12 @@ def test_delete_topics_leaves_none_of_the_topics_objects(cluster_on_bucket):
              what="a sealed segment of the topic")  # seal_ms 1.5 s: closed segments and manifests too
     produce("tail-")  # flushed, and due to be sealed 1.5 s later: around the deletion
     del producer
+    notice = notice_key(PartitionKeys(topic, 0))
+    post_notice(store, PartitionKeys(topic, 0), 0)  # as a maintenance job's commit leaves it
     admin = AdminClient({"bootstrap.servers": brokers.bootstrap_of(1)})
     admin.delete_topics([topic])[topic].result(30)
     wait_for(lambda: store.head(f"topics/{topic}.json") is None, 20, what="the topic's object deleted")
     wait_for(lambda: not objects(), 30, what="the topic's partition objects deleted", detail=objects)
+    assert store.head(notice) is None  # its maintenance notice too
     time.sleep(3)  # a tick, a seal and a manifest poll later: nothing came back
     assert not objects(), objects()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import load_newest
 from topiclake.objectlog.merge import merge_segments, plan_merges
+from topiclake.objectlog.notices import notice_key
 from topiclake.objectlog.reader import read_log
 
 from tests.support.bucket_batches import values
@@ -28,6 +29,7 @@ def test_a_merge_replaces_small_segments_by_one_and_the_log_reads_the_same(bucke
     done, committed = merge_segments(bucket_store, KEYS, manifest, merges[0], config=SEAL_CONFIG, deadline=deadline())
     assert done.outcome == "merged" and committed.version == manifest.version + 1
     assert committed.leader_epoch == manifest.leader_epoch and committed.end_offset == manifest.end_offset
+    assert bucket_store.get(notice_key(KEYS)) == str(committed.version).encode()  # the leader's hint
     [entry] = committed.segments
     assert entry.key == KEYS.merged_segment(0, manifest.version) and (entry.base_offset, entry.end_offset) == (0, 16)
     assert entry.size == sum(e.size for e in manifest.segments)

@@ -33,6 +33,7 @@ from typing import Any
 
 from topiclake.objectlog.keys import LOGS_PREFIX
 from topiclake.objectlog.lease import OWNER_KEY
+from topiclake.objectlog.notices import NOTICES_PREFIX
 from topiclake.segments.errors import TopiclakeError, UnknownTopicError
 from topiclake.store.errors import ObjectExists, ObjectNotFound, PreconditionFailed
 from topiclake.store.objects import CREATE, IfMatch, ObjectStore
@@ -48,7 +49,9 @@ CHANGES_METADATA = frozenset({
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 MIRRORED = ("cluster", "topics")
-LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/producer_ids.json", OWNER_KEY)
+# Not mirrored into the cache: the maintenance notices are read by the tick itself (NoticeWatcher).
+LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/producer_ids.json", OWNER_KEY,
+              NOTICES_PREFIX + "/")
 PRODUCER_ID_BLOCKS = "cluster/producer-id-blocks"
 BROKER_CONFIGS = "cluster/broker-configs.json"
 _TOPIC_FILE = re.compile(r"^topics/(.+)\.json$")
@@ -200,6 +203,9 @@ class MetadataMirror:
             if pattern.fullmatch(prefix.rpartition("/")[2]):
                 for info in list(self.store.list(prefix)):
                     self.store.delete(info.key)
+        for info in list(self.store.list(NOTICES_PREFIX)):
+            if pattern.fullmatch(info.key.rpartition("/")[2]):
+                self.store.delete(info.key)
         log.info("deleted the objects of topic %s", topic)
 
 

@@ -39,6 +39,7 @@ from topiclake.objectlog.flush import FlushConflict, FlushTimedOut
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.lease import OWNER_KEY, LeaseLost, Owner, OwnerLease
 from topiclake.objectlog.manifest import ManifestConflict, StaleManifestWriter
+from topiclake.objectlog.notices import NoticeWatcher, notice_key
 from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.ownership import LOCK_NAME
 from topiclake.segments.storage import StorageLayout
@@ -48,7 +49,7 @@ from topiclake.store.objects import ObjectStore
 from ..errors import NotLeaderOrFollower, RequestTimedOut
 from .metadata import MetadataConflict, MetadataMirror, reserve_producer_id_block
 from .settings import BucketSettings
-from .tail import PartitionTail
+from .tail import MANIFEST_POLL_S, PartitionTail
 from .takeover import take_over
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class BucketService:
         self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
         self._sealer = ThreadPoolExecutor(max_workers=SEAL_THREADS, thread_name_prefix="topiclake-seal")
         self._maintenance: dict[PartitionTail, Future] = {}  # scheduled or running (tick thread only)
+        self._notices = NoticeWatcher(self.store)
+        self._notices_listed = 0.0  # monotonic time of the last LIST of the maintenance notices
+        self._notices_job: Future | None = None  # that LIST, on the seal pool (never the tick's thread)
         self._tasks: list[asyncio.Task] = []
 
     # -- start (blocking: run in a thread)
@@ -367,9 +371,28 @@ class BucketService:
                             [tail for tail in tails if tail.has_unflushed]))
         self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
         now = time.monotonic()
+        if now - self._notices_listed >= MANIFEST_POLL_S and (self._notices_job is None or self._notices_job.done()):
+            self._notices_listed = now
+            self._notices_job = self._sealer.submit(self._read_notices)
         for tail in tails:
             if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now) or tail.drop_due(now)):
                 self._maintenance[tail] = self._sealer.submit(self._guarded, tail, partial(self._maintain, tail))
+
+    def _read_notices(self) -> None:
+        """On the seal pool: one LIST of the maintenance notices for every partition; those it
+        names that this broker leads poll their manifests at the next tick (all of them after the
+        first LIST)."""
+        try:
+            changed = self._notices.changed()
+        except StoreUnavailable as exc:
+            log.warning("maintenance notices not read, retried in %.0f s: %s", MANIFEST_POLL_S, exc)
+            return
+        except Exception:
+            log.exception("maintenance notices not read, retried in %.0f s", MANIFEST_POLL_S)
+            return
+        for tail in list(self.tails.values()):  # those led now: one taken over since polls once anyway
+            if changed is None or notice_key(tail.keys) in changed:
+                tail.poll_requested = True
 
     def _maintain(self, tail: PartitionTail) -> None:
         """On the seal pool: a partition's seal when due, its look for maintenance jobs' commits

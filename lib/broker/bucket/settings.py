@@ -20,7 +20,8 @@ from topiclake.segments.settings import check_types
 from topiclake.store.root import S3Root
 
 DEFAULT_CACHE_PARENT = Path("./data-cache")
-_AT_LEAST_ONE = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "flush_timeout_ms", "full_window_flush_ms")
+_AT_LEAST_ONE = ("flush_ms", "flush_bytes", "seal_ms", "lease_ms", "flush_timeout_ms", "full_window_flush_ms",
+                 "manifest_poll_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,9 @@ class BucketSettings:
     # local), then is deleted: older offsets are read from the bucket. -1: kept until the next
     # takeover, and the local log rolls only by Kafka's rules (segment.bytes, segment.ms).
     cache_sealed_ms: int = 60_000
+    # A leader lists each partition's manifests this often (spread over it), besides the partitions
+    # the maintenance notices name every 5 s: it catches a job killed between commit and notice.
+    manifest_poll_ms: int = 300_000
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import threading
 import time
+import zlib
 from typing import Any, Callable
 
 from topiclake.objectlog.fence import BucketFence, LeaderFenced
@@ -43,7 +44,10 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024 * 1024
 SNAPSHOT_TRIES = 3  # the writer thread may append between a flush and the snapshot: flush again
-MANIFEST_POLL_S = 5.0  # how often a leader looks for maintenance commits (a file root's refresh interval)
+# How often a leader lists the maintenance notices (objectlog.notices) for jobs' commits: a file
+# root's refresh interval. Each partition's manifests are also listed every `manifest_poll_ms`, for
+# a job killed between its commit and its notice.
+MANIFEST_POLL_S = 5.0
 
 
 def read_range(log_: Any, start: int, end: int) -> bytes:
@@ -86,7 +90,13 @@ class PartitionTail:
         # (end, monotonic time) of each seal whose local segments are still in the cache, oldest first
         self._sealed_in_cache: collections.deque[tuple[int, float]] = collections.deque()
         self.drops_sealed = settings.cache_sealed_ms >= 0 and not restores_whole(keys.topic)
-        self.manifest_polled = time.monotonic()  # when the newest manifest was last looked at
+        # When the newest manifest was last looked at: set back by a per-partition phase, so the slow
+        # polls of a broker's partitions are spread over `manifest_poll_ms`, not all at once.
+        self.manifest_polled = time.monotonic() - (
+            zlib.crc32(keys.prefix.encode()) % settings.manifest_poll_ms) / 1000
+        # A maintenance notice named this partition: poll at the next tick. True at first: a job may
+        # commit between the takeover's manifest load and the tail joining the notices' readers.
+        self.poll_requested = True
         self.on_flushed: Callable[["PartitionTail"], None] = lambda tail: None
         self.on_fenced: Callable[[str], None] = lambda reason: None
         self._lock = threading.Lock()  # a flush's state (pending, flushed_end): held across its PUT
@@ -202,13 +212,14 @@ class PartitionTail:
                          before_commit=before_commit, aborted=aborted)
 
     def poll_due(self, now: float) -> bool:
-        return now - self.manifest_polled >= MANIFEST_POLL_S
+        return self.poll_requested or (now - self.manifest_polled) * 1000 >= self.settings.manifest_poll_ms
 
     def poll_manifest(self, on_writer_thread: Callable[[Callable[[], Any]], Any]) -> Manifest:
         """Pick up what maintenance jobs committed (`topiclake retain`, `merge-segments`): the
         newest manifest becomes this leader's, and its log start the cache's. LeaderFenced when a
         newer epoch committed (a takeover this leader has not heard of)."""
         self.manifest_polled = time.monotonic()
+        self.poll_requested = False  # before the LIST: a notice arriving during it asks again
         newest = load_newer(self.store, self.keys, self.manifest.version)
         if newest is None:
             return self.manifest

@@ -44,6 +44,7 @@ from topiclake.objectlog.aborted import segment_aborted
 from topiclake.objectlog.flush import FlushConflict
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import Manifest, SegmentEntry, commit_change
+from topiclake.objectlog.notices import post_notice
 from topiclake.objectlog.plan import FLUSH
 from topiclake.objectlog.reader import PartitionView, view_partition
 from topiclake.objectlog.seal import write_segment
@@ -309,6 +310,8 @@ def commit_cleaned(store: ObjectStore, part: PartitionCompaction, spec: BucketCl
                       f"segment it cleaned); run again")
         log.error("%s", part.error)
         return
+    if committed is not base:
+        post_notice(store, spec.keys, committed.version)
     part.checkpoint, part.map_entries = checkpoint, mine[0]["map_entries"]
     part.bytes_before = sum(e.size for e in replaced)
     part.bytes_after = sum(e.size for e in cleaned)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from topiclake.objectlog.keys import PartitionKeys
 from topiclake.objectlog.manifest import ManifestConflict, commit
+from topiclake.objectlog.notices import post_notice
 from topiclake.objectlog.reader import view_partition
 from topiclake.segments.log_summary import LogSummary, SegmentSummary
 from topiclake.segments.retention import deletable_segments
@@ -77,8 +78,9 @@ def retain_bucket_partition(source: BucketLog, topic: str, partition: int, confi
             return out
         kept = tuple(e for e in manifest.segments if e.base_offset not in dropped)
         try:
-            commit(source.store, keys, manifest,
-                   manifest.successor(leader_epoch=manifest.leader_epoch, segments=kept, log_start_offset=new_start))
+            committed = commit(source.store, keys, manifest, manifest.successor(
+                leader_epoch=manifest.leader_epoch, segments=kept, log_start_offset=new_start))
+            post_notice(source.store, keys, committed.version)  # the leader's ListOffsets within its 5 s poll
             return out
         except ManifestConflict:
             continue  # a seal or another maintenance job committed first: decide again on the new manifest
