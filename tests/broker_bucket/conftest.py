@@ -19,34 +19,33 @@ def bucket_brokers(tmp_path, s3_root, monkeypatch):
     brokers.kill_all()
 
 
+def _brokers_beside(bucket_brokers, tmp_path, name: str, storage: str):
+    """Brokers on `bucket_brokers`' root with other [storage] settings, in their own directory."""
+    (tmp_path / name).mkdir()
+    brokers = BucketBrokers(tmp_path / name, bucket_brokers.root, storage=storage)
+    yield brokers
+    brokers.kill_all()
+
+
 @pytest.fixture
 def sealing_brokers(bucket_brokers, tmp_path):
     """Brokers on the same root that seal their tails every 400 ms: many small closed segments,
     for the maintenance jobs (retention, merges) to run beside."""
-    (tmp_path / "sealing").mkdir()
-    brokers = BucketBrokers(tmp_path / "sealing", bucket_brokers.root, storage="seal_ms = 400")
-    yield brokers
-    brokers.kill_all()
+    yield from _brokers_beside(bucket_brokers, tmp_path, "sealing", "seal_ms = 400")
 
 
 @pytest.fixture
 def rolling_brokers(bucket_brokers, tmp_path):
     """Brokers on the same root that seal only on a local roll (segment.bytes), never by time
     (flush_ms 100): a partition's last segment stays its tail."""
-    (tmp_path / "seal-on-roll").mkdir()
-    brokers = BucketBrokers(tmp_path / "seal-on-roll", bucket_brokers.root, storage="flush_ms = 100\nseal_ms = 600000")
-    yield brokers
-    brokers.kill_all()
+    yield from _brokers_beside(bucket_brokers, tmp_path, "seal-on-roll", "flush_ms = 100\nseal_ms = 600000")
 
 
 @pytest.fixture
 def dropping_brokers(bucket_brokers, tmp_path):
     """Brokers on the same root that seal every 300 ms and delete a sealed segment from their cache
     at once (cache_sealed_ms = 0): older offsets are read from the bucket while they run."""
-    (tmp_path / "drop").mkdir()
-    brokers = BucketBrokers(tmp_path / "drop", bucket_brokers.root, storage="seal_ms = 300\ncache_sealed_ms = 0")
-    yield brokers
-    brokers.kill_all()
+    yield from _brokers_beside(bucket_brokers, tmp_path, "drop", "seal_ms = 300\ncache_sealed_ms = 0")
 
 
 @pytest.fixture
