@@ -66,7 +66,9 @@ def test_kill9_mid_produce_then_a_new_cache_dir_serves_every_acknowledged_record
     described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, TOPIC)])
     config = next(iter(described.values())).result(30)
     assert config["retention.ms"].value == "123456789"
-    group_offsets = committed(second.bootstrap, TOPIC, "g", 2)
+    # a partition the early read got nothing from has no commit (-1001): the producer's sticky
+    # batches may all have gone to one partition by then
+    group_offsets = {p: o for p, o in committed(second.bootstrap, TOPIC, "g", 2).items() if o != -1001}
     read_early = Counter(p for _v, p, _o in early)
     assert group_offsets == {p: max(o for _v, q, o in early if q == p) + 1 for p in read_early}
 
