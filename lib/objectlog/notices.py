@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from topiclake.store.errors import StoreUnavailable
+from topiclake.store.errors import ObjectStoreError
 from topiclake.store.objects import ObjectStore
 
 from .keys import PartitionKeys
@@ -27,11 +27,12 @@ def notice_key(keys: PartitionKeys) -> str:
 
 
 def post_notice(store: ObjectStore, keys: PartitionKeys, version: int) -> None:
-    """After a job's commit of manifest `version`. A failed PUT only delays the leader's pick-up to
-    its slow poll (the commit stands), so it is logged, not raised."""
+    """After a job's commit of manifest `version`. A failed PUT (the server gone, or refusing it)
+    only delays the leader's pick-up to its slow poll; the commit stands, so the job must not fail:
+    it is logged, not raised."""
     try:
         store.put(notice_key(keys), str(version).encode())
-    except StoreUnavailable as exc:
+    except ObjectStoreError as exc:
         log.warning("%s: no maintenance notice for manifest %d (the leader's slow poll finds it): %s",
                     keys.prefix, version, exc)
 

@@ -39,3 +39,16 @@ def test_a_merge_replaces_small_segments_by_one_and_the_log_reads_the_same(bucke
     again, nothing = merge_segments(bucket_store, KEYS, manifest, merges[0], config=SEAL_CONFIG, deadline=deadline())
     assert (again.outcome, nothing) == ("changed", None)  # a rerun planned on the old manifest commits nothing
     assert load_newest(bucket_store, KEYS) == committed
+
+
+def test_a_merge_whose_notice_the_server_refuses_still_commits_and_says_so_in_the_log(bucket_store, caplog):
+    """The notice is a hint (the leader's slow poll finds the commit): a refused PUT of it (here the
+    server's 409, a "directory" in the notice's place) must not fail a job whose commit stands."""
+    keys = PartitionKeys("unnoticed", 0)
+    sealed_log(bucket_store, keys.topic, 2)
+    bucket_store.put(f"{notice_key(keys)}/in-the-way", b"")
+    manifest = load_newest(bucket_store, keys)
+    [merge] = plan_merges(manifest, below_bytes=1 << 20, max_bytes=1 << 30)
+    done, committed = merge_segments(bucket_store, keys, manifest, merge, config=SEAL_CONFIG, deadline=deadline())
+    assert done.outcome == "merged" and load_newest(bucket_store, keys) == committed
+    assert any("no maintenance notice" in r.getMessage() and keys.prefix in r.getMessage() for r in caplog.records)
