@@ -42,6 +42,13 @@ def rolling_brokers(bucket_brokers, tmp_path):
 
 
 @pytest.fixture
+def slow_flush_brokers(bucket_brokers, tmp_path):
+    """Brokers on the same root that flush every 5 s: appended records stay past the high
+    watermark long enough to be asked about."""
+    yield from _brokers_beside(bucket_brokers, tmp_path, "slow-flush", "flush_ms = 5000")
+
+
+@pytest.fixture
 def dropping_brokers(bucket_brokers, tmp_path):
     """Brokers on the same root that seal every 300 ms and delete a sealed segment from their cache
     at once (cache_sealed_ms = 0): older offsets are read from the bucket while they run."""

@@ -1,5 +1,9 @@
 """ListOffsets (key 2): earliest, latest, max timestamp, or the first offset at a timestamp.
-With isolation_level read_committed (v2+), "latest" is the last stable offset."""
+As Kafka's Partition.fetchOffsetForTimestamp answers a consumer: "latest" is the last fetchable
+offset (the high watermark; with isolation_level read_committed, v2+, the last stable offset), and
+a lookup by time or MAX_TIMESTAMP whose record is at or past it finds nothing. The log end is not
+an answer: on a bucket root or in a cluster, offsets past the high watermark are not yet stored
+and may be given to other records by the next leader."""
 
 from __future__ import annotations
 
@@ -31,15 +35,16 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     corrects that for a topic with remote storage). EARLIEST is the whole log's start (a bucket's
     manifest's, KIP-405's shape), EARLIEST_LOCAL the cache's."""
     log_ = part.log
+    fetchable = part.last_stable_offset if committed else part.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return NO_TIMESTAMP, part.last_stable_offset if committed else log_.log_end_offset
+        return NO_TIMESTAMP, fetchable
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         log_.refresh()  # retention may just have moved the start offset (a rare request: worth a look)
         return NO_TIMESTAMP, part.history_start_offset if timestamp == EARLIEST_TIMESTAMP else log_.log_start_offset
     if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return NO_TIMESTAMP, UNKNOWN_OFFSET
     found = part.offset_for_timestamp(timestamp)  # also answers MAX_TIMESTAMP; the closed segments too
-    if found is None:
+    if found is None or found.offset >= fetchable:
         return NO_TIMESTAMP, UNKNOWN_OFFSET
     return found.timestamp, found.offset
 
