@@ -313,6 +313,8 @@ class PartitionManager:
             part = await loop.run_in_executor(
                 self.openers, self.bucket.open_partition, meta, index, directory, self._bucket_partition(meta, index))
         self._partitions[(meta.name, index)] = part
+        if self.bucket is not None:
+            self.bucket.serve(part)
         # DEBUG: a start opens every internal-topic partition (50 of __consumer_offsets alone); the
         # coordinators log one summary line per start instead.
         log.debug("opened %s-%d: offsets [%d, %d)", meta.name, index, part.log_start_offset, part.log_end_offset)
@@ -386,6 +388,8 @@ class PartitionManager:
             if self._opening.get(key) is opening:
                 del self._opening[key]
         self._partitions[key] = part
+        if self.bucket is not None:
+            self.bucket.serve(part)
         log.debug("leading %s-%d at epoch %d: offsets [%d, %d)", topic, index, epoch, part.log_start_offset,
                  part.log_end_offset)
         return part

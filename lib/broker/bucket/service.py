@@ -131,8 +131,9 @@ class BucketService:
 
     def open_partition(self, meta: Any, index: int, directory: Any, make_partition: Callable[[Any, int], Any],
                        epoch: int | None = None) -> Any:
-        """A partition taken over from the bucket (a takeover thread); its tail joins the tick.
-        `epoch`: cluster mode's, from ZooKeeper (FencedLeaderError when the bucket has it already)."""
+        """A partition taken over from the bucket (a takeover thread); its tail joins the tick
+        when the partition manager serves it (`serve`). `epoch`: cluster mode's, from ZooKeeper
+        (FencedLeaderError when the bucket has it already)."""
         if not self.clustered:
             self._check_lease()  # claiming an epoch without the lease would fence the root's owner
         elif self.fenced:
@@ -143,8 +144,14 @@ class BucketService:
         tail: PartitionTail = part.tail
         tail.on_flushed = self._flushed
         tail.on_fenced = lambda reason: self._fenced_by(tail, reason)
-        self.tails[(meta.name, index)] = tail
         return part
+
+    def serve(self, part: Any) -> None:
+        """On the event loop, once the partition manager serves `part` (opened by open_partition):
+        its tail joins the tick. Not before: the tick drops the tails of partitions not served
+        (deleted or resigned), and a tail dropped between the takeover and the partition's
+        registration would never flush again, every produce to it timing out."""
+        self.tails[(part.topic, part.index)] = part.tail
 
     def topic_meta(self, read: Callable[[], Any]) -> Any:
         """Cluster mode, on a takeover thread: `read()` (the topic's registry entry), waiting for
