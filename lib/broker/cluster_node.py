@@ -49,6 +49,7 @@ RECONCILE_INTERVAL_S = 1.0  # how often the controller looks for partitions to m
 # A leadership event ends once no change was in flight for this long (its partitions' state
 # notifications arrive over a few milliseconds); then its one summary line is logged.
 SUMMARY_QUIET_S = 0.25
+CONVERGE_RETRY_S = 2.0  # a failed takeover or resignation of a partition is looked at again after this
 CONFIGS_AREA = "configs"  # change notifications: a topic's configs or the cluster-wide defaults
 COORDINATION_THREADS = 16
 Key = tuple[str, int]
@@ -349,8 +350,12 @@ class ClusterNode:
             try:
                 await step()
             except Exception:
-                log.exception("changing the leadership of %s-%d failed", *key)
+                # e.g. the store or ZooKeeper unavailable mid-takeover: nothing else would bring
+                # this partition back in line (its state does not change), so look again later.
+                log.exception("changing the leadership of %s-%d failed; retried in %.0f s", *key, CONVERGE_RETRY_S)
                 self._changes.failed_on(key)
+                if self._loop is not None and not self._stopping:
+                    self._loop.call_later(CONVERGE_RETRY_S, self._converge, key)
             finally:
                 self._change_ended()
 

@@ -232,6 +232,8 @@ class PartitionManager:
         for key in [k for k in self._partitions if k[0] == name]:
             part = self._partitions.pop(key)
             part.notify()
+            if self.bucket is not None:  # its tail leaves the tick; produces waiting on it are answered
+                self.bucket.release(part)
             await self.run_io(part.log.close)
         meta = await self.run_io(self.registry.delete, name)
         self.forget_topic(name)

@@ -167,8 +167,8 @@ class BucketService:
             time.sleep(0.1)
 
     def release(self, part: Any) -> None:
-        """Cluster mode, on the event loop: the partition is no longer led here (resigned); its
-        tail leaves the tick and its waiting produces are told NOT_LEADER_OR_FOLLOWER."""
+        """On the event loop: the partition is no longer led here (resigned, or its topic
+        deleted); its tail leaves the tick and its waiting produces are told NOT_LEADER_OR_FOLLOWER."""
         tail = part.tail
         if tail is None:
             return
@@ -234,6 +234,10 @@ class BucketService:
             return
         if self.fenced:
             raise NotLeaderOrFollower(f"{part} is no longer led by this broker: {self.fenced}")
+        if self.tails.get((part.topic, part.index)) is not tail:
+            # Released or fenced before this wait began (a pipelined request answered after the
+            # ones before it): no tick flushes it again, so it would only time out.
+            raise NotLeaderOrFollower(f"{part} is no longer led by this broker")
         future = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda done: done.cancelled() or done.exception())  # told to nobody after a timeout
         self._waiters.setdefault(tail, []).append((end, future))
@@ -322,11 +326,13 @@ class BucketService:
             return
         log.warning("no longer leading %s: %s", tail.keys.prefix, reason.removeprefix(f"{tail.keys.prefix}: "))
         key = (tail.part.topic, tail.part.index)
-        if self.tails.get(key) is tail:
+        current = self.tails.get(key) is tail
+        if current:
             self.tails.pop(key, None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, reason)
-        tail.part.on_fenced()
+        if current:  # a released tail's late seal or flush must not resign the partition led again since
+            tail.part.on_fenced()
 
     def fence(self, reason: str) -> None:
         """Another broker leads the root now (any thread): fail the waiting, stop the broker."""
@@ -370,8 +376,10 @@ class BucketService:
         if not self._changing.is_set() and self._sync_metadata() != SYNCED:
             return
         for key, tail in list(self.tails.items()):
-            if not self.serves(tail.part):  # deleted or closed
+            if not self.serves(tail.part) and self.tails.get(key) is tail:  # deleted or closed (not since taken again)
                 self.tails.pop(key, None)
+                if self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, f"{tail.part} is no longer served")
         tails = list(self.tails.values())
         deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
         list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
@@ -445,7 +453,10 @@ class BucketService:
             except asyncio.TimeoutError:
                 pass
             wake.clear()
-            await loop.run_in_executor(self._ticker, self.tick)
+            try:
+                await loop.run_in_executor(self._ticker, self.tick)
+            except Exception:  # e.g. the store refusing a metadata read: flushing must go on
+                log.exception("flush tick failed; the next one runs in %d ms", self.settings.flush_ms)
 
     async def _renew_forever(self) -> None:
         while not self.fenced:
@@ -461,7 +472,10 @@ class BucketService:
         loop = asyncio.get_running_loop()
         while not self.fenced:
             await asyncio.sleep(METADATA_REFRESH_S)
-            await loop.run_in_executor(self._ticker, self._refresh_metadata)
+            try:
+                await loop.run_in_executor(self._ticker, self._refresh_metadata)
+            except Exception:
+                log.exception("metadata refresh failed; retried in %.0f s", METADATA_REFRESH_S)
 
     def _flushed(self, tail: PartitionTail) -> None:
         if self._loop is not None:

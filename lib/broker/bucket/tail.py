@@ -82,7 +82,10 @@ class PartitionTail:
         self.flushed_end = flushed_end  # everything below is in objects that passed the fence
         self.manifest = manifest  # the newest manifest this leader knows (its own commits)
         self.pending: tuple[int, int, bytes] | None = None  # (base, end, bytes) of a create not yet done
-        self.unflushed_bytes = 0  # approximate (bumped by the writer thread): the flush_bytes trigger
+        # The flush_bytes trigger's counts, each written by one thread only (no lost updates): bytes
+        # appended (the writer thread) and bytes flushed (the flush, under `_lock`).
+        self.appended_bytes = 0
+        self.flushed_bytes = 0
         # (end, monotonic time) of each flush above the last seal's end, oldest first (a few: one a
         # tick until a seal), so a seal hands the seal_ms clock on to the first flush it did not cover.
         self._unsealed_flushes: collections.deque[tuple[int, float]] = collections.deque()
@@ -124,8 +127,12 @@ class PartitionTail:
     def has_unflushed(self) -> bool:
         return self.pending is not None or self.part.log.log_end_offset > self.flushed_end
 
+    @property
+    def unflushed_bytes(self) -> int:
+        return self.appended_bytes - self.flushed_bytes
+
     def appended(self, size: int) -> None:
-        self.unflushed_bytes += size
+        self.appended_bytes += size
 
     def flush(self, deadline: float) -> bool:
         """Create flush objects until everything the Log held when called is flushed and fenced
@@ -142,7 +149,7 @@ class PartitionTail:
                 flush(self.fence, base, self.epoch, data, deadline=deadline)
                 self.pending = None
                 self.flushed_end = end
-                self.unflushed_bytes = max(0, self.unflushed_bytes - len(data))
+                self.flushed_bytes += len(data)
                 self._unsealed_flushes.append((end, time.monotonic()))
                 self.part.confirmed(end)
                 self.on_flushed(self)
