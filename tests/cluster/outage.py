@@ -90,7 +90,8 @@ def zookeeper_outage(ensemble: Ensemble, brokers: ClusterBrokers, topic: str, pa
     return Outage(
         acked_before=sum(t < down_at for t in times), acked_during=sum(down_at <= t < up_at for t in times),
         acked_after=sum(t >= up_at for t in times),
-        lost=sum(stored.get(where) != value for value, where in ledger.acked.items()),
+        lost=sum(stored.get(where) != value if where[1] >= 0 else value not in stored.values()
+                 for value, where in ledger.acked.items()),
         offsets_reused=sum(len(v) > 1 for v in ledger.offsets.values()),
         longest_gap_s=max(b - a for a, b in zip(stamps, stamps[1:])),
         kazoo_lines={b: sum(KAZOO_LOGGER in line for line in text.splitlines()) for b, text in texts.items()},

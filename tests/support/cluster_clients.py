@@ -90,6 +90,9 @@ def raw_list_offsets(client: BrokerConnection, topic: str, partition: int, *, ep
 
 
 # ====================================================================== the ledger
+UNKNOWN_OFFSET = -1
+
+
 @dataclass
 class Ledger:
     acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
@@ -98,10 +101,15 @@ class Ledger:
     delivery_errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def ack(self, value: bytes, partition: int, offset: int) -> None:
+    def ack(self, value: bytes, partition: int, offset: int | None) -> None:
+        """`offset` None (or negative): acknowledged with its offset unknown. librdkafka does that
+        when a later record's acknowledgement implies an earlier one whose response it never got
+        (a request timed out in flight): `UNKNOWN_OFFSET` then."""
+        offset = UNKNOWN_OFFSET if offset is None or offset < 0 else offset
         with self.lock:
             self.acked[value] = (partition, offset)
-            self.offsets[(partition, offset)].append(value)
+            if offset != UNKNOWN_OFFSET:
+                self.offsets[(partition, offset)].append(value)
 
     def failed(self, what: str) -> None:
         with self.lock:
