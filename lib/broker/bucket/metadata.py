@@ -179,13 +179,13 @@ class MetadataMirror:
                 self._digests[key] = digest
                 changed.append(key)
             for key in sorted(set(self._digests) - present):
+                topic = _TOPIC_FILE.match(key)
+                if topic:  # its partitions' objects first: a store error here leaves the key to the next sync
+                    self._delete_partitions(topic.group(1))
                 self.store.delete(key)
                 del self._digests[key]
                 self._etags.pop(key, None)
                 changed.append(key)
-                topic = _TOPIC_FILE.match(key)
-                if topic:
-                    self._delete_partitions(topic.group(1))
             return changed
 
     def _local_files(self) -> list[tuple[str, Path]]:
