@@ -28,6 +28,7 @@ from topiclake.lake.runs.retention import RetentionOptions, retain
 from tests.support.kafka_tools import peer_broker_process, spark_submit_with_kafka_source
 from tests.support.topics import create_topic
 from tests.support.waits import wait_for
+from tests.support.clients import commit_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -247,7 +248,7 @@ def test_a_group_resumes_below_the_local_start(archived):
     config = {"bootstrap.servers": b.bootstrap, "group.id": "archive-resume", "enable.auto.commit": False,
               "auto.offset.reset": "latest", "session.timeout.ms": 6000}
     first = Consumer(config)
-    first.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in resume_at.items()], asynchronous=False)
+    commit_offsets(first, [TopicPartition(TOPIC, p, o) for p, o in resume_at.items()])
     first.close()
     consumer = Consumer(config)
     consumer.subscribe([TOPIC])

@@ -18,6 +18,7 @@ from topiclake.security.client_config import ClientSecurity
 from tests.support.in_process_broker import InProcessBroker
 from tests.support.wire import fetch
 from tests.support.metrics import scrape_url
+from tests.support.clients import commit_offsets
 
 TOPIC = "metered"
 GROUP = "lagging"
@@ -66,14 +67,7 @@ def run_workload(broker: InProcessBroker) -> None:
         if message is not None and message.error() is None:
             got += 1
     assert got == sum(map(len, PRODUCED.values()))
-    while True:  # the coordinator may still be loading __consumer_offsets (created by this first use)
-        try:
-            consumer.commit(offsets=[ck.TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
-            break
-        except ck.KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    commit_offsets(consumer, [ck.TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()])
     consumer.close()
 
 

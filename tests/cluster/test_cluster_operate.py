@@ -27,6 +27,7 @@ from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.cluster_clients import metadata
 from tests.support.waits import wait_for
 from tests.support.cluster_topics import settled
+from tests.support.clients import commit_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -168,7 +169,7 @@ def test_metrics_report_cluster_health_and_each_groups_lag_once(operated_cluster
             producer.produce(topic, value=b"v%d" % i, partition=p, timestamp=int(time.time() * 1000) - 5000)
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": operated_cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic, p, 1) for p in range(partitions)], asynchronous=False)
+    commit_offsets(consumer, [TopicPartition(topic, p, 1) for p in range(partitions)])
     consumer.close()
 
     def lags() -> dict[int, list[tuple[int, float]]]:

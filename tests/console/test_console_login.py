@@ -17,6 +17,7 @@ from topiclake.security.client_config import ClientSecurity
 
 from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
 from tests.support.console import ConsoleProcess, cells, screenshot
+from tests.support.clients import commit_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def sasl_world(tmp_path_factory):
         del producer
         for group, topic in (("readers-public", "public"), ("readers-secret", "secret")):
             consumer = Consumer({**sasl(broker, "admin"), "group.id": group, "enable.auto.commit": False})
-            consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+            commit_offsets(consumer, [TopicPartition(topic, 0, 1)])
             consumer.close()
         allow = [(ResourceType.TOPIC, "public", AclOperation.DESCRIBE), (ResourceType.TOPIC, "public", AclOperation.READ),
                  (ResourceType.GROUP, "readers-public", AclOperation.DESCRIBE)]

@@ -28,6 +28,7 @@ from tests.support.paths import REPO
 from tests.support.broker_process import BrokerProcess
 from tests.support.lake import read_table
 from tests.support.console import FIRST_PAINT_JS, ConsoleProcess, cells, screenshot
+from tests.support.clients import commit_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def pages_world(tmp_path_factory, spark):
         assert clicks.flush(15) == 0
         del orders, clicks  # librdkafka's threads would outlive the broker
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()], asynchronous=False)
+        commit_offsets(consumer, [TopicPartition(t, p, o) for (t, p), o in COMMITTED.items()])
         consumer.close()
         share_group_behind(broker.bootstrap, SHARE_GROUP, "clicks", start=2)
         members = [live_member(broker.bootstrap, LIVE_GROUP),

@@ -86,9 +86,9 @@ def _kill_9_then_clean_stop(broker: BrokerProcess, data) -> None:
     thread.start()
     try:
         deadline = time.monotonic() + 90
-        while len({p for p, _offset in acked}) < PARTITIONS and time.monotonic() < deadline:
+        while len({p for p, _offset in list(acked)}) < PARTITIONS and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len({p for p, _offset in acked}) == PARTITIONS, broker.log()
+        assert len({p for p, _offset in list(acked)}) == PARTITIONS, broker.log()
         broker.kill()  # SIGKILL mid-loop, every partition holding acknowledged records
         acked_before_crash = dict(acked)
         restart_at = broker.log_path.stat().st_size

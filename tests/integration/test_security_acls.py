@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from tests.support.paths import REPO
 from tests.support.secure_broker import SecureBroker, make_certificates, security_toml
+from tests.support.clients import commit_offsets
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +107,7 @@ def consume_error(conf: dict, topic: str, group: str):
 def commit_error(conf: dict, topic: str, group: str):
     consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        commit_offsets(consumer, [TopicPartition(topic, 0, 1)])
         return None
     except KafkaException as exc:
         return exc.args[0]

@@ -66,3 +66,21 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, sta
             producer.send(topic, f"{p}:{i}".encode(), partition=p)
     producer.flush()
     producer.close()
+
+
+def commit_offsets(consumer, offsets: list, timeout: float = 60.0) -> None:
+    """A synchronous commit of `offsets` (confluent-kafka TopicPartitions), again while the broker
+    answers a retriable error: right after a start, or after `__consumer_offsets` was created by
+    this first use, its coordinator may still be loading (COORDINATOR_LOAD_IN_PROGRESS), which
+    librdkafka retries only briefly; on a loaded machine the load takes longer."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
