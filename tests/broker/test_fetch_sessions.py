@@ -1,0 +1,169 @@
+"""KIP-227 incremental fetch sessions over a real socket: raw Fetch requests (v12 by topic name, v13+
+by topic id) checking which partitions an answer names, the session errors, closing and the
+cache's bound and eviction (lib/broker/fetch_sessions.py)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as v12
+from kio.schema.fetch.v13 import request as v13
+
+from tests.support.in_process_broker import InProcessBroker
+from tests.support.wire import batch, produce, values_of
+
+
+def fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, forget=(), max_wait_ms=0,
+          topic_id=None):
+    """One Fetch naming `offsets` (partition -> fetch offset) of `topic` (v13 when `topic_id` is given);
+    the response and {partition: its answer}."""
+    if topic_id is None:
+        schema, key = v12, {"topic": topic}
+    else:
+        schema, key = v13, {"topic_id": topic_id}
+    parts = tuple(schema.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                  for p, o in offsets.items())
+    topics = (schema.FetchTopic(**key, partitions=parts),) if parts else ()
+    forgotten = (schema.ForgottenTopic(**key, partitions=tuple(forget)),) if forget else ()
+    response = client.request(schema.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, session_id=session_id,
+        session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten))
+    return response, {p.partition_index: p for t in response.responses for p in t.partitions}
+
+
+def test_an_incremental_fetch_names_only_partitions_with_something_new(broker):
+    broker.create_topic("s", partitions=4)
+    with broker.client() as c:
+        for p in (0, 1):
+            produce(c, "s", batch([b"p%d" % p]), partition=p)
+        full, parts = fetch(c, "s", {p: 0 for p in range(4)}, epoch=0)
+        assert full.error_code == ErrorCode.none and full.session_id > 0
+        assert sorted(parts) == [0, 1, 2, 3]  # a full answer names every partition
+        assert values_of(parts[0].records) == [(0, b"p0")] and parts[2].high_watermark == 0
+        sid = full.session_id
+
+        # The client moves partitions 0 and 1 to offset 1; nothing is new anywhere.
+        nothing, parts = fetch(c, "s", {0: 1, 1: 1}, session_id=sid, epoch=1)
+        assert nothing.error_code == ErrorCode.none and nothing.session_id == sid and parts == {}
+
+        # Records on partition 2 (fetched at 0 by the session, not named in the request): only it answers.
+        produce(c, "s", batch([b"p2"]), partition=2)
+        _, parts = fetch(c, "s", {}, session_id=sid, epoch=2)
+        assert list(parts) == [2] and values_of(parts[2].records) == [(0, b"p2")]
+
+        # Partition 3 forgotten: its records are no longer read; partition 2 moved on to 1.
+        produce(c, "s", batch([b"p3"]), partition=3)
+        _, parts = fetch(c, "s", {2: 1}, session_id=sid, epoch=3, forget=[3])
+        assert parts == {}
+        # A partition added to the session is answered (its high watermark was never sent), an
+        # error always is: partition 9 does not exist.
+        _, parts = fetch(c, "s", {3: 0, 9: 0}, session_id=sid, epoch=4)
+        assert sorted(parts) == [3, 9] and values_of(parts[3].records) == [(0, b"p3")]
+        assert parts[9].error_code == ErrorCode.unknown_topic_or_partition
+        _, parts = fetch(c, "s", {3: 1}, session_id=sid, epoch=5)
+        assert list(parts) == [9]  # still wrong: named again
+
+        # The session's reader waits for an append to any of its partitions, as a full fetch does.
+        _, parts = fetch(c, "s", {}, session_id=sid, epoch=6, forget=[9])
+        assert parts == {}
+        started = time.monotonic()
+        _, parts = fetch(c, "s", {}, session_id=sid, epoch=7, max_wait_ms=300)
+        assert parts == {} and time.monotonic() - started >= 0.25
+
+
+def test_session_errors_and_closing(broker):
+    broker.create_topic("e", partitions=2)
+    with broker.client() as c:
+        produce(c, "e", batch([b"x"]), partition=0)
+        response, _ = fetch(c, "e", {0: 0, 1: 0}, session_id=12345, epoch=3)
+        assert response.error_code == ErrorCode.fetch_session_id_not_found
+        assert response.session_id == 0 and response.responses == ()
+        sid = fetch(c, "e", {0: 0, 1: 0}, epoch=0)[0].session_id
+        for wrong in (2, 0x7FFFFFFF):  # ahead of the session, and far off
+            response, _ = fetch(c, "e", {}, session_id=sid, epoch=wrong)
+            assert response.error_code == ErrorCode.invalid_fetch_session_epoch and response.responses == ()
+        assert fetch(c, "e", {}, session_id=sid, epoch=1)[0].error_code == ErrorCode.none
+        # An epoch used twice (a retried request) is refused: the session moved on.
+        assert fetch(c, "e", {}, session_id=sid, epoch=1)[0].error_code == ErrorCode.invalid_fetch_session_epoch
+
+        # Epoch 0 naming the session closes it and opens another.
+        renewed = fetch(c, "e", {0: 0, 1: 0}, session_id=sid, epoch=0)[0]
+        assert renewed.session_id not in (0, sid)
+        assert fetch(c, "e", {}, session_id=sid, epoch=2)[0].error_code == ErrorCode.fetch_session_id_not_found
+        # Epoch -1 closes it and is answered sessionless (every partition, session id 0).
+        closed, parts = fetch(c, "e", {0: 0, 1: 0}, session_id=renewed.session_id, epoch=-1)
+        assert closed.session_id == 0 and sorted(parts) == [0, 1]
+        assert fetch(c, "e", {}, session_id=renewed.session_id, epoch=1)[0].error_code == \
+            ErrorCode.fetch_session_id_not_found
+
+        # Sessionless fetches (librdkafka's) name every partition every time.
+        for _ in range(2):
+            response, parts = fetch(c, "e", {0: 1, 1: 0})
+            assert response.session_id == 0 and sorted(parts) == [0, 1]
+
+        # Everything forgotten: the session is gone.
+        sid = fetch(c, "e", {0: 0}, epoch=0)[0].session_id
+        emptied, _ = fetch(c, "e", {}, session_id=sid, epoch=1, forget=[0])
+        assert emptied.error_code == ErrorCode.none and emptied.session_id == 0
+        assert fetch(c, "e", {}, session_id=sid, epoch=2)[0].error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_topic_ids_and_names_do_not_mix_in_one_session(broker):
+    topic_id = broker.create_topic("ids", partitions=2).topic_id
+    with broker.client() as c:
+        produce(c, "ids", batch([b"a", b"b"]), partition=1)
+        full, parts = fetch(c, "ids", {0: 0, 1: 0}, epoch=0, topic_id=topic_id)
+        assert full.session_id > 0 and sorted(parts) == [0, 1]
+        _, parts = fetch(c, "ids", {1: 2}, session_id=full.session_id, epoch=1, topic_id=topic_id)
+        assert parts == {}
+        produce(c, "ids", batch([b"c"]), partition=0)
+        response, parts = fetch(c, "ids", {}, session_id=full.session_id, epoch=2, topic_id=topic_id)
+        assert response.responses[0].topic_id == topic_id and list(parts) == [0]
+        # The same session asked by name (v12): refused.
+        mixed, _ = fetch(c, "ids", {}, session_id=full.session_id, epoch=3)
+        assert mixed.error_code == ErrorCode.fetch_session_topic_id_error and mixed.responses == ()
+
+
+@pytest.fixture
+def one_slot(tmp_path):
+    b = InProcessBroker(tmp_path / "data", max_incremental_fetch_session_cache_slots=1,
+                        min_incremental_fetch_session_eviction_ms=400).start()
+    yield b
+    b.stop()
+
+
+def test_a_full_cache_evicts_only_idle_or_smaller_mature_sessions(one_slot):
+    one_slot.create_topic("c", partitions=3)
+    with one_slot.client() as c:
+        first = fetch(c, "c", {0: 0}, epoch=0)[0].session_id
+        assert first > 0
+        # No room: a new session is not made (the client stays sessionless) and the first one lives.
+        assert fetch(c, "c", {0: 0, 1: 0}, epoch=0)[0].session_id == 0
+        assert fetch(c, "c", {}, session_id=first, epoch=1)[0].error_code == ErrorCode.none
+        time.sleep(0.5)
+        # The first is now mature but was just used: a bigger session replaces it, an equal one does not.
+        assert fetch(c, "c", {}, session_id=first, epoch=2)[0].error_code == ErrorCode.none
+        assert fetch(c, "c", {1: 0}, epoch=0)[0].session_id == 0
+        bigger = fetch(c, "c", {0: 0, 1: 0}, epoch=0)[0].session_id
+        assert bigger > 0
+        assert fetch(c, "c", {}, session_id=first, epoch=3)[0].error_code == ErrorCode.fetch_session_id_not_found
+        # Idle longer than the eviction time: any new session replaces it, however small.
+        time.sleep(0.5)
+        smaller = fetch(c, "c", {2: 0}, epoch=0)[0].session_id
+        assert smaller > 0
+        assert fetch(c, "c", {}, session_id=bigger, epoch=1)[0].error_code == ErrorCode.fetch_session_id_not_found
+        assert fetch(c, "c", {}, session_id=smaller, epoch=1)[0].error_code == ErrorCode.none
+
+
+def test_no_slots_means_no_sessions(tmp_path):
+    b = InProcessBroker(tmp_path / "data", max_incremental_fetch_session_cache_slots=0).start()
+    try:
+        b.create_topic("n")
+        with b.client() as c:
+            response, parts = fetch(c, "n", {0: 0}, epoch=0)
+            assert response.session_id == 0 and list(parts) == [0]
+    finally:
+        b.stop()
