@@ -5,6 +5,7 @@ cache's bound and eviction (lib/broker/fetch_sessions.py)."""
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 
 import pytest
@@ -72,6 +73,23 @@ def test_an_incremental_fetch_names_only_partitions_with_something_new(broker):
         started = time.monotonic()
         _, parts = fetch(c, "s", {}, session_id=sid, epoch=7, max_wait_ms=300)
         assert parts == {} and time.monotonic() - started >= 0.25
+
+
+def test_an_append_to_a_quiet_partition_ends_the_long_poll(broker):
+    """The session's idle partitions get no read, only a watch: an append to one during the wait
+    answers the fetch then, not at max_wait."""
+    broker.create_topic("q", partitions=50)
+    with broker.client() as c, broker.client() as producer:
+        sid = fetch(c, "q", {p: 0 for p in range(50)}, epoch=0)[0].session_id
+        assert fetch(c, "q", {}, session_id=sid, epoch=1)[1] == {}
+        timer = threading.Timer(0.5, lambda: produce(producer, "q", batch([b"late"]), partition=37))
+        timer.start()
+        started = time.monotonic()
+        _, parts = fetch(c, "q", {}, session_id=sid, epoch=2, max_wait_ms=10_000)
+        waited = time.monotonic() - started
+        timer.join()
+        assert list(parts) == [37] and values_of(parts[37].records) == [(0, b"late")]
+        assert 0.4 < waited < 5
 
 
 def test_session_errors_and_closing(broker):

@@ -244,6 +244,77 @@ async def _resolve(broker, topics: list[tuple[Any, Any]], by_id: bool) -> list[_
     return slots
 
 
+class _Quiet:
+    """An incremental fetch's partitions with nothing new for the client (KIP-227): no records at
+    its offset, the high watermark and log start it last heard. They get no slot, no read and no
+    row, only a watch; after an append wakes the fetch they are looked at again. Kept as parallel
+    lists of what exists already (the partition, the session's entry, the topic key)."""
+
+    __slots__ = ("parts", "entries", "keys")
+
+    def __init__(self) -> None:
+        self.parts: list = []
+        self.entries: list = []
+        self.keys: list = []
+
+    def woken(self, committed: bool) -> dict[Any, list]:
+        """Those no longer quiet, as (topic key -> FetchPartitions); the rest stay."""
+        woken: dict[Any, list] = {}
+        kept = 0
+        for part, entry, key in zip(self.parts, self.entries, self.keys):
+            if _quiet(part, entry, committed):
+                self.parts[kept], self.entries[kept], self.keys[kept] = part, entry, key
+                kept += 1
+            else:
+                woken.setdefault(key, []).append(entry[0])
+        del self.parts[kept:], self.entries[kept:], self.keys[kept:]
+        return woken
+
+
+def _quiet(part, entry, committed: bool) -> bool:
+    """`entry`: a session's [FetchPartition, high watermark sent, log start sent]. A bucket's closed
+    segments and a tiered topic's table answer their own log start: never quiet (read as before)."""
+    request = entry[0]
+    high_watermark = part.high_watermark
+    return (part.closed is None and not part.config.remote_storage_enable
+            and request.fetch_offset == (part.last_stable_offset if committed else high_watermark)
+            and high_watermark == entry[1] and part.log.log_start_offset == entry[2]
+            and request.current_leader_epoch in (NO_LEADER_EPOCH, part.leader_epoch))
+
+
+def _topic_name(broker, key: Any, by_id: bool) -> str | None:
+    """The topic's name, None if it is unknown (its partitions then take the slot path, which answers the error)."""
+    try:
+        if by_id:
+            meta = broker.partitions.topic_by_id(key)
+            return None if meta is None else meta.name
+        return broker.partitions.topic(key).name
+    except Exception:
+        return None
+
+
+async def _resolve_session(broker, session, by_id: bool) -> tuple[list[_Slot], _Quiet]:
+    """An incremental request's open partitions, to be sorted by `_Quiet.woken` once watched, and
+    slots for the others (not open yet, or of an unknown topic: `_resolve` opens or refuses them).
+    One pass over the session, no object made per open partition."""
+    names: dict[Any, str | None] = {}
+    loud: dict[Any, list] = {}
+    quiet = _Quiet()
+    for (key, index), entry in session.partitions.items():
+        name = names[key] if key in names else names.setdefault(key, _topic_name(broker, key, by_id))
+        part = None if name is None else broker.partitions.opened(name, index)
+        if part is not None:
+            quiet.parts.append(part)
+            quiet.entries.append(entry)
+            quiet.keys.append(key)
+        else:
+            requests = loud.get(key)
+            if requests is None:
+                loud[key] = requests = []
+            requests.append(entry[0])
+    return await _resolve(broker, list(loud.items()), by_id), quiet
+
+
 @REGISTRY.route(ApiKey.FETCH, (4, 18))
 async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     body, cls = request.body, request.response_type
@@ -263,11 +334,12 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
         if pre_encoding_allowed():
             return fetch_response(request.api_version, {}, throttle_ms, error=context.error)
         return _response(cls, {}, by_id, throttle_ms, error=context.error)
+    quiet = None
     if context.incremental:
-        topics = list(context.session.topics().items())
+        slots, quiet = await _resolve_session(broker, context.session, by_id)
         broker.metrics["fetch.sessions.incremental"] += 1
-
-    slots = await _resolve(broker, topics, by_id)
+    else:
+        slots = await _resolve(broker, topics, by_id)
     while True:
         # Register interest before reading, so an append between the read and the wait is not
         # missed: one future, resolved by an append to any of the partitions.
@@ -277,6 +349,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
             if s.part is not None and s.error == ErrorCode.none:
                 s.part.watch(appended)
                 watched = True
+        if quiet is not None and quiet.parts:
+            for part in quiet.parts:
+                part.watch(appended)
+            watched = True
+            woken = quiet.woken(committed)  # after the watch, as the reads below
+            if woken:
+                slots += await _resolve(broker, list(woken.items()), by_id)
         total = await _fill(broker, slots, max_bytes, committed)
         remaining = deadline - loop.time()
         stop = (total >= body.min_bytes or remaining <= 0 or not watched or broker.shutting_down.is_set()
