@@ -128,20 +128,21 @@ def main() -> None:
                 rounds[mode].append(measure(bootstrap, pid, args, end, batch_bytes, mode == "session"))
                 print(f"round {i + 1}, {mode}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[mode][-1].items()),
                       flush=True)
-    session, sessionless = median_of(rounds["session"]), median_of(rounds["sessionless"])
+    medians = {mode: median_of(measured) for mode, measured in rounds.items()}
+    session, sessionless = medians["session"], medians["sessionless"]
     result = {"bench": "fetch_sessions", "partitions": args.partitions, "active": args.active,
               "batches": args.batches, "rounds": args.repeat, "load_average_start": round(load, 2),
-              "load_average_end": round(os.getloadavg()[0], 2),
-              **{f"session_{k}": round(v, 3) for k, v in session.items()},
-              **{f"sessionless_{k}": round(v, 3) for k, v in sessionless.items()},
-              "ratio": round(session["fetches_per_s"] / sessionless["fetches_per_s"], 3),
-              "broker_cpu_ratio": round(session["broker_cpu_ms_per_fetch"] / sessionless["broker_cpu_ms_per_fetch"], 3)}
-    print(f"medians of {args.repeat} rounds, {args.partitions} partitions, {args.active} with records: session "
-          f"{session['fetches_per_s']:,.0f} fetches/s ({session['broker_cpu_ms_per_fetch']:.2f} ms broker CPU each), "
-          f"sessionless {sessionless['fetches_per_s']:,.0f} ({sessionless['broker_cpu_ms_per_fetch']:.2f} ms): "
+              "load_average_end": round(os.getloadavg()[0], 2)}
+    for mode, figures in medians.items():
+        result.update((f"{mode}_{name}", round(value, 3)) for name, value in figures.items())
+    result["ratio"] = round(session["fetches_per_s"] / sessionless["fetches_per_s"], 3)
+    result["broker_cpu_ratio"] = round(session["broker_cpu_ms_per_fetch"] / sessionless["broker_cpu_ms_per_fetch"], 3)
+    summary = "; ".join(f"{mode} {figures['fetches_per_s']:,.0f} fetches/s, "
+                        f"{figures['broker_cpu_ms_per_fetch']:.2f} ms of broker CPU each"
+                        for mode, figures in medians.items())
+    print(f"medians of {args.repeat} rounds, {args.partitions} partitions, {args.active} with records: {summary}; "
           f"ratio {result['ratio']}, broker CPU ratio {result['broker_cpu_ratio']}")
     print(json.dumps(result))
-
 
 if __name__ == "__main__":
     main()

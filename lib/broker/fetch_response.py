@@ -1,8 +1,9 @@
 """A Fetch response encoded straight from the handler's slots, versions 4 to 18 (issue 33).
 
 A consumer of 2,000 partitions names every one in every fetch (librdkafka sends no KIP-227
-session; lib/broker/fetch_sessions.py serves the clients that do), and the answer names every one back: built as kio objects and written by kio's writer,
-that was ~20 us a partition, ~40 ms a fetch, most of a round trip. Here each partition is one
+session; fetch_sessions.py serves the clients that do), and the answer names every one back:
+built as kio objects and written by kio's writer, that was ~20 us a partition, ~40 ms a fetch,
+most of a round trip. Here each partition is one
 struct.pack and its records; the bytes are the ones kio writes (tests/broker/test_fetch_response.py
 holds them equal for every version). The layout, per Kafka's FetchResponse.json:
 

@@ -55,7 +55,8 @@ class FetchSession:
         self.created_ms = now_ms
         self.last_used_ms = now_ms
 
-    def update(self, topics: Iterable[tuple[Any, Iterable[Any]]], forgotten: Iterable[tuple[Any, Iterable[int]]]) -> None:
+    def update(self, topics: Iterable[tuple[Any, Iterable[Any]]],
+               forgotten: Iterable[tuple[Any, Iterable[int]]]) -> None:
         """Adds or updates the request's partitions, then drops the forgotten ones."""
         parts = self.partitions
         for key, requested in topics:
@@ -68,16 +69,6 @@ class FetchSession:
         for key, indexes in forgotten:
             for index in indexes:
                 parts.pop((key, index), None)
-
-    def topics(self) -> dict[Any, list]:
-        """Every partition of the session, grouped by topic key, for the read."""
-        topics: dict[Any, list] = {}
-        for (key, _index), entry in self.partitions.items():
-            requested = topics.get(key)
-            if requested is None:
-                topics[key] = requested = []
-            requested.append(entry[_REQUEST])
-        return topics
 
     def answer(self, topics: dict[Any, list[tuple]]) -> dict[Any, list[tuple]]:
         """The rows (fetch_response's) the client has not heard yet; what they say becomes what
@@ -111,10 +102,6 @@ class FetchContext:
     error: ErrorCode = ErrorCode.none
     session: FetchSession | None = None
     create: bool = False
-
-    @property
-    def incremental(self) -> bool:
-        return self.session is not None
 
 
 SESSIONLESS = FetchContext()

@@ -324,19 +324,20 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     max_bytes = getattr(body, "max_bytes", 2**31 - 1)
     committed = getattr(body, "isolation_level", IsolationLevel.READ_UNCOMMITTED) == IsolationLevel.READ_COMMITTED
 
-    topics = [(t.topic_id if by_id else t.topic, t.partitions) for t in body.topics]
+    key_field = "topic_id" if by_id else "topic"  # the request's v12 schema names topics, v13+ ids them
+    topics = [(getattr(t, key_field), t.partitions) for t in body.topics]
     context = SESSIONLESS
     if request.api_version >= FIRST_SESSION_VERSION:
-        forgotten = ((f.topic_id if by_id else f.topic, f.partitions) for f in body.forgotten_topics_data)
+        forgotten = ((getattr(f, key_field), f.partitions) for f in body.forgotten_topics_data)
         context = broker.fetch_sessions.context(body.session_id, body.session_epoch, by_id, topics, forgotten)
     if context.error != ErrorCode.none:  # no partitions: the client starts a new session
         throttle_ms = broker.throttle.request_throttle_ms(request.session.user, request.client_id)
         if pre_encoding_allowed():
             return fetch_response(request.api_version, {}, throttle_ms, error=context.error)
         return _response(cls, {}, by_id, throttle_ms, error=context.error)
-    quiet = None
-    if context.incremental:
-        slots, quiet = await _resolve_session(broker, context.session, by_id)
+    quiet, session = None, context.session
+    if session is not None:  # incremental
+        slots, quiet = await _resolve_session(broker, session, by_id)
         broker.metrics["fetch.sessions.incremental"] += 1
     else:
         slots = await _resolve(broker, topics, by_id)
@@ -381,9 +382,9 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
             slot.part.bytes_out += len(slot.records)
     rows = _rows(slots, committed)
     session_id = 0
-    if context.incremental:
-        rows = context.session.answer(rows)
-        session_id = context.session.id
+    if session is not None:
+        rows = session.answer(rows)
+        session_id = session.id
     elif context.create:
         session = broker.fetch_sessions.create(by_id, topics)
         if session is not None:  # else the cache is full: the client stays sessionless
