@@ -13,12 +13,13 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as v12
 from kio.schema.fetch.v13 import request as v13
 
+from tests.support import txn_wire
 from tests.support.in_process_broker import InProcessBroker
 from tests.support.wire import batch, produce, values_of
 
 
 def fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, forget=(), max_wait_ms=0,
-          topic_id=None):
+          topic_id=None, committed=False):
     """One Fetch naming `offsets` (partition -> fetch offset) of `topic` (v13 when `topic_id` is given);
     the response and {partition: its answer}."""
     if topic_id is None:
@@ -30,7 +31,8 @@ def fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, for
     topics = (schema.FetchTopic(**key, partitions=parts),) if parts else ()
     forgotten = (schema.ForgottenTopic(**key, partitions=tuple(forget)),) if forget else ()
     response = client.request(schema.FetchRequest(
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, session_id=session_id,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, isolation_level=int(committed),
+        session_id=session_id,
         session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten))
     return response, {p.partition_index: p for t in response.responses for p in t.partitions}
 
@@ -90,6 +92,24 @@ def test_an_append_to_a_quiet_partition_ends_the_long_poll(broker):
         timer.join()
         assert list(parts) == [37] and values_of(parts[37].records) == [(0, b"late")]
         assert 0.4 < waited < 5
+
+
+def test_a_read_committed_session_hears_of_a_transaction_when_it_ends(broker):
+    """read_committed: an open transaction's records move the high watermark (answered once, no
+    records: the last stable offset holds), then nothing until the commit lets them through."""
+    broker.create_topic("rc", partitions=2)
+    with broker.client() as c:
+        sid = fetch(c, "rc", {0: 0, 1: 0}, epoch=0, committed=True)[0].session_id
+        _code, pid, producer_epoch = txn_wire.init_producer_id(c, "rc-txn")
+        txn_wire.add_partitions(c, "rc-txn", pid, producer_epoch, "rc", [0])
+        txn_wire.produce(c, "rc-txn", "rc", txn_wire.txn_batch([b"t"], pid, producer_epoch, 0))
+        _, parts = fetch(c, "rc", {}, session_id=sid, epoch=1, committed=True)
+        assert list(parts) == [0] and parts[0].high_watermark == 1 and parts[0].last_stable_offset == 0
+        assert not parts[0].records
+        assert fetch(c, "rc", {}, session_id=sid, epoch=2, committed=True)[1] == {}
+        assert txn_wire.end_txn(c, "rc-txn", pid, producer_epoch, True) == ErrorCode.none
+        _, parts = fetch(c, "rc", {}, session_id=sid, epoch=3, committed=True)
+        assert list(parts) == [0] and parts[0].last_stable_offset == 2 and values_of(parts[0].records)[0] == (0, b"t")
 
 
 def test_session_errors_and_closing(broker):
