@@ -23,10 +23,12 @@ new. Kafka's FetchSession.scala, for consumers (no privileged follower sessions 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kio.schema.errors import ErrorCode
 
@@ -42,6 +44,35 @@ DEFAULT_EVICTION_MS = 120_000
 # across requests: nothing per partition is built again for an incremental request.
 _REQUEST, _HIGH_WATERMARK, _LOG_START = 0, 1, 2
 _UNSENT = -1  # Kafka's INVALID_HIGH_WATERMARK / INVALID_LOG_START_OFFSET: a new partition is always answered
+
+
+# An authorizer's READ check of topic names, set by the Fetch policy around the handler's call: an
+# incremental request names few or none of its session's topics, so the policy cannot filter them
+# out of the request as it does a full one's; the handler checks each of the session's topics
+# (Kafka re-authorizes every partition of the session on each fetch).
+_READABLE: contextvars.ContextVar[Callable[[str], bool] | None] = contextvars.ContextVar(
+    "topiclake_fetch_session_readable", default=None)
+
+
+@contextlib.contextmanager
+def authorizing(readable: Callable[[str], bool]) -> Iterator[None]:
+    """Within this (the policy's call of the handler, in the same task), a session's topics are read
+    only where `readable(name)`; the others are answered TOPIC_AUTHORIZATION_FAILED."""
+    token = _READABLE.set(readable)
+    try:
+        yield
+    finally:
+        _READABLE.reset(token)
+
+
+def readable_check() -> Callable[[str], bool] | None:
+    """The authorizer's check set by `authorizing`, None without an authorizer."""
+    return _READABLE.get()
+
+
+def is_incremental(version: int, body: Any) -> bool:
+    """A Fetch of an existing session (v7+, epoch > 0): its partitions are the session's."""
+    return version >= 7 and getattr(body, "session_epoch", FINAL_EPOCH) not in (INITIAL_EPOCH, FINAL_EPOCH)
 
 
 class FetchSession:

@@ -10,31 +10,12 @@ import time
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as v12
-from kio.schema.fetch.v13 import request as v13
 
+from topiclake.broker.security.config import SecurityConfig
+from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from tests.support import txn_wire
 from tests.support.in_process_broker import InProcessBroker
-from tests.support.wire import batch, produce, values_of
-
-
-def fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, forget=(), max_wait_ms=0,
-          topic_id=None, committed=False):
-    """One Fetch naming `offsets` (partition -> fetch offset) of `topic` (v13 when `topic_id` is given);
-    the response and {partition: its answer}."""
-    if topic_id is None:
-        schema, key = v12, {"topic": topic}
-    else:
-        schema, key = v13, {"topic_id": topic_id}
-    parts = tuple(schema.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
-                  for p, o in offsets.items())
-    topics = (schema.FetchTopic(**key, partitions=parts),) if parts else ()
-    forgotten = (schema.ForgottenTopic(**key, partitions=tuple(forget)),) if forget else ()
-    response = client.request(schema.FetchRequest(
-        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, isolation_level=int(committed),
-        session_id=session_id,
-        session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten))
-    return response, {p.partition_index: p for t in response.responses for p in t.partitions}
+from tests.support.wire import batch, produce, session_fetch as fetch, values_of
 
 
 def test_an_incremental_fetch_names_only_partitions_with_something_new(broker):
@@ -203,5 +184,34 @@ def test_no_slots_means_no_sessions(tmp_path):
         with b.client() as c:
             response, parts = fetch(c, "n", {0: 0}, epoch=0)
             assert response.session_id == 0 and list(parts) == [0]
+    finally:
+        b.stop()
+
+
+def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(tmp_path):
+    """An incremental fetch names no topic: the ACL policy still lets the handler run, which checks
+    the session's topics; READ taken away mid-session is answered TOPIC_AUTHORIZATION_FAILED."""
+    b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
+    try:
+        anyone = ("User:ANONYMOUS", "*")
+        b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone,
+                                                Operation.ALL, Permission.ALLOW)])
+        b.create_topic("secret")
+        with b.client() as c:
+            produce(c, "secret", batch([b"a"]))
+            full, parts = fetch(c, "secret", {0: 0}, epoch=0)
+            assert full.session_id > 0 and values_of(parts[0].records) == [(0, b"a")]
+            kept, parts = fetch(c, "secret", {0: 1}, session_id=full.session_id, epoch=1)
+            assert kept.error_code == ErrorCode.none and kept.session_id == full.session_id and parts == {}
+
+            b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "secret", PatternType.LITERAL, *anyone,
+                                                    Operation.READ, Permission.DENY)])
+            produce(c, "secret", batch([b"b"]))
+            refused, parts = fetch(c, "secret", {}, session_id=full.session_id, epoch=2)
+            assert refused.session_id == full.session_id
+            assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
+            # A new session is refused the topic outright (the policy filters a full request).
+            _, parts = fetch(c, "secret", {0: 1}, epoch=0)
+            assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
     finally:
         b.stop()

@@ -30,7 +30,7 @@ from ..context import BrokerContext
 from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, error_code
 from ..fetch_response import fetch_response
-from ..fetch_sessions import SESSIONLESS
+from ..fetch_sessions import SESSIONLESS, readable_check
 from ..request_time import waiting
 from ..throttle import FETCH
 from ..wire import FileRegion, Request, SENDFILE_MIN_BYTES, make, nested
@@ -272,13 +272,18 @@ class _Quiet:
 
 
 def _quiet(part, entry, committed: bool) -> bool:
-    """`entry`: a session's [FetchPartition, high watermark sent, log start sent]. A bucket's closed
-    segments and a tiered topic's table answer their own log start: never quiet (read as before)."""
+    """`entry`: a session's [FetchPartition, high watermark sent, log start sent]. The log start is
+    `_rows`' (a bucket's: the manifest's if lower); a tiered topic's comes from its table, read
+    on the reader thread: never quiet (read as before)."""
+    if part.config.remote_storage_enable:
+        return False
     request = entry[0]
     high_watermark = part.high_watermark
-    return (part.closed is None and not part.config.remote_storage_enable
-            and request.fetch_offset == (part.last_stable_offset if committed else high_watermark)
-            and high_watermark == entry[1] and part.log.log_start_offset == entry[2]
+    start = part.log.log_start_offset
+    if part.closed is not None:
+        start = min(start, part.closed.log_start_offset)
+    return (request.fetch_offset == (part.last_stable_offset if committed else high_watermark)
+            and high_watermark == entry[1] and start == entry[2]
             and request.current_leader_epoch in (NO_LEADER_EPOCH, part.leader_epoch))
 
 
@@ -299,9 +304,20 @@ async def _resolve_session(broker, session, by_id: bool) -> tuple[list[_Slot], _
     One pass over the session, no object made per open partition."""
     names: dict[Any, str | None] = {}
     loud: dict[Any, list] = {}
+    refused: list[_Slot] = []
+    denied: set = set()  # topic keys the authorizer no longer lets this client read
+    readable = readable_check()
     quiet = _Quiet()
     for (key, index), entry in session.partitions.items():
-        name = names[key] if key in names else names.setdefault(key, _topic_name(broker, key, by_id))
+        if key in names:
+            name = names[key]
+        else:
+            name = names[key] = _topic_name(broker, key, by_id)
+            if name is not None and readable is not None and not readable(name):
+                denied.add(key)
+        if key in denied:
+            refused.append(_Slot(key, None, entry[0], error=ErrorCode.topic_authorization_failed))
+            continue
         part = None if name is None else broker.partitions.opened(name, index)
         if part is not None:
             quiet.parts.append(part)
@@ -312,7 +328,7 @@ async def _resolve_session(broker, session, by_id: bool) -> tuple[list[_Slot], _
             if requests is None:
                 loud[key] = requests = []
             requests.append(entry[0])
-    return await _resolve(broker, list(loud.items()), by_id), quiet
+    return refused + await _resolve(broker, list(loud.items()), by_id), quiet
 
 
 @REGISTRY.route(ApiKey.FETCH, (4, 18))
