@@ -10,6 +10,7 @@ import time
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v7 import request as v7
 
 from topiclake.broker.security.config import SecurityConfig
 from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
@@ -91,6 +92,20 @@ def test_a_read_committed_session_hears_of_a_transaction_when_it_ends(broker):
         assert txn_wire.end_txn(c, "rc-txn", pid, producer_epoch, True) == ErrorCode.none
         _, parts = fetch(c, "rc", {}, session_id=sid, epoch=3, committed=True)
         assert list(parts) == [0] and parts[0].last_stable_offset == 2 and values_of(parts[0].records)[0] == (0, b"t")
+
+
+def test_a_v7_session_whose_partitions_carry_no_leader_epoch(broker):
+    """Fetch v7 and v8 open sessions too, with no current_leader_epoch in their partitions (v9+)."""
+    broker.create_topic("old", partitions=2)
+    with broker.client() as c:
+        produce(c, "old", batch([b"x"]), partition=1)
+        full, parts = fetch(c, "old", {0: 0, 1: 0}, epoch=0, by_name=v7)
+        assert full.session_id > 0 and sorted(parts) == [0, 1]
+        _, parts = fetch(c, "old", {1: 1}, session_id=full.session_id, epoch=1, by_name=v7)
+        assert parts == {}
+        produce(c, "old", batch([b"y"]), partition=0)
+        _, parts = fetch(c, "old", {}, session_id=full.session_id, epoch=2, by_name=v7)
+        assert list(parts) == [0] and values_of(parts[0].records) == [(0, b"y")]
 
 
 def test_session_errors_and_closing(broker):

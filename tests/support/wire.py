@@ -48,12 +48,12 @@ def fetch(client, topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, par
 
 
 def session_fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, forget=(), max_wait_ms=0,
-                  topic_id=None, committed=False):
+                  topic_id=None, committed=False, by_name=fetch_req):
     """One Fetch of a KIP-227 session (epoch 0 opens one; -1, with session id 0: sessionless) naming
-    `offsets` (partition -> fetch offset) of `topic`, v13 when `topic_id` is given; the response and
-    {partition: its answer}."""
+    `offsets` (partition -> fetch offset) of `topic`, v13 when `topic_id` is given, else in the
+    request schema `by_name` (v7-v12); the response and {partition: its answer}."""
     if topic_id is None:
-        schema, key = fetch_req, {"topic": topic}
+        schema, key = by_name, {"topic": topic}
     else:
         schema, key = fetch_v13, {"topic_id": topic_id}
     parts = tuple(schema.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)

@@ -284,7 +284,7 @@ def _quiet(part, entry, committed: bool) -> bool:
         start = min(start, part.closed.log_start_offset)
     return (request.fetch_offset == (part.last_stable_offset if committed else high_watermark)
             and high_watermark == entry[1] and start == entry[2]
-            and request.current_leader_epoch in (NO_LEADER_EPOCH, part.leader_epoch))
+            and getattr(request, "current_leader_epoch", NO_LEADER_EPOCH) in (NO_LEADER_EPOCH, part.leader_epoch))
 
 
 def _topic_name(broker, key: Any, by_id: bool) -> str | None:
