@@ -94,20 +94,6 @@ def test_a_read_committed_session_hears_of_a_transaction_when_it_ends(broker):
         assert list(parts) == [0] and parts[0].last_stable_offset == 2 and values_of(parts[0].records)[0] == (0, b"t")
 
 
-def test_a_v7_session_whose_partitions_carry_no_leader_epoch(broker):
-    """Fetch v7 and v8 open sessions too, with no current_leader_epoch in their partitions (v9+)."""
-    broker.create_topic("old", partitions=2)
-    with broker.client() as c:
-        produce(c, "old", batch([b"x"]), partition=1)
-        full, parts = fetch(c, "old", {0: 0, 1: 0}, epoch=0, by_name=v7)
-        assert full.session_id > 0 and sorted(parts) == [0, 1]
-        _, parts = fetch(c, "old", {1: 1}, session_id=full.session_id, epoch=1, by_name=v7)
-        assert parts == {}
-        produce(c, "old", batch([b"y"]), partition=0)
-        _, parts = fetch(c, "old", {}, session_id=full.session_id, epoch=2, by_name=v7)
-        assert list(parts) == [0] and values_of(parts[0].records) == [(0, b"y")]
-
-
 def test_session_errors_and_closing(broker):
     broker.create_topic("e", partitions=2)
     with broker.client() as c:
@@ -145,20 +131,26 @@ def test_session_errors_and_closing(broker):
         assert fetch(c, "e", {}, session_id=sid, epoch=2)[0].error_code == ErrorCode.fetch_session_id_not_found
 
 
-def test_topic_ids_and_names_do_not_mix_in_one_session(broker):
-    topic_id = broker.create_topic("ids", partitions=2).topic_id
+@pytest.mark.parametrize("schema", ["v7", "v13"])
+def test_sessions_of_v7_names_and_of_v13_topic_ids(broker, schema):
+    """Fetch v7 and v8 open sessions too, with no current_leader_epoch in their partitions (v9+);
+    v13+ keys them by topic id, and such a session is not asked by name."""
+    topic_id = broker.create_topic(f"t-{schema}", partitions=2).topic_id
+    how = {"by_name": v7} if schema == "v7" else {"topic_id": topic_id}
     with broker.client() as c:
-        produce(c, "ids", batch([b"a", b"b"]), partition=1)
-        full, parts = fetch(c, "ids", {0: 0, 1: 0}, epoch=0, topic_id=topic_id)
+        produce(c, f"t-{schema}", batch([b"a", b"b"]), partition=1)
+        full, parts = fetch(c, f"t-{schema}", {0: 0, 1: 0}, epoch=0, **how)
         assert full.session_id > 0 and sorted(parts) == [0, 1]
-        _, parts = fetch(c, "ids", {1: 2}, session_id=full.session_id, epoch=1, topic_id=topic_id)
+        _, parts = fetch(c, f"t-{schema}", {1: 2}, session_id=full.session_id, epoch=1, **how)
         assert parts == {}
-        produce(c, "ids", batch([b"c"]), partition=0)
-        response, parts = fetch(c, "ids", {}, session_id=full.session_id, epoch=2, topic_id=topic_id)
-        assert response.responses[0].topic_id == topic_id and list(parts) == [0]
-        # The same session asked by name (v12): refused.
-        mixed, _ = fetch(c, "ids", {}, session_id=full.session_id, epoch=3)
-        assert mixed.error_code == ErrorCode.fetch_session_topic_id_error and mixed.responses == ()
+        produce(c, f"t-{schema}", batch([b"c"]), partition=0)
+        response, parts = fetch(c, f"t-{schema}", {}, session_id=full.session_id, epoch=2, **how)
+        assert list(parts) == [0] and values_of(parts[0].records) == [(0, b"c")]
+        if schema == "v13":
+            assert response.responses[0].topic_id == topic_id
+            # The same session asked by name (v12): refused.
+            mixed, _ = fetch(c, f"t-{schema}", {}, session_id=full.session_id, epoch=3)
+            assert mixed.error_code == ErrorCode.fetch_session_topic_id_error and mixed.responses == ()
 
 
 @pytest.fixture
