@@ -12,7 +12,7 @@ from topiclake.segments.errors import InvalidConfigError
 from topiclake.segments.settings import check_types, section, section_dataclass, storage_location, storage_root
 from topiclake.store.root import S3Root
 
-from . import producer_state
+from . import fetch_sessions, producer_state
 from .bucket.settings import BucketSettings
 from .group.config import GroupsConfig
 from .security.config import PLAINTEXT, Listener, SecurityConfig, parse_listeners
@@ -53,6 +53,11 @@ class BrokerConfig:
     # checked this often (producer.id.expiration.check.interval.ms).
     producer_id_expiration_ms: int = producer_state.EXPIRATION_MS
     producer_id_expiration_check_interval_ms: int = producer_state.EXPIRATION_CHECK_INTERVAL_MS
+    # KIP-227 fetch sessions: how many the broker keeps (0: none, every fetch is full) and how long
+    # one stays safe from eviction (Kafka's max.incremental.fetch.session.cache.slots and
+    # min.incremental.fetch.session.eviction.ms).
+    max_incremental_fetch_session_cache_slots: int = fetch_sessions.DEFAULT_SLOTS
+    min_incremental_fetch_session_eviction_ms: int = fetch_sessions.DEFAULT_EVICTION_MS
     groups: GroupsConfig = GroupsConfig()  # [groups] of the settings file
     transactions: TransactionsConfig = TransactionsConfig()  # [transactions] of the settings file
     share: ShareConfig = ShareConfig()  # [share]: share groups (KIP-932)
@@ -73,6 +78,9 @@ class BrokerConfig:
                      "max_request_bytes"):
             if getattr(self, name) < 1:
                 raise InvalidConfigError(f"[broker] {name} must be at least 1")
+        for name in ("max_incremental_fetch_session_cache_slots", "min_incremental_fetch_session_eviction_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidConfigError(f"[broker] {name} must not be negative")
         if not 0 <= self.port <= 65535:  # 0: a free port picked by the OS
             raise InvalidConfigError(f"port {self.port} is out of range (0-65535)")
         if self.advertised_port is not None and not 1 <= self.advertised_port <= 65535:

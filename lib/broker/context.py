@@ -15,6 +15,7 @@ from topiclake.segments.atomic import atomic_write, create_exclusive
 from topiclake.segments.storage import CLUSTER_DEFAULT, StorageLayout
 
 from .config import BrokerConfig
+from .fetch_sessions import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .client_quotas import ClientQuotas
 from .leadership import Leadership, SingleBrokerLeadership
@@ -95,6 +96,8 @@ class BrokerContext:
     requests: RequestMetrics = field(default_factory=RequestMetrics)  # per API: requests, errors, latency
     # The topics' tables: the remote tier of a topic with remote.storage.enable (docs/ARCHIVE.md).
     archive: TopicTables | None = None
+    # KIP-227 incremental fetch sessions (lib/broker/fetch_sessions.py); sized by create.
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     @classmethod
     def create(cls, config: BrokerConfig, bucket: Any = None) -> "BrokerContext":
@@ -121,7 +124,9 @@ class BrokerContext:
                       throttle=Throttler(ClientQuotas(layout)),
                       security=SecurityService(config.security, config.root, config.bound_listeners),
                       share=ShareService(partitions, groups, config.share, shutting_down=shutting_down),
-                      shutting_down=shutting_down, archive=_archive(config, bucket))
+                      shutting_down=shutting_down, archive=_archive(config, bucket),
+                      fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                       config.min_incremental_fetch_session_eviction_ms))
         if clustered:
             context.leadership = _cluster_node(context)
         else:

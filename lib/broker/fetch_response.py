@@ -1,8 +1,9 @@
 """A Fetch response encoded straight from the handler's slots, versions 4 to 18 (issue 33).
 
 A consumer of 2,000 partitions names every one in every fetch (librdkafka sends no KIP-227
-session), and the answer names every one back: built as kio objects and written by kio's writer,
-that was ~20 us a partition, ~40 ms a fetch, most of a round trip. Here each partition is one
+session; fetch_sessions.py serves the clients that do), and the answer names every one back:
+built as kio objects and written by kio's writer, that was ~20 us a partition, ~40 ms a fetch,
+most of a round trip. Here each partition is one
 struct.pack and its records; the bytes are the ones kio writes (tests/broker/test_fetch_response.py
 holds them equal for every version). The layout, per Kafka's FetchResponse.json:
 
@@ -56,16 +57,18 @@ class _Body:
         return tuple(chunk for chunk in self.chunks if len(chunk))
 
 
-def fetch_response(version: int, topics: dict[Any, list], throttle_ms: int) -> PreEncoded:
+def fetch_response(version: int, topics: dict[Any, list], throttle_ms: int, *, error: int = 0,
+                   session_id: int = 0) -> PreEncoded:
     """`topics`: topic key (name, or UUID from v13) -> its partitions in order, each a tuple
     (index, error_code, high_watermark, last_stable_offset, log_start_offset, aborted, records):
-    `aborted` None (read_uncommitted: a null array) or (producer_id, first_offset) pairs."""
+    `aborted` None (read_uncommitted: a null array) or (producer_id, first_offset) pairs.
+    `error`, `session_id` (v7+): the top-level error (a KIP-227 session's) and the session's id."""
     flexible = version >= 12
     body = _Body()
     buf = body.buf
-    errors: dict[int, int] = {0: 1} if version >= 7 else {}  # the top-level error_code
+    errors: dict[int, int] = {int(error): 1} if version >= 7 else {}  # the top-level error_code
     if version >= 7:
-        buf += _I16_I32.pack(0, 0)  # error_code NONE, session_id 0 (no KIP-227 session)
+        buf += _I16_I32.pack(error, session_id)
     buf += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for key, parts in topics.items():
         buf = body.buf

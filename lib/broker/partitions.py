@@ -414,6 +414,10 @@ class PartitionManager:
         """The epoch clients are told for a partition (a bucket takeover's once it is open)."""
         return getattr(self._partitions.get((topic, index)), "leader_epoch", LEADER_EPOCH)
 
+    def opened(self, topic: str, index: int) -> Partition | None:
+        """The partition if it is open (no open, no wait: a fetch session's look at its quiet partitions)."""
+        return self._partitions.get((topic, index))
+
     def serves(self, part: Partition) -> bool:
         """Whether `part` is still the open partition of its key (cluster mode: not resigned)."""
         return self._partitions.get((part.topic, part.index)) is part

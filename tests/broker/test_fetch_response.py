@@ -85,8 +85,9 @@ def test_the_same_bytes_kio_writes(slots, version, committed):
     by_id = version >= 13
     keyed = [_Slot(TOPIC_ID if by_id else s.topic_key, s.topic, s.request, s.part, s.error, s.records) for s in slots]
     keyed.append(_Slot(TOPIC_ID if by_id else "other", None, slots[1].request, error=ErrorCode.unknown_topic_or_partition))
-    kio_response = _response(response_schema(1, version), keyed, by_id, committed, throttle_ms=250)
-    ours = fetch_response(version, _rows(keyed, committed), throttle_ms=250)
+    kio_response = _response(response_schema(1, version), _rows(keyed, committed), by_id, throttle_ms=250,
+                             session_id=123456)
+    ours = fetch_response(version, _rows(keyed, committed), throttle_ms=250, session_id=123456)
     assert _flat(wire.encode_response(7, ours)) == _flat(wire.encode_response(7, kio_response))
     counted_ours, counted_kio = RequestMetrics(), RequestMetrics()
     counted_ours.record(1, version, 0.01, ours)
@@ -146,3 +147,13 @@ def test_with_refused_topics_the_policy_still_merges_its_answers(tmp_path):
         assert answer["closed"].error_code == ErrorCode.topic_authorization_failed and not answer["closed"].records
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize("version", range(7, 19))
+def test_a_session_error_is_encoded_as_kio_does(version):
+    """A fetch session's error (KIP-227): the top-level error code, session id 0, no topics."""
+    kio_response = _response(response_schema(1, version), {}, version >= 13,
+                             error=ErrorCode.invalid_fetch_session_epoch)
+    ours = fetch_response(version, {}, throttle_ms=0, error=ErrorCode.invalid_fetch_session_epoch)
+    assert _flat(wire.encode_response(7, ours)) == _flat(wire.encode_response(7, kio_response))
+    assert ours.error_counts == {int(ErrorCode.invalid_fetch_session_epoch): 1}

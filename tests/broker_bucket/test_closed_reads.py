@@ -18,6 +18,8 @@ from tests.support.bucket_broker import (T0, BucketBrokers, consume_all, create_
                                          transactions, wait_sealed)
 from tests.support.kafka_dump import dump
 from tests.support.metrics import scrape_url
+from tests.support.wire import session_fetch, values_of
+from topiclake.client.conn import BrokerConnection
 from topiclake.broker.bucket.closed import READ_AHEAD, ClosedSegments
 from topiclake.objectlog.aborted import known_aborted
 from topiclake.objectlog.keys import PartitionKeys
@@ -165,6 +167,23 @@ def test_a_takeover_restores_only_the_tail_and_serves_closed_segments_from_the_b
     read, error = read_from(second.bootstrap, topic, start)
     data_offsets = [o for o in list(acked.values()) + committed if o >= start]  # read_committed
     assert error is None and read[0] == (plain(100), start) and sorted(o for _v, o in read) == sorted(data_offsets)
+
+    # A KIP-227 session (a Java consumer's) at the log's end: quiet while nothing moves; the
+    # manifest's start moving below the cache's (DeleteRecords) and a new record are each answered.
+    with BrokerConnection(second.bootstrap, timeout=30) as client:
+        full, parts = session_fetch(client, topic, {0: log_end}, epoch=0)
+        session = full.session_id
+        assert session > 0 and parts[0].log_start_offset == start and parts[0].high_watermark == log_end
+        assert session_fetch(client, topic, {}, session_id=session, epoch=1)[1] == {}
+        moved = acked[plain(200)]
+        [done] = admin.delete_records([TopicPartition(topic, 0, moved)]).values()
+        assert done.result(30).low_watermark == moved
+        _, parts = session_fetch(client, topic, {}, session_id=session, epoch=2)
+        assert list(parts) == [0] and parts[0].log_start_offset == moved and not parts[0].records
+        assert session_fetch(client, topic, {}, session_id=session, epoch=3)[1] == {}
+        produce_plain(second.bootstrap, topic, 5000, 1)
+        _, parts = session_fetch(client, topic, {}, session_id=session, epoch=4)
+        assert list(parts) == [0] and values_of(parts[0].records) == [(log_end, plain(5000))]
 
 
 def test_closed_reads_while_the_store_is_down_fail_retriably_and_resume_when_it_is_back(tmp_path, own_store):

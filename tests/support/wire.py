@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v13 import request as fetch_v13
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_req
 from kio.schema.produce.v9 import request as produce_req
 
@@ -44,6 +45,25 @@ def fetch(client, topic, offset, *, partition=0, max_wait_ms=0, min_bytes=1, par
     req = fetch_request(topic, offset, partition=partition, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                         partition_max_bytes=partition_max_bytes)
     return client.request(req).responses[0].partitions[0]
+
+
+def session_fetch(client, topic, offsets: dict[int, int], *, session_id=0, epoch=-1, forget=(), max_wait_ms=0,
+                  topic_id=None, committed=False, by_name=fetch_req):
+    """One Fetch of a KIP-227 session (epoch 0 opens one; -1, with session id 0: sessionless) naming
+    `offsets` (partition -> fetch offset) of `topic`, v13 when `topic_id` is given, else in the
+    request schema `by_name` (v7-v12); the response and {partition: its answer}."""
+    if topic_id is None:
+        schema, key = by_name, {"topic": topic}
+    else:
+        schema, key = fetch_v13, {"topic_id": topic_id}
+    parts = tuple(schema.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                  for p, o in offsets.items())
+    topics = (schema.FetchTopic(**key, partitions=parts),) if parts else ()
+    forgotten = (schema.ForgottenTopic(**key, partitions=tuple(forget)),) if forget else ()
+    response = client.request(schema.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, isolation_level=int(committed),
+        session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten))
+    return response, {p.partition_index: p for t in response.responses for p in t.partitions}
 
 
 def values_of(records: bytes):

@@ -30,6 +30,7 @@ from ..context import BrokerContext
 from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, error_code
 from ..fetch_response import fetch_response
+from ..fetch_sessions import SESSIONLESS, readable_check
 from ..request_time import waiting
 from ..throttle import FETCH
 from ..wire import FileRegion, Request, SENDFILE_MIN_BYTES, make, nested
@@ -38,6 +39,7 @@ from .registry import REGISTRY
 log = logging.getLogger(__name__)
 
 FIRST_TOPIC_ID_VERSION = 13
+FIRST_SESSION_VERSION = 7  # KIP-227: session_id, session_epoch, forgotten_topics_data
 
 
 @dataclass(slots=True)
@@ -210,11 +212,11 @@ def _report_corrupt(slot: _Slot, exc: BaseException) -> None:
               slot.topic, slot.request.partition, slot.request.fetch_offset, exc)
 
 
-async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
+async def _resolve(broker, topics: list[tuple[Any, Any]], by_id: bool) -> list[_Slot]:
+    """`topics`: (topic key, its FetchPartitions) pairs, from the request or its session."""
     slots = []
     names = []  # per topic: (name, error)
-    for topic in body.topics:
-        key = topic.topic_id if by_id else topic.topic
+    for key, _partitions in topics:
         name, topic_error = None, ErrorCode.none
         try:
             if by_id:
@@ -227,11 +229,10 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
         except Exception as exc:
             topic_error = error_code(exc)
         names.append((name, topic_error))
-    await broker.partitions.open_many((name, p.partition) for topic, (name, error) in zip(body.topics, names)
-                                      if error == ErrorCode.none for p in topic.partitions)
-    for topic, (name, topic_error) in zip(body.topics, names):
-        key = topic.topic_id if by_id else topic.topic
-        for p in topic.partitions:
+    await broker.partitions.open_many((name, p.partition) for (_key, partitions), (name, error) in zip(topics, names)
+                                      if error == ErrorCode.none for p in partitions)
+    for (key, partitions), (name, topic_error) in zip(topics, names):
+        for p in partitions:
             slot = _Slot(key, name, p, error=topic_error)
             if topic_error == ErrorCode.none:
                 try:
@@ -243,6 +244,93 @@ async def _resolve(broker, body, by_id: bool) -> list[_Slot]:
     return slots
 
 
+class _Quiet:
+    """An incremental fetch's partitions with nothing new for the client (KIP-227): no records at
+    its offset, the high watermark and log start it last heard. They get no slot, no read and no
+    row, only a watch; after an append wakes the fetch they are looked at again. Kept as parallel
+    lists of what exists already (the partition, the session's entry, the topic key)."""
+
+    __slots__ = ("parts", "entries", "keys")
+
+    def __init__(self) -> None:
+        self.parts: list = []
+        self.entries: list = []
+        self.keys: list = []
+
+    def woken(self, committed: bool) -> dict[Any, list]:
+        """Those no longer quiet, as (topic key -> FetchPartitions); the rest stay."""
+        woken: dict[Any, list] = {}
+        kept = 0
+        for part, entry, key in zip(self.parts, self.entries, self.keys):
+            if _quiet(part, entry, committed):
+                self.parts[kept], self.entries[kept], self.keys[kept] = part, entry, key
+                kept += 1
+            else:
+                woken.setdefault(key, []).append(entry[0])
+        del self.parts[kept:], self.entries[kept:], self.keys[kept:]
+        return woken
+
+
+def _quiet(part, entry, committed: bool) -> bool:
+    """`entry`: a session's [FetchPartition, high watermark sent, log start sent]. The log start is
+    `_rows`' (a bucket's: the manifest's if lower); a tiered topic's comes from its table, read
+    on the reader thread: never quiet (read as before)."""
+    if part.config.remote_storage_enable:
+        return False
+    request = entry[0]
+    high_watermark = part.high_watermark
+    start = part.log.log_start_offset
+    if part.closed is not None:
+        start = min(start, part.closed.log_start_offset)
+    return (request.fetch_offset == (part.last_stable_offset if committed else high_watermark)
+            and high_watermark == entry[1] and start == entry[2]
+            and getattr(request, "current_leader_epoch", NO_LEADER_EPOCH) in (NO_LEADER_EPOCH, part.leader_epoch))
+
+
+def _topic_name(broker, key: Any, by_id: bool) -> str | None:
+    """The topic's name, None if it is unknown (its partitions then take the slot path, which answers the error)."""
+    try:
+        if by_id:
+            meta = broker.partitions.topic_by_id(key)
+            return None if meta is None else meta.name
+        return broker.partitions.topic(key).name
+    except Exception:
+        return None
+
+
+async def _resolve_session(broker, session, by_id: bool) -> tuple[list[_Slot], _Quiet]:
+    """An incremental request's open partitions, to be sorted by `_Quiet.woken` once watched, and
+    slots for the others (not open yet, or of an unknown topic: `_resolve` opens or refuses them).
+    One pass over the session, no object made per open partition."""
+    names: dict[Any, str | None] = {}
+    loud: dict[Any, list] = {}
+    refused: list[_Slot] = []
+    denied: set = set()  # topic keys the authorizer no longer lets this client read
+    readable = readable_check()
+    quiet = _Quiet()
+    for (key, index), entry in session.partitions.items():
+        if key in names:
+            name = names[key]
+        else:
+            name = names[key] = _topic_name(broker, key, by_id)
+            if name is not None and readable is not None and not readable(name):
+                denied.add(key)
+        if key in denied:
+            refused.append(_Slot(key, None, entry[0], error=ErrorCode.topic_authorization_failed))
+            continue
+        part = None if name is None else broker.partitions.opened(name, index)
+        if part is not None:
+            quiet.parts.append(part)
+            quiet.entries.append(entry)
+            quiet.keys.append(key)
+        else:
+            requests = loud.get(key)
+            if requests is None:
+                loud[key] = requests = []
+            requests.append(entry[0])
+    return refused + await _resolve(broker, list(loud.items()), by_id), quiet
+
+
 @REGISTRY.route(ApiKey.FETCH, (4, 18))
 async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     body, cls = request.body, request.response_type
@@ -252,7 +340,23 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     max_bytes = getattr(body, "max_bytes", 2**31 - 1)
     committed = getattr(body, "isolation_level", IsolationLevel.READ_UNCOMMITTED) == IsolationLevel.READ_COMMITTED
 
-    slots = await _resolve(broker, body, by_id)
+    key_field = "topic_id" if by_id else "topic"  # the request's v12 schema names topics, v13+ ids them
+    topics = [(getattr(t, key_field), t.partitions) for t in body.topics]
+    context = SESSIONLESS
+    if request.api_version >= FIRST_SESSION_VERSION:
+        forgotten = ((getattr(f, key_field), f.partitions) for f in body.forgotten_topics_data)
+        context = broker.fetch_sessions.context(body.session_id, body.session_epoch, by_id, topics, forgotten)
+    if context.error != ErrorCode.none:  # no partitions: the client starts a new session
+        throttle_ms = broker.throttle.request_throttle_ms(request.session.user, request.client_id)
+        if pre_encoding_allowed():
+            return fetch_response(request.api_version, {}, throttle_ms, error=context.error)
+        return _response(cls, {}, by_id, throttle_ms, error=context.error)
+    quiet, session = None, context.session
+    if session is not None:  # incremental
+        slots, quiet = await _resolve_session(broker, session, by_id)
+        broker.metrics["fetch.sessions.incremental"] += 1
+    else:
+        slots = await _resolve(broker, topics, by_id)
     while True:
         # Register interest before reading, so an append between the read and the wait is not
         # missed: one future, resolved by an append to any of the partitions.
@@ -262,6 +366,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
             if s.part is not None and s.error == ErrorCode.none:
                 s.part.watch(appended)
                 watched = True
+        if quiet is not None and quiet.parts:
+            for part in quiet.parts:
+                part.watch(appended)
+            watched = True
+            woken = quiet.woken(committed)  # after the watch, as the reads below
+            if woken:
+                slots += await _resolve(broker, list(woken.items()), by_id)
         total = await _fill(broker, slots, max_bytes, committed)
         remaining = deadline - loop.time()
         stop = (total >= body.min_bytes or remaining <= 0 or not watched or broker.shutting_down.is_set()
@@ -285,9 +396,20 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     for slot in slots:
         if slot.records:
             slot.part.bytes_out += len(slot.records)
+    rows = _rows(slots, committed)
+    session_id = 0
+    if session is not None:
+        rows = session.answer(rows)
+        session_id = session.id
+    elif context.create:
+        session = broker.fetch_sessions.create(by_id, topics)
+        if session is not None:  # else the cache is full: the client stays sessionless
+            session.answer(rows)  # what this full answer tells becomes what the session last sent
+            session_id = session.id
+            broker.metrics["fetch.sessions.created"] += 1
     if pre_encoding_allowed():  # no policy appends refusals to it: bytes straight from the rows
-        return fetch_response(request.api_version, _rows(slots, committed), throttle_ms)
-    return _response(cls, slots, by_id, committed, throttle_ms)
+        return fetch_response(request.api_version, rows, throttle_ms, session_id=session_id)
+    return _response(cls, rows, by_id, throttle_ms, session_id=session_id)
 
 
 def _rows(slots: list[_Slot], committed: bool) -> dict[Any, list[tuple]]:
@@ -317,20 +439,21 @@ def _rows(slots: list[_Slot], committed: bool) -> dict[Any, list[tuple]]:
     return topics
 
 
-def _response(cls, slots: list[_Slot], by_id: bool, committed: bool = False, throttle_ms: int = 0):
-    """The answer as kio objects (for an authorization policy that appends the refused topics)."""
+def _response(cls, rows: dict[Any, list[tuple]], by_id: bool, throttle_ms: int = 0, *,
+              error: ErrorCode = ErrorCode.none, session_id: int = 0):
+    """The answer (`_rows`' shape) as kio objects (for an authorization policy that appends the refused topics)."""
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
     aborted_cls = nested(part_cls, "aborted_transactions")
     key_field = "topic_id" if by_id else "topic"
     responses = []
-    for key, rows in _rows(slots, committed).items():
-        parts = tuple(make(part_cls, partition_index=index, error_code=ErrorCode(error), high_watermark=hw,
+    for key, partitions in rows.items():
+        parts = tuple(make(part_cls, partition_index=index, error_code=ErrorCode(code), high_watermark=hw,
                            last_stable_offset=lso, log_start_offset=start, preferred_read_replica=-1,
                            aborted_transactions=None if aborted is None else tuple(
                                make(aborted_cls, producer_id=pid, first_offset=first) for pid, first in aborted),
                            records=records)
-                      for index, error, hw, lso, start, aborted, records in rows)
+                      for index, code, hw, lso, start, aborted, records in partitions)
         responses.append(make(topic_cls, **{key_field: key}, partitions=parts))
-    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
-                session_id=0, responses=tuple(responses))
+    return make(cls, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=error,
+                session_id=session_id, responses=tuple(responses))

@@ -120,12 +120,13 @@ def replace(obj, **changes):
 
 
 async def serve_allowed(call: Call, body, kept: tuple, request_field: str, cls: type, denied: tuple,
-                        response_field: str, **when_all_refused: Any):
+                        response_field: str, *, always_call: bool = False, **when_all_refused: Any):
     """The usual policy ending: the handler runs on the allowed part of the request
     (`body.<request_field> = kept`) and the refused part's answers (`denied`) are appended to its
     `<response_field>`; when nothing is allowed, the handler is not called at all (the answer is
-    `cls` with only the refusals, and `when_all_refused`)."""
-    if not kept:
+    `cls` with only the refusals, and `when_all_refused`) unless `always_call` (the request does
+    more than its `<request_field>` says: a fetch session's)."""
+    if not kept and not always_call:
         return blank(cls, **{response_field: denied}, **when_all_refused)
     if denied:
         with objects_wanted():  # the refusals are appended to kio objects, not to bytes

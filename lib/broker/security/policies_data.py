@@ -16,6 +16,7 @@ from topiclake.security.acls import ResourceType
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
+from ..fetch_sessions import authorizing, is_incremental
 from ..wire import has_field, make, nested
 from .policies import NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace, serve_allowed, split, topic_key, topic_name
 
@@ -62,7 +63,11 @@ async def fetch(check, broker, request, call):
     denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
         for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
-    return await serve_allowed(call, body, kept, "topics", cls, denied, "responses", session_id=0)
+    # A KIP-227 session's fetch may name no topic at all and still read the session's: the handler
+    # runs, and checks those topics with this (a refused one is never added to a session).
+    with authorizing(lambda name: check.topic(Op.READ, name)):
+        return await serve_allowed(call, body, kept, "topics", cls, denied, "responses",
+                                   always_call=is_incremental(request.api_version, body), session_id=0)
 
 
 # ===================================================================== ListOffsets
