@@ -57,8 +57,10 @@ class _Slot:
 
 
 def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = False, archive=None):
-    """On a reader thread: the records at `offset` as bytes or a FileRegion (read_committed:
-    none at or past the last stable offset). Below the log's start of a topic with remote
+    """On a reader thread: the records at `offset` as bytes or a FileRegion, none at or past the
+    high watermark (read_committed: the last stable offset), as Kafka serves a consumer: on a
+    bucket root or in a cluster the offsets past it are not stored yet, and a new leader may give
+    them to other records. Below the log's start of a topic with remote
     storage on, the topic's table answers (`archive`); of a bucket partition after a takeover,
     its closed segments in the bucket (then the table below the manifest's start)."""
     start, end = part.log.log_start_offset, part.log.log_end_offset
@@ -67,7 +69,8 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
         return _read_closed(part, offset, max_bytes, min_one, committed)
     if offset < start and tiered:
         return _read_archive(part, offset, max_bytes, min_one, committed, archive)
-    if committed and start <= offset < end and offset >= part.last_stable_offset:
+    fetchable = part.last_stable_offset if committed else part.high_watermark
+    if start <= offset < end and offset >= fetchable:
         return b""
     if offset == end:
         return b""
@@ -77,9 +80,8 @@ def _read(part, offset: int, max_bytes: int, min_one: bool, committed: bool = Fa
     if not start <= offset < end:
         raise OffsetOutOfRangeError(
             f"fetch offset {offset} of {part.topic}-{part.index} is outside [{start}, {end}]")
-    bound = part.last_stable_offset if committed else None
     try:
-        result = part.log.read(offset, max_bytes, max_offset=bound, min_one_message=min_one)
+        result = part.log.read(offset, max_bytes, max_offset=fetchable, min_one_message=min_one)
     except OffsetOutOfRangeError:
         if part.closed is None or offset >= part.log.log_start_offset:
             raise

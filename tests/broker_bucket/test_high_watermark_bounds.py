@@ -1,8 +1,9 @@
-"""ListOffsets answers a consumer with what it may fetch, as Kafka's Partition.fetchOffsetForTimestamp:
-"latest" is the high watermark (read_committed: the last stable offset), never the log end, and a
-lookup by time or MAX_TIMESTAMP whose record is at or past that bound finds nothing. On a bucket
-root the records past the high watermark are not in an object yet: a new leader would give their
-offsets to other records, and a consumer placed past them would skip those."""
+"""A consumer sees nothing past the high watermark (read_committed: the last stable offset), as
+Kafka serves one: Fetch returns no record at or past it, ListOffsets "latest" is it, never the log
+end (Partition.fetchOffsetForTimestamp), and a lookup by time or MAX_TIMESTAMP whose record is at or
+past it finds nothing. On a bucket root the records past the high watermark are not in an object
+yet: a new leader would give their offsets to other records, which a consumer that read the
+first ones, or was placed past them, would never see."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from topiclake.client.conn import BrokerConnection
+from topiclake.segments.batch import iter_batches
 
 from tests.support.bucket_broker import create_topic, open_transaction, transactions
 from tests.support.cluster_clients import raw_fetch
@@ -26,7 +28,7 @@ def list_offset(bootstrap: str, topic: str, spec: OffsetSpec, level=IsolationLev
     return admin.list_offsets({tp: spec}, isolation_level=level)[tp].result(30)
 
 
-def test_latest_is_the_high_watermark_not_the_unflushed_log_end(slow_flush_brokers):
+def test_fetch_and_latest_stop_at_the_high_watermark_not_the_unflushed_log_end(slow_flush_brokers):
     broker = slow_flush_brokers.start("slow")
     topic = "unflushed"
     create_topic(broker.bootstrap, topic)
@@ -37,7 +39,10 @@ def test_latest_is_the_high_watermark_not_the_unflushed_log_end(slow_flush_broke
     time.sleep(0.3)  # appended to the cache; the next flush is up to 5 s away
     latest = list_offset(broker.bootstrap, topic, OffsetSpec.latest()).offset
     with BrokerConnection(broker.bootstrap) as client:
-        high_watermark = raw_fetch(client, topic, 0, 0).high_watermark
+        fetched = raw_fetch(client, topic, 0, 0)
+    high_watermark = fetched.high_watermark
+    read = [b.last_offset for b in iter_batches(fetched.records or b"", source="fetch")]
+    assert all(last < high_watermark for last in read), f"read up to {max(read)}, high watermark {high_watermark}"
     assert latest <= high_watermark, f"latest {latest} is past the high watermark {high_watermark}"
     wait_for(lambda: list_offset(broker.bootstrap, topic, OffsetSpec.latest()).offset == 3, 15,
              what="latest at the log end once it was flushed")
