@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import random
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -186,9 +186,9 @@ class FetchSessionCache:
         now = self._now_ms()
         if not parts or (len(self._sessions) >= self.slots and not self._evict_for(len(parts), now)):
             return None
-        session_id = random.randint(1, MAX_EPOCH)
+        session_id = 1 + secrets.randbelow(MAX_EPOCH)
         while session_id in self._sessions:
-            session_id = random.randint(1, MAX_EPOCH)
+            session_id = 1 + secrets.randbelow(MAX_EPOCH)
         session = self._sessions[session_id] = FetchSession(session_id, by_id, parts, now)
         return session
 

@@ -73,6 +73,9 @@ class BucketService:
         self.lease = OwnerLease(self.store, broker_id=broker_id, host=host, port=port, lease_ms=settings.lease_ms)
         self.broker_id = broker_id
         self.tails: dict[tuple[str, int], PartitionTail] = {}
+        # Changes of `tails` (the event loop's serve/release, the tick's sweep, a fence on any
+        # thread): a check-then-remove of one tail must not remove the next one put there between.
+        self._tails_lock = threading.Lock()
         self.fenced: str | None = None  # why this broker no longer leads the root
         self.on_fenced: Callable[[str], None] = lambda reason: None  # the server stops
         self.serves: Callable[[Any], bool] = lambda part: True  # PartitionManager.serves
@@ -146,12 +149,21 @@ class BucketService:
         tail.on_fenced = lambda reason: self._fenced_by(tail, reason)
         return part
 
+    def _drop_tail(self, key: tuple[str, int], tail: PartitionTail) -> bool:
+        """Remove `tail` if it is still the one of `key` (True), never another put there since."""
+        with self._tails_lock:
+            if self.tails.get(key) is not tail:
+                return False
+            del self.tails[key]
+            return True
+
     def serve(self, part: Any) -> None:
         """On the event loop, once the partition manager serves `part` (opened by open_partition):
         its tail joins the tick. Not before: the tick drops the tails of partitions not served
         (deleted or resigned), and a tail dropped between the takeover and the partition's
         registration would never flush again, every produce to it timing out."""
-        self.tails[(part.topic, part.index)] = part.tail
+        with self._tails_lock:
+            self.tails[(part.topic, part.index)] = part.tail
 
     def topic_meta(self, read: Callable[[], Any]) -> Any:
         """Cluster mode, on a takeover thread: `read()` (the topic's registry entry), waiting for
@@ -172,8 +184,7 @@ class BucketService:
         tail = part.tail
         if tail is None:
             return
-        if self.tails.get((part.topic, part.index)) is tail:
-            del self.tails[(part.topic, part.index)]
+        self._drop_tail((part.topic, part.index), tail)
         self._fail_waiters_of(tail, f"{part} is no longer led by this broker")
 
     async def commit_log_start(self, part: Any, offset: int) -> None:
@@ -326,9 +337,7 @@ class BucketService:
             return
         log.warning("no longer leading %s: %s", tail.keys.prefix, reason.removeprefix(f"{tail.keys.prefix}: "))
         key = (tail.part.topic, tail.part.index)
-        current = self.tails.get(key) is tail
-        if current:
-            self.tails.pop(key, None)
+        current = self._drop_tail(key, tail)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, reason)
         if current:  # a released tail's late seal or flush must not resign the partition led again since
@@ -376,8 +385,7 @@ class BucketService:
         if not self._changing.is_set() and self._sync_metadata() != SYNCED:
             return
         for key, tail in list(self.tails.items()):
-            if not self.serves(tail.part) and self.tails.get(key) is tail:  # deleted or closed (not since taken again)
-                self.tails.pop(key, None)
+            if not self.serves(tail.part) and self._drop_tail(key, tail):  # deleted or closed (not since taken again)
                 if self._loop is not None:
                     self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, f"{tail.part} is no longer served")
         tails = list(self.tails.values())

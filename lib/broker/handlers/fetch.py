@@ -259,12 +259,14 @@ class _Quiet:
         self.entries: list = []
         self.keys: list = []
 
-    def woken(self, committed: bool) -> dict[Any, list]:
-        """Those no longer quiet, as (topic key -> FetchPartitions); the rest stay."""
+    def woken(self, committed: bool, serves: Any) -> dict[Any, list]:
+        """Those no longer quiet, as (topic key -> FetchPartitions); the rest stay. One no longer
+        served (resigned or deleted while the fetch waited) is woken: resolved again, it is
+        answered as it is now."""
         woken: dict[Any, list] = {}
         kept = 0
         for part, entry, key in zip(self.parts, self.entries, self.keys):
-            if _quiet(part, entry, committed):
+            if serves(part) and _quiet(part, entry, committed):
                 self.parts[kept], self.entries[kept], self.keys[kept] = part, entry, key
                 kept += 1
             else:
@@ -372,13 +374,15 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
             for part in quiet.parts:
                 part.watch(appended)
             watched = True
-            woken = quiet.woken(committed)  # after the watch, as the reads below
+            woken = quiet.woken(committed, broker.partitions.serves)  # after the watch, as the reads below
             if woken:
                 slots += await _resolve(broker, list(woken.items()), by_id)
         total = await _fill(broker, slots, max_bytes, committed)
         remaining = deadline - loop.time()
+        # A session's topic the client may no longer read is answered each time, but does not end
+        # the wait (Kafka leaves unauthorized partitions out of it): the client would spin.
         stop = (total >= body.min_bytes or remaining <= 0 or not watched or broker.shutting_down.is_set()
-                or any(s.error != ErrorCode.none for s in slots))
+                or any(s.error not in (ErrorCode.none, ErrorCode.topic_authorization_failed) for s in slots))
         if stop:
             appended.cancel()
             break
