@@ -222,3 +222,28 @@ def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(tmp_path):
             assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
     finally:
         b.stop()
+
+
+def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(tmp_path):
+    """As Kafka leaves unauthorized partitions out of a fetch's wait: a session holding a topic
+    the client may no longer read still long-polls its other partitions (it would spin otherwise)."""
+    b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
+    try:
+        anyone = ("User:ANONYMOUS", "*")
+        b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone,
+                                                Operation.ALL, Permission.ALLOW)])
+        b.create_topic("secret")
+        b.create_topic("open")
+        with b.client() as c:
+            full, _ = fetch(c, "secret", {0: 0}, epoch=0)
+            fetch(c, "open", {0: 0}, session_id=full.session_id, epoch=1)  # the session holds both
+            b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "secret", PatternType.LITERAL, *anyone,
+                                                    Operation.READ, Permission.DENY)])
+            started = time.monotonic()
+            answer, parts = fetch(c, "open", {}, session_id=full.session_id, epoch=2, max_wait_ms=800)
+            waited = time.monotonic() - started
+        assert answer.error_code == ErrorCode.none
+        assert [p.error_code for p in parts.values()] == [ErrorCode.topic_authorization_failed]
+        assert waited >= 0.6, f"answered after {waited:.2f} s: the refused topic ended the wait"
+    finally:
+        b.stop()
