@@ -35,6 +35,8 @@ import pyarrow.compute as pc
 from .arrow import decode_record_batches
 from .batch import RecordBatch, iter_batches
 from .errors import CorruptRecordError
+from .leader_epochs import EpochHistory
+from .leader_reads import valid_only
 from .log_summary import SegmentData, check_sorted
 from .txn_metadata import AbortedIndex, AbortedTxn, as_aborted_index
 
@@ -351,14 +353,15 @@ def offset_map_entries(batches: Iterable[RecordBatch], *, start: int, end: int,
 
 def build_offset_map(segments: Sequence[SegmentData], *, start: int, end: int,
                      aborted: AbortedIndex | Iterable[AbortedTxn], max_entries: int | None = None,
-                     topic: str = "", partition: int = -1) -> OffsetMap:
+                     topic: str = "", partition: int = -1, epochs: EpochHistory | None = None) -> OffsetMap:
     """Kafka's buildOffsetMap over the segments that hold [start, end) (`segments` may be the
     whole log; the ones outside the range are skipped as Kafka's logSegments(start, end) does).
 
     latest_offset follows Kafka: every batch ending at or after `start` moves it to its last
     offset, and a fully read segment fast-forwards it to the next segment's base - 1 (offset gaps
     left by earlier cleanings). With `max_entries` (Kafka: slots * load factor) the map stops when
-    full, part-way through a segment; the round then cleans only up to latest_offset."""
+    full, part-way through a segment; the round then cleans only up to latest_offset. `epochs`
+    (cluster mode): a batch a fenced leader wrote is not part of the log and adds nothing."""
     check_sorted(topic, partition, segments)
     index = as_aborted_index(aborted)
     acc = _Accumulator()
@@ -368,7 +371,7 @@ def build_offset_map(segments: Sequence[SegmentData], *, start: int, end: int,
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         source = f"{topic}-{partition} segment {segment.base_offset}"
         try:
-            for window in batch_windows(iter_batches(segment.data, source=source)):
+            for window in batch_windows(valid_only(iter_batches(segment.data, source=source), epochs)):
                 keyed = _keyed_records(window, start, None, index)
                 if max_entries is not None:
                     stop = _first_refused_put(acc.fold(), keyed.words, max_entries)
