@@ -374,6 +374,27 @@ def test_collect_aborted_txns_and_index():
     assert [index.is_aborted(b.header) for b in log.batches()] == [True, False, True, False, False, False]
 
 
+def test_offset_map_of_digests_sharing_their_first_word():
+    words = np.array([[5, 9], [5, 2], [1, 7], [5, 9], [5, 2]], np.uint64)
+    built = OffsetMap.from_words(words, np.array([0, 1, 2, 3, 4]), latest_offset=4)
+    assert built.words.tolist() == [[1, 7], [5, 2], [5, 9]] and built.offsets.tolist() == [2, 4, 3]
+    queries = np.array([[5, 2], [5, 9], [5, 3], [1, 7], [0, 0]] * 300, np.uint64)  # searched in sorted order
+    assert built.lookup(queries).tolist() == [4, 3, -1, 2, -1] * 300
+
+
+def test_offset_map_built_by_the_first_word_equals_the_full_sort():
+    rng = np.random.default_rng(7)
+    distinct = rng.integers(0, 2**64, size=(3000, 2), dtype=np.uint64)
+    words = distinct[rng.integers(0, len(distinct), 20_000)]
+    offsets = rng.permutation(20_000).astype(np.int64)  # shares merge in any order
+    built = OffsetMap.from_words(words, offsets, latest_offset=20_000)
+    assert built == OffsetMap._from_words_lexsorted(words, offsets, 20_000) and len(built) <= 3000
+    queries = np.concatenate([words[:5000], rng.integers(0, 2**64, size=(5000, 2), dtype=np.uint64)])
+    expected = [int(built.offsets[i]) if i < len(built) and (built.words[i] == q).all() else -1
+                for q, i in zip(queries, np.searchsorted(built.words[:, 0], queries[:, 0]))]
+    assert built.lookup(queries).tolist() == expected
+
+
 def test_offset_map_leaves_out_a_fenced_leaders_batch():
     # Cluster mode: epoch 2 starts at offset 1, so the epoch-1 batch at offset 1 (a fenced leader's
     # late append) is no part of the log; its key must not shadow the valid record at offset 0.
