@@ -51,7 +51,7 @@ from typing import Iterable, Mapping, Sequence
 
 from . import filenames
 from .atomic import fsync_dir
-from .batch import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, BatchHeader, build_batch
+from .batch import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, BatchHeader, build_batch, iter_batches
 from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
@@ -152,6 +152,29 @@ def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
     finally:
         segment.close()
     return next_offset
+
+
+def write_cleaned_segment(directory: Path, base: int, data: bytes, config: LogConfig,
+                          last_modified_ms: int | None) -> int:
+    """A compaction task's output segment: `<base>.log.cleaned` and its `.index.cleaned` and
+    `.timeindex.cleaned`, indexed from the batches in memory as build_cleaned_indexes would index
+    the file (the cleaner computed or checked every CRC moments ago: nothing is read back),
+    synced, with the last replaced segment's mtime (as Kafka does). Returns the next offset
+    (`base` when empty), which replace_segments takes as `indexed`."""
+    for suffix in (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX):
+        filenames.segment_file(directory, base, suffix + filenames.CLEANED_SUFFIX).unlink(missing_ok=True)
+    headers = [batch.header for batch in iter_batches(data, source=f"cleaned segment {base}", validate=False)]
+    segment = LogSegment(directory, base, config, suffix=filenames.CLEANED_SUFFIX)
+    try:
+        segment.append(data, headers)
+        segment.on_become_inactive()
+        segment.flush()
+    finally:
+        segment.close()
+    if last_modified_ms is not None:
+        ns = last_modified_ms * 1_000_000
+        os.utime(filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX), ns=(ns, ns))
+    return headers[-1].next_offset if headers else base
 
 
 def _cleaned_next_offset(directory: Path, base: int, config: LogConfig, indexed: Mapping[int, tuple[int, int]],

@@ -325,3 +325,24 @@ def test_replace_builds_the_indexes_again_when_the_indexed_file_changed(tmp_path
     reopened = Log.open(directory, CONFIG)
     assert reopened.load_result.recovered == ()
     reopened.close()
+
+
+@pytest.mark.parametrize("batches", [0, 1, 40])
+def test_a_cleaned_segment_written_from_memory_has_the_indexes_of_one_read_back(tmp_path, batches):
+    # timestamps out of order, so the time index's entries depend on the max so far
+    data = b"".join(make_batch(2, base_offset=10 + 2 * i, timestamp=1000 + (i * 7919) % 53) for i in range(batches))
+    mtime_ms = 1_700_000_000_000
+    read_back = tmp_path / "read-back"
+    read_back.mkdir()
+    log_path = fn.segment_file(read_back, 10, fn.LOG_SUFFIX + fn.CLEANED_SUFFIX)
+    log_path.write_bytes(data)
+    expected_next = maintenance.build_cleaned_indexes(read_back, 10, CONFIG)
+    in_memory = tmp_path / "in-memory"
+    in_memory.mkdir()
+    fn.segment_file(in_memory, 10, fn.INDEX_SUFFIX + fn.CLEANED_SUFFIX).write_bytes(b"stale")  # a crashed run's
+    assert maintenance.write_cleaned_segment(in_memory, 10, data, CONFIG, mtime_ms) == expected_next
+    for suffix in (fn.LOG_SUFFIX, fn.INDEX_SUFFIX, fn.TIME_INDEX_SUFFIX):
+        name = fn.segment_file(in_memory, 10, suffix + fn.CLEANED_SUFFIX).name
+        assert (in_memory / name).read_bytes() == (read_back / name).read_bytes(), suffix
+    assert fn.segment_file(in_memory, 10, fn.LOG_SUFFIX + fn.CLEANED_SUFFIX).stat().st_mtime_ns == mtime_ms * 1_000_000
+    assert expected_next == (10 + 2 * batches if batches else 10)

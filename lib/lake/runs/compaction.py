@@ -63,8 +63,8 @@ from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.leader_reads import ReadEpochs, valid_only
 from topiclake.segments.log_summary import SegmentData
-from topiclake.segments.maintenance import (build_cleaned_indexes, crash_point, read_cleaner_offset,
-                                            replace_segments, write_cleaner_offset)
+from topiclake.segments.maintenance import (crash_point, read_cleaner_offset, replace_segments,
+                                            write_cleaned_segment, write_cleaner_offset)
 from topiclake.segments.offset_map import OffsetMap, build_offset_map, task_offset_map
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
@@ -220,9 +220,9 @@ class RewritePartition:
             for group in result.groups:
                 path = filenames.segment_file(Path(spec.directory), group.base_offset,
                                               filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX)
-                _write_file(path, group.data, group.last_modified_ms)
-                # checked and indexed here, in parallel, rather than by the driver's swap
-                indexed_next_offset = build_cleaned_indexes(Path(spec.directory), group.base_offset, config)
+                # indexed here, in parallel, from the batches in memory, rather than by the driver's swap
+                indexed_next_offset = write_cleaned_segment(Path(spec.directory), group.base_offset, group.data,
+                                                            config, group.last_modified_ms)
                 rows.append(dict(topic=spec.topic, partition=spec.partition, base_offset=group.base_offset,
                                  replaces=list(group.replaces), next_offset=group.next_offset, path=str(path),
                                  size=len(group.data), bytes_read=group.stats.bytes_read,
@@ -258,15 +258,6 @@ _RESULT_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), (
 
 def _result_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_RESULT_SCHEMA)
-
-
-def _write_file(path: Path, data: bytes, mtime_ms: int | None) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if mtime_ms is not None:
-        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
 # -------------------------------------------------------------------------------------- driver
