@@ -8,7 +8,9 @@ partition after partition, and writes its `.cleaned` files (no swap); the Spark 
 whole thing (plan, key maps, rewrite, swap, checkpoint) on a fresh copy each round; both must
 write the same bytes (SHA-256 per output segment). MB/s counts the dirty segment bytes; wall time,
 as both use every core they can. `--repeat N` alternates N rounds of each (the machine's load
-moves; medians are reported, and the load average at the start and end). The last line is one
+moves; medians are reported, and the load average at the start and end). CPU seconds are
+reported too (the single process's; the job's driver, JVM and Python workers together): on a
+shared machine they show what each side costs whatever the others run. The last line is one
 JSON object; "ratio" is Spark MB/s over single-process MB/s (of the medians).
 
 `--bucket` also puts the same segments, as closed segments with a manifest, into a bucket of a
@@ -86,6 +88,28 @@ def single_process(root: Path) -> tuple[float, dict[tuple[int, int], str]]:
             filenames.segment_file(d, g.base_offset, ".log.cleaned").write_bytes(g.data)
             written[(p, g.base_offset)] = hashlib.sha256(g.data).hexdigest()
     return time.perf_counter() - started, written
+
+
+def descendants_cpu_s() -> float:
+    """CPU seconds (user + system) so far of this process's live descendants: Spark's JVM, its
+    Python daemon and workers."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(entry)] = int(fields[1])
+        ticks[int(entry)] = int(fields[11]) + int(fields[12])  # utime, stime
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - mine
+        mine |= frontier
+    return sum(ticks[pid] for pid in mine) / os.sysconf("SC_CLK_TCK")
 
 
 def swapped_digests(root: Path, segments) -> dict[tuple[int, int], str]:
@@ -184,21 +208,25 @@ def main() -> None:
             upload_topic(work / "a", ObjectStore(bucket_root))
             print(f"put the segments in the bucket in {time.perf_counter() - t:.1f} s", flush=True)
         spark = spark_session()
-        base_times, spark_times = [], []
+        base_times, spark_times, base_cpu, spark_cpu = [], [], [], []
         for round_ in range(args.repeat):
+            cpu = time.process_time()
             base_s, base_digests = single_process(work / "a")
+            base_cpu.append(time.process_time() - cpu)
             base_out = sum(f.stat().st_size for f in (work / "a" / "log").rglob("*.log.cleaned"))
             _remove_cleaned(work / "a")
             base_times.append(base_s)
             print(f"round {round_}: single process (clean_log): {base_s:.2f} s, {size / 1e6 / base_s:.2f} MB/s, "
-                  f"{base_out / 1e6:.1f} MB out", flush=True)
+                  f"{base_out / 1e6:.1f} MB out, {base_cpu[-1]:.2f} CPU s", flush=True)
             shutil.rmtree(work / "b", ignore_errors=True)
             shutil.copytree(work / "a", work / "b")  # the job swaps in place: a fresh copy each round
+            cpu = time.process_time() + descendants_cpu_s()
             spark_s, result = spark_job(spark, work / "b")
+            spark_cpu.append(time.process_time() + descendants_cpu_s() - cpu)
             assert not result.errors, result.errors
             spark_times.append(spark_s)
             print(f"round {round_}: spark local[2] (compact job): {spark_s:.2f} s, {size / 1e6 / spark_s:.2f} MB/s, "
-                  f"{result.bytes_after / 1e6:.1f} MB out", flush=True)
+                  f"{result.bytes_after / 1e6:.1f} MB out, {spark_cpu[-1]:.2f} CPU s", flush=True)
             assert result.bytes_after == base_out, (result.bytes_after, base_out)  # the same algorithm
             assert swapped_digests(work / "b", base_digests) == base_digests, "the outputs differ"  # byte for byte
         base_s, spark_s = statistics.median(base_times), statistics.median(spark_times)
@@ -206,7 +234,9 @@ def main() -> None:
                    "partitions": PARTITIONS, "rounds": args.repeat,
                    "single_process_mb_per_s": round(size / 1e6 / base_s, 2),
                    "spark_local2_mb_per_s": round(size / 1e6 / spark_s, 2), "ratio": round(base_s / spark_s, 2),
-                   "ratios": [round(b / s, 2) for b, s in zip(base_times, spark_times)]}
+                   "ratios": [round(b / s, 2) for b, s in zip(base_times, spark_times)],
+                   "single_process_cpu_s": round(statistics.median(base_cpu), 2),
+                   "spark_cpu_s": round(statistics.median(spark_cpu), 2)}
         if gateway is not None:
             bucket_s, bucket_result = spark_job(spark, bucket_root)
             assert not bucket_result.errors, bucket_result.errors

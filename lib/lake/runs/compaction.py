@@ -1,5 +1,5 @@
-"""Kafka log compaction as a Spark job: key map on executors, one rewrite per partition, swap on
-the driver.
+"""Kafka log compaction as a Spark job: one task per partition builds its key map and rewrites it,
+the driver swaps the cleaned segments in.
 
     spark-submit jobs/compact.py [--topic T ...] [--data DIR|s3://bucket/prefix] [--config FILE] [--force]
         [--target-task-bytes N] [--now-ms MS] [--master M]
@@ -9,22 +9,27 @@ Every partition of every topic whose cleanup.policy includes `compact` (the brok
 `__consumer_offsets` too), or of the `--topic`s given. Kafka's rules come from the pure modules
 in topiclake.segments:
 
-1. Driver (`plan_compaction`): one header scan per partition (log/state.py) gives a LogSummary;
+1. Driver (`plan_partition`): one header scan per partition (log/state.py) gives a LogSummary;
    `cleanable.log_to_clean` chooses the range [first dirty, first uncleanable): never the active
    segment, never past the last stable offset, min.compaction.lag.ms honoured, whole segments
    only. A partition is cleaned when Kafka's cleaner would pick it (dirty ratio >
    min.cleanable.dirty.ratio, or max.compaction.lag.ms overdue), or always with `--force`.
-2. Executors (map): byte ranges of the dirty segments, cut along batch boundaries; each task
-   decodes its range columnar and pre-aggregates it (`offset_map.task_offset_map`: the max offset
-   per MD5 digest), so one row per distinct key of the task leaves it, not one per record. The
-   driver collects the rows and merges them per partition with numpy (`OffsetMap.merge`), then
-   broadcasts each partition's map (three numpy columns).
-3. Executors (rewrite, ONE task per partition): `cleaner.rewrite_log` over the partition's
-   segments with that map; the `.cleaned` files are written next to the log (with the last
-   replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
-4. Driver: `maintenance.replace_segments` (the crash-safe swap, under the partition lock; the
-   old segments must be byte-for-byte what was cleaned) and then the cleaner checkpoint. The
-   broker picks the new segments up on its next refresh.
+2. Executors, ONE task per partition (`RewritePartition`): the key map (`offset_map.build_offset_map`,
+   as the single-process cleaner builds it) over the partition's mapped segments, then
+   `cleaner.rewrite_log` with it; each cleaned group is written next to the log as `.cleaned`
+   files with their indexes, from the batches in memory (`maintenance.write_cleaned_segment`:
+   the last replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
+   The split path (`split_partitions`), only when there are fewer partitions than task slots: a
+   partition whose dirty range is above --target-task-bytes has its map built first by map tasks
+   over byte ranges of its dirty segments, cut along batch boundaries, each pre-aggregated
+   (`offset_map.task_offset_map`: the max offset per MD5 digest, one row per distinct key of the
+   task, numpy columns); the driver merges them (`OffsetMap.merge`) and broadcasts the map to
+   the partition's rewrite task. Otherwise splitting only adds a job, the shares' trip to the
+   driver, a merge there and a broadcast (bench/README.md, "Where the compaction job's time goes").
+3. Driver: `maintenance.replace_segments` (the crash-safe swap, under the partition lock; the
+   old segments must be byte-for-byte what was cleaned; it takes the tasks' indexes, and indexes
+   again only a segment it pads in its step 0) and then the cleaner checkpoint. The broker picks
+   the new segments up on its next refresh.
 
 Only the driver touches the log's segment list, and one compaction job at a time per partition
 (a non-blocking flock on `.topiclake.cleaner.lock`; a busy partition is skipped and reported).
@@ -427,7 +432,8 @@ def format_summary(result: CompactResult) -> str:
         elif p.checkpoint is not None:
             lines.append(f"  {p.name}: {p.segments_before} -> {p.segments_after} segments, {p.bytes_before} -> "
                          f"{p.bytes_after} bytes, {p.records_read} records read, {p.records_dropped} dropped, "
-                         f"{p.map_entries} keys, cleaner checkpoint {p.checkpoint}")
+                         f"{p.map_entries} keys{f' (key map from {len(p.map_tasks)} tasks)' if p.split else ''}, "
+                         f"cleaner checkpoint {p.checkpoint}")
         elif result.named_topics:
             lines.append(f"  {p.name}: skipped ({p.skipped})")
         else:
