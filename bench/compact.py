@@ -10,7 +10,9 @@ write the same bytes (SHA-256 per output segment). MB/s counts the dirty segment
 as both use every core they can. `--repeat N` alternates N rounds of each (the machine's load
 moves; medians are reported, and the load average at the start and end). CPU seconds are
 reported too (the single process's; the job's driver, JVM and Python workers together): on a
-shared machine they show what each side costs whatever the others run. The last line is one
+shared machine they show what each side costs whatever the others run. Each round also times
+the same pure-Python loop in one process and split over two ("ceiling"): how much faster two
+processes ran than one on the machine at that moment, the most any local[2] job could gain. The last line is one
 JSON object; "ratio" is Spark MB/s over single-process MB/s (of the medians).
 
 `--bucket` also puts the same segments, as closed segments with a manifest, into a bucket of a
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -88,6 +91,23 @@ def single_process(root: Path) -> tuple[float, dict[tuple[int, int], str]]:
             filenames.segment_file(d, g.base_offset, ".log.cleaned").write_bytes(g.data)
             written[(p, g.base_offset)] = hashlib.sha256(g.data).hexdigest()
     return time.perf_counter() - started, written
+
+
+def _spin(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def parallel_ceiling(pool, n: int = 4_000_000) -> float:
+    """How much faster two processes run one CPU-bound loop than one process does, right now."""
+    started = time.perf_counter()
+    _spin(2 * n)
+    one = time.perf_counter() - started
+    started = time.perf_counter()
+    pool.map(_spin, [n, n], chunksize=1)
+    return one / (time.perf_counter() - started)
 
 
 def descendants_cpu_s() -> float:
@@ -208,8 +228,12 @@ def main() -> None:
             upload_topic(work / "a", ObjectStore(bucket_root))
             print(f"put the segments in the bucket in {time.perf_counter() - t:.1f} s", flush=True)
         spark = spark_session()
-        base_times, spark_times, base_cpu, spark_cpu = [], [], [], []
+        pool = multiprocessing.get_context("spawn").Pool(2)
+        pool.map(_spin, [1, 1], chunksize=1)  # started before anything is timed
+        base_times, spark_times, base_cpu, spark_cpu, ceilings = [], [], [], [], []
         for round_ in range(args.repeat):
+            ceilings.append(parallel_ceiling(pool))
+            print(f"round {round_}: two processes ran {ceilings[-1]:.2f}x one (the ceiling)", flush=True)
             cpu = time.process_time()
             base_s, base_digests = single_process(work / "a")
             base_cpu.append(time.process_time() - cpu)
@@ -240,7 +264,8 @@ def main() -> None:
                    "spark_local2_mb_per_s": round(size / 1e6 / spark_s, 2), "ratio": round(base_s / spark_s, 2),
                    "ratios": [round(b / s, 2) for b, s in zip(base_times, spark_times)],
                    "single_process_cpu_s": round(statistics.median(base_cpu), 2),
-                   "spark_cpu_s": round(statistics.median(spark_cpu), 2)}
+                   "spark_cpu_s": round(statistics.median(spark_cpu), 2),
+                   "ceilings": [round(c, 2) for c in ceilings]}
         if gateway is not None:
             bucket_s, bucket_result = spark_job(spark, bucket_root)
             assert not bucket_result.errors, bucket_result.errors
@@ -250,6 +275,7 @@ def main() -> None:
             figures.update(bucket_mb_per_s=round(size / 1e6 / bucket_s, 2), ratio_bucket=round(spark_s / bucket_s, 2))
         figures.update(load_start=round(load_start, 1), load_end=round(os.getloadavg()[0], 1))
         print(json.dumps(figures))
+        pool.close()
     finally:
         if gateway is not None:
             gateway.stop()
