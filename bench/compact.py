@@ -257,8 +257,9 @@ def main() -> None:
             spark_cpu.append(time.process_time() + descendants_cpu_s() - cpu)
             assert not result.errors, result.errors
             spark_times.append(spark_s)
-            print(f"round {round_}: spark {args.master} (compact job): {spark_s:.2f} s, {size / 1e6 / spark_s:.2f} MB/s, "
-                  f"{result.bytes_after / 1e6:.1f} MB out, {spark_cpu[-1]:.2f} CPU s", flush=True)
+            print(f"round {round_}: spark {args.master} (compact job): {spark_s:.2f} s, "
+                  f"{size / 1e6 / spark_s:.2f} MB/s, {result.bytes_after / 1e6:.1f} MB out, "
+                  f"{spark_cpu[-1]:.2f} CPU s", flush=True)
             assert result.bytes_after == base_out, (result.bytes_after, base_out)  # the same algorithm
             assert swapped_digests(work / "b", base_digests) == base_digests, "the outputs differ"  # byte for byte
         base_s, spark_s = statistics.median(base_times), statistics.median(spark_times)
@@ -273,8 +274,8 @@ def main() -> None:
         if gateway is not None:
             bucket_s, bucket_result = spark_job(spark, bucket_root)
             assert not bucket_result.errors, bucket_result.errors
-            print(f"spark {args.master} (compact job, bucket root): {bucket_s:.1f} s, {size / 1e6 / bucket_s:.2f} MB/s, "
-                  f"{bucket_result.bytes_after / 1e6:.1f} MB out", flush=True)
+            print(f"spark {args.master} (compact job, bucket root): {bucket_s:.1f} s, "
+                  f"{size / 1e6 / bucket_s:.2f} MB/s, {bucket_result.bytes_after / 1e6:.1f} MB out", flush=True)
             assert bucket_digests(ObjectStore(bucket_root)) == base_digests, "the bucket's outputs differ"
             figures.update(bucket_mb_per_s=round(size / 1e6 / bucket_s, 2), ratio_bucket=round(spark_s / bucket_s, 2))
         figures.update(load_start=round(load_start, 1), load_end=round(os.getloadavg()[0], 1))
