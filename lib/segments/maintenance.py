@@ -5,8 +5,9 @@ Jobs change only closed segments, never the newest (active) one, and hold the pa
 loader never see a change half-done. If the job dies anyway, the loader repairs what it left
 exactly as Kafka's LogLoader does (see loader.py):
 
-replace_segments (compaction): write `X.log.cleaned` (+ indexes, built here if absent; the
-  `.txnindex.cleaned` keeps the old entries whose ABORT marker survived, see carry_txn_index)
+replace_segments (compaction): write `X.log.cleaned` (+ indexes: the writer's when it built them
+  with build_cleaned_indexes and says so, `indexed`, else built here; the `.txnindex.cleaned`
+  keeps the old entries whose ABORT marker survived, see carry_txn_index)
   0. make each cleaned segment span the old segments it replaces (see `_span_group`);
   1. rename each cleaned segment's files `.cleaned` -> `.swap`, highest base offset first, so a
      crash in this step leaves a `.cleaned` below every `.swap` and the loader drops them all;
@@ -50,7 +51,7 @@ from typing import Iterable, Mapping, Sequence
 
 from . import filenames
 from .atomic import fsync_dir
-from .batch import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, BatchHeader, build_batch
+from .batch import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, BatchHeader, build_batch, iter_batches
 from .checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, read_partition_offset,
                           write_partition_offset)
 from .config import LogConfig
@@ -153,6 +154,43 @@ def build_cleaned_indexes(directory: Path, base: int, config: LogConfig) -> int:
     return next_offset
 
 
+def write_cleaned_segment(directory: Path, base: int, data: bytes, config: LogConfig,
+                          last_modified_ms: int | None) -> int:
+    """A compaction task's output segment: `<base>.log.cleaned` and its `.index.cleaned` and
+    `.timeindex.cleaned`, indexed from the batches in memory as build_cleaned_indexes would index
+    the file (the cleaner computed or checked every CRC moments ago: nothing is read back),
+    synced, with the last replaced segment's mtime (as Kafka does). Returns the next offset
+    (`base` when empty), which replace_segments takes as `indexed`."""
+    for suffix in (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX):
+        filenames.segment_file(directory, base, suffix + filenames.CLEANED_SUFFIX).unlink(missing_ok=True)
+    headers = [batch.header for batch in iter_batches(data, source=f"cleaned segment {base}", validate=False)]
+    segment = LogSegment(directory, base, config, suffix=filenames.CLEANED_SUFFIX)
+    try:
+        segment.append(data, headers)
+        segment.on_become_inactive()
+        segment.flush()
+    finally:
+        segment.close()
+    if last_modified_ms is not None:
+        ns = last_modified_ms * 1_000_000
+        os.utime(filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX), ns=(ns, ns))
+    return headers[-1].next_offset if headers else base
+
+
+def _cleaned_next_offset(directory: Path, base: int, config: LogConfig, indexed: Mapping[int, tuple[int, int]],
+                         padded: bool) -> int:
+    """The next offset of cleaned segment `base`, its indexes built: by its writer (`indexed`: base
+    -> (the .log.cleaned's size then, its next offset)) if they are still there and the file is
+    the one indexed (no padding since), else here."""
+    written = indexed.get(base)
+    log_path = filenames.segment_file(directory, base, filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX)
+    if (written is not None and not padded and os.stat(log_path).st_size == written[0]
+            and all(filenames.segment_file(directory, base, suffix + filenames.CLEANED_SUFFIX).exists()
+                    for suffix in (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX))):
+        return written[1]
+    return build_cleaned_indexes(directory, base, config)
+
+
 def carry_txn_index(directory: Path, base: int, old_bases: Sequence[int]) -> int:
     """Write `<base>.txnindex.cleaned`: the old segments' aborted transactions whose ABORT marker
     the cleaned segment still holds (Kafka's cleaner re-adds exactly those). Entries of markers the
@@ -239,11 +277,14 @@ def segment_fingerprint(path: str | os.PathLike) -> tuple[int, int]:
 
 def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[int],
                      cleaned_files: Sequence[str | os.PathLike], config: LogConfig | None = None, *,
-                     expected: Mapping[int, tuple[int, int]] | None = None) -> list[int]:
+                     expected: Mapping[int, tuple[int, int]] | None = None,
+                     indexed: Mapping[int, tuple[int, int]] | None = None) -> list[int]:
     """Swap closed segments `old_base_offsets` for the cleaned segments `cleaned_files` (paths of
     `<base>.log.cleaned` in `directory`). Returns the new segments' base offsets. `expected`:
     base offset -> segment_fingerprint of the old .log files as the cleaner read them; checked
-    under the lock (MaintenanceError if one changed)."""
+    under the lock (MaintenanceError if one changed). `indexed`: cleaned base offset -> (size,
+    next offset) of the .log.cleaned files whose writer checked them and built their indexes
+    (build_cleaned_indexes, in parallel tasks); the others are checked and indexed here."""
     directory = Path(directory)
     config = config or LogConfig()
     cleaned_bases = []
@@ -276,10 +317,13 @@ def replace_segments(directory: str | os.PathLike, old_base_offsets: Sequence[in
         if not set(cleaned_bases) <= set(old):
             raise MaintenanceError(f"cleaned segments {cleaned_bases} must start at old segment bases {old}",
                                    source=str(directory))
+        padded = set()
         for i, base in enumerate(cleaned_bases):  # 0.
             end = cleaned_bases[i + 1] if i + 1 < len(cleaned_bases) else old[-1] + 1
-            _span_group(directory, base, [b for b in old if base <= b < end], config, epochs, existing)
-        ranges = [(base, build_cleaned_indexes(directory, base, config)) for base in cleaned_bases]
+            if _span_group(directory, base, [b for b in old if base <= b < end], config, epochs, existing):
+                padded.add(base)
+        ranges = [(base, _cleaned_next_offset(directory, base, config, indexed or {}, base in padded))
+                  for base in cleaned_bases]
         for base in cleaned_bases:
             carry_txn_index(directory, base, old)
         after = [b for b in existing if b > old[-1]][0]  # exists: old never holds the active segment

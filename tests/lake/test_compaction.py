@@ -23,6 +23,8 @@ def test_compaction_matches_the_model_over_two_rounds(spark, root, seed):
     uppers = [active_base(layout.log_dir("kv", p)) for p in range(2)]
     result = compact(spark, CompactOptions(root=root, force=True, target_task_bytes=700))
     assert not result.errors, format_summary(result)
+    # as many partitions as task slots (local[2]): each cleaned whole by one task, however large
+    assert not any(part.split for part in result.partitions)
     for p in range(2):
         directory = layout.log_dir("kv", p)
         expected = model_round(written[p], upper=uppers[p])
@@ -44,6 +46,21 @@ def test_compaction_matches_the_model_over_two_rounds(spark, root, seed):
         expected = model_round(kept[p], upper=uppers2[p], checkpoint=uppers[p], drop_tombstones_below=uppers[p])
         assert read_log_records(layout.log_dir("kv", p)) == committed_view(expected), f"partition {p}"
         assert read_cleaner_offset(layout.log_dir("kv", p)) == uppers2[p]
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_a_partition_alone_has_its_key_map_built_by_map_tasks(spark, root, seed):
+    # One partition and two task slots: its dirty range (above target_task_bytes) is cut into map
+    # tasks whose shares the driver merges and broadcasts to the rewrite task: the same log.
+    written = write_workload(root, "kv", seed=seed, ops=70)
+    directory = StorageLayout(root).log_dir("kv", 0)
+    upper = active_base(directory)
+    result = compact(spark, CompactOptions(root=root, force=True, target_task_bytes=700))
+    assert not result.errors, format_summary(result)
+    part = result.partitions[0]
+    assert part.split and len(part.map_tasks) > 1
+    assert read_log_records(directory) == committed_view(model_round(written[0], upper=upper))
+    assert read_cleaner_offset(directory) == upper and part.records_dropped > 0
 
 
 def test_dump_log_shows_valid_batches_only(spark, root):

@@ -27,6 +27,7 @@ from topiclake.segments.cleaner import clean_log, group_segments_by_size, rewrit
 from topiclake.segments.compression import Compression
 from topiclake.segments.config import LogConfig
 from topiclake.segments.errors import CorruptRecordError
+from topiclake.segments.leader_epochs import EpochHistory
 from topiclake.segments.log_summary import InvalidLogStateError, LogSummary, SegmentData, SegmentSummary
 from topiclake.segments import offset_map
 from topiclake.segments.offset_map import (OffsetMap, build_offset_map, key_digest, key_digests, offset_map_entries,
@@ -371,6 +372,40 @@ def test_collect_aborted_txns_and_index():
     assert aborted == (AbortedTxn(0, 0, 3),)
     index = AbortedIndex(aborted)
     assert [index.is_aborted(b.header) for b in log.batches()] == [True, False, True, False, False, False]
+
+
+def test_offset_map_of_digests_sharing_their_first_word():
+    words = np.array([[5, 9], [5, 2], [1, 7], [5, 9], [5, 2]], np.uint64)
+    built = OffsetMap.from_words(words, np.array([0, 1, 2, 3, 4]), latest_offset=4)
+    assert built.words.tolist() == [[1, 7], [5, 2], [5, 9]] and built.offsets.tolist() == [2, 4, 3]
+    queries = np.array([[5, 2], [5, 9], [5, 3], [1, 7], [0, 0]] * 300, np.uint64)  # searched in sorted order
+    assert built.lookup(queries).tolist() == [4, 3, -1, 2, -1] * 300
+
+
+def test_offset_map_built_by_the_first_word_equals_the_full_sort():
+    rng = np.random.default_rng(7)
+    distinct = rng.integers(0, 2**64, size=(3000, 2), dtype=np.uint64)
+    words = distinct[rng.integers(0, len(distinct), 20_000)]
+    offsets = rng.permutation(20_000).astype(np.int64)  # shares merge in any order
+    built = OffsetMap.from_words(words, offsets, latest_offset=20_000)
+    assert built == OffsetMap._from_words_lexsorted(words, offsets, 20_000) and len(built) <= 3000
+    queries = np.concatenate([words[:5000], rng.integers(0, 2**64, size=(5000, 2), dtype=np.uint64)])
+    expected = [int(built.offsets[i]) if i < len(built) and (built.words[i] == q).all() else -1
+                for q, i in zip(queries, np.searchsorted(built.words[:, 0], queries[:, 0]))]
+    assert built.lookup(queries).tolist() == expected
+
+
+def test_offset_map_leaves_out_a_fenced_leaders_batch():
+    # Cluster mode: epoch 2 starts at offset 1, so the epoch-1 batch at offset 1 (a fenced leader's
+    # late append) is no part of the log; its key must not shadow the valid record at offset 0.
+    history = EpochHistory({1: 0, 2: 1})
+    old = build_batch([Record(0, T0, b"a", b"valid")], partition_leader_epoch=1)
+    late = build_batch([Record(1, T0, b"a", b"late")], partition_leader_epoch=1)
+    new = build_batch([Record(1, T0, b"b", b"new")], partition_leader_epoch=2)
+    segments = [SegmentData(0, old + late), SegmentData(1, new)]
+    built = build_offset_map(segments, start=0, end=2, aborted=(), epochs=history)
+    assert built.get(b"a") == 0 and built.get(b"b") == 1 and built.latest_offset == 1
+    assert build_offset_map(segments, start=0, end=2, aborted=()).get(b"a") == 1  # what the filter prevents
 
 
 def test_offset_map_from_outside_matches_the_builder():

@@ -276,3 +276,73 @@ def test_a_refused_step_is_a_maintenance_error_not_corrupt_log_bytes(tmp_path):
     assert not isinstance(raised.value, CorruptRecordError)
     assert offsets(log) == list(range(0, 60, 2))
     log.close()
+
+
+WRITERS_MTIME_NS = 1_000_000_000  # marks the index the writer built (an inode number may be reused)
+
+
+def _writers_index(directory, base):
+    """A compaction task's part: check the cleaned segment and build its indexes where it wrote it."""
+    next_offset = maintenance.build_cleaned_indexes(directory, base, CONFIG)
+    os.utime(fn.segment_file(directory, base, fn.INDEX_SUFFIX + fn.CLEANED_SUFFIX),
+             ns=(WRITERS_MTIME_NS, WRITERS_MTIME_NS))
+    return next_offset
+
+
+def test_replace_swaps_in_the_writers_indexes(tmp_path):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    before = offsets(log)
+    cleaned, kept = write_cleaned(directory, bases[:3])
+    next_offset = _writers_index(directory, bases[0])
+    indexed = {bases[0]: (cleaned.stat().st_size, next_offset)}
+    assert replace_segments(directory, bases[:3], [cleaned], CONFIG, indexed=indexed) == [bases[0]]
+    assert fn.index_file(directory, bases[0]).stat().st_mtime_ns == WRITERS_MTIME_NS  # not built again
+    assert log.refresh() and offsets(log) == kept + [o for o in before if o >= bases[3]]
+    log.close()
+    reopened = Log.open(directory, CONFIG)
+    assert reopened.load_result.recovered == ()  # the writer's indexes are the log's
+    reopened.close()
+
+
+@pytest.mark.parametrize("change", ["padded", "rewritten"])
+def test_replace_builds_the_indexes_again_when_the_indexed_file_changed(tmp_path, change):
+    directory = tmp_path / "t-0"
+    log = build_log(directory)
+    bases = [s.base_offset for s in log.segments()]
+    if change == "padded":  # the swap appends an empty batch to span the old segments (step 0)
+        cleaned, _ = write_dropping(directory, bases[:3], {bases[2]})
+        next_offset = _writers_index(directory, bases[0])
+        indexed = {bases[0]: (cleaned.stat().st_size, next_offset)}
+    else:  # the file is not the one the writer indexed
+        cleaned, _ = write_cleaned(directory, bases[:3])
+        next_offset = _writers_index(directory, bases[0])
+        indexed = {bases[0]: (cleaned.stat().st_size - 1, next_offset)}
+    replace_segments(directory, bases[:3], [cleaned], CONFIG, indexed=indexed)
+    assert fn.index_file(directory, bases[0]).stat().st_mtime_ns != WRITERS_MTIME_NS
+    log.close()
+    reopened = Log.open(directory, CONFIG)
+    assert reopened.load_result.recovered == ()
+    reopened.close()
+
+
+@pytest.mark.parametrize("batches", [0, 1, 40])
+def test_a_cleaned_segment_written_from_memory_has_the_indexes_of_one_read_back(tmp_path, batches):
+    # timestamps out of order, so the time index's entries depend on the max so far
+    data = b"".join(make_batch(2, base_offset=10 + 2 * i, timestamp=1000 + (i * 7919) % 53) for i in range(batches))
+    mtime_ms = 1_700_000_000_000
+    read_back = tmp_path / "read-back"
+    read_back.mkdir()
+    log_path = fn.segment_file(read_back, 10, fn.LOG_SUFFIX + fn.CLEANED_SUFFIX)
+    log_path.write_bytes(data)
+    expected_next = maintenance.build_cleaned_indexes(read_back, 10, CONFIG)
+    in_memory = tmp_path / "in-memory"
+    in_memory.mkdir()
+    fn.segment_file(in_memory, 10, fn.INDEX_SUFFIX + fn.CLEANED_SUFFIX).write_bytes(b"stale")  # a crashed run's
+    assert maintenance.write_cleaned_segment(in_memory, 10, data, CONFIG, mtime_ms) == expected_next
+    for suffix in (fn.LOG_SUFFIX, fn.INDEX_SUFFIX, fn.TIME_INDEX_SUFFIX):
+        name = fn.segment_file(in_memory, 10, suffix + fn.CLEANED_SUFFIX).name
+        assert (in_memory / name).read_bytes() == (read_back / name).read_bytes(), suffix
+    assert fn.segment_file(in_memory, 10, fn.LOG_SUFFIX + fn.CLEANED_SUFFIX).stat().st_mtime_ns == mtime_ms * 1_000_000
+    assert expected_next == (10 + 2 * batches if batches else 10)

@@ -259,8 +259,9 @@ def compact_parser(prog: str | None = None) -> OneLineParser:
     p.add_argument("--force", action="store_true",
                    help="clean every partition with a cleanable range, whatever min.cleanable.dirty.ratio says")
     p.add_argument("--target-task-bytes", type=_count(1), metavar="N",
-                   help="bytes of dirty segments per key-map task (a directory root; a bucket root cleans a "
-                        "partition in one task)")
+                   help="a partition's dirty bytes above which its key map is built by several tasks of "
+                        "about this size, when there are fewer partitions than task slots (a directory root; "
+                        "otherwise, and on a bucket root, a partition is cleaned in one task)")
     p.add_argument("--now-ms", type=_count(0), help="the cleaner's clock in epoch ms (default: now)")
     _common(p)
     return p

@@ -1,5 +1,5 @@
-"""Kafka log compaction as a Spark job: key map on executors, one rewrite per partition, swap on
-the driver.
+"""Kafka log compaction as a Spark job: one task per partition builds its key map and rewrites it,
+the driver swaps the cleaned segments in.
 
     spark-submit jobs/compact.py [--topic T ...] [--data DIR|s3://bucket/prefix] [--config FILE] [--force]
         [--target-task-bytes N] [--now-ms MS] [--master M]
@@ -9,22 +9,27 @@ Every partition of every topic whose cleanup.policy includes `compact` (the brok
 `__consumer_offsets` too), or of the `--topic`s given. Kafka's rules come from the pure modules
 in topiclake.segments:
 
-1. Driver (`plan_compaction`): one header scan per partition (log/state.py) gives a LogSummary;
+1. Driver (`plan_partition`): one header scan per partition (log/state.py) gives a LogSummary;
    `cleanable.log_to_clean` chooses the range [first dirty, first uncleanable): never the active
    segment, never past the last stable offset, min.compaction.lag.ms honoured, whole segments
    only. A partition is cleaned when Kafka's cleaner would pick it (dirty ratio >
    min.cleanable.dirty.ratio, or max.compaction.lag.ms overdue), or always with `--force`.
-2. Executors (map): byte ranges of the dirty segments, cut along batch boundaries; each task
-   decodes its range columnar and pre-aggregates it (`offset_map.task_offset_map`: the max offset
-   per MD5 digest), so one row per distinct key of the task leaves it, not one per record. The
-   driver collects the rows and merges them per partition with numpy (`OffsetMap.merge`), then
-   broadcasts each partition's map (three numpy columns).
-3. Executors (rewrite, ONE task per partition): `cleaner.rewrite_log` over the partition's
-   segments with that map; the `.cleaned` files are written next to the log (with the last
-   replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
-4. Driver: `maintenance.replace_segments` (the crash-safe swap, under the partition lock; the
-   old segments must be byte-for-byte what was cleaned) and then the cleaner checkpoint. The
-   broker picks the new segments up on its next refresh.
+2. Executors, ONE task per partition (`RewritePartition`): the key map (`offset_map.build_offset_map`,
+   as the single-process cleaner builds it) over the partition's mapped segments, then
+   `cleaner.rewrite_log` with it; each cleaned group is written next to the log as `.cleaned`
+   files with their indexes, from the batches in memory (`maintenance.write_cleaned_segment`:
+   the last replaced segment's mtime, as Kafka does). Only metadata rows return to the driver.
+   The split path (`split_partitions`), only when there are fewer partitions than task slots: a
+   partition whose dirty range is above --target-task-bytes has its map built first by map tasks
+   over byte ranges of its dirty segments, cut along batch boundaries, each pre-aggregated
+   (`offset_map.task_offset_map`: the max offset per MD5 digest, one row per distinct key of the
+   task, numpy columns); the driver merges them (`OffsetMap.merge`) and broadcasts the map to
+   the partition's rewrite task. Otherwise splitting only adds a job, the shares' trip to the
+   driver, a merge there and a broadcast (bench/README.md, "Where the compaction job's time goes").
+3. Driver: `maintenance.replace_segments` (the crash-safe swap, under the partition lock; the
+   old segments must be byte-for-byte what was cleaned; it takes the tasks' indexes, and indexes
+   again only a segment it pads in its step 0) and then the cleaner checkpoint. The broker picks
+   the new segments up on its next refresh.
 
 Only the driver touches the log's segment list, and one compaction job at a time per partition
 (a non-blocking flock on `.topiclake.cleaner.lock`; a busy partition is skipped and reported).
@@ -64,8 +69,8 @@ from topiclake.segments.errors import TopiclakeError
 from topiclake.segments.leader_reads import ReadEpochs, valid_only
 from topiclake.segments.log_summary import SegmentData
 from topiclake.segments.maintenance import (crash_point, read_cleaner_offset, replace_segments,
-                                            write_cleaner_offset)
-from topiclake.segments.offset_map import OffsetMap, task_offset_map
+                                            write_cleaned_segment, write_cleaner_offset)
+from topiclake.segments.offset_map import OffsetMap, build_offset_map, task_offset_map
 from topiclake.segments.storage import StorageLayout, TopicRegistry
 
 from ..log.source import list_partition, open_segment
@@ -139,8 +144,8 @@ def plan_partition(layout: StorageLayout, topic: str, partition: int, config: Lo
                             s.time_index_bytes, s.mtime_ms) for s in state.segments)
     entries = tuple(map(tuple, epochs.entries)) if epochs is not None else None
     out.epochs, out.read_end = epochs, state.high_watermark
-    out.spec = RewriteSpec(topic, partition, str(directory), refs, ltc.first_uncleanable_offset,
-                           config.to_properties(), now_ms, state.aborted, entries)
+    out.spec = RewriteSpec(topic, partition, str(directory), refs, ltc.first_dirty_offset,
+                           ltc.first_uncleanable_offset, config.to_properties(), now_ms, state.aborted, entries)
     out.map_tasks = [MapTask(topic, partition, path, inode, start, end, ltc.first_dirty_offset,
                              ltc.first_uncleanable_offset, tuple(state.aborted), entries)
                      for path, inode, start, end in _cut(state, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
@@ -177,22 +182,24 @@ def merge_task_maps(shares: Sequence[tuple[tuple[str, int], np.ndarray, np.ndarr
 
 
 class RewritePartition:
-    """One task per partition: its broadcast key map -> `.cleaned` files + result rows."""
+    """One task per partition: its key map -> `.cleaned` files + result rows. A partition of the
+    split path gets the map broadcast (its map tasks' shares merged on the driver); one of the
+    fused path builds it here, over the same mapped segments, as the single-process cleaner does."""
 
     def __init__(self, specs: dict[tuple[str, int], RewriteSpec], maps: dict[tuple[str, int], object]):
         self.specs = specs
-        self.maps = maps  # (topic, partition) -> Broadcast of (words, offsets, latest_offset)
+        self.maps = maps  # (topic, partition) -> Broadcast of (words, offsets, latest_offset); fused: absent
 
     def __call__(self, key: tuple[str, int]) -> list[dict]:
         spec = self.specs[key]
         try:
-            words, offsets, latest = self.maps[key].value
-            return self._rewrite(spec, OffsetMap(words, offsets, latest))
+            shared = self.maps.get(key)
+            return self._rewrite(spec, None if shared is None else OffsetMap(*shared.value))
         except Exception as exc:  # reported per partition; the others still swap
             log.exception("rewrite of %s-%d failed", *key)
             return [dict(_empty_row(spec), error=f"{type(exc).__name__}: {exc}")]
 
-    def _rewrite(self, spec: RewriteSpec, offset_map: OffsetMap) -> list[dict]:
+    def _rewrite(self, spec: RewriteSpec, offset_map: OffsetMap | None) -> list[dict]:
         with ExitStack() as stack:
             segments = []
             for ref in spec.segments:
@@ -204,22 +211,31 @@ class RewritePartition:
                     data = memoryview(m)
                 segments.append(SegmentData(ref.base_offset, data, ref.index_bytes, ref.time_index_bytes,
                                             ref.mtime_ms))
+            epochs = ReadEpochs.history_of(spec.epochs)
+            config = LogConfig.from_properties(spec.config)
+            if offset_map is None:
+                offset_map = build_offset_map(segments, start=spec.first_dirty_offset,
+                                              end=spec.first_uncleanable_offset, aborted=spec.aborted,
+                                              topic=spec.topic, partition=spec.partition, epochs=epochs)
             result = rewrite_log(segments, offset_map, first_uncleanable_offset=spec.first_uncleanable_offset,
-                                 config=LogConfig.from_properties(spec.config), now_ms=spec.now_ms,
+                                 config=config, now_ms=spec.now_ms,
                                  aborted_txns=spec.aborted, topic=spec.topic, partition=spec.partition,
-                                 epochs=ReadEpochs.history_of(spec.epochs))
+                                 epochs=epochs)
             rows = []
             for group in result.groups:
                 path = filenames.segment_file(Path(spec.directory), group.base_offset,
                                               filenames.LOG_SUFFIX + filenames.CLEANED_SUFFIX)
-                _write_file(path, group.data, group.last_modified_ms)
+                # indexed here, in parallel, from the batches in memory, rather than by the driver's swap
+                indexed_next_offset = write_cleaned_segment(Path(spec.directory), group.base_offset, group.data,
+                                                            config, group.last_modified_ms)
                 rows.append(dict(topic=spec.topic, partition=spec.partition, base_offset=group.base_offset,
                                  replaces=list(group.replaces), next_offset=group.next_offset, path=str(path),
                                  size=len(group.data), bytes_read=group.stats.bytes_read,
                                  records_read=group.stats.records_read,
                                  records_retained=group.stats.records_retained,
                                  batches_emptied=group.stats.batches_emptied, checkpoint=result.checkpoint,
-                                 map_entries=result.offset_map_entries, error=None))
+                                 map_entries=result.offset_map_entries, indexed_next_offset=indexed_next_offset,
+                                 error=None))
             del segments, result
         return rows or [dict(_empty_row(spec), checkpoint=offset_map.end_offset)]
 
@@ -234,27 +250,19 @@ def _close_quietly(m: mmap.mmap) -> None:
 def _empty_row(spec: RewriteSpec) -> dict:
     return dict(topic=spec.topic, partition=spec.partition, base_offset=None, replaces=[], next_offset=None,
                 path=None, size=0, bytes_read=0, records_read=0, records_retained=0, batches_emptied=0,
-                checkpoint=None, map_entries=0, error=None)
+                checkpoint=None, map_entries=0, indexed_next_offset=None, error=None)
 
 
 _RESULT_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("base_offset", pa.int64()),
                             ("replaces", pa.list_(pa.int64())), ("next_offset", pa.int64()), ("path", pa.string()),
                             ("size", pa.int64()), ("bytes_read", pa.int64()), ("records_read", pa.int64()),
                             ("records_retained", pa.int64()), ("batches_emptied", pa.int64()),
-                            ("checkpoint", pa.int64()), ("map_entries", pa.int64()), ("error", pa.string())])
+                            ("checkpoint", pa.int64()), ("map_entries", pa.int64()),
+                            ("indexed_next_offset", pa.int64()), ("error", pa.string())])
 
 
 def _result_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_RESULT_SCHEMA)
-
-
-def _write_file(path: Path, data: bytes, mtime_ms: int | None) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if mtime_ms is not None:
-        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
 # -------------------------------------------------------------------------------------- driver
@@ -323,22 +331,38 @@ def _compact(spark, options: CompactOptions, result: CompactResult, progress: Pr
                                   for meta in TopicRegistry(layout).list() if meta.name not in configs
                                   for p in range(meta.partitions)]
         if planned:
-            rows = _run(spark, planned, result.run_id, progress)
+            rows = _run(spark, planned, result.run_id, progress, options.target_task_bytes)
             for part in planned:
                 _swap(part, rows, configs[part.topic])
     result.duration_s = time.monotonic() - started
 
 
-def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: ProgressCallback | None) -> pa.Table:
+def split_partitions(planned: Sequence[PartitionCompaction], slots: int,
+                     target_task_bytes: int) -> list[PartitionCompaction]:
+    """The partitions whose key map is built by map tasks over pieces of their dirty range (the
+    split path); the others are cleaned whole by one task each (the fused path). Splitting costs
+    a second job, the shares' trip to the driver, a merge there and a broadcast; it pays only
+    where a partition's map would otherwise keep a task slot busy while others sit idle: fewer
+    partitions than slots, and a dirty range above one task's share."""
+    if len(planned) >= slots:
+        return []
+    return [p for p in planned if p.dirty_bytes > target_task_bytes]
+
+
+def _run(spark, planned: Sequence[PartitionCompaction], run_id: str, progress: ProgressCallback | None,
+         target_task_bytes: int) -> pa.Table:
     sc = spark.sparkContext
-    tasks = sorted((t for p in planned for t in p.map_tasks), key=lambda t: t.start - t.end)  # big first
-    specs = {(p.topic, p.partition): p.spec for p in planned}
+    split = split_partitions(planned, sc.defaultParallelism, target_task_bytes)
+    for part in split:
+        part.split = True
+    tasks = sorted((t for p in split for t in p.map_tasks), key=lambda t: t.start - t.end)  # big first
+    specs = {(p.topic, p.partition): p.spec for p in sorted(planned, key=lambda p: -p.dirty_bytes)}  # big first
     broadcasts = []
     try:
         with spark_job_group(sc, f"topiclake-compact-{run_id}", describe_planned(planned), progress):
-            shares = collect(sc.parallelize(tasks, max(len(tasks), 1)).map(map_task))
-            maps = merge_task_maps(shares, planned)
-            del shares
+            maps = {}
+            if tasks:
+                maps = merge_task_maps(collect(sc.parallelize(tasks, len(tasks)).map(map_task)), split)
             for m in maps.values():
                 broadcasts.append(sc.broadcast((m.words, m.offsets, m.latest_offset)))
             rewrite = RewritePartition(specs, dict(zip(maps, broadcasts)))
@@ -370,7 +394,9 @@ def _swap(part: PartitionCompaction, rows: pa.Table, config: LogConfig) -> None:
             part.epochs.confirm(directory, part.read_end)
         if groups:
             replace_segments(directory, old, [r["path"] for r in groups], config,
-                             expected={b: (refs[b].inode, refs[b].file_size) for b in old})
+                             expected={b: (refs[b].inode, refs[b].file_size) for b in old},
+                             indexed={r["base_offset"]: (r["size"], r["indexed_next_offset"]) for r in groups
+                                      if r["indexed_next_offset"] is not None})
         crash_point("swapped-all")
         write_cleaner_offset(directory, part.checkpoint)
     except TopiclakeError as exc:
@@ -406,7 +432,8 @@ def format_summary(result: CompactResult) -> str:
         elif p.checkpoint is not None:
             lines.append(f"  {p.name}: {p.segments_before} -> {p.segments_after} segments, {p.bytes_before} -> "
                          f"{p.bytes_after} bytes, {p.records_read} records read, {p.records_dropped} dropped, "
-                         f"{p.map_entries} keys, cleaner checkpoint {p.checkpoint}")
+                         f"{p.map_entries} keys{f' (key map from {len(p.map_tasks)} tasks)' if p.split else ''}, "
+                         f"cleaner checkpoint {p.checkpoint}")
         elif result.named_topics:
             lines.append(f"  {p.name}: skipped ({p.skipped})")
         else:

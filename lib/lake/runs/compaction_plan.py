@@ -46,6 +46,7 @@ class RewriteSpec:
     partition: int
     directory: str
     segments: tuple[SegmentRef, ...]
+    first_dirty_offset: int
     first_uncleanable_offset: int
     config: dict[str, str]
     now_ms: int
@@ -82,6 +83,7 @@ class PartitionCompaction:
     segments_after: int = 0
     checkpoint: int | None = None
     map_entries: int = 0
+    split: bool = False  # its key map came from map tasks over pieces of its dirty range (runs.compaction)
     epochs: ReadEpochs | None = None  # cluster mode: the history the plan read the log with
     read_end: int = 0  # the planned high watermark: the tasks read nothing at or past it
 
@@ -92,6 +94,11 @@ class PartitionCompaction:
     @property
     def records_dropped(self) -> int:
         return self.records_read - self.records_retained
+
+    @property
+    def dirty_bytes(self) -> int:
+        """Bytes of the dirty range (its map tasks' byte ranges): the size of the partition's work."""
+        return sum(t.end - t.start for t in self.map_tasks)
 
     def skip(self, reason: SkipReason, detail: str | None = None) -> "PartitionCompaction":
         self.skip_reason, self.skipped = reason, detail or reason.value
