@@ -195,55 +195,61 @@ def test_no_slots_means_no_sessions(tmp_path):
         b.stop()
 
 
-def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(tmp_path):
+ANYONE = ("User:ANONYMOUS", "*")
+
+
+@pytest.fixture
+def acl_broker(tmp_path):
+    """A broker with the ACL authorizer, every topic open to anyone (tests take READ away)."""
+    b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
+    try:
+        b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *ANYONE,
+                                                Operation.ALL, Permission.ALLOW)])
+        yield b
+    finally:
+        b.stop()
+
+
+def deny_read(b, topic: str) -> None:
+    b.context.security.acls.add([AclBinding(ResourceType.TOPIC, topic, PatternType.LITERAL, *ANYONE,
+                                            Operation.READ, Permission.DENY)])
+
+
+def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(acl_broker):
     """An incremental fetch names no topic: the ACL policy still lets the handler run, which checks
     the session's topics; READ taken away mid-session is answered TOPIC_AUTHORIZATION_FAILED."""
-    b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
-    try:
-        anyone = ("User:ANONYMOUS", "*")
-        b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone,
-                                                Operation.ALL, Permission.ALLOW)])
-        b.create_topic("secret")
-        with b.client() as c:
-            produce(c, "secret", batch([b"a"]))
-            full, parts = fetch(c, "secret", {0: 0}, epoch=0)
-            assert full.session_id > 0 and values_of(parts[0].records) == [(0, b"a")]
-            kept, parts = fetch(c, "secret", {0: 1}, session_id=full.session_id, epoch=1)
-            assert kept.error_code == ErrorCode.none and kept.session_id == full.session_id and parts == {}
+    b = acl_broker
+    b.create_topic("secret")
+    with b.client() as c:
+        produce(c, "secret", batch([b"a"]))
+        full, parts = fetch(c, "secret", {0: 0}, epoch=0)
+        assert full.session_id > 0 and values_of(parts[0].records) == [(0, b"a")]
+        kept, parts = fetch(c, "secret", {0: 1}, session_id=full.session_id, epoch=1)
+        assert kept.error_code == ErrorCode.none and kept.session_id == full.session_id and parts == {}
 
-            b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "secret", PatternType.LITERAL, *anyone,
-                                                    Operation.READ, Permission.DENY)])
-            produce(c, "secret", batch([b"b"]))
-            refused, parts = fetch(c, "secret", {}, session_id=full.session_id, epoch=2)
-            assert refused.session_id == full.session_id
-            assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
-            # A new session is refused the topic outright (the policy filters a full request).
-            _, parts = fetch(c, "secret", {0: 1}, epoch=0)
-            assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
-    finally:
-        b.stop()
+        deny_read(b, "secret")
+        produce(c, "secret", batch([b"b"]))
+        refused, parts = fetch(c, "secret", {}, session_id=full.session_id, epoch=2)
+        assert refused.session_id == full.session_id
+        assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
+        # A new session is refused the topic outright (the policy filters a full request).
+        _, parts = fetch(c, "secret", {0: 1}, epoch=0)
+        assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
 
 
-def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(tmp_path):
+def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(acl_broker):
     """As Kafka leaves unauthorized partitions out of a fetch's wait: a session holding a topic
     the client may no longer read still long-polls its other partitions (it would spin otherwise)."""
-    b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
-    try:
-        anyone = ("User:ANONYMOUS", "*")
-        b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone,
-                                                Operation.ALL, Permission.ALLOW)])
-        b.create_topic("secret")
-        b.create_topic("open")
-        with b.client() as c:
-            full, _ = fetch(c, "secret", {0: 0}, epoch=0)
-            fetch(c, "open", {0: 0}, session_id=full.session_id, epoch=1)  # the session holds both
-            b.context.security.acls.add([AclBinding(ResourceType.TOPIC, "secret", PatternType.LITERAL, *anyone,
-                                                    Operation.READ, Permission.DENY)])
-            started = time.monotonic()
-            answer, parts = fetch(c, "open", {}, session_id=full.session_id, epoch=2, max_wait_ms=800)
-            waited = time.monotonic() - started
-        assert answer.error_code == ErrorCode.none
-        assert [p.error_code for p in parts.values()] == [ErrorCode.topic_authorization_failed]
-        assert waited >= 0.6, f"answered after {waited:.2f} s: the refused topic ended the wait"
-    finally:
-        b.stop()
+    b = acl_broker
+    b.create_topic("secret")
+    b.create_topic("open")
+    with b.client() as c:
+        full, _ = fetch(c, "secret", {0: 0}, epoch=0)
+        fetch(c, "open", {0: 0}, session_id=full.session_id, epoch=1)  # the session holds both
+        deny_read(b, "secret")
+        started = time.monotonic()
+        answer, parts = fetch(c, "open", {}, session_id=full.session_id, epoch=2, max_wait_ms=800)
+        waited = time.monotonic() - started
+    assert answer.error_code == ErrorCode.none
+    assert [p.error_code for p in parts.values()] == [ErrorCode.topic_authorization_failed]
+    assert waited >= 0.6, f"answered after {waited:.2f} s: the refused topic ended the wait"
