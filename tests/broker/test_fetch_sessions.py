@@ -199,7 +199,7 @@ ANYONE = ("User:ANONYMOUS", "*")
 
 
 @pytest.fixture
-def acl_broker(tmp_path):
+def open_acl_broker(tmp_path):
     """A broker with the ACL authorizer, every topic open to anyone (tests take READ away)."""
     b = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
     try:
@@ -215,10 +215,10 @@ def deny_read(b, topic: str) -> None:
                                             Operation.READ, Permission.DENY)])
 
 
-def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(acl_broker):
+def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(open_acl_broker):
     """An incremental fetch names no topic: the ACL policy still lets the handler run, which checks
     the session's topics; READ taken away mid-session is answered TOPIC_AUTHORIZATION_FAILED."""
-    b = acl_broker
+    b = open_acl_broker
     b.create_topic("secret")
     with b.client() as c:
         produce(c, "secret", batch([b"a"]))
@@ -237,10 +237,10 @@ def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(acl_broker):
         assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
 
 
-def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(acl_broker):
+def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(open_acl_broker):
     """As Kafka leaves unauthorized partitions out of a fetch's wait: a session holding a topic
     the client may no longer read still long-polls its other partitions (it would spin otherwise)."""
-    b = acl_broker
+    b = open_acl_broker
     b.create_topic("secret")
     b.create_topic("open")
     with b.client() as c:
