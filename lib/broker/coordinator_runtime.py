@@ -54,6 +54,11 @@ S = TypeVar("S")  # a coordinator's state machine of one partition
 T = TypeVar("T")  # a response
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 STOP_GRACE_S = 5.0  # how long `stop` lets a timer round in progress finish
+# A failed load (e.g. the bucket unreachable at a takeover) is tried again after these delays,
+# doubling up to the last: a transient failure heals without a leadership change (Kafka's stays
+# failed until one), a lasting one (a corrupt log) is logged at most twice a minute.
+RELOAD_FIRST_S = 1.0
+RELOAD_MAX_S = 30.0
 
 
 class CoordinatorErrorCode(enum.IntEnum):
@@ -126,7 +131,7 @@ class Coordinator(Protocol[S]):
 class Status(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
-    FAILED = "failed"  # the load failed: COORDINATOR_NOT_AVAILABLE until loaded again
+    FAILED = "failed"  # the load failed: COORDINATOR_NOT_AVAILABLE until a retried load succeeds
     UNLOADED = "unloaded"
 
 
@@ -141,6 +146,7 @@ class CoordinatorShard(Generic[S]):
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     settled: asyncio.Event = field(default_factory=asyncio.Event)  # set once not LOADING
     waiters: dict[int, asyncio.Future] = field(default_factory=dict)  # parked requests by ticket
+    failed_loads: int = 0  # in a row: sets the delay of the next retry
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -244,6 +250,13 @@ class CoordinatorRuntime(Generic[S]):
                     return await self._load(shard)
         return None
 
+    async def _load_again(self, shard: CoordinatorShard[S], delay_s: float) -> None:
+        """Retry a failed load of `shard` after `delay_s`, if it is still owned and still failed."""
+        await asyncio.sleep(delay_s)
+        async with shard.lock:
+            if self._shards.get(shard.index) is shard and shard.status is Status.FAILED:
+                await self._load(shard)
+
     async def settle(self) -> None:
         """Wait until no owned partition is loading (e.g. the loads a start scheduled)."""
         for shard in list(self._shards.values()):
@@ -285,11 +298,17 @@ class CoordinatorRuntime(Generic[S]):
             state = self.coordinator.new_shard(shard.index)
             count = await self.partitions.run_read(self._replay_log, part.log, state, source)
         except Exception:
-            log.exception("loading %s failed: its requests get COORDINATOR_NOT_AVAILABLE until it loads", source)
+            delay = min(RELOAD_MAX_S, RELOAD_FIRST_S * 2 ** shard.failed_loads)
+            shard.failed_loads += 1
+            log.exception("loading %s failed: its requests get COORDINATOR_NOT_AVAILABLE; loading it again in %.0f s",
+                          source, delay)
             shard.status = Status.FAILED
             shard.settled.set()
+            if not self._stopping.is_set():
+                self._loads = [t for t in self._loads if not t.done()]
+                self._loads.append(asyncio.create_task(self._load_again(shard, delay)))
             return None
-        shard.state, shard.status = state, Status.ACTIVE
+        shard.state, shard.status, shard.failed_loads = state, Status.ACTIVE, 0
         shard.settled.set()
         self.coordinator.loaded(shard.index, state, count)
         return count

@@ -20,6 +20,7 @@ from tests.support.in_process_broker import InProcessBroker
 from tests.support.share_wire import ACCEPT, joined, partition_of, share_fetch, start_offset
 from tests.support.wire import batch, produce
 from tests.support.group_wire import commit, fetch, retry
+from tests.support.waits import wait_for
 from tests.support.txn_wire import add_partitions, init_producer_id
 from topiclake.broker import wire
 from topiclake.broker.coordinator_runtime import Status
@@ -154,7 +155,10 @@ def test_a_share_state_partition_unloads_and_loads_back(runtime_broker):
         assert [(a.first_offset, a.last_offset) for a in again.acquired_records] == [(3, 3)]
 
 
-def test_a_partition_whose_log_does_not_load_answers_coordinator_not_available_until_it_loads(runtime_broker):
+def test_a_partition_whose_log_does_not_load_answers_coordinator_not_available_until_a_retry_loads_it(
+        runtime_broker):
+    """A failed load is retried on its own (a store down at a takeover must not leave the groups
+    unavailable until the next leadership change): once the log reads again, the partition serves."""
     groups = runtime_broker.context.groups
     runtime_broker.create_topic("rt-broken-t", 1)
     with runtime_broker.client() as c:
@@ -172,6 +176,6 @@ def test_a_partition_whose_log_does_not_load_answers_coordinator_not_available_u
             assert join(c, "rt-broken").error_code == ErrorCode.coordinator_not_available
         finally:
             segment.write_bytes(good)
-        call(runtime_broker, groups.runtime.load(index))
+        wait_for(lambda: groups.runtime._shards[index].status is Status.ACTIVE, timeout=10, what="the retried load")
         assert fetch(c, "rt-broken") == {"rt-broken": {("rt-broken-t", 0): 4}}
         assert join(c, "rt-broken").error_code == ErrorCode.member_id_required  # served again
