@@ -70,6 +70,13 @@ def readable_check() -> Callable[[str], bool] | None:
     return _READABLE.get()
 
 
+def in_session(version: int, body: Any) -> bool:
+    """A Fetch that creates a session (v7+, epoch 0) or uses one (epoch > 0): every partition it
+    names belongs to the session, the ones the client may not read as well (Kafka's), so the
+    handler, not the policy, refuses them, on this fetch and every later one."""
+    return version >= 7 and getattr(body, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH
+
+
 def is_incremental(version: int, body: Any) -> bool:
     """A Fetch of an existing session (v7+, epoch > 0): its partitions are the session's."""
     return version >= 7 and getattr(body, "session_epoch", FINAL_EPOCH) not in (INITIAL_EPOCH, FINAL_EPOCH)

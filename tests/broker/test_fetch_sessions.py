@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v7 import request as v7
 
 from topiclake.broker.security.config import SecurityConfig
-from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+from topiclake.security.acls import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from tests.support import txn_wire
 from tests.support.in_process_broker import InProcessBroker
 from tests.support.wire import batch, produce, session_fetch as fetch, values_of
@@ -215,6 +215,12 @@ def deny_read(b, topic: str) -> None:
                                             Operation.READ, Permission.DENY)])
 
 
+def allow_read_again(b, topic: str) -> None:
+    removed = b.context.security.acls.remove([AclFilter(ResourceType.TOPIC, topic, PatternType.LITERAL,
+                                                        operation=Operation.READ, permission=Permission.DENY)])
+    assert len(removed[0]) == 1
+
+
 def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(open_acl_broker):
     """An incremental fetch names no topic: the ACL policy still lets the handler run, which checks
     the session's topics; READ taken away mid-session is answered TOPIC_AUTHORIZATION_FAILED."""
@@ -232,9 +238,37 @@ def test_an_authorizer_checks_the_session_s_topics_on_every_fetch(open_acl_broke
         refused, parts = fetch(c, "secret", {}, session_id=full.session_id, epoch=2)
         assert refused.session_id == full.session_id
         assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
-        # A new session is refused the topic outright (the policy filters a full request).
+        # A new session is answered the same, and holds the topic (the next test).
         _, parts = fetch(c, "secret", {0: 1}, epoch=0)
         assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
+
+
+def test_a_topic_refused_when_the_session_opens_stays_in_it_as_kafka_s(open_acl_broker):
+    """Kafka adds every partition a full request names to the new session, those the client may not
+    read too, and answers them refused on each fetch. A Java consumer then stops naming them: once
+    READ is granted again, an incremental fetch naming nothing must read them. A denied topic named
+    again in an incremental request is answered once, not twice."""
+    b = open_acl_broker
+    b.create_topic("secret")
+    b.create_topic("open")
+    deny_read(b, "secret")
+    with b.client() as c:
+        produce(c, "secret", batch([b"a"]))
+        full, parts = fetch(c, "secret", {0: 0}, epoch=0)
+        assert full.session_id > 0
+        assert parts[0].error_code == ErrorCode.topic_authorization_failed and not parts[0].records
+        sid = full.session_id
+        again = c.request(v7.FetchRequest(
+            max_wait=datetime.timedelta(0), min_bytes=1, isolation_level=0, session_id=sid, session_epoch=1,
+            topics=(v7.FetchTopic(topic="secret", partitions=(v7.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),), forgotten_topics_data=()))
+        rows = [(t.topic, p.partition_index, p.error_code) for t in again.responses for p in t.partitions]
+        assert rows == [("secret", 0, ErrorCode.topic_authorization_failed)]
+
+        allow_read_again(b, "secret")
+        granted, parts = fetch(c, "open", {}, session_id=sid, epoch=2)
+        assert granted.session_id == sid
+        assert parts[0].error_code == ErrorCode.none and values_of(parts[0].records) == [(0, b"a")]
 
 
 def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(open_acl_broker):

@@ -30,7 +30,7 @@ from ..context import BrokerContext
 from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, error_code
 from ..fetch_response import fetch_response
-from ..fetch_sessions import SESSIONLESS, readable_check
+from ..fetch_sessions import SESSIONLESS, in_session, readable_check
 from ..request_time import waiting
 from ..throttle import FETCH
 from ..wire import FileRegion, Request, SENDFILE_MIN_BYTES, make, nested
@@ -214,8 +214,10 @@ def _report_corrupt(slot: _Slot, exc: BaseException) -> None:
               slot.topic, slot.request.partition, slot.request.fetch_offset, exc)
 
 
-async def _resolve(broker, topics: list[tuple[Any, Any]], by_id: bool) -> list[_Slot]:
-    """`topics`: (topic key, its FetchPartitions) pairs, from the request or its session."""
+async def _resolve(broker, topics: list[tuple[Any, Any]], by_id: bool, readable=None) -> list[_Slot]:
+    """`topics`: (topic key, its FetchPartitions) pairs, from the request or its session; those
+    `readable` (an authorizer's check of names, if given) refuses answer TOPIC_AUTHORIZATION_FAILED
+    (by name before the topic's existence, as Kafka, so a refusal says nothing of it)."""
     slots = []
     names = []  # per topic: (name, error)
     for key, _partitions in topics:
@@ -226,10 +228,14 @@ async def _resolve(broker, topics: list[tuple[Any, Any]], by_id: bool) -> list[_
                 if meta is None:
                     raise BrokerError(f"unknown topic id {key}", ErrorCode.unknown_topic_id)
                 name = meta.name
+            elif readable is not None and not readable(key):
+                raise BrokerError(f"not authorized to read {key}", ErrorCode.topic_authorization_failed)
             else:
                 name = broker.partitions.topic(key).name
+            if readable is not None and by_id and not readable(name):
+                raise BrokerError(f"not authorized to read {name}", ErrorCode.topic_authorization_failed)
         except Exception as exc:
-            topic_error = error_code(exc)
+            name, topic_error = None, error_code(exc)
         names.append((name, topic_error))
     await broker.partitions.open_many((name, p.partition) for (_key, partitions), (name, error) in zip(topics, names)
                                       if error == ErrorCode.none for p in partitions)
@@ -359,8 +365,9 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
     if session is not None:  # incremental
         slots, quiet = await _resolve_session(broker, session, by_id)
         broker.metrics["fetch.sessions.incremental"] += 1
-    else:
-        slots = await _resolve(broker, topics, by_id)
+    else:  # a full request: a session's holds the topics the client may not read too (the policy let them through)
+        readable = readable_check() if in_session(request.api_version, body) else None
+        slots = await _resolve(broker, topics, by_id, readable)
     while True:
         # Register interest before reading, so an append between the read and the wait is not
         # missed: one future, resolved by an append to any of the partitions.

@@ -16,7 +16,7 @@ from topiclake.security.acls import ResourceType
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
-from ..fetch_sessions import authorizing, is_incremental
+from ..fetch_sessions import authorizing, in_session, is_incremental
 from ..wire import has_field, make, nested
 from .policies import NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace, serve_allowed, split, topic_key, topic_name
 
@@ -54,18 +54,29 @@ def _split_topics(check, broker, body, consumer_op):
     return split(broker, body.topics, lambda n: check.topic(consumer_op, n), name_field="topic")
 
 
+def _reader_check(check, body):
+    """The handler's check of a session's topic names: a follower's right is the cluster's
+    CLUSTER_ACTION (the same for every topic), a consumer's READ on the topic."""
+    if _is_follower(body):
+        replicating = check.cluster(Op.CLUSTER_ACTION)
+        return lambda _name: replicating
+    return lambda name: check.topic(Op.READ, name)
+
+
 @policy(ApiKey.FETCH)
 async def fetch(check, broker, request, call):
     body, cls = request.body, request.response_type
     topic_cls = nested(cls, "responses")
     part_cls = nested(topic_cls, "partitions")
-    kept, refused = _split_topics(check, broker, body, Op.READ)
+    # A KIP-227 session holds every partition its client names, readable or not (Kafka's): the
+    # handler adds them all and answers the refused ones on each fetch, checking them with
+    # `readable`, so READ granted later reaches a session whose client no longer names them.
+    session = in_session(request.api_version, body)
+    kept, refused = (body.topics, ()) if session else _split_topics(check, broker, body, Op.READ)
     denied = tuple(make(topic_cls, **topic_key(t, "topic"), partitions=tuple(
         blank(part_cls, TOPIC_DENIED, partition_index=p.partition, records=b"") for p in t.partitions))
         for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
-    # A KIP-227 session's fetch may name no topic at all and still read the session's: the handler
-    # runs, and checks those topics with this (a refused one is never added to a session).
-    with authorizing(lambda name: check.topic(Op.READ, name)):
+    with authorizing(_reader_check(check, body)):
         return await serve_allowed(call, body, kept, "topics", cls, denied, "responses",
                                    always_call=is_incremental(request.api_version, body), session_id=0)
 
