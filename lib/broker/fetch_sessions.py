@@ -19,6 +19,11 @@ new. Kafka's FetchSession.scala, for consumers (no privileged follower sessions 
   `eviction_ms` (min.incremental.fetch.session.eviction.ms), else the smallest session older
   than `eviction_ms` if the new one has more partitions; else the answer carries session id 0
   and the client keeps sending full requests.
+- The cache holds at most `max_partitions` partitions over all its sessions (not Kafka's: its
+  sessions are bounded only by request size). A client naming partitions it never stops naming,
+  of topics that need not exist, would grow one otherwise until the broker runs out of memory. A
+  full request past the bound gets no session; an incremental one that grows its session past it
+  closes it (FETCH_SESSION_ID_NOT_FOUND: the client sends a full request, and reads sessionless).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1
 DEFAULT_SLOTS = 1000
 DEFAULT_EVICTION_MS = 120_000
+DEFAULT_MAX_PARTITIONS = 500_000  # about 150 MB of sessions (~300 bytes a partition)
 
 # A session's entry for one partition: [the request's FetchPartition (as last sent), the high
 # watermark last answered, the log start offset last answered]. One list per partition, kept
@@ -149,11 +155,13 @@ class FetchSessionCache:
     """One broker's sessions; used from the event loop only (no locking)."""
 
     def __init__(self, slots: int = DEFAULT_SLOTS, eviction_ms: int = DEFAULT_EVICTION_MS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_partitions: int = DEFAULT_MAX_PARTITIONS) -> None:
         self.slots = slots
         self.eviction_ms = eviction_ms
+        self.max_partitions = max_partitions
         self._clock = clock
         self._sessions: dict[int, FetchSession] = {}  # least recently used first
+        self._held = 0  # partitions over all sessions
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -167,7 +175,7 @@ class FetchSessionCache:
         to its session here, and the session's epoch moves on (as Kafka's newContext does)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
-                self._sessions.pop(session_id, None)  # a full request closes the session it names
+                self._remove(session_id)  # a full request closes the session it names
             if epoch == FINAL_EPOCH or self.slots <= 0:
                 return SESSIONLESS
             return FetchContext(create=True)
@@ -178,10 +186,15 @@ class FetchSessionCache:
             return FetchContext(ErrorCode.invalid_fetch_session_epoch)
         if session.by_id != by_id:
             return FetchContext(ErrorCode.fetch_session_topic_id_error)
+        held_before = len(session.partitions)
         session.update(topics, forgotten)
+        self._held += len(session.partitions) - held_before
         if not session.partitions:  # everything forgotten: nothing left to keep
-            del self._sessions[session_id]
+            self._remove(session_id)
             return SESSIONLESS
+        if self._held > self.max_partitions:
+            self._remove(session_id)
+            return FetchContext(ErrorCode.fetch_session_id_not_found)
         session.epoch = 1 if session.epoch >= MAX_EPOCH else session.epoch + 1
         session.last_used_ms = self._now_ms()
         self._sessions[session_id] = self._sessions.pop(session_id)  # most recently used: last
@@ -191,18 +204,26 @@ class FetchSessionCache:
         """A new session of a full request's partitions, or None if the cache has no room for it."""
         parts = {(key, p.partition): [p, _UNSENT, _UNSENT] for key, requested in topics for p in requested}
         now = self._now_ms()
-        if not parts or (len(self._sessions) >= self.slots and not self._evict_for(len(parts), now)):
+        if not parts or self._held + len(parts) > self.max_partitions:
+            return None
+        if len(self._sessions) >= self.slots and not self._evict_for(len(parts), now):
             return None
         session_id = 1 + secrets.randbelow(MAX_EPOCH)
         while session_id in self._sessions:
             session_id = 1 + secrets.randbelow(MAX_EPOCH)
         session = self._sessions[session_id] = FetchSession(session_id, by_id, parts, now)
+        self._held += len(parts)
         return session
+
+    def _remove(self, session_id: int) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._held -= len(session.partitions)
 
     def _evict_for(self, size: int, now: float) -> bool:
         oldest = next(iter(self._sessions.values()))
         if now - oldest.last_used_ms > self.eviction_ms:
-            del self._sessions[oldest.id]
+            self._remove(oldest.id)
             return True
         # Only sessions older than eviction_ms may give way, and only to a bigger one (Kafka's
         # EvictableKey order: size, then id; the new session's id counts as 0).
@@ -212,5 +233,5 @@ class FetchSessionCache:
         smallest = min(mature, key=lambda s: (len(s.partitions), s.id))
         if size <= len(smallest.partitions):
             return False
-        del self._sessions[smallest.id]
+        self._remove(smallest.id)
         return True

@@ -287,3 +287,30 @@ def test_a_session_topic_refused_is_answered_but_does_not_end_the_wait(open_acl_
     assert answer.error_code == ErrorCode.none
     assert [p.error_code for p in parts.values()] == [ErrorCode.topic_authorization_failed]
     assert waited >= 0.6, f"answered after {waited:.2f} s: the refused topic ended the wait"
+
+
+def test_the_cache_holds_a_bounded_number_of_partitions(broker):
+    """A client naming ever more partitions (of topics that need not exist) cannot grow the cache
+    without bound: past it, a new session is not made and a growing one is closed; the client
+    reads on sessionless."""
+    broker.create_topic("bound", partitions=2)
+    cache = broker.context.fetch_sessions
+    cache.max_partitions = 4
+    with broker.client() as c:
+        produce(c, "bound", batch([b"x"]), partition=1)
+        first = fetch(c, "bound", {0: 0, 1: 0}, epoch=0)[0].session_id
+        assert first > 0
+        # Two more, of an unknown topic: at the bound, kept.
+        grown, _ = fetch(c, "nowhere", {0: 0, 1: 0}, session_id=first, epoch=1)
+        assert grown.error_code == ErrorCode.none
+        assert {p.error_code for t in grown.responses if t.topic == "nowhere"
+                for p in t.partitions} == {ErrorCode.unknown_topic_or_partition}
+        # A second session of three would pass it: none is made, the answer is a sessionless one.
+        second, parts = fetch(c, "bound", {0: 0, 1: 0}, epoch=0)
+        assert second.session_id == 0 and values_of(parts[1].records) == [(0, b"x")]
+        # One more partition in the first session passes it: the session is closed.
+        closed, parts = fetch(c, "nowhere", {2: 0}, session_id=first, epoch=2)
+        assert closed.error_code == ErrorCode.fetch_session_id_not_found and parts == {}
+        assert len(cache) == 0
+        # Room again: a new session holds what the old one held.
+        assert fetch(c, "bound", {0: 0, 1: 0}, epoch=0)[0].session_id > 0
