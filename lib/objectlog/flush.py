@@ -30,7 +30,7 @@ class FlushConflict(TopiclakeError):
     """The flush key holds other bytes than this leader's: it must resign."""
 
 
-def create_once(store: ObjectStore, key: str, data: bytes, *, deadline: float) -> bool:
+def create_once(store: ObjectStore, key: str, data: bytes | memoryview, *, deadline: float) -> bool:
     """Create `key` with `data` (If-None-Match), retrying while the store is unavailable until
     `deadline` (time.monotonic()). True: created now; False: it was there with the same bytes."""
     for attempt in range(1 << 30):

@@ -15,6 +15,7 @@ The small segments' objects are deleted by the garbage pass a grace after the co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 from topiclake.segments.batch import iter_batches
 from topiclake.segments.config import LogConfig
@@ -25,7 +26,7 @@ from .flush import FlushConflict
 from .keys import PartitionKeys
 from .manifest import Manifest, SegmentEntry, commit_change
 from .notices import post_notice
-from .seal import write_segment
+from .seal import built_segment, upload_segment
 
 MAX_RELATIVE_OFFSET = 2**31 - 1  # a segment's index holds offsets relative to its base as int32
 
@@ -78,22 +79,18 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
                    config: LogConfig, deadline: float) -> tuple[Merge, Manifest | None]:
     """Write `merge`'s segment (planned on `manifest`) and commit the manifest that replaces its
     sources by it. (merge with its outcome, the manifest committed or None when it was not)."""
-    data = bytearray()
-    headers = []
-    for entry in merge.sources:
-        for batch in iter_batches(store.get(entry.key), source=store.root.uri(entry.key)):
-            if entry.base_offset <= batch.base_offset < entry.end_offset:
-                data += batch.data
-                headers.append(batch.header)
     aborted: list | None = []  # the sources' .txnindex entries; None when any source's are unknown
     for entry in merge.sources:
         found = known_aborted(store, entry)
         aborted = None if found is None or aborted is None else aborted + found
     try:
         # The sources' offsets, not the batches': compaction leaves gaps, and may empty a segment.
-        merged = write_segment(store, bytes(data), headers, config,
-                               lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix),
-                               deadline, base_offset=merge.base_offset, end_offset=merge.end_offset, aborted=aborted)
+        with built_segment(_source_chunks(store, merge), config, base_offset=merge.base_offset,
+                           end_offset=merge.end_offset) as built:
+            assert built is not None  # a base offset is given
+            merged = upload_segment(store, built,
+                                    lambda suffix: keys.merged_segment(merge.base_offset, manifest.version, suffix),
+                                    deadline, aborted=aborted)
     except FlushConflict:  # another merge planned on this version wrote other bytes there
         return Merge(merge.sources, outcome="taken"), None
 
@@ -109,3 +106,15 @@ def merge_segments(store: ObjectStore, keys: PartitionKeys, manifest: Manifest, 
     if committed is not None:
         post_notice(store, keys, committed.version)
     return Merge(merge.sources, merged, "merged" if committed is not None else "changed"), committed
+
+
+def _source_chunks(store: ObjectStore, merge: Merge) -> Iterator[tuple[bytearray, list]]:
+    """The sources' batches within their entries' offsets, one chunk per source segment (one in
+    memory at a time)."""
+    for entry in merge.sources:
+        data, headers = bytearray(), []
+        for batch in iter_batches(store.get(entry.key), source=store.root.uri(entry.key)):
+            if entry.base_offset <= batch.base_offset < entry.end_offset:
+                data += batch.data
+                headers.append(batch.header)
+        yield data, headers

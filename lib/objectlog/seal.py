@@ -4,13 +4,20 @@ LogSegment exactly as a file root's segment), created once each, then manifest N
 Before that commit the flush objects are the log and the segment objects are unreferenced; after
 it the segment is the log and the flush objects are garbage (garbage.py, after a grace).
 Nothing is renamed or rewritten, so a seal killed at any step leaves a readable log.
+
+A segment is built in a scratch directory one source object at a time and uploaded from its
+file (memory-mapped), so a seal or a merge of a 1 GiB segment holds one flush object in memory,
+not the segment (and not three copies of it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from topiclake.segments import filenames
 from topiclake.segments.config import LogConfig
@@ -22,6 +29,9 @@ from .flush import FlushConflict, create_once
 from .manifest import Manifest, ManifestConflict, SegmentEntry, commit_change
 from .plan import FLUSH
 from .reader import PartitionView, iter_piece_batches
+
+# Whole batches in offset order, each chunk with its batches' headers (one chunk per source object).
+Chunks = Iterable[tuple[bytes | bytearray | memoryview, Sequence]]
 
 
 def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: LogConfig,
@@ -38,23 +48,15 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
     ManifestConflict / StaleManifestWriter from the commit: reload and decide again (or resign);
     FlushConflict: even the sealer's own fallback keys hold other bytes."""
     manifest, keys = view.manifest, view.keys
-    data = bytearray()
-    headers: list = []  # the batches' headers, in offset order
-    for piece in (p for p in view.pieces if p.kind == FLUSH):
-        for batch in iter_piece_batches(store.get(piece.key), piece, view.history, source=store.root.uri(piece.key)):
-            if headers and batch.base_offset < headers[-1].next_offset:
-                continue  # the same offsets from a second object at one base: the first kept
-            data += batch.data
-            headers.append(batch.header)
-    if not headers:
-        return None
-    base = headers[0].base_offset
-    try:
-        entry = write_segment(store, bytes(data), headers, config, lambda suffix: keys.segment(base, suffix), deadline,
-                              aborted=aborted)
-    except FlushConflict:
-        entry = write_segment(store, bytes(data), headers, config,
-                              lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline, aborted=aborted)
+    with built_segment(_tail_chunks(store, view), config) as built:
+        if built is None:
+            return None
+        base = built.base_offset
+        try:
+            entry = upload_segment(store, built, lambda suffix: keys.segment(base, suffix), deadline, aborted=aborted)
+        except FlushConflict:
+            entry = upload_segment(store, built, lambda suffix: keys.sealed_segment(base, epoch, suffix), deadline,
+                                   aborted=aborted)
     if before_commit is not None:
         before_commit(entry.end_offset)
 
@@ -71,38 +73,111 @@ def seal_tail(store: ObjectStore, view: PartitionView, epoch: int, *, config: Lo
     return committed
 
 
+def _tail_chunks(store: ObjectStore, view: PartitionView) -> Iterator[tuple[bytearray, list]]:
+    """The tail's valid batches, one chunk per flush object; the same offsets from a second
+    object at one base are skipped (the first kept)."""
+    next_offset = None
+    for piece in (p for p in view.pieces if p.kind == FLUSH):
+        data, headers = bytearray(), []
+        for batch in iter_piece_batches(store.get(piece.key), piece, view.history, source=store.root.uri(piece.key)):
+            if next_offset is not None and batch.base_offset < next_offset:
+                continue
+            data += batch.data
+            headers.append(batch.header)
+            next_offset = batch.header.next_offset
+        if headers:
+            yield data, headers
+
+
 _SEALED = (filenames.LOG_SUFFIX, filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX)
 
 
-def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],
-                  deadline: float, *, base_offset: int | None = None, end_offset: int | None = None,
-                  aborted: Sequence[TxnIndexEntry] | None = None) -> SegmentEntry:
-    """Build a closed segment of `data` (whole batches, `headers` theirs in offset order) with
-    segments' LogSegment, exactly as a file root's, and create its `.log`, `.index` and
-    `.timeindex` once each under `key(suffix)`. FlushConflict: a key holds other bytes.
-    `base_offset` / `end_offset`: the segment's offsets when they are not its first batch's base
-    and last batch's end (a cleaned segment keeps the replaced segments'; it may hold no batch).
-    `aborted`: aborted transactions to index; those whose marker is in the segment become its
-    `.txnindex` object (Kafka's format), none an entry without one; None: not known (no key)."""
-    base = headers[0].base_offset if base_offset is None else base_offset
-    end = headers[-1].next_offset if end_offset is None else end_offset
+@dataclass(frozen=True, slots=True)
+class BuiltSegment:
+    """A closed segment's files in a scratch directory, ready to upload."""
+
+    directory: Path
+    base_offset: int
+    end_offset: int
+    size: int
+    largest_timestamp: int
+
+
+@contextlib.contextmanager
+def built_segment(chunks: Chunks, config: LogConfig, *, base_offset: int | None = None,
+                  end_offset: int | None = None) -> Iterator[BuiltSegment | None]:
+    """Build a closed segment of `chunks` with segments' LogSegment, exactly as a file root's,
+    appending each chunk as it comes; its files live until the block ends. None when `chunks`
+    hold no batch and no `base_offset` is given. `base_offset` / `end_offset`: the segment's
+    offsets when they are not its first batch's base and last batch's end (a cleaned segment
+    keeps the replaced segments'; it may hold no batch)."""
     with tempfile.TemporaryDirectory(prefix="topiclake-seal-") as workdir:
-        segment = LogSegment(workdir, base, config)
+        segment, end = None, end_offset
         try:
-            if headers:
+            for data, headers in chunks:
+                if not headers:
+                    continue
+                if segment is None:
+                    base = headers[0].base_offset if base_offset is None else base_offset
+                    segment = LogSegment(workdir, base, config)
                 segment.append(data, headers)
+                if end_offset is None:
+                    end = headers[-1].next_offset
+            if segment is None:
+                if base_offset is None:
+                    yield None
+                    return
+                segment = LogSegment(workdir, base_offset, config)
             segment.on_become_inactive()
-            largest_timestamp = segment.largest_timestamp()
+            built = BuiltSegment(Path(workdir), segment.base_offset, segment.base_offset if end is None else end,
+                                 segment.size, segment.largest_timestamp())
         finally:
-            segment.close()
-        for suffix in _SEALED:
-            create_once(store, key(suffix), filenames.segment_file(Path(workdir), base, suffix).read_bytes(),
-                        deadline=deadline)
+            if segment is not None:
+                segment.close()
+        yield built
+
+
+def upload_segment(store: ObjectStore, built: BuiltSegment, key: Callable[[str], str], deadline: float, *,
+                   aborted: Sequence[TxnIndexEntry] | None = None) -> SegmentEntry:
+    """Create the built segment's `.log`, `.index` and `.timeindex` once each under `key(suffix)`
+    (FlushConflict: a key holds other bytes). `aborted`: aborted transactions to index; those
+    whose marker is in the segment become its `.txnindex` object (Kafka's format), none an entry
+    without one; None: not known (no key)."""
+    base, end = built.base_offset, built.end_offset
+    for suffix in _SEALED:
+        with _mapped(filenames.segment_file(built.directory, base, suffix)) as data:
+            create_once(store, key(suffix), data, deadline=deadline)
     txn_index_key = None
     if aborted is not None:
         mine = sorted((e for e in aborted if base <= e.last_offset < end), key=lambda e: e.last_offset)
         txn_index_key = key(filenames.TXN_INDEX_SUFFIX) if mine else ""
         if mine:
             create_once(store, txn_index_key, encode_txn_index(mine), deadline=deadline)
-    return SegmentEntry(key(filenames.LOG_SUFFIX), base, end, len(data), largest_timestamp, key(filenames.INDEX_SUFFIX),
-                        key(filenames.TIME_INDEX_SUFFIX), txn_index_key)
+    return SegmentEntry(key(filenames.LOG_SUFFIX), base, end, built.size, built.largest_timestamp,
+                        key(filenames.INDEX_SUFFIX), key(filenames.TIME_INDEX_SUFFIX), txn_index_key)
+
+
+@contextlib.contextmanager
+def _mapped(path: Path) -> Iterator[bytes | memoryview]:
+    """The file's bytes without reading them into memory (an empty file: b"", mmap refuses it)."""
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                yield view
+            finally:
+                view.release()
+
+
+def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],
+                  deadline: float, *, base_offset: int | None = None, end_offset: int | None = None,
+                  aborted: Sequence[TxnIndexEntry] | None = None) -> SegmentEntry:
+    """`built_segment` of one chunk (`data`: whole batches, `headers` theirs in offset order), then
+    `upload_segment`."""
+    with built_segment([(data, headers)], config, base_offset=base_offset, end_offset=end_offset) as built:
+        if built is None:
+            raise ValueError("a segment of no batch needs its base offset")
+        return upload_segment(store, built, key, deadline, aborted=aborted)

@@ -161,3 +161,38 @@ def test_a_seal_makes_the_tail_a_closed_segment_and_a_crash_before_its_commit_ch
     # the next flush object continues after the segment
     flush(fence, 18, 0, batches(18, 1, epoch=0, tag="b"), deadline=deadline())
     assert [offset for offset, _ in values(read_log(bucket_store, KEYS))] == list(range(20))
+
+
+def test_a_seal_holds_one_flush_object_in_memory_not_the_segment(bucket_store):
+    """A 16 MiB tail in 8 flush objects: the seal builds the segment on disk one object at a time and
+    uploads it from the file, so Python's peak allocation stays near one object (it held the whole
+    segment three times: the batches, their copy and the file read back)."""
+    import tracemalloc
+
+    from topiclake.objectlog.seal import seal_tail
+    from topiclake.segments.config import LogConfig
+
+    from tests.support.bucket_batches import keyed_batches
+
+    fence = BucketFence(bucket_store, KEYS)
+    fence.begin_takeover(0)
+    fence.record_start(0, 0)
+    objects = 8
+    per_object = 32  # records of 64 KiB: 2 MiB an object
+    flushed = []
+    for n in range(objects):
+        first = n * per_object
+        data = keyed_batches(first, [(b"k%d" % o, bytes([o % 251]) * 65536) for o in range(first, first + per_object)],
+                             epoch=0, per_batch=4)
+        flush(fence, first, 0, data, deadline=deadline())
+        flushed.append(data)
+    segment_bytes = sum(len(d) for d in flushed)
+    tracemalloc.start()
+    try:
+        manifest = seal_tail(bucket_store, view_partition(bucket_store, KEYS), 0, config=LogConfig(), deadline=deadline())
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert manifest is not None and manifest.end_offset == objects * per_object
+    assert bucket_store.get(KEYS.segment(0)) == b"".join(flushed)
+    assert peak < segment_bytes / 2, f"the seal allocated {peak} bytes at its peak for a {segment_bytes}-byte segment"
