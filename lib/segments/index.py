@@ -14,6 +14,7 @@ only grow, except in recovery/truncation which the owner does while no reads run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from array import array
@@ -76,39 +77,67 @@ class Index:
         self._keys = array("q")
         self._values = array("q")
         self._pending = bytearray()  # entries not yet written to the file
+        # The file is opened only for a write, a truncation or an fsync, and closed after it: the
+        # entries live in memory, so an open log holds one descriptor (its .log), as Kafka's
+        # memory-mapped indexes do, and 10,000 partitions fit a 20,000-descriptor limit.
         self._fd: int | None = None
+        self._closed = False
         self._file_size = 0
         # Whether every change made through this object is on disk (fsynced). An index opened
         # from a file may hold what a killed process left in the page cache: not known synced.
         self._synced = False
         self.max_index_size = 0  # the room for entries now (a trimmed index has none to spare)
         self.configured_max_size = max_index_size  # what reset() gives back (segment.index.bytes)
-        if writable:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                self._fd = os.open(self.path, os.O_RDWR)
+        try:
+            if writable:
+                try:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    self._fd = os.open(self.path, os.O_RDWR)
+                else:
+                    self.resize(max_index_size)
+                    return
             else:
-                self.resize(max_index_size)
-                return
-        else:
-            try:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                return  # a read-only view of a missing index is an empty index
+                try:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                except FileNotFoundError:
+                    self._closed = True  # a read-only view of a missing index is an empty index
+                    return
+            self._load(self._fd)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+        if not writable:
+            self._closed = True  # nothing more to read: every entry is in memory
+
+    def _load(self, fd: int) -> None:
         # Kafka: every whole entry of an existing file is assumed valid (position = roundDown(len)),
         # except the zeros a crash leaves after an active segment's entries: the file was
         # preallocated to segment.index.bytes, so they are free room, not ~1.3 M entries to parse
         # (seconds per partition when a broker restarts after kill -9).
-        self._file_size = os.fstat(self._fd).st_size
+        self._file_size = os.fstat(fd).st_size
         usable = self._file_size - self._file_size % self.ENTRY.size
-        data = os.pread(self._fd, self._slots_in_use(usable // self.ENTRY.size) * self.ENTRY.size, 0)
+        data = os.pread(fd, self._slots_in_use(fd, usable // self.ENTRY.size) * self.ENTRY.size, 0)
         for key, value in self.ENTRY.iter_unpack(data):
             self._keys.append(key)
             self._values.append(value)
         self.max_index_size = usable
 
-    def _slots_in_use(self, slots: int) -> int:
+    @contextlib.contextmanager
+    def _handle(self) -> Iterator[int]:
+        """The file, opened for the block if no enclosing block has it open; closed after."""
+        if self._fd is not None:
+            yield self._fd
+            return
+        self._fd = os.open(self.path, os.O_RDWR)
+        try:
+            yield self._fd
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def _slots_in_use(self, fd: int, slots: int) -> int:
         """How many of the file's first `slots` slots hold entries. Keys strictly increase, so no
         entry but the first can be all zeros, and preallocated room is a run of zero slots at the
         end: a binary search finds where it starts, reading a few slots, not the whole file. An
@@ -117,7 +146,7 @@ class Index:
         zero = bytes(self.ENTRY.size)
 
         def is_room(slot: int) -> bool:
-            return os.pread(self._fd, self.ENTRY.size, slot * self.ENTRY.size) == zero
+            return os.pread(fd, self.ENTRY.size, slot * self.ENTRY.size) == zero
 
         if slots == 0 or not is_room(slots - 1):
             return slots
@@ -154,39 +183,43 @@ class Index:
     def file_size(self) -> int:
         return self._file_size
 
-    def _require_writable(self) -> int:
-        if self._fd is None or not self.writable:
+    def _require_writable(self) -> None:
+        if self._closed or not self.writable:
             raise IndexFullError(f"{self.path}: index is read-only or closed")
-        return self._fd
 
     def resize(self, new_size: int) -> None:
         """Set the file length (and the room for entries) to roundDown(new_size, entry size), never
         below the current entries: preallocation for the active segment, trimming on roll/close."""
-        fd = self._require_writable()
-        self._write_pending()
+        self._require_writable()
         rounded = max(new_size - new_size % self.ENTRY.size, self.size_in_bytes)
-        if rounded != self._file_size:
-            os.ftruncate(fd, rounded)
-            self._file_size = rounded
-            self._synced = False
+        if rounded == self._file_size and not self._pending:
+            self.max_index_size = rounded
+            return
+        with self._handle() as fd:
+            self._write_pending()
+            if rounded != self._file_size:
+                os.ftruncate(fd, rounded)
+                self._file_size = rounded
+                self._synced = False
         self.max_index_size = rounded
 
     def trim_to_valid_size(self) -> None:
-        if self.writable and self._fd is not None:
+        if self.writable and not self._closed:
             self.resize(self.size_in_bytes)
 
     # -- writing (single writer)
     def _append(self, key: int, value: int) -> None:
-        if self._fd is None or not self.writable:
+        if self._closed or not self.writable:
             self._require_writable()
         self._pending += self.ENTRY.pack(key, value)
         self._keys.append(key)
         self._values.append(value)
 
     def _write_pending(self) -> None:
-        if self._pending and self._fd is not None:
+        if self._pending and not self._closed:
             start = self.size_in_bytes - len(self._pending)
-            os.pwrite(self._fd, self._pending, start)
+            with self._handle() as fd:
+                os.pwrite(fd, self._pending, start)
             self._file_size = max(self._file_size, self.size_in_bytes)
             self._pending = bytearray()
             self._synced = False
@@ -198,41 +231,42 @@ class Index:
         self._write_pending()
         del self._keys[count:]
         del self._values[count:]
-        if self.writable and self._fd is not None:
+        if self.writable and not self._closed:
             self._synced = False
             preallocated = self._file_size
-            os.ftruncate(self._fd, self.size_in_bytes)
-            if preallocated > self.size_in_bytes:
-                os.ftruncate(self._fd, preallocated)
+            with self._handle() as fd:
+                os.ftruncate(fd, self.size_in_bytes)
+                if preallocated > self.size_in_bytes:
+                    os.ftruncate(fd, preallocated)
 
     def reset(self) -> None:
         """No entries, and room for segment.index.bytes again (Kafka: truncate + resize)."""
         self.truncate_to_entries(0)
-        if self.writable and self._fd is not None:
+        if self.writable and not self._closed:
             self.resize(self.configured_max_size)
 
     def flush(self, *, sync: bool = True) -> None:
         """Write the pending entries into the file (other processes read them), and fsync it
         unless nothing changed since the last fsync (a flush before close and the close's own
         flush cost one fsync, and an index nobody wrote to none)."""
-        if self.writable and self._fd is not None:
-            self._write_pending()
+        if self.writable and not self._closed:
             if sync and not self._synced:
-                os.fsync(self._fd)
+                with self._handle() as fd:
+                    self._write_pending()
+                    os.fsync(fd)
                 self._synced = True
+            else:
+                self._write_pending()
 
     def close(self) -> None:
         """Trim and release the file (Kafka's AbstractIndex.close)."""
-        if self._fd is not None:
+        if not self._closed:
             self.trim_to_valid_size()
-            os.close(self._fd)
-            self._fd = None
+            self._closed = True
 
     def close_handler(self) -> None:
         """Release the file without trimming (the files are about to be renamed or deleted)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._closed = True
 
     def rename_to(self, path: Path) -> None:
         os.rename(self.path, path)

@@ -1,3 +1,4 @@
+import os
 import threading
 
 import pytest
@@ -252,3 +253,40 @@ def test_a_closed_log_refuses_writes_with_its_own_error(open_log):
         with pytest.raises(LogClosedError, match="is closed") as raised:
             write()
         assert not isinstance(raised.value, CorruptRecordError) and isinstance(raised.value, TopiclakeError)
+
+
+def _open_files_under(directory) -> list[str]:
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed while listing
+        if target.startswith(str(directory)):
+            names.append(os.path.basename(target))
+    return sorted(names)
+
+
+def test_an_open_log_holds_a_descriptor_per_segment_file_not_per_index(tmp_path):
+    """Indexes live in memory and open their files only to write, trim or fsync (as Kafka's are
+    mapped and their files closed): 10,000 partitions must fit a 20,000-descriptor limit."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=500, index_interval_bytes=100))
+    try:
+        for i in range(20):
+            log.append(make_batch(2, timestamp=1000 + i))
+        log.flush()
+        segments = log.segments()
+        assert len(segments) > 2
+        assert _open_files_under(tmp_path) == sorted(fn.log_file(log.directory, s.base_offset).name for s in segments)
+        # the indexes still answer, and their files hold every entry
+        assert log.offset_for_timestamp(1010) is not None
+        assert all(fn.index_file(log.directory, s.base_offset).stat().st_size > 0 for s in segments[:-1])
+    finally:
+        log.close()
+    reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=500, index_interval_bytes=100))
+    try:
+        assert read_all(reopened) and reopened.log_end_offset == 40
+        assert not [name for name in _open_files_under(tmp_path) if not name.endswith(".log")]
+    finally:
+        reopened.close()
+    assert _open_files_under(tmp_path) == []
