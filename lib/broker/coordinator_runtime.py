@@ -298,7 +298,7 @@ class CoordinatorRuntime(Generic[S]):
             state = self.coordinator.new_shard(shard.index)
             count = await self.partitions.run_read(self._replay_log, part.log, state, source)
         except Exception:
-            delay = min(RELOAD_MAX_S, RELOAD_FIRST_S * 2 ** shard.failed_loads)
+            delay = min(RELOAD_MAX_S, RELOAD_FIRST_S * 2 ** min(shard.failed_loads, 16))
             shard.failed_loads += 1
             log.exception("loading %s failed: its requests get COORDINATOR_NOT_AVAILABLE; loading it again in %.0f s",
                           source, delay)

@@ -22,8 +22,9 @@ new. Kafka's FetchSession.scala, for consumers (no privileged follower sessions 
 - The cache holds at most `max_partitions` partitions over all its sessions (not Kafka's: its
   sessions are bounded only by request size). A client naming partitions it never stops naming,
   of topics that need not exist, would grow one otherwise until the broker runs out of memory. A
-  full request past the bound gets no session; an incremental one that grows its session past it
-  closes it (FETCH_SESSION_ID_NOT_FOUND: the client sends a full request, and reads sessionless).
+  full request past the bound evicts sessions idle for `eviction_ms` (least recently used first),
+  else gets no session; an incremental one that grows its session past it closes it
+  (FETCH_SESSION_ID_NOT_FOUND: the client sends a full request, and reads sessionless).
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def in_session(version: int, body: Any) -> bool:
     names belongs to the session, the ones the client may not read as well (Kafka's), so the
     handler, not the policy, refuses them, on this fetch and every later one."""
     return version >= 7 and getattr(body, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH
+
+
+def names_a_session(version: int, body: Any) -> bool:
+    """A Fetch naming a session (v7+, session id set): the handler must see it even with no topic
+    left to serve, to close (epoch -1 or 0) or use it (a Java consumer's close sends no topic)."""
+    return version >= 7 and getattr(body, "session_id", INVALID_SESSION_ID) != INVALID_SESSION_ID
 
 
 def is_incremental(version: int, body: Any) -> bool:
@@ -204,8 +211,14 @@ class FetchSessionCache:
         """A new session of a full request's partitions, or None if the cache has no room for it."""
         parts = {(key, p.partition): [p, _UNSENT, _UNSENT] for key, requested in topics for p in requested}
         now = self._now_ms()
-        if not parts or self._held + len(parts) > self.max_partitions:
+        if not parts or len(parts) > self.max_partitions:
             return None
+        # Idle sessions give way to the bound as they do to the slots (least recently used first).
+        while self._held + len(parts) > self.max_partitions:
+            oldest = next(iter(self._sessions.values()))
+            if now - oldest.last_used_ms <= self.eviction_ms:
+                return None
+            self._remove(oldest.id)
         if len(self._sessions) >= self.slots and not self._evict_for(len(parts), now):
             return None
         session_id = 1 + secrets.randbelow(MAX_EPOCH)

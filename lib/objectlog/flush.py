@@ -42,7 +42,7 @@ def create_once(store: ObjectStore, key: str, data: bytes | memoryview, *, deadl
                 existing = store.get(key)
             except ObjectNotFound:  # deleted in between: only garbage collection does that
                 raise FlushConflict(f"{store.root.uri(key)} vanished after a create found it") from None
-            if existing != bytes(data):
+            if existing != data:  # a memoryview compares as bytes (no copy of a mapped segment)
                 raise FlushConflict(f"{store.root.uri(key)} holds {len(existing)} other bytes than the "
                                     f"{len(data)} this leader flushes") from None
             return False

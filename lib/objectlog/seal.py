@@ -164,12 +164,18 @@ def _mapped(path: Path) -> Iterator[bytes | memoryview]:
         if f.seek(0, 2) == 0:
             yield b""
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mapped)
+        try:
+            yield view
+        finally:
             try:
-                yield view
-            finally:
                 view.release()
+                mapped.close()
+            except BufferError:
+                # The HTTP client still holds the buffer after a failed or timed-out request: the
+                # mapping goes when it lets go, and the request's own error is what propagates.
+                pass
 
 
 def write_segment(store: ObjectStore, data: bytes, headers: list, config: LogConfig, key: Callable[[str], str],

@@ -314,3 +314,38 @@ def test_the_cache_holds_a_bounded_number_of_partitions(broker):
         assert len(cache) == 0
         # Room again: a new session holds what the old one held.
         assert fetch(c, "bound", {0: 0, 1: 0}, epoch=0)[0].session_id > 0
+
+
+def test_idle_sessions_give_way_to_the_partition_bound(broker):
+    broker.create_topic("idle", partitions=3)
+    cache = broker.context.fetch_sessions
+    cache.max_partitions, cache.eviction_ms = 3, 300
+    with broker.client() as c:
+        abandoned = fetch(c, "idle", {0: 0, 1: 0}, epoch=0)[0].session_id
+        assert abandoned > 0
+        assert fetch(c, "idle", {2: 0, 1: 0}, epoch=0)[0].session_id == 0  # the first is in use: no room
+        time.sleep(0.4)
+        taken = fetch(c, "idle", {2: 0, 1: 0}, epoch=0)[0].session_id
+        assert taken > 0 and len(cache) == 1
+        assert fetch(c, "idle", {}, session_id=abandoned, epoch=1)[0].error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_under_an_authorizer_a_session_closes_and_never_tells_what_exists(open_acl_broker):
+    """A refused name is refused before its existence is looked at, on incremental fetches too (a
+    client without READ must not learn whether a topic exists); a fetch of epoch -1 naming no topic
+    (a Java consumer's close) reaches the cache and closes the session."""
+    b = open_acl_broker
+    b.create_topic("real")
+    deny_read(b, "real")
+    deny_read(b, "ghost")
+    with b.client() as c:
+        full, _ = fetch(c, "real", {0: 0}, epoch=0)
+        sid = full.session_id
+        fetch(c, "ghost", {0: 0}, session_id=sid, epoch=1)
+        answer, _ = fetch(c, "real", {}, session_id=sid, epoch=2, max_wait_ms=0)
+        rows = {(t.topic, p.error_code) for t in answer.responses for p in t.partitions}
+        assert rows == {("real", ErrorCode.topic_authorization_failed), ("ghost", ErrorCode.topic_authorization_failed)}
+        cache = b.context.fetch_sessions
+        assert len(cache) == 1
+        closed, parts = fetch(c, "real", {}, session_id=sid, epoch=-1)
+        assert closed.error_code == ErrorCode.none and parts == {} and len(cache) == 0

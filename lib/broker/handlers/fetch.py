@@ -338,7 +338,8 @@ async def _resolve_session(broker, session, by_id: bool) -> tuple[list[_Slot], _
             if requests is None:
                 loud[key] = requests = []
             requests.append(entry[0])
-    return refused + await _resolve(broker, list(loud.items()), by_id), quiet
+    # `readable` again: a name not found above is refused before its existence is told (as Kafka)
+    return refused + await _resolve(broker, list(loud.items()), by_id, readable), quiet
 
 
 @REGISTRY.route(ApiKey.FETCH, (4, 18))
@@ -383,7 +384,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]):
             watched = True
             woken = quiet.woken(committed, broker.partitions.serves)  # after the watch, as the reads below
             if woken:
-                slots += await _resolve(broker, list(woken.items()), by_id)
+                slots += await _resolve(broker, list(woken.items()), by_id, readable_check())
         total = await _fill(broker, slots, max_bytes, committed)
         remaining = deadline - loop.time()
         # A session's topic the client may no longer read is answered each time, but does not end

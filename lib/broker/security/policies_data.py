@@ -16,7 +16,7 @@ from topiclake.security.acls import ResourceType
 from ..api_keys import ApiKey
 from ..constants import AUTHORIZED_OPERATIONS_OMITTED
 from ..errors import CloseConnection
-from ..fetch_sessions import authorizing, in_session, is_incremental
+from ..fetch_sessions import authorizing, in_session, is_incremental, names_a_session
 from ..wire import has_field, make, nested
 from .policies import NO_TOPIC_ID, TOPIC_DENIED, blank, policy, replace, serve_allowed, split, topic_key, topic_name
 
@@ -78,7 +78,8 @@ async def fetch(check, broker, request, call):
         for t in refused)  # empty, not null, records: librdkafka cannot parse a null record set
     with authorizing(_reader_check(check, body)):
         return await serve_allowed(call, body, kept, "topics", cls, denied, "responses",
-                                   always_call=is_incremental(request.api_version, body), session_id=0)
+                                   always_call=is_incremental(request.api_version, body)
+                                   or names_a_session(request.api_version, body), session_id=0)
 
 
 # ===================================================================== ListOffsets
