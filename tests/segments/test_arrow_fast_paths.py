@@ -4,6 +4,7 @@ decode_to_arrow against kafka-python, an independent writer and reader."""
 
 from __future__ import annotations
 
+import random
 import struct
 
 import crc32c as crc32c_package
@@ -40,6 +41,17 @@ def kernel():
 def test_kernel_crc32c_is_the_crc32c_packages(data):
     """Three interleaved lanes of 8 KiB, then of 256 bytes, then single bytes: every length."""
     assert kernel().crc32c(data) == crc32c_package.crc32c(data)
+
+
+@pytest.mark.skipif(not arrow._KERNEL_CRC, reason="no crc32 instruction on this CPU")
+def test_kernel_crc32c_folding_every_tail_and_alignment():
+    """From 256 bytes on, a CPU with AVX-512 VPCLMULQDQ folds 256 then 64 bytes a step and the crc32
+    instruction takes the last 0-63: every tail, unaligned starts, many 256-byte steps."""
+    data = random.Random(33).randbytes(70_000)
+    for start in (0, 1, 3, 8, 61):
+        for size in [*range(200, 600), 1023, 1024, 4095, 3 * 8192 + 17, len(data) - start]:
+            view = memoryview(data)[start:start + size]
+            assert kernel().crc32c(view) == crc32c_package.crc32c(view), (start, size)
 
 
 def flip_crc(batch: bytes) -> bytes:
