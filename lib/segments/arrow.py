@@ -70,11 +70,8 @@ _NO_PRODUCER = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)  # legacy messages have none
 # Record-section bytes per native call: bounds the kernel's upper-bound allocations (and keeps
 # Arrow's int32 offsets far from overflowing); a chunk becomes one pyarrow.RecordBatch.
 _CHUNK_BYTES = 32 << 20
-# lz4 and zstd sections are inflated into one reused buffer of _INFLATE_BYTES (no new bytes object
-# and no fresh pages per batch), decoded each time it fills: small enough that the sections are
-# still in cache when the kernel reads them (with 32 MB, bench/decode.py's lz4 and zstd were 10-25%
-# slower than with 4 or 8 MB: the sections were read back from memory). A few are pooled between calls.
-_INFLATE_BYTES = 8 << 20
+# lz4 and zstd sections are inflated into one reused buffer of _CHUNK_BYTES (no new bytes object
+# and no fresh pages per batch), decoded each time it fills. A few are pooled between calls.
 _INFLATE_POOL: list[bytearray] = []  # list.pop/append: atomic under the GIL, safe across threads
 _INFLATE_POOLED = 2
 # The kernel's output buffers come from Arrow's memory pool, which recycles pages between calls.
@@ -327,12 +324,12 @@ class _Sections:
 
 
 def _inflate_buffer() -> bytearray:
-    """A pooled buffer of _INFLATE_BYTES, or a new one."""
+    """A pooled buffer of _CHUNK_BYTES, or a new one."""
     try:
         buffer = _INFLATE_POOL.pop()
     except IndexError:
-        return bytearray(_INFLATE_BYTES)
-    return buffer if len(buffer) == _INFLATE_BYTES else bytearray(_INFLATE_BYTES)
+        return bytearray(_CHUNK_BYTES)
+    return buffer if len(buffer) == _CHUNK_BYTES else bytearray(_CHUNK_BYTES)
 
 
 def _assemble(out: dict) -> pa.RecordBatch:
