@@ -3,8 +3,9 @@
 One public name, two implementations (aiokafka's pattern for its record kernel):
 
 - native: Python walks the batch headers (one per ~1000 records) and decompresses; then ONE call
-  of the C kernel (`_native/decode.c`) checks the CRCs of uncompressed batches (SSE4.2, each just
-  before its records are decoded, while its bytes are in cache) and decodes the record sections
+  of the C kernel (`_native/decode.c`) checks the CRCs of uncompressed batches (SSE4.2, or AVX-512
+  VPCLMULQDQ folding where the CPU has it; each just before its records are decoded, its bytes
+  prefetched while the batch before it was decoded) and decodes the record sections
   of many batches straight into Arrow buffers, which become arrays without a copy. No
   per-record Python object. A compressed batch's CRC is checked (crc32c package) before it is
   inflated, and so is every batch's on a CPU without the crc32 instruction.

@@ -4,6 +4,7 @@ decode_to_arrow against kafka-python, an independent writer and reader."""
 
 from __future__ import annotations
 
+import random
 import struct
 
 import crc32c as crc32c_package
@@ -40,6 +41,17 @@ def kernel():
 def test_kernel_crc32c_is_the_crc32c_packages(data):
     """Three interleaved lanes of 8 KiB, then of 256 bytes, then single bytes: every length."""
     assert kernel().crc32c(data) == crc32c_package.crc32c(data)
+
+
+@pytest.mark.skipif(not arrow._KERNEL_CRC, reason="no crc32 instruction on this CPU")
+def test_kernel_crc32c_folding_every_tail_and_alignment():
+    """From 256 bytes on, a CPU with AVX-512 VPCLMULQDQ folds 256 then 64 bytes a step and the crc32
+    instruction takes the last 0-63: every tail, unaligned starts, many 256-byte steps."""
+    data = random.Random(33).randbytes(70_000)
+    for start in (0, 1, 3, 8, 61):
+        for size in [*range(200, 600), 1023, 1024, 4095, 3 * 8192 + 17, len(data) - start]:
+            view = memoryview(data)[start:start + size]
+            assert kernel().crc32c(view) == crc32c_package.crc32c(view), (start, size)
 
 
 def flip_crc(batch: bytes) -> bytes:
@@ -105,14 +117,20 @@ def test_decompress_into_gives_decompress_bytes_or_leaves_it_to_decompress(codec
 
 @pytest.mark.parametrize("codec", INFLATING)
 def test_sections_filling_the_inflate_buffer_are_decoded_in_order(codec, monkeypatch):
-    monkeypatch.setattr(arrow, "_CHUNK_BYTES", 4096)  # a few batches fill it
+    # a few batches fill it: an lz4 section needs room for its bound (64 KiB a block: the frame's
+    # block size; 4 KiB never held one), a zstd one for its content size
+    room = 72_000 if codec == Compression.LZ4 else 8_000
+    monkeypatch.setattr(arrow, "_CHUNK_BYTES", room)
+    inflated = []
+    monkeypatch.setattr(arrow, "decompress_into", lambda *args: inflated.append(decompress_into(*args)) or inflated[-1])
     batches = [build_batch([Record(i * 10 + j, 5, b"k%d" % j, bytes([i]) * 300) for j in range(10)],
                            base_offset=i * 10, compression=codec) for i in range(12)]
-    huge = build_batch([Record(120, 5, None, b"z" * 9000)], base_offset=120, compression=codec)  # > the buffer
+    huge = build_batch([Record(120, 5, None, b"z" * 80_000)], base_offset=120, compression=codec)  # > the buffer
     table = arrow.decode_to_arrow_native(b"".join(batches) + huge)
     assert table.equals(arrow.decode_to_arrow_reference(b"".join(batches) + huge))
     assert table["offset"].to_pylist() == list(range(121)) and table.column("offset").num_chunks > 2
-    assert len(arrow._INFLATE_POOL[-1]) == 4096  # handed back for the next call
+    assert len(arrow._INFLATE_POOL[-1]) == room  # handed back for the next call
+    assert sum(size is not None for size in inflated) == 12  # every batch but the huge one went into it
 
 
 # ---------------------------------------------------------------------------------------------

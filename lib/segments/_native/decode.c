@@ -222,11 +222,15 @@ static void fill_batch_columns(Columns *c, Py_ssize_t first_row, const int64_t *
     }
 }
 
-/* Decode one batch's records section, appending the records within [lo, hi] to `c`. */
+/* Decode one batch's records section, appending the records within [lo, hi] to `c`. The next
+ * batch's buffer (`ahead`) is prefetched as far into it as this one's records have gone: its bytes
+ * come from memory while these are decoded, not while its CRC waits for them (bench/decode.py:
+ * about 10% of the uncompressed decode). */
 static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, int64_t lo, int64_t hi,
-                        Columns *c, Failure *f)
+                        Columns *c, Failure *f, const uint8_t *ahead, Py_ssize_t ahead_len)
 {
     const uint8_t *p = buf, *end = buf + len, *rec = buf;
+    const uint8_t *prefetched = ahead, *ahead_end = ahead + ahead_len;
     const int64_t count = m[M_COUNT];
     const int log_append_time = (m[M_ATTRIBUTES] & TIMESTAMP_TYPE_BIT) != 0;
     const Py_ssize_t first_row = c->rows;
@@ -238,6 +242,8 @@ static int decode_batch(const uint8_t *buf, Py_ssize_t len, const int64_t *m, in
         const uint8_t *next = decode_record_fast(p, end, m, log_append_time, lo, hi, c);
         if (LIKELY(next != NULL)) {
             p = next;
+            for (; prefetched < ahead_end && prefetched - ahead < p - buf; prefetched += 64)
+                __builtin_prefetch(prefetched);
             continue;
         }
         i128 length, ts_delta, offset_delta, header_count;
@@ -482,11 +488,12 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < nbatches && rc == 0; i++) {
         const int64_t *bm = m + i * META_FIELDS;
         const Py_ssize_t start = (Py_ssize_t)bm[M_RECORDS_START];
+        const Py_buffer *next = i + 1 < nbatches ? &in.views[i + 1] : &in.views[i]; /* the last: nothing */
         failure.batch = i;
         rc = check_crc(&in.views[i], bm, &failure);
         if (rc == 0)
             rc = decode_batch((const uint8_t *)in.views[i].buf + start, in.views[i].len - start, bm, lo, hi, &c,
-                              &failure);
+                              &failure, next->buf, next == &in.views[i] ? 0 : next->len);
     }
     Py_END_ALLOW_THREADS
     if (rc != 0)
