@@ -251,6 +251,8 @@ class BrokerServer:
         if self.metrics is not None:
             await self.metrics.stop()  # before the reader threads it scrapes with are shut down
         ctx.shutting_down.set()
+        if self.bucket is not None:
+            self.bucket.begin_stop()
         if ctx.leadership.clustered:
             # Kafka's controlled shutdown: let go of every partition and leave the cluster first, so
             # the controller moves them at once and never hands this broker new ones while it drains

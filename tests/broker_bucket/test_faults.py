@@ -82,3 +82,28 @@ def test_the_store_killed_and_restarted_mid_produce_then_the_broker_recovers_by_
         _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
     finally:
         brokers.kill_all()
+
+
+def test_a_stop_while_the_store_is_down_ends_within_a_grace_period_and_loses_nothing_acknowledged(tmp_path, own_store):
+    """SIGTERM with the store killed: the flush under way times out once, then the waiting produces
+    are answered NOT_LEADER_OR_FOLLOWER and the broker exits, well within Kubernetes' 30 s grace
+    (it took 33 s: every tick, seal and the last flush each waited out flush_timeout_ms)."""
+    server, root = own_store
+    brokers = BucketBrokers(tmp_path, root)
+    try:
+        broker = brokers.start("only")
+        producer = AckedProducer(broker.bootstrap, TOPIC, "v").start()
+        producer.wait_acked(200)
+        server.kill9()
+        time.sleep(1)  # produces now wait for a flush that cannot land
+        started = time.monotonic()
+        assert broker.stop(timeout=20) == 0, broker.log()[-1500:]
+        took = time.monotonic() - started
+        producer.stop()
+        assert took < 20, f"the stop took {took:.1f} s"
+        assert "the object store is unavailable" in broker.log()
+        server.restart()
+        reader = brokers.start("reader")
+        _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
+    finally:
+        brokers.kill_all()

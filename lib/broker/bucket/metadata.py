@@ -28,6 +28,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,10 @@ LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/produc
 PRODUCER_ID_BLOCKS = "cluster/producer-id-blocks"
 BROKER_CONFIGS = "cluster/broker-configs.json"
 _TOPIC_FILE = re.compile(r"^topics/(.+)\.json$")
+# A deleted topic's partition objects are deleted again this long after the first time: a leader's
+# seal or flush under way at the deletion (on another broker, in cluster mode) lands its last
+# objects within its deadline (flush_timeout_ms, default 10 s) after the first sweep listed.
+RESWEEP_AFTER_S = (2.0, 12.0)
 
 
 class MetadataConflict(TopiclakeError):
@@ -72,9 +77,11 @@ def _mirrored(key: str) -> bool:
 
 
 class MetadataMirror:
-    def __init__(self, store: ObjectStore, cache_root: Path):
+    def __init__(self, store: ObjectStore, cache_root: Path, *, clock=time.monotonic):
         self.store = store
         self.cache_root = Path(cache_root)
+        self._clock = clock
+        self._resweeps: list[tuple[float, str]] = []  # (when, topic): deleted topics to sweep again
         self._etags: dict[str, str] = {}  # key -> the ETag the bucket's object had when last seen
         self._digests: dict[str, bytes] = {}  # key -> the digest of those bytes
         self._lock = threading.Lock()
@@ -182,11 +189,24 @@ class MetadataMirror:
                 topic = _TOPIC_FILE.match(key)
                 if topic:  # its partitions' objects first: a store error here leaves the key to the next sync
                     self._delete_partitions(topic.group(1))
+                    now = self._clock()
+                    self._resweeps += [(now + after, topic.group(1)) for after in RESWEEP_AFTER_S]
                 self.store.delete(key)
                 del self._digests[key]
                 self._etags.pop(key, None)
                 changed.append(key)
+            self._sweep_again(present)
             return changed
+
+    def _sweep_again(self, present: set[str]) -> None:
+        """The due second sweeps of deleted topics not created again since (a store error leaves
+        the sweep to the next sync)."""
+        now = self._clock()
+        for entry in [(when, topic) for when, topic in self._resweeps if when <= now]:
+            topic = entry[1]
+            if f"topics/{topic}.json" not in present:
+                self._delete_partitions(topic)
+            self._resweeps.remove(entry)
 
     def _local_files(self) -> list[tuple[str, Path]]:
         found = []
@@ -199,14 +219,17 @@ class MetadataMirror:
 
     def _delete_partitions(self, topic: str) -> None:
         pattern = re.compile(re.escape(topic) + r"-\d+")
+        deleted = 0
         for prefix in self.store.list_dir(LOGS_PREFIX).prefixes:
             if pattern.fullmatch(prefix.rpartition("/")[2]):
                 for info in list(self.store.list(prefix)):
                     self.store.delete(info.key)
+                    deleted += 1
         for info in list(self.store.list(NOTICES_PREFIX)):
             if pattern.fullmatch(info.key.rpartition("/")[2]):
                 self.store.delete(info.key)
-        log.info("deleted the objects of topic %s", topic)
+                deleted += 1
+        log.info("deleted the %d objects of topic %s", deleted, topic)
 
 
 def reserve_producer_id_block(store: ObjectStore, block: int) -> int:

@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the network
 SEAL_THREADS = 2  # seals upload whole segments: a few at once, beside the flushes
+UNAVAILABLE = "unavailable"  # what `_guarded` returns when the store did not answer
 FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
 METADATA_REFRESH_S = 1.0  # cluster mode: how often the other brokers' metadata changes are fetched
 METADATA_TRIES = 5  # cluster mode: a metadata change that keeps losing its race to other brokers
@@ -77,6 +78,8 @@ class BucketService:
         # thread): a check-then-remove of one tail must not remove the next one put there between.
         self._tails_lock = threading.Lock()
         self.fenced: str | None = None  # why this broker no longer leads the root
+        self._stopping = False  # a stop began: ticks start no seal, poll or drop
+        self._store_failing = False  # the last flush found the store unavailable
         self.on_fenced: Callable[[str], None] = lambda reason: None  # the server stops
         self.serves: Callable[[Any], bool] = lambda part: True  # PartitionManager.serves
         self.on_writer_thread: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
@@ -350,12 +353,13 @@ class BucketService:
         self.fenced = reason
         log.error("this broker no longer leads %s: %s", self.settings.root, reason)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._fail_waiters)
+            self._loop.call_soon_threadsafe(self._fail_waiters, f"this broker no longer leads: {reason}")
         self.on_fenced(reason)
 
     async def stop(self) -> None:
         """Clean stop, before the partitions close: running seals finish, then a last flush of
-        everything appended (and the seals it starts finish too: they use the partitions)."""
+        everything appended (`tick`: not when the store is failing)."""
+        self.begin_stop()
         if self._hurry is not None:
             self._hurry.cancel()
         for task in self._tasks:
@@ -363,9 +367,13 @@ class BucketService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._ticker, self._wait_maintenance)
-        if not self.fenced:
-            await loop.run_in_executor(self._ticker, self.tick)
-            await loop.run_in_executor(self._ticker, self._wait_maintenance)
+        if self.fenced:
+            return
+        await loop.run_in_executor(self._ticker, self.tick)
+        if self._store_failing:
+            unflushed = sum(1 for tail in self.tails.values() if tail.has_unflushed)
+            log.warning("the object store is unavailable: %d partitions keep records never acknowledged unstored",
+                        unflushed)
 
     def close(self) -> None:
         """After the partitions closed: let the lease go (a restart takes over at once)."""
@@ -379,7 +387,20 @@ class BucketService:
                 log.warning("the lease stays until it expires: %s", exc)
 
     # -- the tick (its own thread)
+    def begin_stop(self) -> None:
+        """The broker stops (its requests in flight drain first): ticks go on flushing, so waiting
+        produces are acknowledged, but start no seal, poll or drop (the flush objects are the log:
+        the next leader seals them). Once a flush finds the store unavailable, no other is tried:
+        what they hold was never acknowledged, and each try waits out flush_timeout_ms, which
+        would keep the broker past an orchestrator's grace period; the waiting produces are
+        answered NOT_LEADER_OR_FOLLOWER (their clients retry elsewhere or after the restart)."""
+        self._stopping = True
+
     def tick(self) -> None:
+        if self._stopping and self._store_failing:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._fail_waiters, "the broker stops; the object store is unavailable")
+            return
         # A topic's file is in the bucket before any of its records; while a request changes metadata
         # (cluster mode), that request syncs it itself, right after handling it.
         if not self._changing.is_set() and self._sync_metadata() != SYNCED:
@@ -390,8 +411,12 @@ class BucketService:
                     self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, f"{tail.part} is no longer served")
         tails = list(self.tails.values())
         deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
-        list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
-                            [tail for tail in tails if tail.has_unflushed]))
+        outcomes = list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
+                                       [tail for tail in tails if tail.has_unflushed]))
+        if outcomes:
+            self._store_failing = UNAVAILABLE in outcomes
+        if self._stopping:
+            return
         self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
         now = time.monotonic()
         if now - self._notices_listed >= MANIFEST_POLL_S and (self._notices_job is None or self._notices_job.done()):
@@ -423,13 +448,15 @@ class BucketService:
         other, holding `maintaining`, so they never race each other (nor a DeleteRecords commit)
         for the tail's manifest."""
         with tail.maintaining:
+            if self._stopping:  # queued before a stop: the next leader seals, polls and drops
+                return
             now = time.monotonic()
             deadline = now + self.settings.flush_timeout_ms / 1000
             if tail.seal_due(now):
                 tail.seal(deadline, self.on_writer_thread)
-            if tail.poll_due(now):
+            if tail.poll_due(now) and not self._stopping:
                 tail.poll_manifest(self.on_writer_thread)
-            if tail.drop_due(time.monotonic()):
+            if tail.drop_due(time.monotonic()) and not self._stopping:
                 tail.drop_sealed(self.on_writer_thread)
 
     def _wait_maintenance(self) -> None:
@@ -437,20 +464,23 @@ class BucketService:
         wait(list(self._maintenance.values()))
         self._maintenance = {}
 
-    def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> None:
+    def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> str | None:
+        """Run a flush or a seal of `tail`, logging what goes wrong; UNAVAILABLE when the store was."""
         if self.fenced:
-            return
+            return None
         try:
             work()
         except FENCING_ERRORS as exc:
             self._fenced_by(tail, f"{tail.keys.prefix}: {exc}")
         except (FlushTimedOut, StoreUnavailable) as exc:
             log.warning("%s: not stored yet, retried at the next tick: %s", tail.keys.prefix, exc)
+            return UNAVAILABLE
         except ManifestConflict as exc:
             log.info("%s: seal lost its manifest version, retried later: %s", tail.keys.prefix, exc)
         except Exception:
             if self.serves(tail.part):
                 log.exception("%s: flush or seal failed", tail.keys.prefix)
+        return None
 
     async def _tick_forever(self) -> None:
         loop = asyncio.get_running_loop()
@@ -511,9 +541,9 @@ class BucketService:
                 future.set_exception(NotLeaderOrFollower(reason))
         tail.part.notify()
 
-    def _fail_waiters(self) -> None:
+    def _fail_waiters(self, reason: str) -> None:
         waiters, self._waiters = self._waiters, {}
         for waiting in waiters.values():
             for _end, future in waiting:
                 if not future.done():
-                    future.set_exception(NotLeaderOrFollower(f"this broker no longer leads: {self.fenced}"))
+                    future.set_exception(NotLeaderOrFollower(reason))
