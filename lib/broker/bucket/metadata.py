@@ -199,13 +199,14 @@ class MetadataMirror:
             return changed
 
     def _sweep_again(self, present: set[str]) -> None:
-        """The due second sweeps of deleted topics not created again since (a store error leaves
-        the sweep to the next sync)."""
+        """The due second sweeps of deleted topics not created again since, here or (the bucket's
+        topic object: created before any of a topic's records) by another broker this one has not
+        heard from yet. A store error leaves the sweep to the next sync."""
         now = self._clock()
         for entry in [(when, topic) for when, topic in self._resweeps if when <= now]:
-            topic = entry[1]
-            if f"topics/{topic}.json" not in present:
-                self._delete_partitions(topic)
+            key = f"topics/{entry[1]}.json"
+            if key not in present and self.store.head(key) is None:
+                self._delete_partitions(entry[1])
             self._resweeps.remove(entry)
 
     def _local_files(self) -> list[tuple[str, Path]]:
