@@ -186,7 +186,10 @@ class BrokerServer:
     async def _open_partitions(self) -> None:
         began = time.monotonic()
         count = await self.context.partitions.open_all(keep_going=True)
-        log.info("opened %d partitions in %.2f s", count, time.monotonic() - began)
+        recovered = sum(not part.log.load_result.had_clean_shutdown
+                        for part in self.context.partitions.open_partitions())
+        log.info("opened %d partitions in %.2f s, %d of them recovered (no clean-shutdown marker)", count,
+                 time.monotonic() - began, recovered)
 
     def _open_connections(self) -> Counter[str]:
         """Open connections per listener name."""
