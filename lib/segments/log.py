@@ -133,10 +133,9 @@ class Log:
             marker_removed = True
         except FileNotFoundError:
             marker_removed = False
-        # The load read both checkpoints under the partition lock: one whose offset is what it
-        # read is not written, nor read again (a job moving the start meanwhile only moves it up).
-        unchanged_start = loaded.start_checkpoint == self._log_start_offset
-        if self._write_checkpoints(sync_dir=False, start_unchanged=unchanged_start) or marker_removed:
+        # The load read the start checkpoint under the partition lock: unchanged, it is not read again.
+        start_unchanged = loaded.start_checkpoint == self._log_start_offset
+        if self._write_checkpoints(sync_dir=False, start_unchanged=start_unchanged) or marker_removed:
             fsync_dir(self.directory)
 
     @classmethod
