@@ -342,13 +342,26 @@ class PartitionManager:
 
     async def open_all(self, *, keep_going: bool = False) -> int:
         """Open every partition of every topic (at start); how many opened. `keep_going`: one
-        that fails is logged and left for `get` to report, the others still open."""
-        opened = [self.get(meta.name, index) for meta in self.topics() for index in range(meta.partitions)]
-        results = await asyncio.gather(*opened, return_exceptions=keep_going)
+        that fails is logged and left for `get` to report, the others still open.
+        At most OPEN_THREADS opens are queued at a time: a client's request for a partition not
+        open yet has its open start at once, not behind thousands nobody asked for yet."""
+        keys = iter([(meta.name, index) for meta in self.topics() for index in range(meta.partitions)])
+        results: list[Partition | BaseException] = []
+
+        async def open_next() -> None:
+            for key in keys:  # one iterator shared by the openers: each key is taken once
+                try:
+                    results.append(await self.get(*key))
+                except Exception as exc:
+                    if not keep_going:
+                        raise
+                    results.append(exc)
+
+        await asyncio.gather(*(open_next() for _ in range(OPEN_THREADS)))
         failed = [result for result in results if isinstance(result, BaseException)]
         if failed:
             log.error("opening %d partitions at start failed; the first: %s", len(failed), failed[0])
-        return len(opened) - len(failed)
+        return len(results) - len(failed)
 
     # -- leadership (cluster mode)
     async def take_over(self, topic: str, index: int, epoch: int) -> Partition:

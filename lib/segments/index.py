@@ -15,6 +15,7 @@ only grow, except in recovery/truncation which the owner does while no reads run
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 from array import array
@@ -143,10 +144,23 @@ class Index:
         end: a binary search finds where it starts, reading a few slots, not the whole file. An
         all-zero first slot followed by room counts as room: as an entry (relative offset 0 at
         position 0, or time 0) it says no more than an empty index does."""
-        zero = bytes(self.ENTRY.size)
+        size = self.ENTRY.size
+        zero = bytes(size)
+        try:  # a preallocated file is a hole after its entries' blocks: all room from there on
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:
+            hole = slots * size
+        if hole < slots * size:
+            # The slots before the hole are read at once: a pread per probe into a 10 MB hole
+            # zero-filled pages by readahead (22 probes an index, 4,000 indexes at a start).
+            head = -(-hole // size)
+            before_hole = os.pread(fd, head * size, 0)
 
-        def is_room(slot: int) -> bool:
-            return os.pread(fd, self.ENTRY.size, slot * self.ENTRY.size) == zero
+            def is_room(slot: int) -> bool:
+                return slot >= head or before_hole[slot * size:(slot + 1) * size] == zero
+        else:
+            def is_room(slot: int) -> bool:
+                return os.pread(fd, size, slot * size) == zero
 
         if slots == 0 or not is_room(slots - 1):
             return slots
@@ -239,11 +253,45 @@ class Index:
                 if preallocated > self.size_in_bytes:
                     os.ftruncate(fd, preallocated)
 
-    def reset(self) -> None:
-        """No entries, and room for segment.index.bytes again (Kafka: truncate + resize)."""
-        self.truncate_to_entries(0)
+    def begin_rebuild(self) -> None:
+        """Recovery's reset (Kafka: truncate + resize): no entries and room for segment.index.bytes,
+        in memory only; `finish_rebuild` writes the file. Cutting a preallocated index to zero
+        bytes and back frees its blocks, a journal commit each (and a discard on a `discard`
+        mount): that was half of an unclean start of 2,000 logs, whose rebuilt entries are
+        mostly what the file already holds."""
+        self._write_pending()
+        self._rebuilt_over = self.size_in_bytes  # the entries the file holds (found at open, or written since)
+        del self._keys[:]
+        del self._values[:]
         if self.writable and not self._closed:
-            self.resize(self.configured_max_size)
+            self.max_index_size = self.configured_max_size - self.configured_max_size % self.ENTRY.size
+
+    def finish_rebuild(self, *, keep_room: bool = False) -> None:
+        """Make the file hold exactly the rebuilt entries and zeros after them, writing only what
+        differs; then trim it (Kafka's trimToValidSize after recovery), or with `keep_room` (the
+        active segment) give it segment.index.bytes of room. Bytes the old entries left after
+        the new ones (a recovery that cut the log) are cut off as reset did; so is any data
+        the file holds past the blocks that held entries, which a file whose tail is one hole
+        (a preallocated index) proves it has none of with one lseek(SEEK_DATA)."""
+        if not self.writable or self._closed:
+            return
+        with self._handle() as fd:
+            rebuilt = bytes(self._pending)
+            self._pending = bytearray()
+            block = max(os.fstat(fd).st_blksize, 1)
+            seen = -(-max(len(rebuilt), self._rebuilt_over) // block) * block  # the blocks entries were in
+            on_disk = os.pread(fd, seen, 0)
+            if on_disk[:len(rebuilt)] != rebuilt:
+                os.pwrite(fd, rebuilt, 0)
+                self._synced = False
+            self._file_size = max(self._file_size, len(rebuilt))
+            if on_disk.count(0, len(rebuilt)) != max(len(on_disk) - len(rebuilt), 0) or _holds_data(fd, seen,
+                                                                                                     self._file_size):
+                self.truncate_to_entries(self.entries)
+            if keep_room:
+                self.resize(self.configured_max_size)
+            else:
+                self.trim_to_valid_size()
 
     def flush(self, *, sync: bool = True) -> None:
         """Write the pending entries into the file (other processes read them), and fsync it
@@ -301,3 +349,14 @@ class Index:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path}, entries={self.entries}, max_entries={self.max_entries})"
+
+
+def _holds_data(fd: int, start: int, end: int) -> bool:
+    """Whether [start, end) of the file may hold data (not only a hole); True when the file
+    system cannot tell (no SEEK_DATA)."""
+    if start >= end:
+        return False
+    try:
+        return os.lseek(fd, start, os.SEEK_DATA) < end
+    except OSError as exc:
+        return exc.errno != errno.ENXIO  # ENXIO: no data at or after `start`

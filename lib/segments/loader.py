@@ -44,18 +44,25 @@ LOCK_FILE = ".topiclake.lock"
 def partition_lock(directory: Path, *, shared: bool = False, blocking: bool = True) -> Iterator[bool]:
     """flock on the partition's lock file; yields False (without the lock) if not blocking and
     someone else holds it."""
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    with open(Path(directory) / LOCK_FILE, "a+b") as f:
+    path = os.path.join(directory, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:  # a new partition: its directory first
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
         mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
         try:
-            fcntl.flock(f, mode)
+            fcntl.flock(fd, mode)
         except BlockingIOError:
             yield False
             return
         try:
             yield True
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,7 @@ class LoadResult:
     deleted: tuple[int, ...]  # base offsets of segments removed after a truncation
     created: int | None = None  # base offset of a segment created exclusively by this load (cluster mode)
     recovery_checkpoint: int | None = None  # what the recovery-point checkpoint said (None: no entry)
+    start_checkpoint: int | None = None  # what the log-start-offset checkpoint said (None: no entry)
 
 
 SegmentCreator = Callable[[int], int]  # base offset wanted -> base offset of the file created exclusively
@@ -81,8 +89,7 @@ def load_log(directory: str | os.PathLike, config: LogConfig, *, topic: str, par
     batches a fenced leader wrote are not part of the log (`leader_epochs`), and a first segment
     is created with `create_segment` (exclusively: never a file another leader made)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    with partition_lock(directory):
+    with partition_lock(directory):  # (it makes the directory)
         return _load_locked(directory, config, topic, partition, epochs, create_segment)
 
 
@@ -91,13 +98,18 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     # In cluster mode a fenced leader may still write the marker (it cannot know it is fenced
     # before it writes), so it proves nothing: the tail is always recovered.
     had_clean_shutdown = epochs is None and (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
-    complete_swaps(directory, config, epochs)
+    # One listing of the directory for the steps below (a start opens thousands), again only
+    # when completing swaps changed it.
+    names = os.listdir(directory)
+    if complete_swaps(directory, config, epochs, names):
+        names = os.listdir(directory)
     recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
-    segments = _open_segments(directory, config, recovered, epochs)
+    segments = _open_segments(directory, config, recovered, epochs, names)
     valid = epochs.is_valid if epochs is not None else None
     if epochs is not None:
         _cut_fenced_tails(segments, valid, recovered)
-    checkpoint_start = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition) or 0
+    start_checkpointed = read_partition_offset(directory, LOG_START_OFFSET_CHECKPOINT, topic, partition)
+    checkpoint_start = start_checkpointed or 0
     checkpointed = read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, topic, partition)
     recovery_checkpoint = checkpointed or 0
 
@@ -109,7 +121,7 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
         for i in range(first, len(segments)):
             segment = segments[i]
             if segment.base_offset not in recovered:
-                recovered[segment.base_offset] = segment.recover(valid)
+                recovered[segment.base_offset] = segment.recover(valid, keep_room=i == len(segments) - 1)
             truncated = recovered[segment.base_offset]
             if truncated and epochs is None:  # cluster mode: a cut tail was a fenced leader's, not damage
                 for later in segments[i + 1:]:
@@ -119,12 +131,15 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
                 segments = segments[: i + 1]
                 break
         if epochs is None:  # (cluster mode always recovers the tail: no line per takeover)
-            log.info("recovered %s from the segment at offset %d (no clean-shutdown marker): %d segment(s), "
-                     "%d bytes truncated", directory, bases[first], len(segments) - first,
-                     sum(recovered.values()))
+            # A line per log only where recovery cut something: 2,000 lines at a start contended
+            # for the log handler's lock (the broker logs how many logs it recovered in one line).
+            damaged = bool(deleted) or any(recovered.values())
+            log.log(logging.INFO if damaged else logging.DEBUG,
+                    "recovered %s from the segment at offset %d (no clean-shutdown marker): %d segment(s), "
+                    "%d bytes truncated", directory, bases[first], len(segments) - first, sum(recovered.values()))
 
     log_end = segments[-1].read_next_offset() if segments else checkpoint_start
-    for offset in delete_snapshots(directory, above=log_end):  # they describe offsets that are gone
+    for offset in delete_snapshots(directory, above=log_end, names=names):  # they describe offsets that are gone
         log.warning("deleted producer snapshot %d of %s: above the log end offset %d", offset, directory, log_end)
     if segments and log_end < checkpoint_start:
         # Everything is below the checkpointed start (e.g. retention ran, then a crash).
@@ -143,7 +158,8 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     log_start = max(checkpoint_start, segments[0].base_offset)
     recovery_point = log_end if had_clean_shutdown else min(recovery_checkpoint, log_end)
     return LoadResult(segments, log_start, recovery_point, log_end, had_clean_shutdown,
-                      tuple(recovered), sum(recovered.values()), tuple(deleted), created, checkpointed)
+                      tuple(recovered), sum(recovered.values()), tuple(deleted), created, checkpointed,
+                      start_checkpointed)
 
 
 def _cut_fenced_tails(segments: list[LogSegment], valid: BatchValidity, recovered: dict[int, int]) -> None:
@@ -184,13 +200,13 @@ def first_batch(path: Path) -> tuple[int | None, int | None]:
 
 
 def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int],
-                   epochs: EpochHistory | None = None) -> list[LogSegment]:
+                   epochs: EpochHistory | None, names: list[str]) -> list[LogSegment]:
     """The segments of the log. In cluster mode a segment file whose first batch is not valid
     (a fenced leader created it after the takeover) is not part of the log: it is left where it
     is, untouched, indexes and all; nor is an empty file unless it is the newest."""
     logs: set[int] = set()
     indexes: list[tuple[int, str]] = []
-    for name in os.listdir(directory):  # names, not Paths: a start opens thousands of directories
+    for name in names:  # names, not Paths: a start opens thousands of directories
         parsed = filenames.parse_name(name)
         if parsed is None or parsed.transient:
             continue
@@ -241,16 +257,20 @@ def _indexes_sane(segment: LogSegment) -> bool:
     return not index.entries or index.entry(index.entries - 1).position <= segment.size
 
 
-def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None) -> None:
-    """Step 1 of the load (Kafka's removeTempFilesAndCollectSwapFiles + the swap completion).
+def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None,
+                   names: list[str] | None = None) -> bool:
+    """Step 1 of the load (Kafka's removeTempFilesAndCollectSwapFiles + the swap completion);
+    whether it changed the directory (`names`: its listing, if the caller has it).
     In cluster mode a fenced leader's segment file may lie inside a swap's range (the cleaned
     segment spans the log's segments around it): it is not part of the log, and it is left alone."""
     swaps: list[Path] = []
     cleaned_bases: list[int] = []
-    for name in sorted(os.listdir(directory)):
+    changed = False
+    for name in sorted(os.listdir(directory) if names is None else names):
         parsed = filenames.parse_name(name)
         if parsed is None or not parsed.transient:
             continue
+        changed = True
         path = directory / name
         if parsed.transient == filenames.DELETED_SUFFIX:
             path.unlink(missing_ok=True)
@@ -271,7 +291,7 @@ def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | No
         else:
             live.append(path)
     if not live:
-        return
+        return changed
     # Index swaps are dropped below, the .txnindex with them: the producer snapshots' promise that
     # every abort below them is in a .txnindex no longer holds, so the broker rebuilds from the log.
     delete_snapshots(directory, above=-1)
@@ -299,3 +319,4 @@ def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | No
         final = path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)])
         os.rename(path, final)
         log.info("completed the swap of %s", final)
+    return True

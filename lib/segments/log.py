@@ -133,7 +133,9 @@ class Log:
             marker_removed = True
         except FileNotFoundError:
             marker_removed = False
-        if self._write_checkpoints(sync_dir=False) or marker_removed:
+        # The load read the start checkpoint under the partition lock: unchanged, it is not read again.
+        start_unchanged = loaded.start_checkpoint == self._log_start_offset
+        if self._write_checkpoints(sync_dir=False, start_unchanged=start_unchanged) or marker_removed:
             fsync_dir(self.directory)
 
     @classmethod
@@ -394,15 +396,18 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now
 
-    def _write_checkpoints(self, *, sync_dir: bool = True) -> bool:
+    def _write_checkpoints(self, *, sync_dir: bool = True, start_unchanged: bool = False) -> bool:
         """Write the checkpoints whose offsets changed; whether any was written. `sync_dir=False`:
-        the caller fsyncs the directory (their renames) itself."""
+        the caller fsyncs the directory (their renames) itself. `start_unchanged`: the log start
+        offset is known to be the one on disk (just loaded from it)."""
         written = False
         if self._recovery_point != self._checkpointed_recovery_point:
             write_partition_offset(self.directory, RECOVERY_POINT_CHECKPOINT, self.topic, self.partition,
                                    self._recovery_point, sync_dir=sync_dir)
             self._checkpointed_recovery_point = self._recovery_point
             written = True
+        if start_unchanged:
+            return written
         # A maintenance job may have moved the start offset on disk: never write it back down.
         with partition_lock(self.directory):
             on_disk = read_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic,

@@ -100,10 +100,11 @@ def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSna
     return path
 
 
-def list_snapshots(directory: str | Path) -> dict[int, Path]:
-    """offset -> path of every regular `.snapshot` file, sorted by offset."""
+def list_snapshots(directory: str | Path, names: list[str] | None = None) -> dict[int, Path]:
+    """offset -> path of every regular `.snapshot` file, sorted by offset (among `names`, the
+    directory's listing if the caller has it)."""
     found = {}
-    for name in os.listdir(directory):  # names first: most of a partition's files are no snapshot
+    for name in os.listdir(directory) if names is None else names:  # names: most files are no snapshot
         if name.endswith(filenames.SNAPSHOT_SUFFIX):
             parsed = filenames.parse_name(name)
             if parsed is not None and parsed.kind == filenames.SNAPSHOT_SUFFIX and not parsed.transient:
@@ -112,11 +113,11 @@ def list_snapshots(directory: str | Path) -> dict[int, Path]:
 
 
 def delete_snapshots(directory: str | Path, *, above: int | None = None, below: int | None = None,
-                     keep_newest: int | None = None) -> list[int]:
+                     keep_newest: int | None = None, names: list[str] | None = None) -> list[int]:
     """Remove snapshots with offset > `above` (a truncated log: they describe offsets that are
     gone), offset < `below` (retention: their batches are gone) and all but the `keep_newest`
-    newest ones. Returns the offsets removed."""
-    snapshots = list_snapshots(directory)
+    newest ones. Returns the offsets removed. `names`: the directory's listing, if the caller has it."""
+    snapshots = list_snapshots(directory, names)
     offsets = list(snapshots)
     doomed = {o for o in offsets if (above is not None and o > above) or (below is not None and o < below)}
     if keep_newest is not None:

@@ -339,13 +339,14 @@ class LogSegment:
         return headers, end - start
 
     # -- recovery
-    def recover(self, valid: BatchValidity | None = None) -> int:
+    def recover(self, valid: BatchValidity | None = None, *, keep_room: bool = False) -> int:
         """Rebuild both indexes from the .log, checking every batch (size, CRC, offsets), and cut
         the file at the first bad or partial batch, or (`valid` given: the partition's leader
         epochs, cluster mode) at the first batch a fenced leader wrote. Returns the number of
-        bytes truncated."""
-        self.offset_index.reset()
-        self.time_index.reset()
+        bytes truncated. `keep_room`: the active segment, whose indexes keep segment.index.bytes
+        of room (not trimmed, to be preallocated again right after)."""
+        self.offset_index.begin_rebuild()
+        self.time_index.begin_rebuild()
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         self._first_batch_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -379,9 +380,9 @@ class LogSegment:
             self._synced = False
             self._size = valid_bytes
         self._next_offset = next_offset
-        self.offset_index.trim_to_valid_size()
+        self.offset_index.finish_rebuild(keep_room=keep_room)
         self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        self.time_index.finish_rebuild(keep_room=keep_room)
         return truncated
 
     def sanity_check(self) -> None:

@@ -108,7 +108,7 @@ def test_a_config_changed_while_partitions_open_reaches_every_one_of_them(tmp_pa
 
         manager = PartitionManager(layout)
         opening = asyncio.ensure_future(manager.open_all())
-        while len(manager._opening) < PARTITIONS:  # every open under way with the config as it was
+        while not manager._opening:  # opens under way with the config as it was (OPEN_THREADS at a time)
             await asyncio.sleep(0)
         meta = manager.registry.alter_config(TOPIC, {"retention.ms": "12345"})
         await manager.apply_config(meta)
@@ -119,3 +119,25 @@ def test_a_config_changed_while_partitions_open_reaches_every_one_of_them(tmp_pa
         return retention
 
     assert set(asyncio.run(scenario())) == {12345}
+
+
+def test_a_partition_asked_for_during_the_background_open_opens_before_those_nobody_asked_for(tmp_path):
+    """The background open keeps only OPEN_THREADS opens queued: a client's partition (the last
+    one it would reach) opens at once, not behind every other open of the start."""
+    layout = StorageLayout(tmp_path)
+    _written(layout, crash=True)
+
+    async def scenario() -> int:
+        from topiclake.broker.partitions import PartitionManager
+
+        manager = PartitionManager(layout)
+        opening = asyncio.ensure_future(manager.open_all(keep_going=True))
+        while not manager._opening:
+            await asyncio.sleep(0)
+        await manager.get(TOPIC, PARTITIONS - 1)
+        open_when_it_was = len(manager.open_partitions())
+        assert await opening == PARTITIONS
+        await manager.close()
+        return open_when_it_was
+
+    assert asyncio.run(scenario()) < PARTITIONS // 2, "the partition asked for waited behind the others"

@@ -5,6 +5,7 @@ it recovers none. Not timed: bench/stop_start.py measures."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -12,11 +13,13 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.topics import create_topic
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 200
-RECOVERED = "(no clean-shutdown marker)"  # the loader's line for a log it recovered
+# the broker's line once its start opened every log
+OPENED = re.compile(r"opened (\d+) partitions in [\d.]+ s, (\d+) of them recovered \(no clean-shutdown marker\)")
 
 
 def _read_everything(bootstrap: str, topic: str, expected: set, timeout: float = 60.0) -> dict:
@@ -37,8 +40,11 @@ def _read_everything(bootstrap: str, topic: str, expected: set, timeout: float =
     return found
 
 
-def _log_since(broker: BrokerProcess, start: int) -> str:
-    return broker.log_path.read_text(errors="replace")[start:]
+def _recovered_since(broker: BrokerProcess, start: int) -> int:
+    """How many logs the start logged at `start` in the broker's log recovered, once it opened them all."""
+    found = wait_for(lambda: OPENED.search(broker.log_path.read_text(errors="replace")[start:]), timeout=60,
+                     what="the start's line for opening every partition", detail=broker.log)
+    return int(found.group(2))
 
 
 def test_kill_9_mid_produce_over_200_partitions_then_a_clean_stop(tmp_path):
@@ -103,7 +109,7 @@ def _kill_9_then_clean_stop(broker: BrokerProcess, data) -> None:
     assert not failed, failed[:5]
 
     found = _read_everything(broker.bootstrap, topic, set(acked))  # every partition is open now
-    recovered = _log_since(broker, restart_at).count(RECOVERED)
+    recovered = _recovered_since(broker, restart_at)
     assert recovered >= PARTITIONS, f"only {recovered} logs recovered after kill -9: {broker.log()}"
     for where, value in acked_before_crash.items():
         assert found.get(where) == value, f"acknowledged {value!r} at {where} is missing after kill -9"
@@ -116,5 +122,5 @@ def _kill_9_then_clean_stop(broker: BrokerProcess, data) -> None:
     clean_start_at = broker.log_path.stat().st_size
     broker.start()
     assert _read_everything(broker.bootstrap, topic, set(acked)) == found  # every partition opened again
-    assert RECOVERED not in _log_since(broker, clean_start_at), "a log recovered after a clean stop"
+    assert _recovered_since(broker, clean_start_at) == 0, "a log recovered after a clean stop"
     assert broker.stop(timeout=60) == 0
