@@ -396,7 +396,8 @@ class BucketService:
         would keep the broker past an orchestrator's grace period; the waiting produces are
         answered NOT_LEADER_OR_FOLLOWER (their clients retry elsewhere or after the restart). A
         failure before the stop does not count: the stop's first flush is tried."""
-        self._stopping, self._store_failing = True, False
+        if not self._stopping:
+            self._stopping, self._store_failing = True, False
 
     def tick(self) -> None:
         if self._stopping and self._store_failing:
