@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import struct
 from array import array
 from bisect import bisect_right
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from .errors import CorruptRecordError, TopiclakeError
 
@@ -63,6 +64,29 @@ def dump_entries(path: str | os.PathLike, entry: struct.Struct, *, relative_offs
                                  source=str(path), position=whole)
 
 
+class _Retired(Exception):
+    """The index's file was deleted or replaced under its name (see Index._handle)."""
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _unless_retired(method: _F) -> _F:
+    """A write, trim or fsync of an index whose file is gone does nothing (see Index._handle)."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _Retired:
+            return None
+    return guarded  # type: ignore[return-value]
+
+
 class Index:
     """Base class: subclasses set ENTRY (a struct) and describe what key/value mean."""
 
@@ -83,6 +107,7 @@ class Index:
         # memory-mapped indexes do, and 10,000 partitions fit a 20,000-descriptor limit.
         self._fd: int | None = None
         self._closed = False
+        self._identity = (0, 0)  # the file's (device, inode): a file replaced by that name is not this index's
         self._file_size = 0
         # Whether every change made through this object is on disk (fsynced). An index opened
         # from a file may hold what a killed process left in the page cache: not known synced.
@@ -107,6 +132,7 @@ class Index:
             self._load(self._fd)
         finally:
             if self._fd is not None:
+                self._identity = _identity(self._fd)
                 os.close(self._fd)
                 self._fd = None
         if not writable:
@@ -127,15 +153,28 @@ class Index:
 
     @contextlib.contextmanager
     def _handle(self) -> Iterator[int]:
-        """The file, opened for the block if no enclosing block has it open; closed after."""
+        """The file, opened for the block if no enclosing block has it open; closed after.
+        _Retired when the name no longer holds this index's file: a maintenance job outside the
+        broker deleted or replaced the segment (a cleaned one at the same base offset) and the
+        log has not refreshed yet. Its writes are dropped then, as they went to the unlinked file
+        when the index held its descriptor; they must never reach the replacement."""
         if self._fd is not None:
             yield self._fd
             return
-        self._fd = os.open(self.path, os.O_RDWR)
         try:
-            yield self._fd
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+        if fd is None or _identity(fd) != self._identity:
+            if fd is not None:
+                os.close(fd)
+            self._closed, self._pending = True, bytearray()
+            raise _Retired(self.path)
+        self._fd = fd
+        try:
+            yield fd
         finally:
-            os.close(self._fd)
+            os.close(fd)
             self._fd = None
 
     def _slots_in_use(self, fd: int, slots: int) -> int:
@@ -201,6 +240,7 @@ class Index:
         if self._closed or not self.writable:
             raise IndexFullError(f"{self.path}: index is read-only or closed")
 
+    @_unless_retired
     def resize(self, new_size: int) -> None:
         """Set the file length (and the room for entries) to roundDown(new_size, entry size), never
         below the current entries: preallocation for the active segment, trimming on roll/close."""
@@ -229,6 +269,7 @@ class Index:
         self._keys.append(key)
         self._values.append(value)
 
+    @_unless_retired
     def _write_pending(self) -> None:
         if self._pending and not self._closed:
             start = self.size_in_bytes - len(self._pending)
@@ -238,6 +279,7 @@ class Index:
             self._pending = bytearray()
             self._synced = False
 
+    @_unless_retired
     def truncate_to_entries(self, count: int) -> None:
         """Keep the first `count` entries; the freed tail of the file is zeroed (not left stale),
         so a reload after a crash never mistakes old entries for live ones beyond recovery."""
@@ -266,6 +308,7 @@ class Index:
         if self.writable and not self._closed:
             self.max_index_size = self.configured_max_size - self.configured_max_size % self.ENTRY.size
 
+    @_unless_retired
     def finish_rebuild(self, *, keep_room: bool = False) -> None:
         """Make the file hold exactly the rebuilt entries and zeros after them, writing only what
         differs; then trim it (Kafka's trimToValidSize after recovery), or with `keep_room` (the
@@ -293,12 +336,13 @@ class Index:
             else:
                 self.trim_to_valid_size()
 
+    @_unless_retired
     def flush(self, *, sync: bool = True) -> None:
         """Write the pending entries into the file (other processes read them), and fsync it
         unless nothing changed since the last fsync (a flush before close and the close's own
         flush cost one fsync, and an index nobody wrote to none)."""
         if self.writable and not self._closed:
-            if sync and not self._synced:
+            if sync and (self._pending or not self._synced):
                 with self._handle() as fd:
                     self._write_pending()
                     os.fsync(fd)

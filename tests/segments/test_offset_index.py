@@ -94,3 +94,45 @@ def test_reopen_after_a_crash_skips_the_preallocated_zeros(tmp_path, written):
     reopened.append(100 + 5 * (written + 1), 300 * 1024)
     reopened.close()
     assert path.stat().st_size == 8 * (written + 1)
+
+
+def test_every_flush_of_new_entries_is_fsynced(tmp_path, monkeypatch):
+    """The index opens its file only to write: a flush after new entries writes and fsyncs them,
+    one with nothing new fsyncs nothing."""
+    import os
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1000)
+    for round_ in range(3):
+        index.append(10 * (round_ + 1), 100 * round_)
+        index.flush()
+        assert len(synced) == round_ + 1, f"round {round_}: {len(synced)} fsyncs"
+    index.flush()
+    assert len(synced) == 3
+    index.close()
+
+
+def test_an_index_whose_file_was_replaced_never_writes_into_the_replacement(tmp_path):
+    """A maintenance job outside the broker swaps in a cleaned segment at the same base offset while
+    the live index still holds entries to write: they are dropped (they went to the unlinked file
+    when the index held its descriptor), and the replacement keeps its bytes."""
+    import os
+
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 1000)
+    index.append(5, 0)
+    index.flush()
+    index.append(9, 4096)  # pending, not yet written
+    cleaned = tmp_path / "cleaned"
+    cleaned.write_bytes(struct.pack(">ii", 3, 0))
+    os.replace(cleaned, path)
+    index.flush()
+    index.close()
+    assert path.read_bytes() == struct.pack(">ii", 3, 0)
+    gone = OffsetIndex(tmp_path / "00000000000000000100.index", 100, 1000)
+    gone.append(105, 0)
+    os.unlink(gone.path)
+    gone.close()  # the trim finds no file: nothing raised, nothing created
+    assert not gone.path.exists()

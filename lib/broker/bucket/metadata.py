@@ -60,6 +60,7 @@ _TOPIC_FILE = re.compile(r"^topics/(.+)\.json$")
 # seal or flush under way at the deletion (on another broker, in cluster mode) lands its last
 # objects within its deadline (flush_timeout_ms, default 10 s) after the first sweep listed.
 RESWEEP_AFTER_S = (2.0, 12.0)
+RESWEEP_RETRY_S = 5.0  # a sweep the store refused is tried again this much later
 
 
 class MetadataConflict(TopiclakeError):
@@ -77,10 +78,12 @@ def _mirrored(key: str) -> bool:
 
 
 class MetadataMirror:
-    def __init__(self, store: ObjectStore, cache_root: Path, *, clock=time.monotonic):
+    def __init__(self, store: ObjectStore, cache_root: Path, *, clock=time.monotonic,
+                 resweep_after_s: tuple[float, ...] = RESWEEP_AFTER_S):
         self.store = store
         self.cache_root = Path(cache_root)
         self._clock = clock
+        self._resweep_after_s = resweep_after_s
         self._resweeps: list[tuple[float, str]] = []  # (when, topic): deleted topics to sweep again
         self._etags: dict[str, str] = {}  # key -> the ETag the bucket's object had when last seen
         self._digests: dict[str, bytes] = {}  # key -> the digest of those bytes
@@ -190,7 +193,7 @@ class MetadataMirror:
                 if topic:  # its partitions' objects first: a store error here leaves the key to the next sync
                     self._delete_partitions(topic.group(1))
                     now = self._clock()
-                    self._resweeps += [(now + after, topic.group(1)) for after in RESWEEP_AFTER_S]
+                    self._resweeps += [(now + after, topic.group(1)) for after in self._resweep_after_s]
                 self.store.delete(key)
                 del self._digests[key]
                 self._etags.pop(key, None)
@@ -204,10 +207,15 @@ class MetadataMirror:
         heard from yet. A store error leaves the sweep to the next sync."""
         now = self._clock()
         for entry in [(when, topic) for when, topic in self._resweeps if when <= now]:
-            key = f"topics/{entry[1]}.json"
-            if key not in present and self.store.head(key) is None:
-                self._delete_partitions(entry[1])
             self._resweeps.remove(entry)
+            if f"topics/{entry[1]}.json" in present:
+                continue
+            try:
+                self._delete_partitions(entry[1], unless_created_again=True)
+            except Exception as exc:  # noqa: BLE001 - flushing must go on; the sweep waits its turn
+                log.warning("the objects of deleted topic %s not swept again, retried in %.0f s: %s", entry[1],
+                            RESWEEP_RETRY_S, exc)
+                self._resweeps.append((now + RESWEEP_RETRY_S, entry[1]))
 
     def _local_files(self) -> list[tuple[str, Path]]:
         found = []
@@ -218,11 +226,17 @@ class MetadataMirror:
                     found.append((key, path))
         return found
 
-    def _delete_partitions(self, topic: str) -> None:
+    def _delete_partitions(self, topic: str, *, unless_created_again: bool = False) -> None:
+        """Delete the topic's partition objects and maintenance notices. `unless_created_again`:
+        look for the topic's object in the bucket before each partition (a broker this one has
+        not heard from may have created the topic again: its objects must stay)."""
         pattern = re.compile(re.escape(topic) + r"-\d+")
         deleted = 0
         for prefix in self.store.list_dir(LOGS_PREFIX).prefixes:
             if pattern.fullmatch(prefix.rpartition("/")[2]):
+                if unless_created_again and self.store.head(f"topics/{topic}.json") is not None:
+                    log.info("topic %s was created again: its objects stay", topic)
+                    return
                 for info in list(self.store.list(prefix)):
                     self.store.delete(info.key)
                     deleted += 1

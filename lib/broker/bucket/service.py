@@ -70,7 +70,8 @@ class BucketService:
         self.settings = settings
         self.clustered = clustered
         self.store = ObjectStore(settings.root)
-        self.mirror = MetadataMirror(self.store, settings.cache_dir)
+        self.mirror = MetadataMirror(self.store, settings.cache_dir,
+                                     resweep_after_s=(2.0, settings.flush_timeout_ms / 1000 + 2.0))
         self.lease = OwnerLease(self.store, broker_id=broker_id, host=host, port=port, lease_ms=settings.lease_ms)
         self.broker_id = broker_id
         self.tails: dict[tuple[str, int], PartitionTail] = {}
@@ -393,8 +394,10 @@ class BucketService:
         the next leader seals them). Once a flush finds the store unavailable, no other is tried:
         what they hold was never acknowledged, and each try waits out flush_timeout_ms, which
         would keep the broker past an orchestrator's grace period; the waiting produces are
-        answered NOT_LEADER_OR_FOLLOWER (their clients retry elsewhere or after the restart)."""
-        self._stopping = True
+        answered NOT_LEADER_OR_FOLLOWER (their clients retry elsewhere or after the restart). A
+        failure before the stop does not count: the stop's first flush is tried."""
+        if not self._stopping:
+            self._stopping, self._store_failing = True, False
 
     def tick(self) -> None:
         if self._stopping and self._store_failing:
