@@ -189,8 +189,9 @@ class BrokerServer:
     async def _open_partitions(self) -> None:
         began = time.monotonic()
         count = await self.context.partitions.open_all(keep_going=True)
-        recovered = sum(not part.log.load_result.had_clean_shutdown
-                        for part in self.context.partitions.open_partitions())
+        # A log without a marker but with no segment (its topic created, the log never opened
+        # before a stop) had nothing to recover: not counted, as the loader logs no recovery for it.
+        recovered = sum(bool(part.log.load_result.recovered) for part in self.context.partitions.open_partitions())
         log.info("opened %d partitions in %.2f s, %d of them recovered (no clean-shutdown marker)", count,
                  time.monotonic() - began, recovered)
 

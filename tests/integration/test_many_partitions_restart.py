@@ -124,3 +124,21 @@ def _kill_9_then_clean_stop(broker: BrokerProcess, data) -> None:
     assert _read_everything(broker.bootstrap, topic, set(acked)) == found  # every partition opened again
     assert _recovered_since(broker, clean_start_at) == 0, "a log recovered after a clean stop"
     assert broker.stop(timeout=60) == 0
+
+
+def test_logs_of_a_topic_never_opened_before_a_stop_are_not_counted_recovered(tmp_path):
+    """A topic created just before a stop (as __consumer_offsets by a first group) has directories
+    whose logs were never opened, so no clean-shutdown marker: the next start has nothing of
+    theirs to recover, and says so."""
+    broker = BrokerProcess(tmp_path / "data")
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, partitions=30)
+        assert broker.stop(timeout=60) == 0, broker.log()
+        restart_at = broker.log_path.stat().st_size
+        broker.start()
+        found = wait_for(lambda: OPENED.search(broker.log_path.read_text(errors="replace")[restart_at:]), timeout=60,
+                         what="the start's line for opening every partition", detail=broker.log)
+        assert int(found.group(1)) >= 30 and int(found.group(2)) == 0, found.group(0)
+    finally:
+        broker.kill()
