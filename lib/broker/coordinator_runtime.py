@@ -226,8 +226,12 @@ class CoordinatorRuntime(Generic[S]):
         for index in todo:
             self._shards[index] = CoordinatorShard(index)
         if todo:
-            self._loads = [t for t in self._loads if not t.done()]
-            self._loads.append(asyncio.create_task(self._load_each(todo)))
+            self._start_load(self._load_each(todo))
+
+    def _start_load(self, load: Awaitable[Any]) -> None:
+        """Run a background load, kept (the finished ones dropped) so that `stop` cancels it."""
+        self._loads = [t for t in self._loads if not t.done()]
+        self._loads.append(asyncio.ensure_future(load))
 
     async def _load_each(self, indexes: list[int]) -> None:
         """Load the partitions one after another; one INFO line for them all (the partitions' own
@@ -305,8 +309,7 @@ class CoordinatorRuntime(Generic[S]):
             shard.status = Status.FAILED
             shard.settled.set()
             if not self._stopping.is_set():
-                self._loads = [t for t in self._loads if not t.done()]
-                self._loads.append(asyncio.create_task(self._load_again(shard, delay)))
+                self._start_load(self._load_again(shard, delay))
             return None
         shard.state, shard.status, shard.failed_loads = state, Status.ACTIVE, 0
         shard.settled.set()

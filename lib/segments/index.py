@@ -113,7 +113,7 @@ class Index:
         # from a file may hold what a killed process left in the page cache: not known synced.
         self._synced = False
         self.max_index_size = 0  # the room for entries now (a trimmed index has none to spare)
-        self.configured_max_size = max_index_size  # what reset() gives back (segment.index.bytes)
+        self.configured_max_size = max_index_size  # the room begin_rebuild gives back (segment.index.bytes)
         try:
             if writable:
                 try:
