@@ -204,7 +204,9 @@ def test_a_zookeeper_outage_suspends_the_session_and_its_return_resumes_it(tmp_p
                 client.live_brokers()
             assert time.monotonic() - started < 0.5
             ensemble.restart(1)
-            assert states.next(timeout=15) is SessionState.CONNECTED
+            # kazoo may be mid-handshake with the starting server (its attempt times out after the
+            # session timeout), so allow two of them before the session must be back.
+            assert states.next(timeout=35) is SessionState.CONNECTED
             assert 1 in client.live_brokers()
         finally:
             client.close()

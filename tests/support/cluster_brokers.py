@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.waits import wait_for
 
 # Short enough that a test's failover takes a few seconds; ZooKeeper's tick of 200 ms allows it.
 SESSION_TIMEOUT_MS = 1000
@@ -88,10 +89,25 @@ class ClusterBrokers:
         try:
             for future in started:
                 future.result()
+            self.wait_whole(timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_whole(self, timeout: float = 60.0) -> None:
+        """Until every live broker lists every live broker: a broker answers once it has bound its
+        port, and hears the others' ZooKeeper registrations a moment later."""
+        from tests.support.cluster_clients import metadata
+
+        def sees_all() -> bool:
+            live = set(self.live())
+            try:
+                return all(metadata(self.bootstrap_of(i), "__whole").brokers >= live for i in live)
+            except (OSError, ConnectionError):
+                return False
+
+        wait_for(sees_all, timeout, 0.2, what="every live broker to list the others", detail=self.logs)
 
     @property
     def bootstrap(self) -> str:
@@ -117,6 +133,7 @@ class ClusterBrokers:
         if broker.proc is not None and broker.proc.poll() is None:
             self.kill(broker_id)
         broker.start(timeout)
+        self.wait_whole(timeout)
 
     def pause(self, broker_id: int) -> float:
         """SIGSTOP: the process is frozen (its ZooKeeper session expires, its sockets stay open)."""
