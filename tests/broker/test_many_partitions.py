@@ -255,3 +255,42 @@ def test_a_stop_cut_short_with_appends_queued_acknowledges_nothing_it_did_not_ap
     unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
     assert unhandled == []
     assert [str(w.message) for w in recwarn if "never awaited" in str(w.message)] == []
+
+
+def test_a_client_that_reads_no_answers_is_paused_then_answered_in_full(broker):
+    """Pipelined answers are written without waiting for the socket: a client that sends on and
+    reads nothing fills the broker's buffer up to its bound, and then the broker reads no more of
+    its requests (nothing grows without bound); once it reads, every request is appended and
+    answered, in order."""
+    from topiclake.broker.connection import MAX_ANSWERS_LATER, MAX_UNSENT_BYTES
+
+    topic = "unread-" + "t" * 200  # a long name: an answer about as large as its request
+    broker.create_topic(topic)
+    requests = 100_000  # ~25 MB of answers: more than the bound and both sockets' kernel buffers
+    frame = codec.encode_request(0, produce_request(topic, batch([b"v"]), acks=1), "unread")
+    data = memoryview(frame * requests)
+    with broker.client() as c:
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        c.sock.setblocking(False)
+        written, stalled_since = 0, None
+        while written < len(data) and (stalled_since is None or time.monotonic() - stalled_since < 1):
+            try:
+                written += c.sock.send(data[written:written + 65536])
+                stalled_since = None
+            except BlockingIOError:
+                stalled_since = stalled_since or time.monotonic()
+                time.sleep(0.01)
+        assert written < len(data), "the broker read every request of a client that reads no answer"
+        [connection] = broker.server._connections
+        # the bound, and the answers of the requests read before it was reached (a read frame's worth each)
+        assert connection.writer.transport.get_write_buffer_size() <= MAX_UNSENT_BYTES + MAX_ANSWERS_LATER * len(frame)
+        c.sock.settimeout(120)  # the rest of ~30 MB of requests
+        answers: list[int] = []
+        reader = threading.Thread(target=lambda: answers.extend(
+            codec.decode_response(c.read_frame(), produce_request(topic, b""))[1].responses[0]
+            .partition_responses[0].base_offset for _ in range(requests)))
+        reader.start()
+        c.sock.sendall(data[written:])
+        reader.join(120)
+        assert not reader.is_alive()
+    assert answers == list(range(requests))

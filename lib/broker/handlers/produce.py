@@ -231,14 +231,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         return _response(cls, answers, throttle_ms)
 
     if pipelined:
-        async def appended_then_answered() -> Any:
-            return answer(await queued)
-        return Later(appended_then_answered(), appends_pending=True)
+        return Later(queued, answer, appends_pending=True)
     if bucket is not None and acks != 0 and batches:
         # Appended in request order now; answered once stored, while the connection reads on.
-        async def stored_then_answered() -> Any:
-            return answer(await await_stored(bucket, batches, outcomes, body.timeout.total_seconds()))
-        return Later(stored_then_answered())
+        return Later(asyncio.ensure_future(await_stored(bucket, batches, outcomes, body.timeout.total_seconds())),
+                     answer)
     return answer(outcomes)
 
 
