@@ -90,8 +90,9 @@ class Connection:
 
     @property
     def busy(self) -> bool:
-        """A request is being handled or answered (shutdown waits for it)."""
-        return self._handling or any(not due.answered.done() for due in self._answers_later)
+        """A request is being handled or answered, or its answer not yet sent (shutdown waits for it)."""
+        return (self._handling or any(not due.answered.done() for due in self._answers_later)
+                or (not self.writer.is_closing() and self.writer.transport.get_write_buffer_size() > 0))
 
     async def serve(self) -> None:
         try:
@@ -109,20 +110,31 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         except asyncio.CancelledError:
-            for due in list(self._answers_later):
-                due.later.ready.cancel()  # a queued append still runs (queue_io); its answer is not sent
+            self._give_up_answers()
         except Exception:
             log.exception("connection %s failed", self.peer)
         finally:
-            if self._answers_later:  # answers still due go out before the connection closes
-                await asyncio.gather(*(due.answered for due in self._answers_later), return_exceptions=True)
-            self.close()
+            try:
+                if self._answers_later:  # answers still due go out before the connection closes
+                    await asyncio.wait([due.answered for due in self._answers_later])  # (not cancelled with this)
+            except asyncio.CancelledError:  # the shutdown's grace is over
+                self._give_up_answers()
+            finally:
+                self.close()
+
+    def _give_up_answers(self) -> None:
+        """The broker stops: no answer due is sent (a queued append still runs: queue_io)."""
+        self.close()
+        for due in list(self._answers_later):
+            due.later.ready.cancel()  # its done callback marks it answered (and retrieves a failure)
 
     async def _wait_for_room(self) -> None:
         """Read no further while MAX_ANSWERS_LATER answers (or MAX_BYTES_LATER) are due, or a later
         answer's throttle lasts. A client with CLIENT_IN_FLIGHT_LIMIT answers due sends nothing more
         if it is idempotent: the store's tick is brought forward (`BucketService.window_full`)."""
         if self.writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+            if self.writer.is_closing():
+                raise ConnectionError("closed while answering")
             await self.writer.drain()  # answers written without waiting: a client that reads none is paused
         if not self._answers_later:  # no answer due (most requests): nothing to do
             return
@@ -165,16 +177,19 @@ class Connection:
         received = time.perf_counter()  # Kafka's TotalTimeMs starts when the request is read
         if self.session.sasl is not None and self.session.sasl.raw_tokens:  # SaslHandshake v0: a bare token
             answer = await self.broker.security.sasl.raw_token(self.session, frame)
-            if answer is not None:
-                self.writer.write(_SIZE.pack(len(answer)) + answer)
-                await self.writer.drain()
-            return answer is not None
+            if answer is None or not await self._after_answers_due():
+                return False
+            self.writer.write(_SIZE.pack(len(answer)) + answer)
+            await self.writer.drain()
+            return True
         try:
             request = wire.parse_request(frame, REGISTRY.supports, self.client_host, self.session)
         except wire.UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
                 # client can retry with one we serve.
+                if not await self._after_answers_due():
+                    return False
                 await self._send(exc.correlation_id, unsupported_version_response())
                 return True
             log.warning("closing %s: %s", self.peer, exc)
@@ -219,13 +234,16 @@ class Connection:
                 due.answered.add_done_callback(self._appends_pending.discard)
             response.ready.add_done_callback(self._answer_ready)
             return True
-        before = self._answers_later[-1].answered if self._answers_later else None
-        if before is not None:
-            await asyncio.wait([before])  # the answers due go first: responses in request order
-            if self.writer.is_closing():
-                return False
+        if not await self._after_answers_due():
+            return False
         await self._mute(await self._answer(request, response, received, stopwatch))
         return not self.session.close_after_response
+
+    async def _after_answers_due(self) -> bool:
+        """Once the answers due are sent (responses in request order); False: the connection closed."""
+        if self._answers_later:
+            await asyncio.wait([self._answers_later[-1].answered])
+        return not self.writer.is_closing()
 
     def _answer_ready(self, _ready: asyncio.Future | None = None) -> None:
         """Send the answers due from the head of the queue whose waits are over, in request order

@@ -294,3 +294,80 @@ def test_a_client_that_reads_no_answers_is_paused_then_answered_in_full(broker):
         reader.join(120)
         assert not reader.is_alive()
     assert answers == list(range(requests))
+
+
+def test_a_request_to_two_topics_one_denied_is_answered_for_both(tmp_path):
+    """The authorizer merges its refusals into the handler's answer, which a directory root makes
+    after its appends: the one topic is appended and the other refused, in one answer, and the
+    connection goes on."""
+    from topiclake.broker.security.config import SecurityConfig
+    from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    broker = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
+    try:
+        anyone = ("User:ANONYMOUS", "*")
+        broker.context.security.acls.add([
+            AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone, Operation.ALL, Permission.ALLOW),
+            AclBinding(ResourceType.TOPIC, "closed", PatternType.LITERAL, *anyone, Operation.WRITE, Permission.DENY)])
+        broker.create_topic("open")
+        broker.create_topic("closed")
+        with broker.client() as c:
+            answered = produce_many(c, {("open", 0): batch([b"in"]), ("closed", 0): batch([b"out"])})
+            assert {key: (p.error_code, p.base_offset) for key, p in answered.items()} == {
+                ("open", 0): (ErrorCode.none, 0), ("closed", 0): (ErrorCode.topic_authorization_failed, -1)}
+            assert [v for _o, v in values_of(fetch(c, "open", 0).records)] == [b"in"]
+    finally:
+        broker.stop()
+
+
+def test_a_stop_cut_short_after_the_client_half_closed_logs_no_error(tmp_path, caplog, monkeypatch):
+    """The client has sent its requests and closed its side: the connection waits for its answers
+    due when the stop's grace runs out. The queued appends still run, in order; nothing leaks as an
+    unhandled error (the connection's task was cancelled while it waited)."""
+    from topiclake.broker import server
+
+    monkeypatch.setattr(server, "SHUTDOWN_GRACE_S", 0.5)
+    caplog.set_level(logging.WARNING)
+    broker = InProcessBroker(tmp_path / "data").start()
+    broker.create_topic("half")
+    with broker.client() as c:
+        release = threading.Event()
+        holding = broker.context.partitions.io.submit(release.wait, 10)
+        send_all(c, [produce_request("half", batch([f"h{i}".encode()])) for i in range(5)])
+        time.sleep(0.3)
+        c.sock.shutdown(socket.SHUT_WR)  # EOF: the connection stops reading and waits for its answers
+        time.sleep(0.3)
+        stopping = threading.Thread(target=broker.stop)
+        stopping.start()
+        time.sleep(1.0)  # past the grace
+        release.set()
+        holding.result(10)
+        stopping.join(30)
+        assert not stopping.is_alive()
+    broker = InProcessBroker(tmp_path / "data").start()
+    try:
+        with broker.client() as c:
+            stored = [v for _o, v in values_of(fetch(c, "half", 0).records)]
+    finally:
+        broker.stop()
+    gc.collect()
+    assert stored == [f"h{i}".encode() for i in range(5)]
+    unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
+    assert unhandled == []
+
+
+def test_an_unknown_apiversions_version_is_answered_after_the_produces_before_it(broker):
+    """KIP-511's answer (v0 with our versions) keeps the request order like any other."""
+    import struct
+
+    broker.create_topic("before-versions")
+    unknown_versions = struct.pack(">hhih", 18, 99, 3, 0)  # ApiVersions v99, correlation 3, empty client id
+    with broker.client() as c:
+        release = threading.Event()
+        holding = broker.context.partitions.io.submit(release.wait, 10)
+        send_all(c, [produce_request("before-versions", batch([f"v{i}".encode()])) for i in range(3)])
+        c.send_raw(struct.pack(">i", len(unknown_versions)) + unknown_versions)
+        time.sleep(0.3)
+        release.set()
+        holding.result(10)
+        assert [struct.unpack(">i", c.read_frame()[:4])[0] for _ in range(4)] == [0, 1, 2, 3]
