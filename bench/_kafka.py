@@ -150,3 +150,22 @@ def runqueue_wait_seconds(pid: int) -> float:
         except (FileNotFoundError, ProcessLookupError):
             pass  # a thread that ended meanwhile
     return total / 1e9
+
+
+def java_consume(bootstrap: str, topic: str, records: int) -> float:
+    """Records/s of Kafka's own Java consumer (kafka-consumer-perf-test, a new group from the
+    earliest offsets) reading `records` of `topic`: its fetch rate, without the JVM's start and the
+    group's join. The Java consumer keeps a fetch session (KIP-227) per broker, librdkafka does not."""
+    import uuid
+
+    tool = Path(fetch_peers("kafka")["KAFKA_HOME"]) / "bin" / "kafka-consumer-perf-test.sh"
+    done = subprocess.run([str(tool), "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                           "--group", f"bench-{uuid.uuid4().hex[:8]}", "--timeout", "60000"],
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or len(lines) < 2:
+        raise RuntimeError(f"kafka-consumer-perf-test failed: {done.stdout[-1500:]} {done.stderr[-1500:]}")
+    figures = dict(zip((h.strip() for h in lines[-2].split(",")), (v.strip() for v in lines[-1].split(","))))
+    if int(figures["data.consumed.in.nMsg"]) < records:
+        raise RuntimeError(f"kafka-consumer-perf-test read {figures['data.consumed.in.nMsg']} of {records} records")
+    return float(figures["fetch.nMsg.sec"])

@@ -8,7 +8,9 @@ between the brokers (--repeat; each figure is the median):
 - produce: --records records of 100 bytes from one confluent-kafka producer, each record to the
   next partition (acks=all, lz4, linger 5 ms: bench/produce.py's settings and loop);
 - fetch: one consumer assigned every partition from offset 0 reads what that round produced
-  back (bench/fetch.py's consumer; librdkafka's fetch requests name every partition).
+  back (bench/fetch.py's consumer; librdkafka's fetch requests name every partition);
+- with --java-consumer, the same records read again by Kafka's own Java consumer
+  (kafka-consumer-perf-test in a new group: its fetch rate, a fetch session per broker, KIP-227).
 Warm-up rounds (--warmups, default 2: each a whole round, produce and fetch) per broker and count
 are not measured (Kafka's JIT; the logs opened): with one produce alone as the warm-up, Kafka's
 first measured round was an outlier in every run (18 k records/s, 37 s of its CPU, against
@@ -21,9 +23,11 @@ before N); it needs two counts: after the first, the growth over the idle broker
 the traffic itself keeps (buffers, the allocator's high water), so that figure is reported apart
 as an upper bound ("..._over_idle_N").
 The last line is one JSON object: every figure, and for each count N "produce_ratio_N" and
-"fetch_ratio_N" (topiclake records/s / Kafka records/s; target >= 1.0 at 2,000).
+"fetch_ratio_N" (topiclake records/s / Kafka records/s; target >= 1.0 at 2,000), and
+"java_fetch_ratio_N" with --java-consumer.
 
     python bench/partitions.py [--partitions 2000 10000] [--records 1000000] [--repeat 3] [--warmups 2]
+                               [--java-consumer]
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker import cpu_seconds, create_topic
-from _kafka import both_brokers, fetch_peers, median_of, runqueue_wait_seconds
+from _kafka import both_brokers, fetch_peers, java_consume, median_of, runqueue_wait_seconds
 from fetch import consume
 from produce import produce_throughput
 
@@ -89,7 +93,7 @@ def rss_per_1000_partitions(counts: list[int], idle_mb: float, rss_after_mb: lis
     return figures
 
 
-def measure(bootstrap: str, pid: int, partitions: int, records: int) -> dict:
+def measure(bootstrap: str, pid: int, partitions: int, records: int, java_consumer: bool) -> dict:
     """One round against one broker: produce `records` over the topic's partitions, then read as
     many back from offset 0 of every partition (the topic holds the warm-up's records too)."""
     topic = topic_of(partitions)
@@ -98,9 +102,15 @@ def measure(bootstrap: str, pid: int, partitions: int, records: int) -> dict:
     cpu_produce, wait_produce = cpu_seconds(pid) - cpu_before, runqueue_wait_seconds(pid) - wait_before
     cpu_before = cpu_seconds(pid)
     elapsed, _with_startup, _nbytes = consume(bootstrap, records, topic, partitions)
-    return {"produce_records_per_s": records / produced, "fetch_records_per_s": records / elapsed,
-            "broker_cpu_s_produce": cpu_produce, "broker_runqueue_wait_s_produce": wait_produce,
-            "broker_cpu_s_fetch": cpu_seconds(pid) - cpu_before}
+    cpu_fetch = cpu_seconds(pid) - cpu_before
+    figures = {"produce_records_per_s": records / produced, "fetch_records_per_s": records / elapsed,
+               "broker_cpu_s_produce": cpu_produce, "broker_runqueue_wait_s_produce": wait_produce,
+               "broker_cpu_s_fetch": cpu_fetch}
+    if java_consumer:
+        cpu_before = cpu_seconds(pid)
+        figures["java_fetch_records_per_s"] = java_consume(bootstrap, topic, records)
+        figures["broker_cpu_s_java_fetch"] = cpu_seconds(pid) - cpu_before
+    return figures
 
 
 def main() -> None:
@@ -109,6 +119,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records produced per round")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the brokers (medians count)")
     parser.add_argument("--warmups", type=int, default=2, help="unmeasured whole rounds per broker first")
+    parser.add_argument("--java-consumer", action="store_true",
+                        help="read each round again with Kafka's Java consumer (fetch sessions, KIP-227)")
     args = parser.parse_args()
     kafka_version = fetch_peers("kafka")["KAFKA_VERSION"]
     result: dict = {"bench": "partitions", "records": args.records, "rounds": args.repeat, "warmups": args.warmups,
@@ -120,13 +132,13 @@ def main() -> None:
             for name, (bootstrap, _data, pid) in brokers.items():
                 create_wide_topic(bootstrap, topic_of(partitions), partitions)
                 for i in range(args.warmups):
-                    warm = measure(bootstrap, pid, partitions, args.records)
+                    warm = measure(bootstrap, pid, partitions, args.records, args.java_consumer)
                     print(f"{partitions} partitions, warm-up {i + 1}, {name}: "
                           + ", ".join(f"{k} {v:,.2f}" for k, v in warm.items()), flush=True)
             for i in range(args.repeat):
                 order = list(brokers.items()) if i % 2 == 0 else list(reversed(brokers.items()))
                 for name, (bootstrap, _data, pid) in order:
-                    rounds[name].append(measure(bootstrap, pid, partitions, args.records))
+                    rounds[name].append(measure(bootstrap, pid, partitions, args.records, args.java_consumer))
                     print(f"{partitions} partitions, round {i + 1}, {name}: "
                           + ", ".join(f"{k} {v:,.2f}" for k, v in rounds[name][-1].items()), flush=True)
             ours, kafka = median_of(rounds["topiclake"]), median_of(rounds["kafka"])
@@ -135,6 +147,9 @@ def main() -> None:
             result[f"produce_ratio_{partitions}"] = round(ours["produce_records_per_s"]
                                                           / kafka["produce_records_per_s"], 3)
             result[f"fetch_ratio_{partitions}"] = round(ours["fetch_records_per_s"] / kafka["fetch_records_per_s"], 3)
+            if args.java_consumer:
+                result[f"java_fetch_ratio_{partitions}"] = round(ours["java_fetch_records_per_s"]
+                                                                 / kafka["java_fetch_records_per_s"], 3)
             for name, (_b, _d, pid) in brokers.items():
                 result[f"{name}_rss_mb_{partitions}"] = round(rss_mb(pid), 1)
             print(f"{partitions} partitions, medians of {args.repeat} rounds: produce topiclake "

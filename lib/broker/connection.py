@@ -3,9 +3,10 @@
 Requests on a connection are handled one at a time, like Kafka's SocketServer, which mutes a
 channel until its in-flight request is answered: responses are therefore in order by
 construction. The one exception is a handler's `Later` (later.py: a bucket root's produce, waiting
-for a flush tick): its response is sent by a task once the wait is over, while further requests
-are read and handled (up to MAX_ANSWERS_LATER of them, or MAX_BYTES_LATER of their frames); every
-response still goes out in request order (each answer awaits the one before it). A directory
+for a flush tick): its response is sent once the wait is over, from the wait's done callback,
+while further requests are read and handled (up to MAX_ANSWERS_LATER of them, or MAX_BYTES_LATER
+of their frames); every response still goes out in request order (the answers due are a queue,
+sent from its head as each becomes ready). A directory
 root's produce is a `Later` too, its appends queued on the writer thread (later.py): only Produce
 requests are handled before it is answered. A frame with a negative or oversized size prefix, or
 one kio cannot decode, closes this connection only (Kafka's InvalidReceiveException /
@@ -25,6 +26,7 @@ import datetime
 import logging
 import struct
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from . import wire
@@ -47,7 +49,22 @@ _SIZE = struct.Struct(">i")
 # request per produce call at linger.ms 0: a tick's worth of them must be read, not 5 a tick.
 MAX_ANSWERS_LATER = 2000
 MAX_BYTES_LATER = 64 << 20  # the frames of the requests whose answers are due (their records are held)
+# Answers written without waiting for the socket (`_write`) past this pause reading the client.
+MAX_UNSENT_BYTES = 1 << 20
 CLIENT_IN_FLIGHT_LIMIT = 5  # an idempotent client's max.in.flight.requests.per.connection (librdkafka, Java)
+
+
+@dataclass(slots=True)
+class _Due:
+    """A request whose answer is due later: what its answer needs, and when it was sent."""
+
+    request: Any
+    route: Any
+    received: float
+    stopwatch: Stopwatch
+    later: Later
+    size: int  # its frame's
+    answered: asyncio.Future  # done once sent (or given up)
 
 
 class Connection:
@@ -62,19 +79,20 @@ class Connection:
         # Who the client is (session.py): PLAINTEXT and anonymous unless the listener says otherwise.
         self.session = session or Session(peer=self.peer, host=peer[0] if isinstance(peer, tuple) else "")
         self._handling = False
-        # in request order, each sending after the one before (so they finish in order), with its frame's size
-        self._answers_later: collections.deque[tuple[asyncio.Task, int]] = collections.deque()
+        # in request order, answered from the head as each is ready (`_answer_ready`)
+        self._answers_later: collections.deque[_Due] = collections.deque()
         self._bytes_later = 0
-        # Those of them whose appends may not have run yet; each leaves the set when done (a set,
-        # not a list pruned per request: thousands pending made every Produce walk them all).
-        self._appends_pending: set[asyncio.Task] = set()
+        # Those of them whose appends may not have run yet; each leaves the set when answered (a
+        # set, not a list pruned per request: thousands pending made every Produce walk them all).
+        self._appends_pending: set[asyncio.Future] = set()
         self._muted_until = 0.0  # monotonic: a throttled later answer mutes the reads after it
         self._sendfile_ok = True  # until the transport says it cannot (then: read and write)
 
     @property
     def busy(self) -> bool:
-        """A request is being handled or answered (shutdown waits for it)."""
-        return self._handling or any(not task.done() for task, _size in self._answers_later)
+        """A request is being handled or answered, or its answer not yet sent (shutdown waits for it)."""
+        return (self._handling or any(not due.answered.done() for due in self._answers_later)
+                or (not self.writer.is_closing() and self.writer.transport.get_write_buffer_size() > 0))
 
     async def serve(self) -> None:
         try:
@@ -92,39 +110,45 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         except asyncio.CancelledError:
-            for task, _size in self._answers_later:
-                task.cancel()
+            self._give_up_answers()
         except Exception:
             log.exception("connection %s failed", self.peer)
         finally:
-            if self._answers_later:  # answers still due go out before the connection closes
-                await asyncio.gather(*(task for task, _size in self._answers_later), return_exceptions=True)
-            self.close()
+            try:
+                if self._answers_later:  # answers still due go out before the connection closes
+                    await asyncio.wait([due.answered for due in self._answers_later])  # (not cancelled with this)
+            except asyncio.CancelledError:  # the shutdown's grace is over
+                self._give_up_answers()
+            finally:
+                self.close()
+
+    def _give_up_answers(self) -> None:
+        """The broker stops: no answer due is sent (a queued append still runs: queue_io)."""
+        self.close()
+        for due in list(self._answers_later):
+            due.later.ready.cancel()  # its done callback marks it answered (and retrieves a failure)
 
     async def _wait_for_room(self) -> None:
         """Read no further while MAX_ANSWERS_LATER answers (or MAX_BYTES_LATER) are due, or a later
         answer's throttle lasts. A client with CLIENT_IN_FLIGHT_LIMIT answers due sends nothing more
         if it is idempotent: the store's tick is brought forward (`BucketService.window_full`)."""
+        if self.writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+            if self.writer.is_closing():
+                raise ConnectionError("closed while answering")
+            await self.writer.drain()  # answers written without waiting: a client that reads none is paused
         if not self._answers_later:  # no answer due (most requests): nothing to do
             return
-        self._forget_answered()
         if len(self._answers_later) >= CLIENT_IN_FLIGHT_LIMIT:
             bucket = self.broker.partitions.bucket
             if bucket is not None:
                 bucket.window_full()
         while len(self._answers_later) >= MAX_ANSWERS_LATER or self._bytes_later > MAX_BYTES_LATER:
-            await asyncio.wait([self._answers_later[0][0]])
-            self._forget_answered()
+            await asyncio.wait([self._answers_later[0].answered])
         if self.writer.is_closing():
             raise ConnectionError("closed while answering")
         pause = self._muted_until - time.monotonic()
         if pause > 0:
             await self._mute(datetime.timedelta(seconds=pause))
-
-    def _forget_answered(self) -> None:
-        while self._answers_later and self._answers_later[0][0].done():
-            _task, size = self._answers_later.popleft()
-            self._bytes_later -= size
 
     def close(self) -> None:
         if not self.writer.is_closing():
@@ -153,16 +177,19 @@ class Connection:
         received = time.perf_counter()  # Kafka's TotalTimeMs starts when the request is read
         if self.session.sasl is not None and self.session.sasl.raw_tokens:  # SaslHandshake v0: a bare token
             answer = await self.broker.security.sasl.raw_token(self.session, frame)
-            if answer is not None:
-                self.writer.write(_SIZE.pack(len(answer)) + answer)
-                await self.writer.drain()
-            return answer is not None
+            if answer is None or not await self._after_answers_due():
+                return False
+            self.writer.write(_SIZE.pack(len(answer)) + answer)
+            await self.writer.drain()
+            return True
         try:
             request = wire.parse_request(frame, REGISTRY.supports, self.client_host, self.session)
         except wire.UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions, so the
                 # client can retry with one we serve.
+                if not await self._after_answers_due():
+                    return False
                 await self._send(exc.correlation_id, unsupported_version_response())
                 return True
             log.warning("closing %s: %s", self.peer, exc)
@@ -196,58 +223,81 @@ class Connection:
             log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
                           request.client_id)
             return False
-        before = self._answers_later[-1][0] if self._answers_later else None
         if isinstance(response, Later):
             stopwatch.busy_seconds()  # its wait for the store is not busy time
-            task = asyncio.create_task(self._answer_later(before, response, request, route, received, stopwatch))
-            later = response
-            task.add_done_callback(lambda _done: later.discard())  # cancelled at shutdown: no coroutine left unawaited
-            self._answers_later.append((task, len(frame)))
-            self._bytes_later += len(frame)
+            due = _Due(request, route, received, stopwatch, response, len(frame),
+                       asyncio.get_running_loop().create_future())
+            self._answers_later.append(due)
+            self._bytes_later += due.size
             if response.appends_pending:
-                self._appends_pending.add(task)
-                task.add_done_callback(self._appends_pending.discard)
+                self._appends_pending.add(due.answered)
+                due.answered.add_done_callback(self._appends_pending.discard)
+            response.ready.add_done_callback(self._answer_ready)
             return True
-        if before is not None:
-            await asyncio.wait([before])  # the answers due go first: responses in request order
-            if self.writer.is_closing():
-                return False
+        if not await self._after_answers_due():
+            return False
         await self._mute(await self._answer(request, response, received, stopwatch))
         return not self.session.close_after_response
 
-    async def _answer_later(self, before: asyncio.Task | None, later: Later, request, route, received: float,
-                            stopwatch: Stopwatch) -> None:
-        """Wait for the answer before this one, then for this one's wait; send it. A failure closes
-        the connection, as a failing handler does."""
+    async def _after_answers_due(self) -> bool:
+        """Once the answers due are sent (responses in request order); False: the connection closed."""
+        if self._answers_later:
+            await asyncio.wait([self._answers_later[-1].answered])
+        return not self.writer.is_closing()
+
+    def _answer_ready(self, _ready: asyncio.Future | None = None) -> None:
+        """Send the answers due from the head of the queue whose waits are over, in request order
+        (a done callback of each wait: the first not ready stops it, its own callback goes on)."""
+        due_list = self._answers_later
+        while due_list:
+            due = due_list[0]
+            if not due.answered.done():
+                if not due.later.ready.done():
+                    return
+                self._answer_due(due)
+            due_list.popleft()
+            self._bytes_later -= due.size
+
+    def _answer_due(self, due: _Due) -> None:
+        """One ready answer, sent; a failure closes the connection, as a failing handler does."""
+        request = due.request
         try:
-            if before is not None and not before.done():  # pipelined produces: usually answered already
-                await asyncio.wait([before])
-            response = await later.response
-            if self.writer.is_closing():
-                return
-            throttle = await self._answer(request, response, received, stopwatch)
-            self._muted_until = max(self._muted_until, time.monotonic() + throttle.total_seconds())
+            response = due.later.finish(due.later.ready.result())
+            if not self.writer.is_closing():
+                response, throttle = self._throttled(request, response, due.stopwatch)
+                if response is not None:
+                    self._write(request.correlation_id, response)
+                self.broker.requests.record(request.api_key, request.api_version,
+                                            time.perf_counter() - due.received, response)
+                self._muted_until = max(self._muted_until, time.monotonic() + throttle.total_seconds())
         except (ConnectionError, asyncio.CancelledError):
             self.close()
         except CloseConnection as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
         except Exception:
-            log.exception("%s v%d from %s (%s) failed", route.name, request.api_version, self.peer,
+            log.exception("%s v%d from %s (%s) failed", due.route.name, request.api_version, self.peer,
                           request.client_id)
             self.close()
+        finally:
+            due.answered.set_result(None)
 
-    async def _answer(self, request, response, received: float, stopwatch: Stopwatch) -> datetime.timedelta:
-        """Send a handled request's response (if it has one) and record it; returns its throttle time."""
-        # The request quota (request_percentage): the response says the longer of its own
-        # throttle (a byte rate, a mutation rate) and this one; the connection mutes for it.
+    def _throttled(self, request, response, stopwatch: Stopwatch) -> tuple[Any, datetime.timedelta]:
+        """The response with its throttle time, and that time. The request quota
+        (request_percentage): the response says the longer of its own throttle (a byte rate, a
+        mutation rate) and this one; the connection mutes for it."""
         request_ms = self.broker.throttle.record_request_time(request.session.user, request.client_id,
                                                              stopwatch.busy_seconds())
         throttle = max(getattr(response, "throttle_time", None) or datetime.timedelta(0),
                        datetime.timedelta(milliseconds=request_ms))
+        if response is not None and request_ms and hasattr(response, "throttle_time"):
+            response = dataclasses.replace(response, throttle_time=throttle)
+        return response, throttle
+
+    async def _answer(self, request, response, received: float, stopwatch: Stopwatch) -> datetime.timedelta:
+        """Send a handled request's response (if it has one) and record it; returns its throttle time."""
+        response, throttle = self._throttled(request, response, stopwatch)
         if response is not None:
-            if request_ms and hasattr(response, "throttle_time"):
-                response = dataclasses.replace(response, throttle_time=throttle)
             await self._send(request.correlation_id, response)
         self.broker.requests.record(request.api_key, request.api_version, time.perf_counter() - received, response)
         return throttle
@@ -260,6 +310,13 @@ class Connection:
                 await asyncio.wait_for(self.broker.shutting_down.wait(), throttle_time.total_seconds())
             except asyncio.TimeoutError:
                 pass
+
+    def _write(self, correlation_id: int, response: Any) -> None:
+        """A response of bytes only, into the transport without waiting (`_wait_for_room` drains)."""
+        for chunk in wire.encode_response(correlation_id, response):
+            if type(chunk) is not bytes:
+                raise TypeError(f"a later answer must be bytes, not {type(chunk).__name__}")
+            self.writer.write(chunk)
 
     async def _send(self, correlation_id: int, response: Any) -> None:
         for chunk in wire.encode_response(correlation_id, response):

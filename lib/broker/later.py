@@ -19,30 +19,24 @@ other request waits for it, so it sees the appends (as one handled at a time wou
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class Later:
-    response: Awaitable[Any]  # the response once the wait is over
+    """The connection answers with `finish(outcome)` once `ready` holds the outcome, on the answer's
+    turn (request order), from `ready`'s done callback: no task per answer, which was most of a
+    small Produce's cost on the event loop. The response must encode to bytes (no file regions):
+    it is written without waiting for the socket."""
+
+    ready: asyncio.Future  # the wait: its result is the outcome, its exception the failure
+    finish: Callable[[Any], Any]  # the response made of the outcome
     appends_pending: bool = False  # its appends may not have run yet: only Produce requests go ahead of it
-    finishes: "Later | None" = None  # the Later whose response `then` passes on
 
     def then(self, finish: Callable[[Any], Any]) -> "Later":
         """The same wait, its response passed through `finish` (e.g. an authorizer's additions)."""
-        async def finished() -> Any:
-            return finish(await self.response)
-        return Later(finished(), self.appends_pending, self)
-
-    def discard(self) -> None:
-        """Once answered or given up: a response coroutine never awaited (its connection was
-        cancelled at shutdown while an answer before it was due) is closed, so Python does not
-        warn that it was never awaited. Closing a finished coroutine does nothing."""
-        later: Later | None = self
-        while later is not None:
-            if inspect.iscoroutine(later.response):
-                later.response.close()
-            later = later.finishes
+        first = self.finish
+        return Later(self.ready, lambda outcome: finish(first(outcome)), self.appends_pending)

@@ -255,3 +255,119 @@ def test_a_stop_cut_short_with_appends_queued_acknowledges_nothing_it_did_not_ap
     unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
     assert unhandled == []
     assert [str(w.message) for w in recwarn if "never awaited" in str(w.message)] == []
+
+
+def test_a_client_that_reads_no_answers_is_paused_then_answered_in_full(broker):
+    """Pipelined answers are written without waiting for the socket: a client that sends on and
+    reads nothing fills the broker's buffer up to its bound, and then the broker reads no more of
+    its requests (nothing grows without bound); once it reads, every request is appended and
+    answered, in order."""
+    from topiclake.broker.connection import MAX_ANSWERS_LATER, MAX_UNSENT_BYTES
+
+    topic = "unread-" + "t" * 200  # a long name: an answer about as large as its request
+    broker.create_topic(topic)
+    requests = 100_000  # ~25 MB of answers: more than the bound and both sockets' kernel buffers
+    frame = codec.encode_request(0, produce_request(topic, batch([b"v"]), acks=1), "unread")
+    data = memoryview(frame * requests)
+    with broker.client() as c:
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        c.sock.setblocking(False)
+        written, stalled_since = 0, None
+        while written < len(data) and (stalled_since is None or time.monotonic() - stalled_since < 1):
+            try:
+                written += c.sock.send(data[written:written + 65536])
+                stalled_since = None
+            except BlockingIOError:
+                stalled_since = stalled_since or time.monotonic()
+                time.sleep(0.01)
+        assert written < len(data), "the broker read every request of a client that reads no answer"
+        [connection] = broker.server._connections
+        # the bound, and the answers of the requests read before it was reached (a read frame's worth each)
+        assert connection.writer.transport.get_write_buffer_size() <= MAX_UNSENT_BYTES + MAX_ANSWERS_LATER * len(frame)
+        c.sock.settimeout(120)  # the rest of ~30 MB of requests
+        answers: list[int] = []
+        reader = threading.Thread(target=lambda: answers.extend(
+            codec.decode_response(c.read_frame(), produce_request(topic, b""))[1].responses[0]
+            .partition_responses[0].base_offset for _ in range(requests)))
+        reader.start()
+        c.sock.sendall(data[written:])
+        reader.join(120)
+        assert not reader.is_alive()
+    assert answers == list(range(requests))
+
+
+def test_a_request_to_two_topics_one_denied_is_answered_for_both(tmp_path):
+    """The authorizer merges its refusals into the handler's answer, which a directory root makes
+    after its appends: the one topic is appended and the other refused, in one answer, and the
+    connection goes on."""
+    from topiclake.broker.security.config import SecurityConfig
+    from topiclake.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    broker = InProcessBroker(tmp_path / "data", security=SecurityConfig(authorizer="acl")).start()
+    try:
+        anyone = ("User:ANONYMOUS", "*")
+        broker.context.security.acls.add([
+            AclBinding(ResourceType.TOPIC, "*", PatternType.LITERAL, *anyone, Operation.ALL, Permission.ALLOW),
+            AclBinding(ResourceType.TOPIC, "closed", PatternType.LITERAL, *anyone, Operation.WRITE, Permission.DENY)])
+        broker.create_topic("open")
+        broker.create_topic("closed")
+        with broker.client() as c:
+            answered = produce_many(c, {("open", 0): batch([b"in"]), ("closed", 0): batch([b"out"])})
+            assert {key: (p.error_code, p.base_offset) for key, p in answered.items()} == {
+                ("open", 0): (ErrorCode.none, 0), ("closed", 0): (ErrorCode.topic_authorization_failed, -1)}
+            assert [v for _o, v in values_of(fetch(c, "open", 0).records)] == [b"in"]
+    finally:
+        broker.stop()
+
+
+def test_a_stop_cut_short_after_the_client_half_closed_logs_no_error(tmp_path, caplog, monkeypatch):
+    """The client has sent its requests and closed its side: the connection waits for its answers
+    due when the stop's grace runs out. The queued appends still run, in order; nothing leaks as an
+    unhandled error (the connection's task was cancelled while it waited)."""
+    from topiclake.broker import server
+
+    monkeypatch.setattr(server, "SHUTDOWN_GRACE_S", 0.5)
+    caplog.set_level(logging.WARNING)
+    broker = InProcessBroker(tmp_path / "data").start()
+    broker.create_topic("half")
+    with broker.client() as c:
+        release = threading.Event()
+        holding = broker.context.partitions.io.submit(release.wait, 10)
+        send_all(c, [produce_request("half", batch([f"h{i}".encode()])) for i in range(5)])
+        time.sleep(0.3)
+        c.sock.shutdown(socket.SHUT_WR)  # EOF: the connection stops reading and waits for its answers
+        time.sleep(0.3)
+        stopping = threading.Thread(target=broker.stop)
+        stopping.start()
+        time.sleep(1.0)  # past the grace
+        release.set()
+        holding.result(10)
+        stopping.join(30)
+        assert not stopping.is_alive()
+    broker = InProcessBroker(tmp_path / "data").start()
+    try:
+        with broker.client() as c:
+            stored = [v for _o, v in values_of(fetch(c, "half", 0).records)]
+    finally:
+        broker.stop()
+    gc.collect()
+    assert stored == [f"h{i}".encode() for i in range(5)]
+    unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
+    assert unhandled == []
+
+
+def test_an_unknown_apiversions_version_is_answered_after_the_produces_before_it(broker):
+    """KIP-511's answer (v0 with our versions) keeps the request order like any other."""
+    import struct
+
+    broker.create_topic("before-versions")
+    unknown_versions = struct.pack(">hhih", 18, 99, 3, 0)  # ApiVersions v99, correlation 3, empty client id
+    with broker.client() as c:
+        release = threading.Event()
+        holding = broker.context.partitions.io.submit(release.wait, 10)
+        send_all(c, [produce_request("before-versions", batch([f"v{i}".encode()])) for i in range(3)])
+        c.send_raw(struct.pack(">i", len(unknown_versions)) + unknown_versions)
+        time.sleep(0.3)
+        release.set()
+        holding.result(10)
+        assert [struct.unpack(">i", c.read_frame()[:4])[0] for _ in range(4)] == [0, 1, 2, 3]

@@ -198,6 +198,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     else:
         outcomes = await broker.partitions.run_io(_append_all, broker.partitions, batches, deferred) if batches else []
 
+    # Asked now: a policy that merges refusals into the answer (objects_wanted) is only around
+    # while this handler runs, and a later answer is made after that.
+    pre_encoded = pre_encoding_allowed()
+
     def answer(outcomes: list) -> Any:
         failed_append = False
         for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
@@ -225,20 +229,17 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
         produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
         # The connection mutes while throttled; the quota's user is the authenticated principal.
         throttle_ms = broker.throttle.record(PRODUCE, user, request.client_id, produced)
-        if pre_encoding_allowed():  # no policy merges refusals into it: bytes straight from the answers
+        if pre_encoded:  # no policy merges refusals into it: bytes straight from the answers
             return produce_response(request.api_version, [(t["name"] if t["topic_id"] is None else t["topic_id"], parts)
                                                           for t, parts in answers], throttle_ms)
         return _response(cls, answers, throttle_ms)
 
     if pipelined:
-        async def appended_then_answered() -> Any:
-            return answer(await queued)
-        return Later(appended_then_answered(), appends_pending=True)
+        return Later(queued, answer, appends_pending=True)
     if bucket is not None and acks != 0 and batches:
         # Appended in request order now; answered once stored, while the connection reads on.
-        async def stored_then_answered() -> Any:
-            return answer(await await_stored(bucket, batches, outcomes, body.timeout.total_seconds()))
-        return Later(stored_then_answered())
+        return Later(asyncio.ensure_future(await_stored(bucket, batches, outcomes, body.timeout.total_seconds())),
+                     answer)
     return answer(outcomes)
 
 
