@@ -34,6 +34,23 @@ def _log(broker) -> str:
     return broker.log_path.read_text(errors="replace")
 
 
+def _producing(brokers: BucketBrokers, **config):
+    """(broker, producer): a broker on the root, its topic taken over, 100 records acknowledged
+    and more being sent."""
+    broker = brokers.start("only")
+    create_topic(broker.bootstrap, TOPIC)
+    producer = AckedProducer(broker.bootstrap, TOPIC, "v", **config).start()
+    producer.wait_acked(100)
+    return broker, producer
+
+
+def _read_back_from_bucket(brokers: BucketBrokers, broker, producer) -> None:
+    """Stop `broker`; a new one reads the bucket alone: every acknowledged record once, at its offset."""
+    broker.stop()
+    reader = brokers.start("reader")
+    _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
+
+
 @pytest.mark.parametrize("method, pattern, action, says", [
     # the flush object's PUT refused (503 past the client's retries) until the store is back
     ("PUT", FLUSH_OBJECT, 503, "not stored yet, retried at the next tick"),
@@ -47,10 +64,7 @@ def test_a_tick_whose_flush_fails_leaves_its_records_to_a_later_tick(tmp_path, s
     proxy, root, _direct = store_proxy
     brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
     try:
-        broker = brokers.start("only")
-        create_topic(broker.bootstrap, TOPIC)
-        producer = AckedProducer(broker.bootstrap, TOPIC, "v", **{"request.timeout.ms": 5000}).start()
-        producer.wait_acked(100)
+        broker, producer = _producing(brokers, **{"request.timeout.ms": 5000})
 
         rule = proxy.fail(method, pattern, action=action, times=None)
         wait_for(lambda: _log(broker).count(says) >= 2, 20, 0.1, what=f"two ticks logging {says!r}",
@@ -66,10 +80,7 @@ def test_a_tick_whose_flush_fails_leaves_its_records_to_a_later_tick(tmp_path, s
         assert not producer.failed, producer.failed[:3]
         assert broker.proc.poll() is None, "the broker stopped"
         assert "no longer leads" not in _log(broker)
-        _exactly_once(consume_all(broker.bootstrap, TOPIC, len(producer.acked)), producer.acked)
-        broker.stop()
-        reader = brokers.start("reader")  # reads the bucket alone: what was acknowledged is stored
-        _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
+        _read_back_from_bucket(brokers, broker, producer)
     finally:
         brokers.kill_all()
 
@@ -81,19 +92,14 @@ def test_a_flush_whose_answer_is_lost_is_acknowledged_once(tmp_path, store_proxy
     proxy, root, _direct = store_proxy
     brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
     try:
-        broker = brokers.start("only")
-        create_topic(broker.bootstrap, TOPIC)
-        producer = AckedProducer(broker.bootstrap, TOPIC, "v").start()
-        producer.wait_acked(100)
+        broker, producer = _producing(brokers)
         rule = proxy.fail("PUT", FLUSH_OBJECT, action=LOSE_ANSWER, times=3)
         wait_for(lambda: rule.hits == 3, 20, 0.05, what="three flush answers lost")
         producer.wait_acked(len(producer.acked) + 200)
         producer.stop(flush_s=60)
         assert not producer.failed, producer.failed[:3]
         assert broker.proc.poll() is None and "no longer leads" not in _log(broker), _log(broker)[-2000:]
-        broker.stop()
-        reader = brokers.start("reader")  # reads the bucket alone
-        _exactly_once(consume_all(reader.bootstrap, TOPIC, len(producer.acked)), producer.acked)
+        _read_back_from_bucket(brokers, broker, producer)
     finally:
         brokers.kill_all()
 
@@ -107,10 +113,7 @@ def test_a_tick_that_raises_does_not_stop_the_later_ones(tmp_path, store_proxy):
     proxy, root, direct = store_proxy
     brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
     try:
-        broker = brokers.start("only")
-        create_topic(broker.bootstrap, TOPIC)
-        producer = AckedProducer(broker.bootstrap, TOPIC, "v").start()
-        producer.wait_acked(100)
+        broker, producer = _producing(brokers)
 
         rule = proxy.fail("PUT", r"/topics/refused\.json$", action=403, times=None)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -127,7 +130,28 @@ def test_a_tick_that_raises_does_not_stop_the_later_ones(tmp_path, store_proxy):
         assert not producer.failed, producer.failed[:3]
         assert direct.head("topics/refused.json") is not None, "the refused topic's object never reached the bucket"
         assert broker.proc.poll() is None, "the broker stopped"
-        _exactly_once(consume_all(broker.bootstrap, TOPIC, len(producer.acked)), producer.acked)
         created.exception(30)  # settled either way before the admin client goes
+        _read_back_from_bucket(brokers, broker, producer)
+    finally:
+        brokers.kill_all()
+
+
+@pytest.mark.parametrize("action", [LOSE_ANSWER, 500], ids=["answer-lost", "applied-then-500"])
+def test_a_metadata_write_that_landed_without_its_answer_is_not_another_writer(tmp_path, store_proxy, action):
+    """A new topic's metadata object created in the bucket, its answer lost (or a 500 after the
+    write was applied, as S3 may answer): the client's retry meets the object (412). That is this
+    broker's own write, not another broker's: the broker goes on (it stopped, fenced, before)."""
+    proxy, root, direct = store_proxy
+    brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
+    try:
+        broker = brokers.start("only")
+        rule = proxy.fail("PUT", rf"/topics/{TOPIC}\.json$", action=action, times=1, applied=True)
+        create_topic(broker.bootstrap, TOPIC)
+        assert rule.hits == 1
+        producer = AckedProducer(broker.bootstrap, TOPIC, "v").start()
+        producer.wait_acked(200)
+        producer.stop(flush_s=60)
+        assert direct.head(f"topics/{TOPIC}.json") is not None
+        assert broker.proc.poll() is None and "no longer leads" not in _log(broker), _log(broker)[-2000:]
     finally:
         brokers.kill_all()

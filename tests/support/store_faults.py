@@ -10,7 +10,8 @@ nothing else does (no mock of the store client: the broker's own obstore client 
 Actions: an HTTP error with an S3 error document, the request not forwarded (503 SlowDown, 500
 InternalError, 403 AccessDenied: obstore retries 5xx, never 4xx), DROP (the connection closed
 before the request is forwarded: the store never saw it), LOSE_ANSWER (forwarded and applied, then the connection
-closed before the answer: the client cannot know it landed).
+closed before the answer: the client cannot know it landed); `applied=True` makes an HTTP error
+come after the store applied the request (S3 documents that a 500 may have).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class FaultRule:
     pattern: re.Pattern
     action: int | str
     times: int | None
+    applied: bool = False  # an HTTP error sent after the store applied the request (S3 may do so)
     hits: int = 0
     seen: list[str] = field(default_factory=list)
 
@@ -79,8 +81,10 @@ class StoreFaults:
         self._server.shutdown()
         self._server.server_close()
 
-    def fail(self, method: str, pattern: str, *, action: int | str = 503, times: int | None = 1) -> FaultRule:
-        rule = FaultRule(method.upper(), re.compile(pattern), action, times)
+    def fail(self, method: str, pattern: str, *, action: int | str = 503, times: int | None = 1,
+             applied: bool = False) -> FaultRule:
+        """`applied`: an HTTP error `action` answered after forwarding the request (it took effect)."""
+        rule = FaultRule(method.upper(), re.compile(pattern), action, times, applied)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -120,7 +124,7 @@ def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
             if rule is not None and rule.action == DROP:
                 self._drop()
                 return
-            if rule is not None and rule.action != LOSE_ANSWER:
+            if rule is not None and rule.action != LOSE_ANSWER and not rule.applied:
                 self._error(int(rule.action))  # refused: the store never sees it
                 return
             try:
@@ -128,8 +132,11 @@ def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 self._drop()  # the store is down: the client sees the connection go, as without us
                 return
-            if rule is not None:  # LOSE_ANSWER: applied, and the client never hears so
+            if rule is not None and rule.action == LOSE_ANSWER:  # applied, and the client never hears so
                 self._drop()
+                return
+            if rule is not None:  # applied, and the client hears it failed
+                self._error(int(rule.action))
                 return
             with faults._lock:
                 faults.forwarded += 1

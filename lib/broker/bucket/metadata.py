@@ -151,6 +151,16 @@ class MetadataMirror:
         except FileNotFoundError:
             return False
 
+    def _holding(self, key: str, data: bytes) -> str | None:
+        """The etag of `key` if the bucket holds exactly `data`: a write of ours landed and its
+        answer was lost (or was a 5xx after it was applied), so the client's retry met our own
+        object (412). Anything else there is another writer's."""
+        try:
+            found, etag = self.store.get_with_etag(key)
+        except ObjectNotFound:
+            return None
+        return etag if found == data else None
+
     def _fetch(self, key: str) -> None:
         data, etag = self.store.get_with_etag(key)
         target = self.cache_root / key
@@ -184,8 +194,11 @@ class MetadataMirror:
                 try:
                     self._etags[key] = self.store.put(key, data, mode=mode)
                 except (ObjectExists, PreconditionFailed) as exc:
-                    raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}",
-                                           [key]) from None
+                    landed = self._holding(key, data)
+                    if landed is None:
+                        raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}",
+                                               [key]) from None
+                    self._etags[key] = landed
                 self._digests[key] = digest
                 changed.append(key)
             for key in sorted(set(self._digests) - present):
