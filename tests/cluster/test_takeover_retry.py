@@ -48,13 +48,8 @@ def test_a_takeover_that_fails_at_the_store_is_retried_and_the_partition_serves_
     proxy, root, _direct = store_proxy
     settings = cluster_settings(zookeeper.connect_string, f"/retry-{uuid.uuid4().hex[:8]}", internal_partitions=1,
                                 extra={"storage": STORAGE})
-    brokers = ClusterBrokers(tmp_path, settings, count=2, bucket=str(root), log_level=os.environ.get("BC_LOG", "INFO"))
-    try:
-        # One after the other: two brokers publishing a new bucket root at once can refuse it as
-        # a single broker's (one adopts the other's cluster id before its mode reaches the bucket).
-        for broker in brokers.brokers.values():
-            broker.start(60)
-        brokers.wait_whole()
+    with ClusterBrokers(tmp_path, settings, count=2, bucket=str(root),
+                        log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
         leader = create_topic(brokers, TOPIC, 1)[0].leader
         survivor = next(b for b in (1, 2) if b != leader)
         producer = AckedProducer(brokers.bootstrap, TOPIC, "v", **{"request.timeout.ms": 5000}).start()
@@ -91,5 +86,3 @@ def test_a_takeover_that_fails_at_the_store_is_retried_and_the_partition_serves_
         assert {(v, o) for v, _p, o in producer.acked} <= {(v, o) for v, _p, o in records}, \
             "an acknowledged record lost or at another offset"
         assert len({o for _v, _p, o in records}) == len(records), "an offset used twice"
-    finally:
-        brokers.stop()
