@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -72,6 +73,27 @@ def s3_root(s3_server) -> S3Fixture:
 
     env = s3_server.env()
     return S3Fixture(parse_root(f"s3://{s3_server.create_bucket()}/data", env=env), env)
+
+
+@pytest.fixture
+def store_proxy(s3_server, monkeypatch):
+    """The session's versitygw behind a fault-injecting proxy (tests/support/store_faults.py), and
+    a fresh bucket root on it: (the proxy, the root as the brokers see it, an ObjectStore on the
+    root that bypasses the proxy, for the test's own looks). Brokers started by the test reach the
+    store through the proxy (AWS_ENDPOINT_URL)."""
+    from tests.support.store_faults import StoreFaults
+    from topiclake.store.objects import ObjectStore
+    from topiclake.store.root import parse_root
+
+    proxy = StoreFaults(s3_server.port).start()
+    try:
+        for name, value in proxy.env(s3_server.env()).items():
+            monkeypatch.setitem(os.environ, name, value)
+        bucket = s3_server.create_bucket()
+        direct = ObjectStore(parse_root(f"s3://{bucket}/data", env=s3_server.env()))
+        yield proxy, parse_root(f"s3://{bucket}/data", env=proxy.env(s3_server.env())), direct
+    finally:
+        proxy.stop()
 
 
 @pytest.fixture

@@ -85,6 +85,8 @@ class ClusterNode:
         # created again under the same name is another partition, even at the same epoch).
         self._led: dict[Key, tuple[int, int]] = {}
         self._chains: dict[Key, asyncio.Future] = {}
+        self._converging: set[Key] = set()  # a convergence step is queued, not started yet
+        self._retries: dict[Key, asyncio.TimerHandle] = {}  # failed changes looked at again
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self._session_lost = False
@@ -118,6 +120,8 @@ class ClusterNode:
         """Leave: stop serving every partition (nothing is written: the next leader recovers),
         then close the session, so the controller moves the partitions at once."""
         self._stopping = True
+        for timer in self._retries.values():
+            timer.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -329,15 +333,38 @@ class ClusterNode:
 
     # ============================================================ per-partition changes
     def _converge(self, key: Key) -> None:
-        """Bring what this broker serves in line with the partition's state."""
-        if self._stopping:
+        """Bring what this broker serves in line with the partition's state: one step queued at a
+        time (a state change and its own watch notification, or a burst of them, ask once), which
+        looks at the state when it runs."""
+        if self._stopping or key in self._converging:
             return
+        if self._wanted_step(key) is not None:
+            self._converging.add(key)
+            self._chain(key, lambda: self._converge_now(key))
+
+    async def _converge_now(self, key: Key) -> None:
+        self._converging.discard(key)
+        step = self._wanted_step(key)
+        if step is not None:
+            await step()
+
+    def _wanted_step(self, key: Key) -> Callable[[], Awaitable[None]] | None:
         current = self._states.get(key)
         wanted = _lead_of(current) if current is not None and current.value.leader == self.broker_id else None
         if wanted is not None and self._led.get(key) != wanted:
-            self._chain(key, lambda: self._take_over(key))
-        elif wanted is None and key in self._led:
-            self._chain(key, lambda: self._resign(key))
+            return lambda: self._take_over(key)
+        if wanted is None and key in self._led:
+            return lambda: self._resign(key)
+        return None
+
+    def _retry_later(self, key: Key) -> None:
+        """Look at a partition whose change failed again in CONVERGE_RETRY_S: one timer per
+        partition, however many of its steps failed (each its own would retry back to back)."""
+        if self._loop is not None and not self._stopping and key not in self._retries:
+            def retry() -> None:
+                self._retries.pop(key, None)
+                self._converge(key)
+            self._retries[key] = self._loop.call_later(CONVERGE_RETRY_S, retry)
 
     def _chain(self, key: Key, step: Callable[[], Awaitable[None]]) -> asyncio.Future:
         """Run `step` after every earlier step of this partition (one transition at a time)."""
@@ -354,8 +381,7 @@ class ClusterNode:
                 # this partition back in line (its state does not change), so look again later.
                 log.exception("changing the leadership of %s-%d failed; retried in %.0f s", *key, CONVERGE_RETRY_S)
                 self._changes.failed_on(key)
-                if self._loop is not None and not self._stopping:
-                    self._loop.call_later(CONVERGE_RETRY_S, self._converge, key)
+                self._retry_later(key)
             finally:
                 self._change_ended()
 

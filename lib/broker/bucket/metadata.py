@@ -36,6 +36,7 @@ from topiclake.objectlog.keys import LOGS_PREFIX
 from topiclake.objectlog.lease import OWNER_KEY
 from topiclake.objectlog.notices import NOTICES_PREFIX
 from topiclake.segments.errors import TopiclakeError, UnknownTopicError
+from topiclake.segments.ownership import MODE_FILE
 from topiclake.store.errors import ObjectExists, ObjectNotFound, PreconditionFailed
 from topiclake.store.objects import CREATE, IfMatch, ObjectStore
 
@@ -50,6 +51,7 @@ CHANGES_METADATA = frozenset({
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 MIRRORED = ("cluster", "topics")
+MODE_KEY = f"cluster/{MODE_FILE}"
 # Not mirrored into the cache: the maintenance notices are read by the tick itself (NoticeWatcher).
 LOCAL_ONLY = ("cluster/brokers/", "cluster/producer-id-blocks/", "cluster/producer_ids.json", OWNER_KEY,
               NOTICES_PREFIX + "/")
@@ -151,6 +153,16 @@ class MetadataMirror:
         except FileNotFoundError:
             return False
 
+    def _holding(self, key: str, data: bytes) -> str | None:
+        """The etag of `key` if the bucket holds exactly `data`: a write of ours landed and its
+        answer was lost (or was a 5xx after it was applied), so the client's retry met our own
+        object (412). Anything else there is another writer's."""
+        try:
+            found, etag = self.store.get_with_etag(key)
+        except ObjectNotFound:
+            return None
+        return etag if found == data else None
+
     def _fetch(self, key: str) -> None:
         data, etag = self.store.get_with_etag(key)
         target = self.cache_root / key
@@ -171,7 +183,9 @@ class MetadataMirror:
         with self._lock:
             changed = []
             present = set()
-            for key, path in self._local_files():
+            # The root's mode before anything else (its cluster id above all): a root with an id and
+            # no mode is a single broker's, and a broker starting meanwhile downloads what is there.
+            for key, path in sorted(self._local_files(), key=lambda found: found[0] != MODE_KEY):
                 try:
                     data = path.read_bytes()
                 except FileNotFoundError:  # replaced or removed while listed
@@ -184,8 +198,11 @@ class MetadataMirror:
                 try:
                     self._etags[key] = self.store.put(key, data, mode=mode)
                 except (ObjectExists, PreconditionFailed) as exc:
-                    raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}",
-                                           [key]) from None
+                    landed = self._holding(key, data)
+                    if landed is None:
+                        raise MetadataConflict(f"{self.store.root.uri(key)} was changed by another writer: {exc}",
+                                               [key]) from None
+                    self._etags[key] = landed
                 self._digests[key] = digest
                 changed.append(key)
             for key in sorted(set(self._digests) - present):

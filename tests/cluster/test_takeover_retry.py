@@ -1,0 +1,88 @@
+"""The cluster node's retry of a failed leadership change (lib/broker/cluster_node.py `_chain`,
+CONVERGE_RETRY_S): two brokers on a bucket root reached through a fault-injecting proxy
+(tests/support/store_faults.py), the leader of a partition killed -9, and the survivor's takeover
+of it failing at the store (its epoch claim refused with 503 past the client's retries). Nothing
+else brings the partition back (its state in ZooKeeper does not change), so the node looks at it
+again every CONVERGE_RETRY_S; once the store takes the claim, it takes over and serves the
+partition, and every acknowledged record is read back once at its offset."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import Counter
+from datetime import datetime
+
+from tests.support.bucket_broker import AckedProducer, consume_all
+from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
+from tests.support.cluster_topics import create_topic, settled
+from tests.support.waits import wait_for
+from topiclake.broker.cluster_node import CONVERGE_RETRY_S
+
+TOPIC = "takeover-retry"
+EPOCH_CLAIM = rf"/log/{TOPIC}-0/leader-epochs/\d+\.claim$"
+STORAGE = {"flush_ms": 100, "seal_ms": 1500, "delete_grace_ms": 3000}
+FAILED = f"changing the leadership of {TOPIC}-0 failed; retried in {CONVERGE_RETRY_S:.0f} s"
+TRY_S = 0.5  # a try of the takeover takes at least this long before it fails (the client's own retries)
+
+
+def _stamps(log_text: str, says: str) -> list[datetime]:
+    """When each line of the broker's log saying `says` was written."""
+    return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_text.splitlines() if says in line]
+
+
+def _failures(path) -> list[datetime]:
+    return _stamps(path.read_text(errors="replace"), FAILED)
+
+
+def _timed_retry_failed(path) -> bool:
+    """Whether two failures of the takeover came at least the retry's delay apart (plus a try's own time)."""
+    failures = _failures(path)
+    return any((later - earlier).total_seconds() >= CONVERGE_RETRY_S + TRY_S
+               for earlier, later in zip(failures, failures[1:]))
+
+
+def test_a_takeover_that_fails_at_the_store_is_retried_and_the_partition_serves_again(zookeeper, store_proxy,
+                                                                                      tmp_path):
+    proxy, root, _direct = store_proxy
+    settings = cluster_settings(zookeeper.connect_string, f"/retry-{uuid.uuid4().hex[:8]}", internal_partitions=1,
+                                extra={"storage": STORAGE})
+    with ClusterBrokers(tmp_path, settings, count=2, bucket=str(root),
+                        log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
+        leader = create_topic(brokers, TOPIC, 1)[0].leader
+        survivor = next(b for b in (1, 2) if b != leader)
+        producer = AckedProducer(brokers.bootstrap, TOPIC, "v", **{"request.timeout.ms": 5000}).start()
+        producer.wait_acked(100)
+
+        rule = proxy.fail("PUT", EPOCH_CLAIM, times=None)  # 503 (not applied), past the client's own retries
+        brokers.kill(leader)
+        survivor_log = brokers.brokers[survivor].log_path
+        # The leader's death brings several events (a new controller, its reads), each a try of its
+        # own, back to back. The store keeps
+        # refusing until a try came CONVERGE_RETRY_S after the one before (the node's timed retry,
+        # nothing else left to try): then the next timed retry is the one that can succeed.
+        wait_for(lambda: _timed_retry_failed(survivor_log), 40, 0.05, what="a timed retry of the takeover failing",
+                 detail=brokers.logs)
+        proxy.clear(rule)
+        stalled = len(producer.acked)
+
+        producer.wait_acked(stalled + 200, timeout=30)
+        view = wait_for(lambda: settled(brokers, TOPIC, 1), 10, what="the survivor named leader")
+        assert view[0].leader == survivor
+        told = survivor_log.read_text(errors="replace")
+        took = _stamps(told, f"took over log/{TOPIC}-0 at epoch")
+        assert took, told[-3000:]
+        before = [at for at in _stamps(told, FAILED) if at < took[0]]
+        assert before, "the takeover did not fail first"
+        assert (took[0] - before[-1]).total_seconds() >= CONVERGE_RETRY_S, \
+            f"taken over {took[0] - before[-1]} after the last failure, not by the retry due {CONVERGE_RETRY_S} s later"
+        producer.stop(flush_s=60)
+        assert not producer.failed, producer.failed[:3]
+
+        records = consume_all(brokers.bootstrap_of(survivor), TOPIC, len(producer.acked))
+        values = Counter(value for value, _p, _o in records)
+        assert not [v for v, n in values.items() if n > 1], "a record read twice"
+        assert {(v, o) for v, _p, o in producer.acked} <= {(v, o) for v, _p, o in records}, \
+            "an acknowledged record lost or at another offset"
+        assert len({o for _v, _p, o in records}) == len(records), "an offset used twice"
