@@ -371,3 +371,29 @@ def test_an_unknown_apiversions_version_is_answered_after_the_produces_before_it
         release.set()
         holding.result(10)
         assert [struct.unpack(">i", c.read_frame()[:4])[0] for _ in range(4)] == [0, 1, 2, 3]
+
+
+def test_one_list_offsets_over_many_partitions_answers_each(broker):
+    """A consumer resetting every partition asks for all of them in one ListOffsets (looked up in
+    one pass on the writer thread): each gets its own answer, a partition that does not exist is
+    refused alone, and a topic named twice is answered twice."""
+    broker.create_topic("many-offsets", partitions=50)
+    with broker.client() as c:
+        for i in range(0, 50, 5):
+            for n in range(i // 5 + 1):
+                produce(c, "many-offsets", batch([f"{i}-{n}".encode()], ts=1_000 + n), partition=i)
+
+        def asked(*specs: tuple[int, int]):
+            return lo_req.ListOffsetsTopic(name="many-offsets", partitions=tuple(
+                lo_req.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=ts) for i, ts in specs))
+
+        latest_all = asked(*((i, -1) for i in range(51)))  # 50: no such partition
+        by_time = asked((5, 1_001), (10, -2), (15, -3))
+        answer = c.request(lo_req.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(latest_all, by_time)))
+    first, second = answer.topics
+    assert [(p.partition_index, p.error_code, p.offset) for p in first.partitions] == \
+        [(i, ErrorCode.none, i // 5 + 1 if i % 5 == 0 else 0) for i in range(50)] + \
+        [(50, ErrorCode.unknown_topic_or_partition, -1)]
+    # by time: the first record at or after it; EARLIEST; MAX_TIMESTAMP: the newest record's
+    assert [(p.partition_index, p.offset, p.timestamp) for p in second.partitions] == \
+        [(5, 1, 1_001), (10, 0, -1), (15, 3, 1_003)]

@@ -8,6 +8,7 @@ and may be given to other records by the next leader."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v11.request import ListOffsetsRequest
@@ -49,6 +50,18 @@ def _lookup(part, timestamp: int, committed: bool = False) -> tuple[int, int]:
     return found.timestamp, found.offset
 
 
+def _lookup_each(asked: list[tuple[Any, int]], committed: bool) -> list:
+    """`_lookup` of each (part, timestamp), on the I/O thread: its (timestamp, offset), or the
+    exception that partition's lookup raised (the others are answered still)."""
+    out: list = []
+    for part, timestamp in asked:
+        try:
+            out.append(_lookup(part, timestamp, committed))
+        except Exception as exc:  # answered for that partition alone
+            out.append(exc)
+    return out
+
+
 def _by_time(part, timestamp: int) -> bool:
     """A lookup by time (or MAX_TIMESTAMP) that reads a bucket partition's closed segments."""
     return part.closed is not None and (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
@@ -78,25 +91,45 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
     topic_cls = nested(cls, "topics")
     part_cls = nested(topic_cls, "partitions")
     committed = getattr(body, "isolation_level", IsolationLevel.READ_UNCOMMITTED) == IsolationLevel.READ_COMMITTED
-    topics = []
-    for topic in body.topics:
-        results = []
+    # Every partition's part first, then the lookups of the writer's log state in ONE hop to the
+    # I/O thread: a consumer resetting 2,000 partitions asks for them all in one request, and a
+    # hop each (in a row) made it ~1 s.
+    asked: list[tuple[int, str, Any, Any]] = []  # (topic entry, name, its partition entry, its part or why not)
+    for t, topic in enumerate(body.topics):
         for p in topic.partitions:
+            part: Any
             try:
                 part = await broker.partitions.get(topic.name, p.partition_index)
                 part.check_leader_epoch(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH))
-                run = broker.partitions.run_bucket_read if _by_time(part, p.timestamp) else broker.partitions.run_io
-                ts, offset = await run(_lookup, part, p.timestamp, committed)
-                if part.config.remote_storage_enable and broker.archive is not None:
-                    offset = await broker.partitions.run_read(_tiered, broker.archive, part, p.timestamp, offset)
-                code, epoch = ErrorCode.none, part.leader_epoch
-            except Exception as exc:
-                ts, offset, code, epoch = NO_TIMESTAMP, UNKNOWN_OFFSET, error_code(exc), NO_LEADER_EPOCH
-                if code == ErrorCode.unknown_server_error:
-                    log.exception("ListOffsets %s-%d at %d failed", topic.name, p.partition_index, p.timestamp)
-                else:
-                    log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, error_message(exc))
-            results.append(make(part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts,
-                                offset=offset, leader_epoch=epoch if offset >= 0 else NO_LEADER_EPOCH))
-        topics.append(make(topic_cls, name=topic.name, partitions=tuple(results)))
+            except Exception as exc:  # answered for this partition alone
+                part = exc
+            asked.append((t, topic.name, p, part))
+    local = [(part, p.timestamp) for _t, _name, p, part in asked
+             if not isinstance(part, Exception) and not _by_time(part, p.timestamp)]
+    found = iter(await broker.partitions.run_io(_lookup_each, local, committed) if local else ())
+    results: list[list] = [[] for _topic in body.topics]
+    for t, name, p, part in asked:
+        try:
+            if isinstance(part, Exception):
+                raise part
+            if _by_time(part, p.timestamp):
+                ts, offset = await broker.partitions.run_bucket_read(_lookup, part, p.timestamp, committed)
+            else:
+                outcome = next(found)
+                if isinstance(outcome, Exception):
+                    raise outcome
+                ts, offset = outcome
+            if part.config.remote_storage_enable and broker.archive is not None:
+                offset = await broker.partitions.run_read(_tiered, broker.archive, part, p.timestamp, offset)
+            code, epoch = ErrorCode.none, part.leader_epoch
+        except Exception as exc:
+            ts, offset, code, epoch = NO_TIMESTAMP, UNKNOWN_OFFSET, error_code(exc), NO_LEADER_EPOCH
+            if code == ErrorCode.unknown_server_error:
+                log.error("ListOffsets %s-%d at %d failed", name, p.partition_index, p.timestamp, exc_info=exc)
+            else:
+                log.debug("ListOffsets %s-%d: %s", name, p.partition_index, error_message(exc))
+        results[t].append(make(
+            part_cls, partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
+            leader_epoch=epoch if offset >= 0 else NO_LEADER_EPOCH))
+    topics = [make(topic_cls, name=topic.name, partitions=tuple(rows)) for topic, rows in zip(body.topics, results)]
     return make(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
