@@ -338,7 +338,9 @@ class ClusterNode:
         looks at the state when it runs."""
         if self._stopping or key in self._converging:
             return
-        if self._wanted_step(key) is not None:
+        # A step in flight (a takeover out of `_led` until it ends) may be about to do what the
+        # state no longer wants: one more step after it looks again.
+        if self._wanted_step(key) is not None or key in self._chains:
             self._converging.add(key)
             self._chain(key, lambda: self._converge_now(key))
 

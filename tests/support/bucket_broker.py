@@ -18,6 +18,7 @@ num_partitions = 2
 [groups]
 min_session_timeout_ms = 1000
 initial_rebalance_delay_ms = 0
+offsets_topic_partitions = 1
 [security]
 authorizer = "acl"
 super_users = ["User:ANONYMOUS"]
