@@ -211,6 +211,18 @@ def test_a_connection_closed_with_appends_pending_loses_no_acknowledged_record(t
     assert [str(w.message) for w in recwarn if "never awaited" in str(w.message)] == []
 
 
+def values_after_restart(root, topic: str) -> list[bytes]:
+    """The values of the topic's partition 0 as a broker started again on `root` serves them
+    (garbage collected after, so a coroutine never awaited says so)."""
+    broker = InProcessBroker(root).start()
+    try:
+        with broker.client() as c:
+            return [v for _o, v in values_of(fetch(c, topic, 0).records)]
+    finally:
+        broker.stop()
+        gc.collect()
+
+
 def test_a_stop_cut_short_with_appends_queued_acknowledges_nothing_it_did_not_append(tmp_path, caplog, recwarn,
                                                                                      monkeypatch):
     """The writer thread held up past the shutdown grace: the connection is closed with its
@@ -243,13 +255,7 @@ def test_a_stop_cut_short_with_appends_queued_acknowledges_nothing_it_did_not_ap
                 answered += 1
         except (ConnectionError, OSError):
             pass
-    broker = InProcessBroker(tmp_path / "data").start()
-    try:
-        with broker.client() as c:
-            stored = [v for _o, v in values_of(fetch(c, "cut", 0).records)]
-    finally:
-        broker.stop()
-    gc.collect()
+    stored = values_after_restart(tmp_path / "data", "cut")
     assert stored == [b"before"] + [f"q{i}".encode() for i in range(5)]
     assert answered == 0
     unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
@@ -344,13 +350,7 @@ def test_a_stop_cut_short_after_the_client_half_closed_logs_no_error(tmp_path, c
         holding.result(10)
         stopping.join(30)
         assert not stopping.is_alive()
-    broker = InProcessBroker(tmp_path / "data").start()
-    try:
-        with broker.client() as c:
-            stored = [v for _o, v in values_of(fetch(c, "half", 0).records)]
-    finally:
-        broker.stop()
-    gc.collect()
+    stored = values_after_restart(tmp_path / "data", "half")
     assert stored == [f"h{i}".encode() for i in range(5)]
     unhandled = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.name == "asyncio"]
     assert unhandled == []
