@@ -56,7 +56,7 @@ CLIENT_IN_FLIGHT_LIMIT = 5  # an idempotent client's max.in.flight.requests.per.
 
 @dataclass(slots=True)
 class _Due:
-    """A request whose answer is due later: what its answer needs, and when it was sent."""
+    """A request whose answer is due later: what its answer needs (its request read at `received`)."""
 
     request: Any
     route: Any
