@@ -131,7 +131,7 @@ class Connection:
     async def _wait_for_room(self) -> None:
         """Read no further while MAX_ANSWERS_LATER answers (or MAX_BYTES_LATER) are due, or a later
         answer's throttle lasts. A client with CLIENT_IN_FLIGHT_LIMIT answers due sends nothing more
-        if it is idempotent: the store's tick is brought forward (`BucketService.window_full`)."""
+        if it is idempotent: the store's tick is brought forward (`TickSchedule.window_full`)."""
         if self.writer.transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
             if self.writer.is_closing():
                 raise ConnectionError("closed while answering")
@@ -141,7 +141,7 @@ class Connection:
         if len(self._answers_later) >= CLIENT_IN_FLIGHT_LIMIT:
             bucket = self.broker.partitions.bucket
             if bucket is not None:
-                bucket.window_full()
+                bucket.schedule.window_full()
         while len(self._answers_later) >= MAX_ANSWERS_LATER or self._bytes_later > MAX_BYTES_LATER:
             await asyncio.wait([self._answers_later[0].answered])
         if self.writer.is_closing():

@@ -8,4 +8,5 @@ is a cache that nothing trusts on start, built on topiclake.objectlog.
     takeover.py  a partition taken over from the bucket at a new epoch into the cache
     metadata.py  the metadata files of the root (topics, configs, cluster id) kept in the bucket
     service.py   the flush tick, the produce waiters, the lease, and stopping when fenced
+    tick_schedule.py  when the next tick runs: flush_ms, or earlier for records that would wait two
 """

@@ -1,15 +1,14 @@
 """The broker's side of a bucket root: the lease, the metadata mirror, the partitions' tails and
 the flush tick (docs/OBJECT-STORAGE.md, "Write path" and "Ownership and takeover").
 
-Every `flush_ms` (at once when a partition holds `flush_bytes` unflushed, and `full_window_flush_ms`
-after a connection's client reached its in-flight limit: `window_full`), one tick on its own
-thread syncs the metadata, then flushes every partition with unflushed batches, their PUTs in
-parallel on a pool, each followed by its fence check; a produce request waiting on a partition
-is answered when its offsets are flushed (`wait_flushed`), or with REQUEST_TIMED_OUT at its
-timeout (the store down: producers retry, the tick keeps retrying the same bytes). A partition's
-seal and manifest poll (`_maintain`) run beside the tick on their own pool, one at a time per
-partition (`PartitionTail.maintaining`): a seal uploads up to a whole segment, and no flush of any
-partition waits for it. Nothing here runs object I/O on the event loop.
+Every `flush_ms` (or earlier: tick_schedule.TickSchedule), one tick on its own thread syncs the
+metadata, then flushes every partition with unflushed batches, their PUTs in parallel on a pool,
+each followed by its fence check; a produce request waiting on a partition is answered when its
+offsets are flushed (`wait_flushed`), or with REQUEST_TIMED_OUT at its timeout (the store down:
+producers retry, the tick keeps retrying the same bytes). A partition's seal and manifest poll
+(`_maintain`) run beside the tick on their own pool, one at a time per partition
+(`PartitionTail.maintaining`): a seal uploads up to a whole segment, and no flush of any partition
+waits for it. Nothing here runs object I/O on the event loop.
 
 A newer epoch, a lost lease or a metadata conflict means another broker leads this root: the
 service is fenced, every waiting produce gets NOT_LEADER_OR_FOLLOWER, and the broker stops.
@@ -51,6 +50,7 @@ from .metadata import MetadataConflict, MetadataMirror, reserve_producer_id_bloc
 from .settings import BucketSettings
 from .tail import MANIFEST_POLL_S, PartitionTail
 from .takeover import take_over
+from .tick_schedule import TickSchedule
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,7 @@ class BucketService:
         # (a tick adopting a winner's object between the handling and its sync would lose the change).
         self._changing = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
-        self._hurry: asyncio.TimerHandle | None = None  # a tick brought forward by a full window
+        self.schedule = TickSchedule(settings.flush_ms, settings.full_window_flush_ms)
         self._waiters: dict[PartitionTail, list[tuple[int, asyncio.Future]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=FLUSH_THREADS, thread_name_prefix="topiclake-bucket")
         self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
@@ -238,7 +237,7 @@ class BucketService:
     def start(self) -> None:
         """On the event loop, once partitions may open: the tick and the lease renewals."""
         self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        self.schedule.start()
         self._tasks = [asyncio.create_task(self._tick_forever()),
                        asyncio.create_task(self._refresh_forever() if self.clustered else self._renew_forever())]
 
@@ -256,29 +255,13 @@ class BucketService:
         future = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda done: done.cancelled() or done.exception())  # told to nobody after a timeout
         self._waiters.setdefault(tail, []).append((end, future))
-        if tail.unflushed_bytes >= self.settings.flush_bytes and self._wake is not None:
-            self._wake.set()
+        if tail.unflushed_bytes >= self.settings.flush_bytes:
+            self.schedule.now()
         try:
             await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 0.001))
         except asyncio.TimeoutError:
             raise RequestTimedOut(f"{part}: offsets below {end} were not stored in the bucket within "
                                   f"{timeout_s:.1f} s (is the object store reachable?)") from None
-
-    def window_full(self) -> None:
-        """On the event loop: a connection has CLIENT_IN_FLIGHT_LIMIT produce answers waiting for the
-        store: an idempotent client (the Java client keeps 5 in flight) holds back every record it
-        produces until one is answered, and a client without a limit (librdkafka's default producer)
-        is producing faster than one request a tick. Waiting out the whole tick would make those
-        records wait two ticks; bringing it forward bounds that at the cost of a few more PUTs, and
-        only while some client is that busy (docs/OBJECT-STORAGE.md, "Write path")."""
-        if self._hurry is not None or self._wake is None or self._loop is None:
-            return
-        wake = self._wake
-
-        def hurry() -> None:
-            self._hurry = None
-            wake.set()
-        self._hurry = self._loop.call_later(self.settings.full_window_flush_ms / 1000, hurry)
 
     async def changing_metadata(self, handle: Callable[[], Awaitable[Any]]) -> Any:
         """A request that changes the root's metadata: `handle()` it, and answer (return) once its
@@ -361,8 +344,7 @@ class BucketService:
         """Clean stop, before the partitions close: running seals finish, then a last flush of
         everything appended (`tick`: not when the store is failing)."""
         self.begin_stop()
-        if self._hurry is not None:
-            self._hurry.cancel()
+        self.schedule.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -487,13 +469,8 @@ class BucketService:
 
     async def _tick_forever(self) -> None:
         loop = asyncio.get_running_loop()
-        wake = self._wake = self._wake or asyncio.Event()
         while not self.fenced:
-            try:
-                await asyncio.wait_for(wake.wait(), self.settings.flush_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            wake.clear()
+            await self.schedule.next_tick()
             try:
                 await loop.run_in_executor(self._ticker, self.tick)
             except Exception:  # e.g. the store refusing a metadata read: flushing must go on

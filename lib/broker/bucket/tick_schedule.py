@@ -1,0 +1,84 @@
+"""When a bucket root's flush tick runs next (docs/OBJECT-STORAGE.md, "Write path"): every
+`flush_ms`, and earlier in three cases, each of which would otherwise hold records back:
+
+- a partition holds `flush_bytes` unflushed: at once (`now`);
+- a connection's client has CLIENT_IN_FLIGHT_LIMIT answers due and sends nothing more until one
+  is answered: `full_window_flush_ms` later (`window_full`), one early tick however many ask;
+- a produce arrives whose records are already old (`records_waiting`): a client that keeps one
+  request in flight per partition (librdkafka's idempotent producer) holds every record produced
+  while one request waits for its tick, and sends them only when it is answered. Waiting out a
+  whole tick more would make those records wait two ticks. The tick comes when the oldest of them
+  is `flush_ms` old (by its batch's base timestamp, the producer's clock), so a record waits about
+  one tick however it was held. Records older than two ticks were not held for one (replayed
+  records keep their timestamps, a clock may be far behind ours): they bring nothing forward. At
+  most one such early tick per `flush_ms`: the PUTs at most double, whatever the producers'
+  clocks say (a clock a little behind ours makes every record look old, one ahead makes none).
+
+Everything here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+HELD_AT_MOST_TICKS = 2  # a record older than this many ticks was not held back for one
+
+class TickSchedule:
+    def __init__(self, flush_ms: int, full_window_flush_ms: int):
+        self.flush_s = flush_ms / 1000
+        self.full_window_s = full_window_flush_ms / 1000
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._window_timer: asyncio.TimerHandle | None = None
+        self._aged_timer: asyncio.TimerHandle | None = None
+        self._aged_at = -math.inf  # loop time of the last early tick for old records
+        self._regular_at = math.inf  # loop time of the next tick if nothing brings it forward
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+
+    async def next_tick(self) -> None:
+        """Until the next tick is due: `flush_ms` after the last one, or earlier if asked."""
+        assert self._loop is not None and self._wake is not None, "start() first"
+        self._regular_at = self._loop.time() + self.flush_s
+        try:
+            await asyncio.wait_for(self._wake.wait(), self.flush_s)
+        except asyncio.TimeoutError:
+            pass
+        self._wake.clear()
+        # while a tick runs, the next one is at least flush_ms away (a lower bound of the real time)
+        self._regular_at = self._loop.time() + self.flush_s
+
+    def now(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def window_full(self) -> None:
+        if self._window_timer is not None or self._loop is None:
+            return
+
+        def due() -> None:
+            self._window_timer = None
+            self.now()
+        self._window_timer = self._loop.call_later(self.full_window_s, due)
+
+    def records_waiting(self, created_ms: int) -> None:
+        """A produce waits for the tick; `created_ms`: its oldest batch's base timestamp."""
+        if self._loop is None:
+            return
+        age_s = time.time() - created_ms / 1000
+        if age_s > HELD_AT_MOST_TICKS * self.flush_s:
+            return
+        at = self._loop.time() + max(0.0, self.flush_s - age_s)
+        if at >= self._regular_at or at - self._aged_at < self.flush_s:
+            return  # the regular tick is soon enough, or this flush_ms had its early tick
+        self._aged_at = at
+        self._aged_timer = self._loop.call_at(at, self.now)
+
+    def cancel(self) -> None:
+        for timer in (self._window_timer, self._aged_timer):
+            if timer is not None:
+                timer.cancel()
