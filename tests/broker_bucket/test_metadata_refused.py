@@ -1,0 +1,67 @@
+"""A metadata change the store refuses for good (a 403: the client does not retry a 4xx) on a
+bucket root (lib/broker/bucket/service.py `changing_metadata`, lib/broker/connection.py): the
+request is answered, each topic with UNKNOWN_SERVER_ERROR and a message naming it and the store's
+refusal, and the connection stays open (it was closed without an answer). The change stays in the
+broker's cache: a later tick stores it once the store takes it (as after a 5xx)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.create_topics.v7 import request as create_req
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12 import request as md_req
+
+from tests.support.bucket_broker import BucketBrokers
+from tests.support.waits import wait_for
+from topiclake.client.conn import BrokerConnection
+
+STORAGE = "flush_timeout_ms = 2000"
+REFUSED = r"/topics/denied(-raw)?\.json$"  # the two topics the store refuses; any other it takes
+
+
+def _create(client: BrokerConnection, name: str):
+    """One CreateTopics of `name` (one partition) on `client`'s connection; the topic's answer."""
+    topic = create_req.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=())
+    answer = client.request(create_req.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10),
+                                                           validate_only=False))
+    return answer.topics[0]
+
+
+def test_a_create_topics_the_store_refuses_is_answered_with_an_error_on_the_open_connection(tmp_path, store_proxy):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proxy, root, direct = store_proxy
+    brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
+    try:
+        broker = brokers.start("only")
+        # Until cleared: the request's own sync and every tick's meet the refusal, whichever comes first.
+        rule = proxy.fail("PUT", REFUSED, action=403, times=None)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        with pytest.raises(KafkaException) as refused:
+            admin.create_topics([NewTopic("denied", 1, 1)], request_timeout=20)["denied"].result(30)
+        error = refused.value.args[0]
+        assert error.code() == KafkaError.UNKNOWN, error  # Kafka's UNKNOWN_SERVER_ERROR (-1)
+        assert "denied" in error.str() and "AccessDenied" in error.str(), error.str()
+
+        with BrokerConnection(broker.bootstrap, timeout=30) as client:
+            answer = _create(client, "denied-raw")
+            assert answer.error_code == ErrorCode.unknown_server_error, answer
+            assert "denied-raw" in answer.error_message and "AccessDenied" in answer.error_message, answer
+            proxy.clear(rule)
+            assert rule.hits >= 2, rule.seen
+            # The same connection answers the next requests.
+            assert _create(client, "accepted").error_code == ErrorCode.none
+            metadata = client.request(md_req.MetadataRequest(
+                topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            assert {"denied", "denied-raw", "accepted"} <= {t.name for t in metadata.topics}, metadata
+        admin.create_topics([NewTopic("after", 1, 1)])["after"].result(30)  # and so does the admin client
+
+        # Refused, not forgotten: the tick stores the changes once the store takes them.
+        wait_for(lambda: direct.head("topics/denied.json") is not None and direct.head("topics/denied-raw.json"),
+                 20, 0.1, what="the refused topics' objects stored by a later tick")
+        assert broker.proc.poll() is None, "the broker stopped"
+    finally:
+        brokers.kill_all()
