@@ -1,8 +1,9 @@
 """A metadata change the store refuses for good (a 403: the client does not retry a 4xx) on a
 bucket root (lib/broker/bucket/service.py `changing_metadata`, lib/broker/connection.py): the
 request is answered, each topic with UNKNOWN_SERVER_ERROR and a message naming it and the store's
-refusal, and the connection stays open (it was closed without an answer). The change stays in the
-broker's cache: a later tick stores it once the store takes it (as after a 5xx)."""
+refusal, and the connection stays open (it was closed without an answer); a config change alike.
+The change stays in the broker's cache: a later tick stores it once the store takes it (as after
+a 5xx)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def _create(client: BrokerConnection, name: str):
 
 def test_a_create_topics_the_store_refuses_is_answered_with_an_error_on_the_open_connection(tmp_path, store_proxy):
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                       ResourceType)
 
     proxy, root, direct = store_proxy
     brokers = BucketBrokers(tmp_path, root, storage=STORAGE)
@@ -58,6 +60,16 @@ def test_a_create_topics_the_store_refuses_is_answered_with_an_error_on_the_open
                 topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
             assert {"denied", "denied-raw", "accepted"} <= {t.name for t in metadata.topics}, metadata
         admin.create_topics([NewTopic("after", 1, 1)])["after"].result(30)  # and so does the admin client
+
+        # Every metadata request takes the same path: a config change refused answers its resource.
+        rule = proxy.fail("PUT", r"/topics/after\.json$", action=403, times=None)
+        resource = ConfigResource(ResourceType.TOPIC, "after", incremental_configs=[
+            ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as refused:
+            admin.incremental_alter_configs([resource])[resource].result(30)
+        error = refused.value.args[0]
+        assert error.code() == KafkaError.UNKNOWN and "after" in error.str(), error
+        proxy.clear(rule)
 
         # Refused, not forgotten: the tick stores the changes once the store takes them.
         wait_for(lambda: direct.head("topics/denied.json") is not None and direct.head("topics/denied-raw.json"),
