@@ -432,6 +432,9 @@ class ClusterNode:
         runtime = self.runtimes.get(topic)
         if runtime is not None:
             await runtime.unload(partition)
+        # A resignation sends nothing to the store or ZooKeeper (the next leader's claim fences this
+        # one): the partition leaves the served set, then its files close. Its one step that may
+        # raise, the unload, runs while the key is still in `_led`, so `_chain` retries it.
         del self._led[key]
         await self.partitions.resign(topic, partition)
         self._changes.resigned(key)
