@@ -7,27 +7,17 @@ a 5xx)."""
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
-from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md_req
 
 from tests.support.bucket_broker import BucketBrokers
+from tests.support.topics import create_on
 from tests.support.waits import wait_for
 from topiclake.client.conn import BrokerConnection
 
 STORAGE = "flush_timeout_ms = 2000"
 REFUSED = r"/topics/denied(-raw)?\.json$"  # the two topics the store refuses; any other it takes
-
-
-def _create(client: BrokerConnection, name: str):
-    """One CreateTopics of `name` (one partition) on `client`'s connection; the topic's answer."""
-    topic = create_req.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=())
-    answer = client.request(create_req.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10),
-                                                           validate_only=False))
-    return answer.topics[0]
 
 
 def test_a_create_topics_the_store_refuses_is_answered_with_an_error_on_the_open_connection(tmp_path, store_proxy):
@@ -49,13 +39,13 @@ def test_a_create_topics_the_store_refuses_is_answered_with_an_error_on_the_open
         assert "denied" in error.str() and "AccessDenied" in error.str(), error.str()
 
         with BrokerConnection(broker.bootstrap, timeout=30) as client:
-            answer = _create(client, "denied-raw")
+            answer = create_on(client, "denied-raw")
             assert answer.error_code == ErrorCode.unknown_server_error, answer
             assert "denied-raw" in answer.error_message and "AccessDenied" in answer.error_message, answer
             proxy.clear(rule)
             assert rule.hits >= 2, rule.seen
             # The same connection answers the next requests.
-            assert _create(client, "accepted").error_code == ErrorCode.none
+            assert create_on(client, "accepted").error_code == ErrorCode.none
             metadata = client.request(md_req.MetadataRequest(
                 topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
             assert {"denied", "denied-raw", "accepted"} <= {t.name for t in metadata.topics}, metadata

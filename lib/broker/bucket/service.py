@@ -333,10 +333,12 @@ class BucketService:
         return NOT_SYNCED
 
     def _refresh_metadata(self) -> None:
-        """Cluster mode: the other brokers' metadata changes into the cache."""
+        """Cluster mode: the other brokers' metadata changes into the cache. Not read (the store
+        down, or refusing: a 403 is not retried by the client), a request's change is made on the
+        cache's copy, and its If-Match upload still refuses to overwrite a change not read."""
         try:
             changed = self.mirror.refresh()
-        except StoreUnavailable as exc:
+        except ObjectStoreError as exc:
             log.warning("metadata not refreshed from the bucket: %s", exc)
             return
         if changed:
