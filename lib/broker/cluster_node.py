@@ -327,9 +327,19 @@ class ClusterNode:
                 self._spawn(self._apply(change, self._token), f"moving the leader of {key[0]}-{key[1]}")
 
     def fenced(self, topic: str, partition: int) -> None:
-        """An append to the partition found a newer leader's claim: stop serving it now."""
+        """An append to the partition found a newer leader's claim: stop serving it now, then look
+        at its state again. Usually it names the newer leader (or soon will: nothing to do), but one
+        that still names this broker changes no more, so nothing else would ever look again: the
+        partition would stay named to a broker that does not serve it. The look takes it over
+        above the claim (the epoch raised by compare-and-set, which fails if the state moved)."""
         key = (topic, partition)
-        self._soon(lambda: self._chain(key, lambda: self._resign(key)) if key in self._led else None)
+
+        def resign() -> None:
+            if key in self._led:
+                self._chain(key, lambda: self._resign(key))
+                self._converge(key)  # queued after the resignation: it sees the partition let go
+
+        self._soon(resign)
 
     # ============================================================ per-partition changes
     def _converge(self, key: Key) -> None:
