@@ -200,8 +200,6 @@ def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegi
     return chunks
 
 
-
-
 def entries_failed(response: Any, code: Any, why: str) -> Any:
     """`response` with every entry of its top-level arrays that succeeded answered `code` instead,
     with the message '<its name>: why' where the version carries one: an error for each topic,
