@@ -327,9 +327,19 @@ class ClusterNode:
                 self._spawn(self._apply(change, self._token), f"moving the leader of {key[0]}-{key[1]}")
 
     def fenced(self, topic: str, partition: int) -> None:
-        """An append to the partition found a newer leader's claim: stop serving it now."""
+        """An append to the partition found a newer leader's claim: stop serving it now, then look
+        at its state again. Usually it names the newer leader (or soon will: nothing to do), but one
+        that still names this broker changes no more, so nothing else would ever look again: the
+        partition would stay named to a broker that does not serve it. The look takes it over
+        above the claim (the epoch raised by compare-and-set, which fails if the state moved)."""
         key = (topic, partition)
-        self._soon(lambda: self._chain(key, lambda: self._resign(key)) if key in self._led else None)
+
+        def resign() -> None:
+            if key in self._led:
+                self._chain(key, lambda: self._resign(key))
+                self._converge(key)  # queued after the resignation: it sees the partition let go
+
+        self._soon(resign)
 
     # ============================================================ per-partition changes
     def _converge(self, key: Key) -> None:
@@ -432,6 +442,9 @@ class ClusterNode:
         runtime = self.runtimes.get(topic)
         if runtime is not None:
             await runtime.unload(partition)
+        # A resignation sends nothing to the store or ZooKeeper (the next leader's claim fences this
+        # one): the partition leaves the served set, then its files close. Its one step that may
+        # raise, the unload, runs while the key is still in `_led`, so `_chain` retries it.
         del self._led[key]
         await self.partitions.resign(topic, partition)
         self._changes.resigned(key)

@@ -29,9 +29,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from . import wire
 from .api_keys import ApiKey
-from .bucket.metadata import CHANGES_METADATA
+from .bucket.metadata import CHANGES_METADATA, MetadataNotStored
 from .context import BrokerContext
 from .errors import CloseConnection
 from .handlers import REGISTRY
@@ -216,6 +218,8 @@ class Connection:
                 response = await bucket.changing_metadata(lambda: gate.dispatch(self.broker, route, request))
             else:
                 response = await gate.dispatch(self.broker, route, request)  # the authorizer's checks, then the handler
+        except MetadataNotStored as exc:  # handled, the store refused it: an error answer, never a closed connection
+            response = wire.entries_failed(exc.response, ErrorCode.unknown_server_error, str(exc))
         except CloseConnection as exc:
             log.info("closing %s: %s", self.peer, exc)
             return False

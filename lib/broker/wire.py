@@ -13,6 +13,7 @@ never pass through Python when the transport can splice them.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import struct
@@ -199,3 +200,23 @@ def encode_response(correlation_id: int, response: Any) -> list[bytes | FileRegi
     return chunks
 
 
+def entries_failed(response: Any, code: Any, why: str) -> Any:
+    """`response` with every entry of its top-level arrays that succeeded answered `code` instead,
+    with the message '<its name>: why' where the version carries one: an error for each topic,
+    resource or user of a request whose change did not take (entries that failed keep theirs)."""
+    changed = {}
+    for field in dataclasses.fields(response):
+        entries = getattr(response, field.name)
+        if isinstance(entries, tuple) and entries and dataclasses.is_dataclass(entries[0]) \
+                and has_field(type(entries[0]), "error_code"):
+            changed[field.name] = tuple(_entry_failed(entry, code, why) for entry in entries)
+    return dataclasses.replace(response, **changed)
+
+
+def _entry_failed(entry: Any, code: Any, why: str) -> Any:
+    if entry.error_code != 0:
+        return entry
+    if not has_field(type(entry), "error_message"):
+        return dataclasses.replace(entry, error_code=code)
+    name = next((getattr(entry, n) for n in ("name", "resource_name", "user") if has_field(type(entry), n)), None)
+    return dataclasses.replace(entry, error_code=code, error_message=f"{name}: {why}" if name else why)

@@ -11,7 +11,8 @@ Actions: an HTTP error with an S3 error document, the request not forwarded (503
 InternalError, 403 AccessDenied: obstore retries 5xx, never 4xx), DROP (the connection closed
 before the request is forwarded: the store never saw it), LOSE_ANSWER (forwarded and applied, then the connection
 closed before the answer: the client cannot know it landed); `applied=True` makes an HTTP error
-come after the store applied the request (S3 documents that a 500 may have).
+come after the store applied the request (S3 documents that a 500 may have). Each request
+reaches the store once, on a connection of its own (`_forward`): the proxy never sends one again.
 """
 
 from __future__ import annotations
@@ -112,8 +113,7 @@ class _QuietServer(ThreadingHTTPServer):
 
 def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as the client expects of S3
-        upstream: http.client.HTTPConnection | None = None
+        protocol_version = "HTTP/1.1"  # keep-alive with the client, as it expects of S3
 
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
             pass  # the broker's log says what its requests met
@@ -166,26 +166,25 @@ def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
             return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
         def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-            """The request, as the client signed it, to the store; its answer."""
-            for attempt in (1, 2):  # a kept-alive upstream connection the store closed meanwhile
-                if self.upstream is None:
-                    self.upstream = http.client.HTTPConnection(*faults.upstream, timeout=30)
-                try:
-                    self.upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                    for name, value in self.headers.items():
-                        if name.lower() not in _NOT_FORWARDED and name.lower() != "content-length":
-                            self.upstream.putheader(name, value)
-                    self.upstream.putheader("Content-Length", str(len(body)))
-                    self.upstream.endheaders(body)
-                    response = self.upstream.getresponse()
-                    answer = response.read()
-                    return response.status, response.reason, response.getheaders(), answer
-                except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                    self.upstream.close()
-                    self.upstream = None
-                    if attempt == 2:
-                        raise
-            raise AssertionError("unreachable")
+            """The request, as the client signed it, to the store, once, on a connection of its own;
+            its answer. Never sent again: a store connection that closes unanswered may have applied
+            it, and a second send would apply a write twice (a LOSE_ANSWER rule's too) or meet a
+            conditional PUT's own first copy (412). The client sees that connection go and retries
+            as it would without the proxy. (A kept-alive store connection would need exactly such a
+            second send whenever the store had closed it while idle: so none is kept.)"""
+            upstream = http.client.HTTPConnection(*faults.upstream, timeout=30)
+            try:
+                upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                for name, value in self.headers.items():
+                    if name.lower() not in _NOT_FORWARDED and name.lower() != "content-length":
+                        upstream.putheader(name, value)
+                upstream.putheader("Content-Length", str(len(body)))
+                upstream.endheaders(body)
+                response = upstream.getresponse()
+                answer = response.read()
+                return response.status, response.reason, response.getheaders(), answer
+            finally:
+                upstream.close()
 
         def _error(self, status: int) -> None:
             code = S3_ERRORS.get(status, "InternalError")
@@ -205,10 +204,5 @@ def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-
-        def finish(self) -> None:
-            super().finish()
-            if self.upstream is not None:
-                self.upstream.close()
 
     return Handler

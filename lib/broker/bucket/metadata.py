@@ -74,6 +74,17 @@ class MetadataConflict(TopiclakeError):
         self.keys = keys
 
 
+class MetadataNotStored(Exception):
+    """A request's metadata change that the store refused for good (a 4xx such as 403 AccessDenied,
+    which the client does not retry). The change is made in this broker's cache and every flush
+    tick tries to store it again, as after a 5xx, but the request must not be answered as if it
+    were in the bucket: the connection answers `response` with each entry that succeeded failed."""
+
+    def __init__(self, response: Any, cause: Exception):
+        super().__init__(f"made on this broker but not stored in the bucket (each flush tick tries again): {cause}")
+        self.response = response
+
+
 def _mirrored(key: str) -> bool:
     name = key.rpartition("/")[2]
     return not (name.startswith(".") or name.endswith(".tmp") or any(key.startswith(p) for p in LOCAL_ONLY))

@@ -42,11 +42,11 @@ from topiclake.objectlog.notices import NoticeWatcher, notice_key
 from topiclake.segments.errors import UnknownTopicError
 from topiclake.segments.ownership import LOCK_NAME
 from topiclake.segments.storage import StorageLayout
-from topiclake.store.errors import ObjectNotFound, StoreUnavailable
+from topiclake.store.errors import ObjectNotFound, ObjectStoreError, StoreUnavailable
 from topiclake.store.objects import ObjectStore
 
 from ..errors import NotLeaderOrFollower, RequestTimedOut
-from .metadata import MetadataConflict, MetadataMirror, reserve_producer_id_block
+from .metadata import MetadataConflict, MetadataMirror, MetadataNotStored, reserve_producer_id_block
 from .settings import BucketSettings
 from .tail import MANIFEST_POLL_S, PartitionTail
 from .takeover import take_over
@@ -272,7 +272,7 @@ class BucketService:
         loop = asyncio.get_running_loop()
         if not self.clustered:
             response = await handle()
-            await loop.run_in_executor(self._ticker, self._sync_metadata)
+            await self._sync_changed(response)
             return response
         async with self._metadata_lock:
             self._changing.set()
@@ -280,13 +280,23 @@ class BucketService:
                 for attempt in range(1, METADATA_TRIES + 1):
                     await loop.run_in_executor(self._ticker, self._refresh_metadata)
                     response = await handle()
-                    if await loop.run_in_executor(self._ticker, self._sync_metadata) != LOST_RACE:
+                    if await self._sync_changed(response) != LOST_RACE:
                         break
                     log.info("a metadata change lost its race to another broker (try %d of %d): made again",
                              attempt, METADATA_TRIES)
             finally:
                 self._changing.clear()
             return response
+
+    async def _sync_changed(self, response: Any) -> str:
+        """A metadata request's own sync (on the tick's thread). The store refusing for good (a 4xx,
+        never retried by the client) raises MetadataNotStored with the request's `response`, for
+        the connection to answer with errors: the change stays in the cache for the ticks."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._ticker, self._sync_metadata)
+        except ObjectStoreError as exc:
+            log.warning("a metadata change is not stored in the bucket, tried again at each tick: %s", exc)
+            raise MetadataNotStored(response, exc) from exc
 
     def _sync_metadata(self) -> str:
         if self.fenced:
@@ -306,10 +316,12 @@ class BucketService:
         return NOT_SYNCED
 
     def _refresh_metadata(self) -> None:
-        """Cluster mode: the other brokers' metadata changes into the cache."""
+        """Cluster mode: the other brokers' metadata changes into the cache. Not read (the store
+        down, or refusing: a 403 is not retried by the client), a request's change is made on the
+        cache's copy, and its If-Match upload still refuses to overwrite a change not read."""
         try:
             changed = self.mirror.refresh()
-        except StoreUnavailable as exc:
+        except ObjectStoreError as exc:
             log.warning("metadata not refreshed from the bucket: %s", exc)
             return
         if changed:
