@@ -11,8 +11,10 @@
   is `flush_ms` old (by its batch's base timestamp, the producer's clock), so a record waits about
   one tick however it was held. Records older than two ticks were not held for one (replayed
   records keep their timestamps, a clock may be far behind ours): they bring nothing forward. At
-  most one such early tick per `flush_ms`: the PUTs at most double, whatever the producers'
-  clocks say (a clock a little behind ours makes every record look old, one ahead makes none).
+  most one such early tick between two regular ones, and none that would come within a tenth of
+  `flush_ms` of the regular one (it would spend the allowance for nothing): the PUTs at most
+  double, whatever the producers' clocks say (a clock a little behind ours makes every record
+  look old, one ahead makes none).
 
 Everything here runs on the event loop.
 """
@@ -24,6 +26,7 @@ import math
 import time
 
 HELD_AT_MOST_TICKS = 2  # a record older than this many ticks was not held back for one
+NOT_WORTH_TICKS = 0.1  # an early tick this close to the regular one is not worth its allowance
 
 class TickSchedule:
     def __init__(self, flush_ms: int, full_window_flush_ms: int):
@@ -33,7 +36,7 @@ class TickSchedule:
         self._wake: asyncio.Event | None = None
         self._window_timer: asyncio.TimerHandle | None = None
         self._aged_timer: asyncio.TimerHandle | None = None
-        self._aged_at = -math.inf  # loop time of the last early tick for old records
+        self._early_allowed = True  # no early tick for old records since the last regular tick
         self._regular_at = math.inf  # loop time of the next tick if nothing brings it forward
 
     def start(self) -> None:
@@ -47,8 +50,11 @@ class TickSchedule:
         try:
             await asyncio.wait_for(self._wake.wait(), self.flush_s)
         except asyncio.TimeoutError:
-            pass
+            self._early_allowed = True
         self._wake.clear()
+        if self._aged_timer is not None:  # this tick flushes what it was for
+            self._aged_timer.cancel()
+            self._aged_timer = None
         # while a tick runs, the next one is at least flush_ms away (a lower bound of the real time)
         self._regular_at = self._loop.time() + self.flush_s
 
@@ -67,15 +73,15 @@ class TickSchedule:
 
     def records_waiting(self, created_ms: int) -> None:
         """A produce waits for the tick; `created_ms`: its oldest batch's base timestamp."""
-        if self._loop is None:
+        if self._loop is None or not self._early_allowed:
             return
         age_s = time.time() - created_ms / 1000
         if age_s > HELD_AT_MOST_TICKS * self.flush_s:
             return
         at = self._loop.time() + max(0.0, self.flush_s - age_s)
-        if at >= self._regular_at or at - self._aged_at < self.flush_s:
-            return  # the regular tick is soon enough, or this flush_ms had its early tick
-        self._aged_at = at
+        if at >= self._regular_at - NOT_WORTH_TICKS * self.flush_s:
+            return  # the regular tick is soon enough
+        self._early_allowed = False
         self._aged_timer = self._loop.call_at(at, self.now)
 
     def cancel(self) -> None:
