@@ -1,7 +1,7 @@
 """Records a client held back while its previous request waited for the flush tick (librdkafka's
 idempotent producer keeps one request per partition in flight) are stored once they are
-`flush_ms` old, not a whole tick after they arrive; at most one such early tick per `flush_ms`,
-and none for records older than two ticks (tick_schedule.TickSchedule). Raw produce requests
+`flush_ms` old, not a whole tick after they arrive; at most one such early tick between two
+regular ones, and none for records older than two ticks (tick_schedule.TickSchedule). Raw produce requests
 with chosen batch timestamps, on a broker that flushes every 5 s and never seals meanwhile (a
 seal flushes what is there)."""
 
@@ -51,7 +51,7 @@ def _check_ticks(bootstrap: str) -> None:
         # created 4.5 s ago (held by its client): stored when 5 s old, not after a tick of 5 s more
         first = acknowledged_after(client, b"held", time.time() - FLUSH_S + 0.5)
         assert first < 2.5, f"a record {FLUSH_S - 0.5} s old waited {first:.1f} s more"
-        # just as old, right after: this flush_ms had its early tick, so it waits for the regular one
+        # just as old, right after: the early tick since the regular one was had, so it waits for the next
         second = acknowledged_after(client, b"held too", time.time() - FLUSH_S + 0.5)
         assert second > 2.5, f"a second early tick within flush_ms ({second:.1f} s): PUTs unbounded"
         # a record from the future (a producer clock ahead) brings nothing forward either
