@@ -326,20 +326,22 @@ class ClusterNode:
             if change is not None:
                 self._spawn(self._apply(change, self._token), f"moving the leader of {key[0]}-{key[1]}")
 
-    def fenced(self, topic: str, partition: int) -> None:
-        """An append to the partition found a newer leader's claim: stop serving it now, then look
-        at its state again. Usually it names the newer leader (or soon will: nothing to do), but one
-        that still names this broker changes no more, so nothing else would ever look again: the
-        partition would stay named to a broker that does not serve it. The look takes it over
-        above the claim (the epoch raised by compare-and-set, which fails if the state moved)."""
+    def fenced(self, topic: str, partition: int, lead: tuple[int, int]) -> None:
+        """An append to the partition, led as `lead`, found a newer leader's claim: stop serving
+        it now, then look at its state again. Usually it names the newer leader (or soon will:
+        nothing to do), but one that still names this broker changes no more, so nothing else
+        would ever look again: the partition would stay named to a broker that does not serve it.
+        The look takes it over above the claim (the epoch raised by compare-and-set, which fails
+        if the state moved)."""
         key = (topic, partition)
+        self._soon(lambda: self._chain(key, lambda: self._resign_fenced(key, lead)))
 
-        def resign() -> None:
-            if key in self._led:
-                self._chain(key, lambda: self._resign(key))
-                self._converge(key)  # queued after the resignation: it sees the partition let go
-
-        self._soon(resign)
+    async def _resign_fenced(self, key: Key, lead: tuple[int, int]) -> None:
+        """The fenced leadership alone: a takeover at a newer epoch that ran first stays."""
+        if self._led.get(key) != lead:
+            return
+        await self._resign(key)
+        self._converge(key)  # the partition is let go now: a step queued earlier ran before this
 
     # ============================================================ per-partition changes
     def _converge(self, key: Key) -> None:
@@ -429,8 +431,9 @@ class ClusterNode:
             else:
                 log.info("%s-%d: not taking over at epoch %d: %s", topic, partition, epoch, exc)
             return
-        part.on_fenced = lambda: self.fenced(topic, partition)
-        self._led[key] = _lead_of(current)
+        lead = _lead_of(current)
+        part.on_fenced = lambda: self.fenced(topic, partition, lead)
+        self._led[key] = lead
         if runtime is not None:
             await runtime.load(partition)
         self._changes.took_over(key)

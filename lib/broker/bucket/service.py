@@ -487,6 +487,8 @@ class BucketService:
                 await loop.run_in_executor(self._ticker, self.tick)
             except Exception:  # e.g. the store refusing a metadata read: flushing must go on
                 log.exception("flush tick failed; the next one runs in %d ms", self.settings.flush_ms)
+                # not sooner, whatever asks: a produce at flush_bytes would retry it per request
+                await asyncio.sleep(self.settings.flush_ms / 1000)
 
     async def _renew_forever(self) -> None:
         while not self.fenced:

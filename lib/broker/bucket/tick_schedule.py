@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from typing import Iterable
 
 HELD_AT_MOST_TICKS = 2  # a record older than this many ticks was not held back for one
 NOT_WORTH_TICKS = 0.1  # an early tick this close to the regular one is not worth its allowance
@@ -52,11 +53,16 @@ class TickSchedule:
         except asyncio.TimeoutError:
             self._early_allowed = True
         self._wake.clear()
+        self._regular_at = math.inf  # while the tick runs: flush_ms after it ends (regular_at)
         if self._aged_timer is not None:  # this tick flushes what it was for
             self._aged_timer.cancel()
             self._aged_timer = None
-        # while a tick runs, the next one is at least flush_ms away (a lower bound of the real time)
-        self._regular_at = self._loop.time() + self.flush_s
+
+    def regular_at(self) -> float:
+        """Loop time of the next tick if nothing brings it forward (while a tick runs, at least
+        flush_ms from now)."""
+        assert self._loop is not None
+        return min(self._regular_at, self._loop.time() + self.flush_s)
 
     def now(self) -> None:
         if self._wake is not None:
@@ -71,15 +77,16 @@ class TickSchedule:
             self.now()
         self._window_timer = self._loop.call_later(self.full_window_s, due)
 
-    def records_waiting(self, created_ms: int) -> None:
-        """A produce waits for the tick; `created_ms`: its oldest batch's base timestamp."""
+    def records_waiting(self, created_ms: Iterable[int]) -> None:
+        """A produce waits for the tick; `created_ms`: its batches' base timestamps."""
         if self._loop is None or not self._early_allowed:
             return
-        age_s = time.time() - created_ms / 1000
-        if age_s > HELD_AT_MOST_TICKS * self.flush_s:
+        now = time.time()
+        ages = [age for age in (now - ms / 1000 for ms in created_ms) if age <= HELD_AT_MOST_TICKS * self.flush_s]
+        if not ages:
             return
-        at = self._loop.time() + max(0.0, self.flush_s - age_s)
-        if at >= self._regular_at - NOT_WORTH_TICKS * self.flush_s:
+        at = self._loop.time() + max(0.0, self.flush_s - max(ages))
+        if at >= self.regular_at() - NOT_WORTH_TICKS * self.flush_s:
             return  # the regular tick is soon enough
         self._early_allowed = False
         self._aged_timer = self._loop.call_at(at, self.now)

@@ -112,10 +112,8 @@ async def await_stored(bucket, batches: list, outcomes: list, timeout_s: float) 
         return outcome
 
     # a client that keeps one request in flight held these records back while the last one waited
-    waiting = [header.base_timestamp for (_p, _d, header), outcome in zip(batches, outcomes)
-               if not isinstance(outcome, BaseException)]
-    if waiting:
-        bucket.schedule.records_waiting(min(waiting))
+    bucket.schedule.records_waiting([header.base_timestamp for (_p, _d, header), outcome in zip(batches, outcomes)
+                                     if not isinstance(outcome, (BaseException, Duplicate))])
     return list(await asyncio.gather(*(stored(part, outcome) for (part, _d, _h), outcome in zip(batches, outcomes))))
 
 
