@@ -11,10 +11,11 @@ the temp files renamed into place, the markers last, and one more syncfs makes t
 durable. A crash before the first syncfs leaves every log as it was before the stop, unmarked
 (each recovers at its next open; the temp files stay behind); a crash between the two leaves
 some renames undone, each log's files old or new, every one complete, and no marker of a log
-whose data is not durable. (Renaming after the sync is also what keeps the closes fast on ext4:
-creating a file costs a scan past every inode deleted in the last ~30 s, and a rename over an
-old checkpoint deletes one; with the creates first and the renames after, the creates see none.)
-Elsewhere each close fsyncs its own files as it goes, the markers after all of them.
+whose data is not durable. (Renaming after the sync also helps on ext4 without a journal, where
+creating a file scans past every inode freed in the last minute or so: a rename over an old
+checkpoint frees one, and with every create before the renames a stop's creates do not pay for
+its own frees; bench/README.md.) Elsewhere each close fsyncs its own files as it goes, the
+markers after all of them.
 """
 
 from __future__ import annotations
