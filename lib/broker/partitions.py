@@ -24,6 +24,7 @@ import os
 import shutil
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
@@ -106,6 +107,11 @@ class PartitionManager:
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._topics: dict[str, tuple[float, TopicMeta | None]] = {}
         self._log_configs: dict[str, tuple[TopicMeta, LogConfig]] = {}  # topic -> (its entry, its LogConfig)
+        # The root, open from the start: a stop's one syncfs through it makes every closed log
+        # durable and reports any write-back error since now, as each file's fsync would (log_close).
+        layout.root.mkdir(parents=True, exist_ok=True)
+        self._root_fd = os.open(layout.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        weakref.finalize(self, os.close, self._root_fd)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
@@ -488,7 +494,7 @@ class PartitionManager:
         for part in parts:
             part.notify()
         started = time.monotonic()
-        closed = await self.run_io(close_logs, parts)  # on the writer thread: nothing appends meanwhile
+        closed = await self.run_io(close_logs, parts, self._root_fd)  # on the writer thread: nothing appends meanwhile
         log.info("closed %d of %d logs in %.2f s", closed, len(parts), time.monotonic() - started)
         self._partitions.clear()
         self.openers.shutdown(wait=True)

@@ -72,8 +72,9 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     return parse_checkpoint(data, source=str(path))
 
 
-def write_checkpoint(path: Path, entries: dict[TopicPartition, int], *, sync_dir: bool = True) -> None:
-    atomic_write(path, format_checkpoint(entries), sync_dir=sync_dir)
+def write_checkpoint(path: Path, entries: dict[TopicPartition, int], *, sync_dir: bool = True,
+                     deferrable: bool = True) -> None:
+    atomic_write(path, format_checkpoint(entries), sync_dir=sync_dir, deferrable=deferrable)
 
 
 def read_partition_offset(directory: Path, name: str, topic: str, partition: int) -> int | None:
@@ -82,5 +83,6 @@ def read_partition_offset(directory: Path, name: str, topic: str, partition: int
 
 
 def write_partition_offset(directory: Path, name: str, topic: str, partition: int, offset: int, *,
-                           sync_dir: bool = True) -> None:
-    write_checkpoint(Path(directory) / name, {(topic, partition): offset}, sync_dir=sync_dir)
+                           sync_dir: bool = True, deferrable: bool = True) -> None:
+    """`deferrable`: see atomic_write."""
+    write_checkpoint(Path(directory) / name, {(topic, partition): offset}, sync_dir=sync_dir, deferrable=deferrable)

@@ -24,6 +24,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from .atomic import fsync
 from .errors import CorruptRecordError, TopiclakeError
 
 T = TypeVar("T")
@@ -345,7 +346,7 @@ class Index:
             if sync and (self._pending or not self._synced):
                 with self._handle() as fd:
                     self._write_pending()
-                    os.fsync(fd)
+                    fsync(fd)
                 self._synced = True
             else:
                 self._write_pending()

@@ -413,9 +413,9 @@ class Log:
             on_disk = read_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic,
                                             self.partition)
             self._log_start_offset = max(self._log_start_offset, on_disk or 0)
-            if on_disk != self._log_start_offset:
+            if on_disk != self._log_start_offset:  # (renamed under the lock: jobs write it under it too)
                 write_partition_offset(self.directory, LOG_START_OFFSET_CHECKPOINT, self.topic, self.partition,
-                                       self._log_start_offset, sync_dir=sync_dir)
+                                       self._log_start_offset, sync_dir=sync_dir, deferrable=False)
                 written = True
         return written
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from . import filenames
+from .atomic import fsync
 from .batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader
 from .config import LogConfig
 from .errors import CorruptRecordError
@@ -409,7 +410,7 @@ class LogSegment:
         """fdatasync the .log (unless nothing was written since the last one) and flush the indexes."""
         if self.writable and not self._file.closed:
             if not self._synced:
-                os.fdatasync(self._file.fileno())
+                fsync(self._file.fileno(), data_only=True)
                 self._synced = True
             for index in (self.offset_index, self.time_index):
                 index.flush(sync=indexes)

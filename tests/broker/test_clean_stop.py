@@ -1,14 +1,22 @@
 """Stopping a broker's logs (PartitionManager.close, issue 33): many logs close on helper
-threads, each durable before any gets its clean-shutdown marker, and the next open of a cleanly
-stopped log recovers nothing; after a crash (no close) the next open recovers, losing nothing."""
+threads, each durable before any gets its clean-shutdown marker (one syncfs of the root on
+Linux, else fsyncs file by file: both here; a crash inside the stop: tests/integration/
+test_stop_crash.py), and the next open of a cleanly stopped log recovers nothing; after a crash
+(no close) the next open recovers, losing nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
+from pathlib import Path
+from typing import Callable, Iterator
 
+from topiclake.broker.log_close import close_logs
 from topiclake.broker.partitions import PartitionManager
 from topiclake.segments import filenames
+from topiclake.segments.atomic import can_sync_filesystem
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
@@ -23,6 +31,49 @@ BATCHES = 3
 async def _filled(layout: StorageLayout) -> tuple[PartitionManager, list]:
     """A manager with PARTITIONS open partitions of TOPIC, BATCHES idempotent batches in each."""
     return await filled(layout, TOPIC, PARTITIONS, BATCHES)
+
+
+def _assert_marked_clean(layout: StorageLayout) -> None:
+    """Every log marked, its recovery point at its end, no temp file left behind."""
+    for p in range(PARTITIONS):
+        directory = layout.log_dir(TOPIC, p)
+        assert (directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), directory
+        assert read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, TOPIC, p) == BATCHES
+        assert not [name for name in os.listdir(directory) if name.endswith(".tmp")], directory
+
+
+async def _assert_reopened_clean(layout: StorageLayout) -> None:
+    """Every log opens with nothing to recover, its producer state from the close's snapshot."""
+    manager, parts = await _reopened(layout)
+    try:
+        for part in parts:
+            loaded = part.log.load_result
+            assert loaded.had_clean_shutdown and loaded.recovered == (), part
+            assert part.log_end_offset == BATCHES
+            assert (part.replay.snapshot_offset, part.replay.batches) == (BATCHES, 0), \
+                "the producer state comes from the close's snapshot, nothing replayed"
+            assert not (part.log.directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), \
+                "an open log is not a cleanly stopped one"
+    finally:
+        await manager.close()
+
+
+@contextlib.contextmanager
+def _recording_fsyncs() -> Iterator[list[Path]]:
+    """The files and directories fsynced (or fdatasynced) meanwhile; the real calls still run."""
+    synced: list[Path] = []
+    real = os.fsync, os.fdatasync
+
+    def recording(call: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+            call(fd)
+        return sync
+    os.fsync, os.fdatasync = recording(real[0]), recording(real[1])
+    try:
+        yield synced
+    finally:
+        os.fsync, os.fdatasync = real
 
 
 async def _reopened(layout: StorageLayout) -> tuple[PartitionManager, list]:
@@ -44,26 +95,30 @@ def test_a_clean_stop_marks_every_log_and_the_next_open_recovers_nothing(tmp_pat
                 closing_threads.add(threading.current_thread().name)
                 _close(mark_clean=mark_clean)
             part.log.close = recording
-        await manager.close()
-        for p in range(PARTITIONS):
-            directory = layout.log_dir(TOPIC, p)
-            assert (directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), directory
-            assert read_partition_offset(directory, RECOVERY_POINT_CHECKPOINT, TOPIC, p) == BATCHES
-        manager, parts = await _reopened(layout)
-        try:
-            for part in parts:
-                loaded = part.log.load_result
-                assert loaded.had_clean_shutdown and loaded.recovered == (), part
-                assert part.log_end_offset == BATCHES
-                assert (part.replay.snapshot_offset, part.replay.batches) == (BATCHES, 0), \
-                    "the producer state comes from the close's snapshot, nothing replayed"
-                assert not (part.log.directory / filenames.CLEAN_SHUTDOWN_FILE).exists(), \
-                    "an open log is not a cleanly stopped one"
-        finally:
+        with _recording_fsyncs() as synced:
             await manager.close()
+        assert synced == [] or not can_sync_filesystem(), "one syncfs of the root, no fsync file by file"
+        _assert_marked_clean(layout)
+        await _assert_reopened_clean(layout)
 
     asyncio.run(scenario())
     assert len(closing_threads) > 1 and all(name.startswith("topiclake-close") for name in closing_threads)
+
+
+def test_without_one_sync_of_the_root_each_close_syncs_its_own_files(tmp_path):
+    """No root descriptor (as where there is no syncfs, or a log on another file system): each
+    close fsyncs as it goes, writing its files in place, and the markers follow every close."""
+    layout = StorageLayout(tmp_path)
+
+    async def scenario():
+        manager, parts = await _filled(layout)
+        with _recording_fsyncs() as synced:
+            assert await manager.run_io(close_logs, parts) == PARTITIONS
+        assert {path.parent.name for path in synced} >= {f"{TOPIC}-{p}" for p in range(PARTITIONS)}
+        _assert_marked_clean(layout)
+        await _assert_reopened_clean(layout)
+
+    asyncio.run(scenario())
 
 
 def test_after_a_crash_the_next_open_recovers_and_loses_nothing(tmp_path):

@@ -21,8 +21,11 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None,
-                 config: Path | None = None, args: tuple[str, ...] = (), root: str | None = None):
-        """`root`: a URL root (s3://...) given as --data instead of `data` (then the cache's parent)."""
+                 config: Path | None = None, args: tuple[str, ...] = (), root: str | None = None,
+                 launcher: tuple[str, ...] = ("-m", "topiclake.cli")):
+        """`root`: a URL root (s3://...) given as --data instead of `data` (then the cache's parent).
+        `launcher`: what the Python interpreter runs, given `broker start ...` after it."""
+        self.launcher = tuple(launcher)
         self.data = Path(data)
         self.root = root if root is not None else str(self.data)
         self.args = tuple(args)  # more `broker start` flags, e.g. ("--registry-listen", "127.0.0.1:0")
@@ -40,7 +43,7 @@ class BrokerProcess:
         env.pop("TOPICLAKE_ROOT", None)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "topiclake.cli", "broker", "start", "--port", str(self.port),
+            [sys.executable, *self.launcher, "broker", "start", "--port", str(self.port),
              "--data", self.root, "--config", str(self.config), *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
