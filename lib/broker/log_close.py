@@ -46,7 +46,7 @@ def close_logs(parts: list[Any], root_fd: int | None = None) -> int:
 
 def _one_sync_covers(parts: list[Any], root_fd: int) -> bool:
     """Whether one syncfs of the root's file system makes every one of the logs durable."""
-    if not can_sync_filesystem():
+    if not can_sync_filesystem(root_fd):
         return False
     device = os.fstat(root_fd).st_dev
     try:

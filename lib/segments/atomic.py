@@ -58,9 +58,45 @@ def _libc_syncfs() -> Callable[[int], int] | None:
 _SYNCFS = _libc_syncfs()
 
 
-def can_sync_filesystem() -> bool:
-    """Whether `sync_filesystem` works here (else: fsync file by file)."""
-    return _SYNCFS is not None
+# File systems whose syncfs writes every dirty page and journal of theirs to storage. Not FUSE
+# (syncfs reaches no FUSE server but virtiofs) nor anything unknown: those fsync file by file.
+SYNCFS_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs"})
+SYNCFS_REPORTS_ERRORS = (5, 8)  # Linux 5.8: syncfs reports a file's write-back error (before: 0)
+
+
+def can_sync_filesystem(fd: int | None = None) -> bool:
+    """Whether `sync_filesystem` makes everything durable and reports write-back errors here (else:
+    fsync file by file): syncfs(2), a kernel that reports errors through it, and with `fd` (an open
+    directory) a file system known to sync all it holds."""
+    if _SYNCFS is None or kernel_version() < SYNCFS_REPORTS_ERRORS:
+        return False
+    return fd is None or file_system_type(os.readlink(f"/proc/self/fd/{fd}")) in SYNCFS_FILE_SYSTEMS
+
+
+def kernel_version() -> tuple[int, int]:
+    try:
+        major, minor = os.uname().release.split(".")[:2]
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+    except (AttributeError, ValueError):
+        return (0, 0)
+
+
+def file_system_type(path: str) -> str | None:
+    """The type of the mount holding `path` (/proc/self/mounts: the longest mount point above it)."""
+    best, kind = "", None
+    try:
+        with open("/proc/self/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[2]
+    except OSError:
+        return None
+    return kind
 
 
 def sync_filesystem(fd: int) -> None:

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 from topiclake.broker.log_close import close_logs
 from topiclake.broker.partitions import PartitionManager
 from topiclake.segments import filenames
-from topiclake.segments.atomic import can_sync_filesystem
+from topiclake.segments.atomic import SYNCFS_REPORTS_ERRORS, file_system_type, kernel_version, can_sync_filesystem
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
@@ -97,7 +97,7 @@ def test_a_clean_stop_marks_every_log_and_the_next_open_recovers_nothing(tmp_pat
             part.log.close = recording
         with _recording_fsyncs() as synced:
             await manager.close()
-        assert synced == [] or not can_sync_filesystem(), "one syncfs of the root, no fsync file by file"
+        assert synced == [] or not can_sync_filesystem(manager._root_fd), "one syncfs of the root, no fsync file by file"
         _assert_marked_clean(layout)
         await _assert_reopened_clean(layout)
 
@@ -119,6 +119,19 @@ def test_without_one_sync_of_the_root_each_close_syncs_its_own_files(tmp_path):
         await _assert_reopened_clean(layout)
 
     asyncio.run(scenario())
+
+
+def test_one_sync_only_where_the_file_system_syncs_all_it_holds():
+    """syncfs reaches no FUSE server (but virtiofs) and proc holds no data: a root there fsyncs
+    file by file; the kernel must report write-back errors through syncfs (Linux 5.8)."""
+    fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert not can_sync_filesystem(fd)
+    finally:
+        os.close(fd)
+    assert file_system_type("/proc/self") == "proc"
+    if can_sync_filesystem():
+        assert kernel_version() >= SYNCFS_REPORTS_ERRORS
 
 
 def test_after_a_crash_the_next_open_recovers_and_loses_nothing(tmp_path):

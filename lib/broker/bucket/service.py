@@ -481,14 +481,17 @@ class BucketService:
 
     async def _tick_forever(self) -> None:
         loop = asyncio.get_running_loop()
+        failed = False
         while not self.fenced:
-            await self.schedule.next_tick()
+            # after a failure, not sooner than flush_ms whatever asks: a produce at flush_bytes
+            # would retry it per request
+            await self.schedule.next_tick(hold=failed)
             try:
                 await loop.run_in_executor(self._ticker, self.tick)
+                failed = False
             except Exception:  # e.g. the store refusing a metadata read: flushing must go on
                 log.exception("flush tick failed; the next one runs in %d ms", self.settings.flush_ms)
-                # not sooner, whatever asks: a produce at flush_bytes would retry it per request
-                await asyncio.sleep(self.settings.flush_ms / 1000)
+                failed = True
 
     async def _renew_forever(self) -> None:
         while not self.fenced:

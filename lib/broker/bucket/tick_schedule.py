@@ -44,13 +44,19 @@ class TickSchedule:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
 
-    async def next_tick(self) -> None:
-        """Until the next tick is due: `flush_ms` after the last one, or earlier if asked."""
+    async def next_tick(self, *, hold: bool = False) -> None:
+        """Until the next tick is due: `flush_ms` after the last one, or earlier if asked (never
+        with `hold`)."""
         assert self._loop is not None and self._wake is not None, "start() first"
         self._regular_at = self._loop.time() + self.flush_s
-        try:
-            await asyncio.wait_for(self._wake.wait(), self.flush_s)
-        except asyncio.TimeoutError:
+        if hold:
+            await asyncio.sleep(self.flush_s)
+        else:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.flush_s)
+            except asyncio.TimeoutError:
+                pass
+        if hold or not self._wake.is_set():  # the regular tick
             self._early_allowed = True
         self._wake.clear()
         self._regular_at = math.inf  # while the tick runs: flush_ms after it ends (regular_at)
