@@ -13,6 +13,7 @@ let go after a fenced append is looked at again: led again if its state still na
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -98,20 +99,29 @@ def _read_back_once(bootstrap: str, topic: str, producer: AckedProducer) -> None
     assert len({o for _v, _p, o in records}) == len(records), "an offset used twice"
 
 
+@contextlib.contextmanager
+def _producing(zookeeper, root, tmp_path, topic: str):
+    """Two cluster brokers on the proxied bucket, `topic` of one partition created, and a producer
+    with 100 records acknowledged: (brokers, the partition's first view, the producer)."""
+    settings = cluster_settings(zookeeper.connect_string, f"/{topic}-{uuid.uuid4().hex[:8]}", internal_partitions=1,
+                                extra={"storage": STORAGE})
+    with ClusterBrokers(tmp_path, settings, count=2, bucket=str(root),
+                        log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
+        before = create_topic(brokers, topic, 1)[0]
+        producer = AckedProducer(brokers.bootstrap, topic, "v", **{"request.timeout.ms": 5000}).start()
+        producer.wait_acked(100)
+        yield brokers, before, producer
+
+
 def test_a_resignation_needs_nothing_of_the_store(zookeeper, store_proxy, tmp_path):
     from kafka import KafkaAdminClient
     from kafka.structs import TopicPartition
 
     proxy, root, _direct = store_proxy
-    settings = cluster_settings(zookeeper.connect_string, f"/resign-{uuid.uuid4().hex[:8]}", internal_partitions=1,
-                                extra={"storage": STORAGE})
     topic = "resigned-offline"
-    with ClusterBrokers(tmp_path, settings, count=2, bucket=str(root),
-                        log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
-        leader = create_topic(brokers, topic, 1)[0].leader
+    with _producing(zookeeper, root, tmp_path, topic) as (brokers, before, producer):
+        leader = before.leader
         other = next(b for b in (1, 2) if b != leader)
-        producer = AckedProducer(brokers.bootstrap, topic, "v", **{"request.timeout.ms": 5000}).start()
-        producer.wait_acked(100)
 
         refusals = [proxy.fail(method, "", action=403, times=None) for method in ("GET", "HEAD", "PUT", "DELETE")]
         admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap)
@@ -147,15 +157,9 @@ def test_a_partition_fenced_by_a_claim_no_state_names_is_led_again(zookeeper, st
     from topiclake.objectlog.fence import BucketFence
     from topiclake.objectlog.keys import PartitionKeys
 
-    proxy, root, direct = store_proxy
-    settings = cluster_settings(zookeeper.connect_string, f"/stray-{uuid.uuid4().hex[:8]}", internal_partitions=1,
-                                extra={"storage": STORAGE})
+    _proxy, root, direct = store_proxy
     topic = "stray-claim"
-    with ClusterBrokers(tmp_path, settings, count=2, bucket=str(root),
-                        log_level=os.environ.get("BC_LOG", "INFO")) as brokers:
-        before = create_topic(brokers, topic, 1)[0]
-        producer = AckedProducer(brokers.bootstrap, topic, "v", **{"request.timeout.ms": 5000}).start()
-        producer.wait_acked(100)
+    with _producing(zookeeper, root, tmp_path, topic) as (brokers, before, producer):
 
         BucketFence(direct, PartitionKeys(topic, 0)).claim(before.epoch + 1, broker_id=0)
         leader_log = brokers.brokers[before.leader].log_path
