@@ -29,6 +29,7 @@ from typing import Iterable
 HELD_AT_MOST_TICKS = 2  # a record older than this many ticks was not held back for one
 NOT_WORTH_TICKS = 0.1  # an early tick this close to the regular one is not worth its allowance
 
+
 class TickSchedule:
     def __init__(self, flush_ms: int, full_window_flush_ms: int):
         self.flush_s = flush_ms / 1000
