@@ -1,6 +1,8 @@
 """Opening a partition directory the way Kafka's LogLoader does, repairing what a crash left.
 
-1. Transient files: `*.deleted` and `*.cleaned` are removed; `.swap` files at or above the
+1. Transient files: `*.deleted` and `*.cleaned` are removed, and the temp files of small-file
+   writes (`.<name>.*.tmp`: a crash between a write and its rename, or before a clean stop's sync)
+   once STALE_TEMP_SECONDS old; `.swap` files at or above the
    smallest `.cleaned` offset belong to an unfinished split and are removed; for the other
    `.log.swap` files, the regular segments they replace ([min swap base, max swap next offset))
    are removed and the swap is completed by renaming. Index `.swap` files are removed (rebuilt).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +104,7 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     # One listing of the directory for the steps below (a start opens thousands), again only
     # when completing swaps changed it.
     names = os.listdir(directory)
+    remove_stale_temp_files(directory, names)
     if complete_swaps(directory, config, epochs, names):
         names = os.listdir(directory)
     recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
@@ -255,6 +259,28 @@ def _indexes_sane(segment: LogSegment) -> bool:
         return False
     index = segment.offset_index
     return not index.entries or index.entry(index.entries - 1).position <= segment.size
+
+
+# A temp file this old is no live writer's: its write (a few small bytes) and rename take
+# milliseconds. A writer stalled longer finds its rename failing, and loses nothing: the file it
+# was replacing is untouched. Younger ones may be a maintenance job's or a fenced leader's.
+STALE_TEMP_SECONDS = 60.0
+
+
+def remove_stale_temp_files(directory: Path, names: list[str]) -> None:
+    """Remove `atomic_write`'s temp files (`.<name>.<random>.tmp`) older than STALE_TEMP_SECONDS:
+    the content never replaced its file, and nothing reads it."""
+    now = time.time()
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        path = directory / name
+        try:
+            if now - path.stat().st_mtime >= STALE_TEMP_SECONDS:
+                path.unlink()
+                log.info("removed %s: a temp file a crash left", path)
+        except FileNotFoundError:  # renamed or removed meanwhile
+            continue
 
 
 def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None,

@@ -3,17 +3,20 @@ the root's file system once, renames each log's new files (producer snapshot, re
 checkpoint, clean-shutdown marker) into place, and syncs once more (broker/log_close). A real
 broker process killed (SIGKILL) at either sync loses nothing a real producer had acknowledged,
 and a log is marked clean only when the kill came after the first sync: no marker exists before
-every log's data is durable."""
+every log's data is durable. The temp files a kill left are removed at the next open once
+STALE_TEMP_SECONDS old (a live writer's are younger)."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import time
 
 import pytest
 
 from topiclake.segments import filenames
+from topiclake.segments.loader import STALE_TEMP_SECONDS
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
 from tests.support.broker_process import BrokerProcess
@@ -40,6 +43,7 @@ def test_a_broker_killed_in_its_clean_stop_loses_nothing_and_marks_only_synced_l
         broker.kill()
 
     layout = StorageLayout(data)
+    aged = time.time() - STALE_TEMP_SECONDS - 1
     for p in range(PARTITIONS):
         directory = layout.log_dir(topic, p)
         temps = [name for name in os.listdir(directory) if name.endswith(".tmp")]
@@ -48,6 +52,9 @@ def test_a_broker_killed_in_its_clean_stop_loses_nothing_and_marks_only_synced_l
         if kill_at_sync == 1:  # every log closed, its new files still in temp files
             assert not marked, f"{directory}: a marker before the first sync"
             assert len(temps) == 3 and checkpointed == 0, (directory, temps, checkpointed)
+            if p % 2 == 0:  # as if the restart came a minute later; the odd ones' stay young
+                for name in temps:
+                    os.utime(directory / name, (aged, aged))
         else:  # synced, then renamed into place, the markers last
             assert marked and temps == [] and checkpointed == PER_PARTITION, (directory, temps, checkpointed)
 
@@ -58,5 +65,9 @@ def test_a_broker_killed_in_its_clean_stop_loses_nothing_and_marks_only_synced_l
         assert opened[-1] == (str(PARTITIONS), str(PARTITIONS if kill_at_sync == 1 else 0)), opened
         values = read_all(again.bootstrap, topic, PARTITIONS, "read_uncommitted", PARTITIONS * PER_PARTITION)
         assert sorted(values) == sorted(f"{p}:{i}".encode() for p in range(PARTITIONS) for i in range(PER_PARTITION))
+        for p in range(PARTITIONS):
+            temps = [name for name in os.listdir(layout.log_dir(topic, p)) if name.endswith(".tmp")]
+            kept = 3 if kill_at_sync == 1 and p % 2 == 1 else 0
+            assert len(temps) == kept, (p, temps)
     finally:
         assert again.stop() == 0, again.log()
