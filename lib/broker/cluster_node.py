@@ -125,7 +125,8 @@ class ClusterNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for key in list(self._led):
+        # With the takeovers in flight (not in `_led` yet): each resignation runs after them.
+        for key in set(self._led) | set(self._chains):
             await self._chain(key, lambda key=key: self._resign(key))
         await asyncio.gather(*self._chains.values(), return_exceptions=True)
         self._log_summary()

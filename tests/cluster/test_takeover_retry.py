@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import signal
 import time
 import uuid
 from collections import Counter
@@ -23,6 +25,7 @@ from datetime import datetime
 from tests.support.bucket_broker import AckedProducer, consume_all
 from tests.support.cluster_brokers import ClusterBrokers, cluster_settings
 from tests.support.cluster_topics import create_topic, settled
+from tests.support.store_faults import HOLD
 from tests.support.waits import wait_for
 from topiclake.broker.cluster_node import CONVERGE_RETRY_S
 
@@ -172,3 +175,31 @@ def test_a_partition_fenced_by_a_claim_no_state_names_is_led_again(zookeeper, st
         producer.stop(flush_s=60)
         assert not producer.failed, producer.failed[:3]
         _read_back_once(brokers.bootstrap_of(before.leader), topic, producer)
+
+
+def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session_closes(zookeeper, store_proxy,
+                                                                                        tmp_path):
+    """SIGTERM while a takeover waits for the store (its epoch claim held by the proxy): the stop
+    waits for it, then lets that partition go like every other one it leads, before its ZooKeeper
+    session closes. Before, the stop's list of partitions to let go was taken while the takeover
+    was in flight: the log stayed open and the manager's close wrote its files into a partition
+    that the next leader already owned."""
+    proxy, root, _direct = store_proxy
+    topic = "stopped-mid-takeover"
+    with _producing(zookeeper, root, tmp_path, topic) as (brokers, before, producer):
+        producer.stop(flush_s=60)
+        survivor = next(b for b in (1, 2) if b != before.leader)
+        claim = proxy.fail("PUT", rf"/log/{topic}-0/leader-epochs/\d+\.claim$", action=HOLD, times=None)
+        brokers.kill(before.leader)
+        wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
+        stopping = brokers.brokers[survivor]
+        stopping.proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # the stop has begun, the takeover still held
+        assert stopping.proc.poll() is None, "stopped without waiting for the takeover in flight"
+        proxy.clear(claim)
+        assert stopping.proc.wait(60) == 0, stopping.log()
+        told = stopping.log()
+        assert f"took over log/{topic}-0 at epoch" in told, told[-3000:]
+        leading = re.findall(r"leads (\d+) partitions after", told)
+        assert leading and leading[-1] == "0", leading  # the stop's summary: every partition let go
+        assert re.search(r"closed 0 of 0 logs", told), told[-3000:]

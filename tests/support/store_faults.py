@@ -10,7 +10,8 @@ nothing else does (no mock of the store client: the broker's own obstore client 
 Actions: an HTTP error with an S3 error document, the request not forwarded (503 SlowDown, 500
 InternalError, 403 AccessDenied: obstore retries 5xx, never 4xx), DROP (the connection closed
 before the request is forwarded: the store never saw it), LOSE_ANSWER (forwarded and applied, then the connection
-closed before the answer: the client cannot know it landed); `applied=True` makes an HTTP error
+closed before the answer: the client cannot know it landed), HOLD (kept until the rule is
+cleared, then forwarded: a request in flight as long as the test wants); `applied=True` makes an HTTP error
 come after the store applied the request (S3 documents that a 500 may have). Each request
 reaches the store once, on a connection of its own (`_forward`): the proxy never sends one again.
 """
@@ -27,6 +28,8 @@ from urllib.parse import unquote
 
 DROP = "drop"
 LOSE_ANSWER = "lose-answer"
+HOLD = "hold"
+HELD_AT_MOST_S = 60.0  # a held request goes on by itself after this (a test that forgot to clear)
 S3_ERRORS = {500: "InternalError", 503: "SlowDown", 403: "AccessDenied", 400: "InvalidRequest"}
 # Hop-by-hop: the proxy sends each answer with its own Content-Length.
 _NOT_FORWARDED = {"transfer-encoding", "connection", "keep-alive"}
@@ -45,6 +48,7 @@ class FaultRule:
     applied: bool = False  # an HTTP error sent after the store applied the request (S3 may do so)
     hits: int = 0
     seen: list[str] = field(default_factory=list)
+    cleared: threading.Event = field(default_factory=threading.Event)  # HOLD's requests go on once set
 
     def takes(self, method: str, path: str) -> bool:
         """Whether this request is one to fail (and count it)."""
@@ -93,6 +97,8 @@ class StoreFaults:
     def clear(self, rule: FaultRule | None = None) -> None:
         """Forward everything again (only `rule`'s requests, when given)."""
         with self._lock:
+            for cleared in (self.rules if rule is None else [rule]):
+                cleared.cleared.set()
             self.rules = [r for r in self.rules if rule is not None and r is not rule]
 
     def _fault_of(self, method: str, path: str) -> FaultRule | None:
@@ -121,6 +127,9 @@ def _handler_for(faults: StoreFaults) -> type[BaseHTTPRequestHandler]:
         def _proxy(self) -> None:
             body = self._read_body()
             rule = faults._fault_of(self.command, unquote(self.path))
+            if rule is not None and rule.action == HOLD:
+                rule.cleared.wait(HELD_AT_MOST_S)
+                rule = None  # then forwarded as it came
             if rule is not None and rule.action == DROP:
                 self._drop()
                 return
