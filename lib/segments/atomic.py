@@ -31,11 +31,12 @@ def deferred_writes() -> Iterator[list[Rename]]:
     caller syncs the file system (`sync_filesystem`), then renames them (`os.replace`), or
     unlinks them to give up."""
     renames: list[Rename] = []
+    outer = _deferred()
     _deferring.renames = renames
     try:
         yield renames
     finally:
-        _deferring.renames = None
+        _deferring.renames = outer
 
 
 def _deferred() -> list[Rename] | None:
@@ -61,7 +62,9 @@ _SYNCFS = _libc_syncfs()
 # File systems whose syncfs writes every dirty page and journal of theirs to storage. Not FUSE
 # (syncfs reaches no FUSE server but virtiofs) nor anything unknown: those fsync file by file.
 SYNCFS_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs"})
-SYNCFS_REPORTS_ERRORS = (5, 8)  # Linux 5.8: syncfs reports a file's write-back error (before: 0)
+# Linux 5.8 made syncfs report a file's write-back error, 5.17 the file system's own failure to
+# sync (a journal commit): before, either could go unreported and a marker land over lost data.
+SYNCFS_REPORTS_ERRORS = (5, 17)
 
 
 def can_sync_filesystem(fd: int | None = None) -> bool:
@@ -70,7 +73,7 @@ def can_sync_filesystem(fd: int | None = None) -> bool:
     directory) a file system known to sync all it holds."""
     if _SYNCFS is None or kernel_version() < SYNCFS_REPORTS_ERRORS:
         return False
-    return fd is None or file_system_type(os.readlink(f"/proc/self/fd/{fd}")) in SYNCFS_FILE_SYSTEMS
+    return fd is None or file_system_type(fd) in SYNCFS_FILE_SYSTEMS
 
 
 def kernel_version() -> tuple[int, int]:
@@ -81,27 +84,31 @@ def kernel_version() -> tuple[int, int]:
         return (0, 0)
 
 
-def file_system_type(path: str) -> str | None:
-    """The type of the mount holding `path` (/proc/self/mounts: the longest mount point above it)."""
-    best, kind = "", None
+def file_system_type(where: str | int) -> str | None:
+    """The type of the file system holding `where` (a path or an open descriptor): the mount of
+    /proc/self/mountinfo with its device number. None when that is not known for sure: no /proc,
+    no such mount (a btrfs subvolume's own device number), or mounts of that device disagreeing."""
     try:
-        with open("/proc/self/mounts") as mounts:
-            for line in mounts:
-                fields = line.split()
-                if len(fields) < 3:
-                    continue
-                point = fields[1].replace("\\040", " ")
-                inside = path == point or path.startswith(point.rstrip("/") + "/")
-                if inside and len(point) >= len(best):
-                    best, kind = point, fields[2]
+        device = (os.fstat(where) if isinstance(where, int) else os.stat(where)).st_dev
+        with open("/proc/self/mountinfo") as mountinfo:
+            lines = mountinfo.readlines()
     except OSError:
         return None
-    return kind
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    kinds = set()
+    for line in lines:
+        fields = line.split()  # id parent major:minor root mount-point options [optional...] - type source ...
+        if len(fields) > 2 and fields[2] == wanted and "-" in fields[6:]:
+            after = fields.index("-", 6) + 1
+            if after < len(fields):
+                kinds.add(fields[after])
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def sync_filesystem(fd: int) -> None:
     """syncfs(2): everything written to the file system holding the open `fd` is durable when
-    this returns (Linux 5.8+ also reports a write-back error of any file since `fd` was opened)."""
+    this returns (Linux 5.17+ also reports a write-back error of any file since `fd` was opened,
+    and a failed journal commit)."""
     if _SYNCFS is None:
         raise OSError("syncfs(2) is not available here")
     if _SYNCFS(fd) != 0:

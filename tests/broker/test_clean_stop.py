@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 from topiclake.broker.log_close import close_logs
 from topiclake.broker.partitions import PartitionManager
 from topiclake.segments import filenames
-from topiclake.segments.atomic import SYNCFS_REPORTS_ERRORS, file_system_type, kernel_version, can_sync_filesystem
+from topiclake.segments.atomic import (SYNCFS_REPORTS_ERRORS, atomic_write, can_sync_filesystem, deferred_writes,
+                                       file_system_type, kernel_version)
 from topiclake.segments.batch import Record, build_batch, read_header
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
@@ -121,17 +122,36 @@ def test_without_one_sync_of_the_root_each_close_syncs_its_own_files(tmp_path):
     asyncio.run(scenario())
 
 
-def test_one_sync_only_where_the_file_system_syncs_all_it_holds():
+def test_one_sync_only_where_the_file_system_syncs_all_it_holds(tmp_path):
     """syncfs reaches no FUSE server (but virtiofs) and proc holds no data: a root there fsyncs
-    file by file; the kernel must report write-back errors through syncfs (Linux 5.8)."""
+    file by file; the kernel must report write-back errors through syncfs (Linux 5.17: a journal's
+    too). The mount is found by device number, and a file system that cannot be known (no /proc,
+    a descriptor gone) means file by file, never an error that would stop the stop."""
     fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert not can_sync_filesystem(fd)
     finally:
         os.close(fd)
     assert file_system_type("/proc/self") == "proc"
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert file_system_type(fd) == file_system_type(str(tmp_path)) is not None
+    finally:
+        os.close(fd)
+    assert file_system_type(fd) is None and not can_sync_filesystem(fd)  # closed: unknown, no raise
     if can_sync_filesystem():
-        assert kernel_version() >= SYNCFS_REPORTS_ERRORS
+        assert kernel_version() >= SYNCFS_REPORTS_ERRORS >= (5, 17)
+
+
+def test_deferred_writes_nest(tmp_path):
+    """An inner block's end gives the outer one its deferral back (it does not turn deferring off)."""
+    with deferred_writes() as outer:
+        with deferred_writes() as inner:
+            atomic_write(tmp_path / "inner", b"1")
+        atomic_write(tmp_path / "outer", b"2")
+    assert [path.name for _temp, path in inner] == ["inner"]
+    assert [path.name for _temp, path in outer] == ["outer"]
+    assert not (tmp_path / "outer").exists()  # left in its temp file for the caller to rename
 
 
 def test_after_a_crash_the_next_open_recovers_and_loses_nothing(tmp_path):
