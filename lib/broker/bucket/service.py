@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the network
 SEAL_THREADS = 2  # seals upload whole segments: a few at once, beside the flushes
 UNAVAILABLE = "unavailable"  # what `_guarded` returns when the store did not answer
+FAILED = "failed"  # ... when the work failed otherwise (e.g. the store refused it for good)
 FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
 METADATA_REFRESH_S = 1.0  # cluster mode: how often the other brokers' metadata changes are fetched
 METADATA_TRIES = 5  # cluster mode: a metadata change that keeps losing its race to other brokers
@@ -393,15 +394,17 @@ class BucketService:
         if not self._stopping:
             self._stopping, self._store_failing = True, False
 
-    def tick(self) -> None:
+    def tick(self) -> bool:
+        """One flush of every partition's tail (and the seals due); False when something it had
+        to store was not (the next tick waits flush_ms, whatever asks sooner)."""
         if self._stopping and self._store_failing:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._fail_waiters, "the broker stops; the object store is unavailable")
-            return
+            return True
         # A topic's file is in the bucket before any of its records; while a request changes metadata
         # (cluster mode), that request syncs it itself, right after handling it.
         if not self._changing.is_set() and self._sync_metadata() != SYNCED:
-            return
+            return False
         for key, tail in list(self.tails.items()):
             if not self.serves(tail.part) and self._drop_tail(key, tail):  # deleted or closed (not since taken again)
                 if self._loop is not None:
@@ -412,8 +415,9 @@ class BucketService:
                                        [tail for tail in tails if tail.has_unflushed]))
         if outcomes:
             self._store_failing = UNAVAILABLE in outcomes
+        stored = all(outcome is None for outcome in outcomes)
         if self._stopping:
-            return
+            return stored
         self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
         now = time.monotonic()
         if now - self._notices_listed >= MANIFEST_POLL_S and (self._notices_job is None or self._notices_job.done()):
@@ -422,6 +426,7 @@ class BucketService:
         for tail in tails:
             if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now) or tail.drop_due(now)):
                 self._maintenance[tail] = self._sealer.submit(self._guarded, tail, partial(self._maintain, tail))
+        return stored
 
     def _read_notices(self) -> None:
         """On the seal pool: one LIST of the maintenance notices for every partition; those it
@@ -462,7 +467,8 @@ class BucketService:
         self._maintenance = {}
 
     def _guarded(self, tail: PartitionTail, work: Callable[[], Any]) -> str | None:
-        """Run a flush or a seal of `tail`, logging what goes wrong; UNAVAILABLE when the store was."""
+        """Run a flush or a seal of `tail`, logging what goes wrong: None when it went well (or the
+        partition is fenced or gone), UNAVAILABLE when the store did not answer, else FAILED."""
         if self.fenced:
             return None
         try:
@@ -475,8 +481,10 @@ class BucketService:
         except ManifestConflict as exc:
             log.info("%s: seal lost its manifest version, retried later: %s", tail.keys.prefix, exc)
         except Exception:
-            if self.serves(tail.part):
-                log.exception("%s: flush or seal failed", tail.keys.prefix)
+            if not self.serves(tail.part):
+                return None  # closed or deleted meanwhile: nothing of it left to store
+            log.exception("%s: flush or seal failed", tail.keys.prefix)
+            return FAILED
         return None
 
     async def _tick_forever(self) -> None:
@@ -487,8 +495,7 @@ class BucketService:
             # would retry it per request
             await self.schedule.next_tick(hold=failed)
             try:
-                await loop.run_in_executor(self._ticker, self.tick)
-                failed = False
+                failed = not await loop.run_in_executor(self._ticker, self.tick)
             except Exception:  # e.g. the store refusing a metadata read: flushing must go on
                 log.exception("flush tick failed; the next one runs in %d ms", self.settings.flush_ms)
                 failed = True
