@@ -2,7 +2,9 @@
 partition per request (issue 33). An in-process broker (tests/support/in_process_broker.py) on a
 fresh root, a topic of --partitions partitions, all opened; a raw client in another process
 pipelines --requests pre-encoded Produce v9 requests, --in-flight at a time, each one lz4 batch of
---records 100-byte records to the next partition (acks=all). Reported: requests/s and each broker
+--records 100-byte records to the next partition (acks=all), or with --per-request N to the next
+N partitions (librdkafka's requests when a producer spreads records over tens to hundreds of
+partitions: at 100, ~130 records per request over all of them). Reported: requests/s and each broker
 thread's CPU time per request (/proc/self/task; the event loop's and the writer's), after a
 warm-up of 2,000 requests. --profile: cProfile of the event loop thread during the measured run.
 
@@ -10,7 +12,7 @@ No Kafka here: this is the per-request cost that bench/partitions.py's ratio aga
 of, for before/after comparisons of the request path (PYTHONPATH to another build's package
 runs that build in the same minutes).
 
-    python bench/produce_requests.py [--partitions 2000] [--requests 10000] [--profile]
+    python bench/produce_requests.py [--partitions 2000] [--requests 10000] [--per-request 1] [--profile]
 """
 
 from __future__ import annotations
@@ -36,10 +38,16 @@ CLIENT = """
 import socket, struct, sys, time
 from topiclake.protocol import codec
 from tests.support.wire import batch, produce_request
-port, partitions, requests, in_flight, records = map(int, sys.argv[1:6])
+from kio.schema.produce.v9 import request as produce_req
+port, partitions, requests, in_flight, records, per_request = map(int, sys.argv[1:7])
 data = batch([b"x" * 100] * records, compression="lz4")
-frames = [codec.encode_request(i, produce_request("wide", data, partition=i % partitions), "bench")
-          for i in range(requests)]
+def wide(i):
+    one = produce_request("wide", data)
+    return one.__class__(transactional_id=None, acks=one.acks, timeout=one.timeout, topic_data=(
+        produce_req.TopicProduceData(name="wide", partition_data=tuple(
+            produce_req.PartitionProduceData(index=(i * per_request + j) % partitions, records=data)
+            for j in range(per_request))),))
+frames = [codec.encode_request(i, wide(i), "bench") for i in range(requests)]
 sock = socket.create_connection(("127.0.0.1", port))
 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 answers = sock.makefile("rb")
@@ -70,9 +78,9 @@ def thread_cpu_s() -> dict[str, float]:
     return out
 
 
-def run_client(port: int, partitions: int, requests: int, in_flight: int, records: int) -> float:
+def run_client(port: int, partitions: int, requests: int, in_flight: int, records: int, per_request: int) -> float:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
-    out = subprocess.run([sys.executable, "-c", CLIENT, *map(str, (port, partitions, requests, in_flight, records))],
+    out = subprocess.run([sys.executable, "-c", CLIENT, *map(str, (port, partitions, requests, in_flight, records, per_request))],
                          capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip())
 
@@ -83,6 +91,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--in-flight", type=int, default=5)
     parser.add_argument("--records", type=int, default=40, help="records per request's batch")
+    parser.add_argument("--per-request", type=int, default=1, help="partitions per request (one batch each)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="topiclake-bench-requests-") as root:
@@ -91,7 +100,7 @@ def main() -> None:
             broker.create_topic("wide", args.partitions)
             asyncio.run_coroutine_threadsafe(broker.context.partitions.open_many(
                 ("wide", i) for i in range(args.partitions)), broker.loop).result(300)
-            shape = (broker.server.port, args.partitions, args.requests, args.in_flight, args.records)
+            shape = (broker.server.port, args.partitions, args.requests, args.in_flight, args.records, args.per_request)
             run_client(*shape[:2], 2000, *shape[3:])  # warm-up
             profile = cProfile.Profile()
             if args.profile:
@@ -109,7 +118,8 @@ def main() -> None:
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(40)
         print(text.getvalue())
-    result = {"bench": "produce_requests", "partitions": args.partitions, "requests": args.requests,
+    result = {"bench": "produce_requests", "partitions": args.partitions, "per_request": args.per_request,
+              "requests": args.requests,
               "requests_per_s": round(rate), "load": round(os.getloadavg()[0], 1)}
     result.update({f"cpu_us_per_request_{name}": round((after[name] - before.get(name, 0.0)) / args.requests * 1e6)
                    for name in after if after[name] - before.get(name, 0.0) > 0.01})
