@@ -80,8 +80,9 @@ def thread_cpu_s() -> dict[str, float]:
 
 def run_client(port: int, partitions: int, requests: int, in_flight: int, records: int, per_request: int) -> float:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
-    out = subprocess.run([sys.executable, "-c", CLIENT, *map(str, (port, partitions, requests, in_flight, records, per_request))],
-                         capture_output=True, text=True, env=env, check=True)
+    shape = (port, partitions, requests, in_flight, records, per_request)
+    out = subprocess.run([sys.executable, "-c", CLIENT, *map(str, shape)], capture_output=True, text=True, env=env,
+                         check=True)
     return float(out.stdout.strip())
 
 

@@ -269,8 +269,10 @@ STALE_TEMP_SECONDS = 60.0
 
 def remove_stale_temp_files(directory: Path, names: list[str]) -> None:
     """Remove `atomic_write`'s temp files (`.<name>.<random>.tmp`) older than STALE_TEMP_SECONDS:
-    the content never replaced its file, and nothing reads it."""
+    the content never replaced its file, and nothing reads it. One that cannot be removed stays
+    (the log opens all the same)."""
     now = time.time()
+    removed = 0
     for name in names:
         if not (name.startswith(".") and name.endswith(".tmp")):
             continue
@@ -278,9 +280,13 @@ def remove_stale_temp_files(directory: Path, names: list[str]) -> None:
         try:
             if now - path.stat().st_mtime >= STALE_TEMP_SECONDS:
                 path.unlink()
-                log.info("removed %s: a temp file a crash left", path)
+                removed += 1
         except FileNotFoundError:  # renamed or removed meanwhile
             continue
+        except OSError as exc:
+            log.warning("temp file %s left in place: %s", path, exc)
+    if removed:
+        log.debug("removed %d temp file(s) a crash left in %s", removed, directory)
 
 
 def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None,

@@ -194,7 +194,9 @@ def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session
         wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
         stopping = brokers.brokers[survivor]
         stopping.proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)  # the stop has begun, the takeover still held
+        wait_for(lambda: f"broker {survivor} shutting down" in stopping.log(), 30, 0.05,
+                 what="the stop begun", detail=stopping.log)
+        time.sleep(0.5)  # the cluster node's stop under way, the takeover still held
         assert stopping.proc.poll() is None, "stopped without waiting for the takeover in flight"
         proxy.clear(claim)
         assert stopping.proc.wait(60) == 0, stopping.log()

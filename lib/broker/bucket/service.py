@@ -58,6 +58,7 @@ FLUSH_THREADS = 8  # one partition's flush is a PUT and a HEAD: 8 overlap on the
 SEAL_THREADS = 2  # seals upload whole segments: a few at once, beside the flushes
 UNAVAILABLE = "unavailable"  # what `_guarded` returns when the store did not answer
 FAILED = "failed"  # ... when the work failed otherwise (e.g. the store refused it for good)
+RETRY_AFTER_TICKS = 0.9  # a failed flush's tail is due again at the regular tick after (flush_ms on), not before
 FENCING_ERRORS = (LeaderFenced, FlushConflict, StaleManifestWriter, LeaseLost, MetadataConflict)
 METADATA_REFRESH_S = 1.0  # cluster mode: how often the other brokers' metadata changes are fetched
 METADATA_TRIES = 5  # cluster mode: a metadata change that keeps losing its race to other brokers
@@ -97,6 +98,7 @@ class BucketService:
         self._ticker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topiclake-flush-tick")
         self._sealer = ThreadPoolExecutor(max_workers=SEAL_THREADS, thread_name_prefix="topiclake-seal")
         self._maintenance: dict[PartitionTail, Future] = {}  # scheduled or running (tick thread only)
+        self._retry_at: dict[PartitionTail, float] = {}  # a failed flush's tail: not flushed again before (tick thread)
         self._notices = NoticeWatcher(self.store)
         self._notices_listed = 0.0  # monotonic time of the last LIST of the maintenance notices
         self._notices_job: Future | None = None  # that LIST, on the seal pool (never the tick's thread)
@@ -395,8 +397,10 @@ class BucketService:
             self._stopping, self._store_failing = True, False
 
     def tick(self) -> bool:
-        """One flush of every partition's tail (and the seals due); False when something it had
-        to store was not (the next tick waits flush_ms, whatever asks sooner)."""
+        """One flush of every partition's tail (and the seals due); False when the topics' metadata
+        could not be stored, so nothing was flushed (the next tick waits flush_ms, whatever asks
+        sooner). A tail whose flush or seal failed waits flush_ms alone (`_retry_at`): the others'
+        ticks, early ones too, go on."""
         if self._stopping and self._store_failing:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._fail_waiters, "the broker stops; the object store is unavailable")
@@ -410,23 +414,38 @@ class BucketService:
                 if self._loop is not None:
                     self._loop.call_soon_threadsafe(self._fail_waiters_of, tail, f"{tail.part} is no longer served")
         tails = list(self.tails.values())
-        deadline = time.monotonic() + self.settings.flush_timeout_ms / 1000
-        outcomes = list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)),
-                                       [tail for tail in tails if tail.has_unflushed]))
+        if self._retry_at:  # a tail dropped meanwhile (resigned, fenced, deleted) is forgotten
+            live = set(tails)
+            self._retry_at = {tail: at for tail, at in self._retry_at.items() if tail in live}
+        started = time.monotonic()
+        deadline = started + self.settings.flush_timeout_ms / 1000
+        due = [tail for tail in tails if tail.has_unflushed
+               and (self._stopping or self._retry_at.get(tail, 0.0) <= started)]
+        outcomes = list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)), due))
         if outcomes:
             self._store_failing = UNAVAILABLE in outcomes
-        stored = all(outcome is None for outcome in outcomes)
+        for tail, outcome in zip(due, outcomes):
+            if outcome is None:
+                self._retry_at.pop(tail, None)
+            else:  # not before the next regular tick: a produce at flush_bytes would retry it per request
+                self._retry_at[tail] = started + RETRY_AFTER_TICKS * self.settings.flush_ms / 1000
         if self._stopping:
-            return stored
-        self._maintenance = {tail: job for tail, job in self._maintenance.items() if not job.done()}
+            return True
+        for tail, job in list(self._maintenance.items()):
+            if job.done():
+                del self._maintenance[tail]
+                if job.exception() is None and job.result() is not None:  # a seal that failed waits too
+                    self._retry_at[tail] = started + RETRY_AFTER_TICKS * self.settings.flush_ms / 1000
         now = time.monotonic()
         if now - self._notices_listed >= MANIFEST_POLL_S and (self._notices_job is None or self._notices_job.done()):
             self._notices_listed = now
             self._notices_job = self._sealer.submit(self._read_notices)
         for tail in tails:
-            if tail not in self._maintenance and (tail.seal_due(now) or tail.poll_due(now) or tail.drop_due(now)):
+            if tail in self._maintenance or self._retry_at.get(tail, 0.0) > now:
+                continue
+            if tail.seal_due(now) or tail.poll_due(now) or tail.drop_due(now):
                 self._maintenance[tail] = self._sealer.submit(self._guarded, tail, partial(self._maintain, tail))
-        return stored
+        return True
 
     def _read_notices(self) -> None:
         """On the seal pool: one LIST of the maintenance notices for every partition; those it
