@@ -221,10 +221,11 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
 
-    def load_state(self, *, now_ms: int | None = None, expiration_ms: int | None = None) -> Replay:
+    def load_state(self, *, now_ms: int | None = None, expiration_ms: int | None = None,
+                   names: frozenset[str] | None = None) -> Replay:
         """Producer and transaction state from the newest producer snapshot plus the batches
         after it, or from the whole log (I/O thread; at open). See partition_snapshot.py."""
-        self.replay = load_state(self, now_ms=now_ms, expiration_ms=expiration_ms)
+        self.replay = load_state(self, now_ms=now_ms, expiration_ms=expiration_ms, names=names)
         return self.replay
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:

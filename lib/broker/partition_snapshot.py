@@ -59,21 +59,23 @@ def take_snapshot(part, offset: int, *, sync_dir: bool = True) -> Path:
     return path
 
 
-def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = None) -> Replay:
+def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = None,
+               names: frozenset[str] | None = None) -> Replay:
     """Fill a fresh partition's producer and transaction state (I/O thread; at open). Given
     `now_ms` and `expiration_ms`, the snapshot's expired producers are left out (Kafka's
-    loadFromSnapshot); the batches replayed after it are the periodic check's business."""
+    loadFromSnapshot); the batches replayed after it are the periodic check's business.
+    `names`: the log directory's listing as its load left it (`LoadResult.names`), if the
+    caller has it: snapshots and `.txnindex` files are found in it, not by listing and opening."""
     segments = part.log.segments()
     directory = part.log.directory
     try:
         indexed: dict[int, list[TxnIndexEntry]] | None = {
-            s.base_offset: read_txn_index(filenames.txn_index_file(directory, s.base_offset), s.base_offset)
-            for s in segments}
+            s.base_offset: _read_txn_index(directory, s.base_offset, names) for s in segments}
     except CorruptRecordError as exc:
         log.warning("%s: rebuilding producer and transaction state from the log", exc)
         indexed = None
     if indexed is not None:
-        for offset, path in reversed(list_snapshots(directory).items()):
+        for offset, path in reversed(list_snapshots(directory, names).items()):
             if offset > part.log.log_end_offset:
                 continue
             if offset < segments[0].base_offset:
@@ -95,6 +97,13 @@ def load_state(part, *, now_ms: int | None = None, expiration_ms: int | None = N
                               [e.aborted for found in indexed.values() for e in found if e.last_offset < offset])
             return _replay(part, offset, offset, indexed)
     return _replay(part, segments[0].base_offset, None, indexed)
+
+
+def _read_txn_index(directory, base_offset: int, names: frozenset[str] | None) -> list[TxnIndexEntry]:
+    path = filenames.txn_index_file(directory, base_offset)
+    if names is not None and path.name not in names:
+        return []  # (read_txn_index's answer for a missing file)
+    return read_txn_index(path, base_offset)
 
 
 def _replay(part, start: int, snapshot_offset: int | None, indexed: dict[int, list[TxnIndexEntry]] | None) -> Replay:

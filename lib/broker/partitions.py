@@ -309,9 +309,12 @@ class PartitionManager:
         def open_log() -> Partition:
             from topiclake.segments.log import Log
 
-            directory.mkdir(parents=True, exist_ok=True)
-            part = Partition(meta.name, index, Log.open(directory, config, topic=meta.name, partition=index), config)
-            part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms)
+            # (Log.open makes the directory of a new partition)
+            log_ = Log.open(directory, config, topic=meta.name, partition=index)
+            part = Partition(meta.name, index, log_, config)
+            # The load's listing, if current: nothing changed the directory's snapshots since.
+            part.load_state(now_ms=self.clock(), expiration_ms=self.producer_id_expiration_ms,
+                            names=log_.load_result.names)
             return part
 
         loop = asyncio.get_running_loop()

@@ -140,6 +140,23 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
+_SMALL = 65536
+
+
+def read_small(path: str | os.PathLike) -> bytes:
+    """A small file's bytes (FileNotFoundError if it is missing): `Path.read_bytes` without the
+    buffered file object's checks (9 system calls, 3 here): a start reads 3 small files per log,
+    and each call lets another thread take the GIL."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, _SMALL)]
+        while len(chunks[-1]) == _SMALL:  # a regular file reads short only at its end
+            chunks.append(os.read(fd, _SMALL))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _write_temp(path: Path, data: bytes, *, sync: bool = True) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -13,9 +13,10 @@ partition), in the same format, so Kafka's tools can read them. An empty file (K
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from .atomic import atomic_write
+from .atomic import atomic_write, read_small
 from .errors import CorruptRecordError
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -63,10 +64,10 @@ def parse_checkpoint(data: bytes, *, source: str = "checkpoint") -> dict[TopicPa
     return entries
 
 
-def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+def read_checkpoint(path: str | os.PathLike) -> dict[TopicPartition, int]:
     """Entries of a checkpoint file; {} when it does not exist."""
     try:
-        data = Path(path).read_bytes()
+        data = read_small(path)
     except FileNotFoundError:
         return {}
     return parse_checkpoint(data, source=str(path))
@@ -79,7 +80,7 @@ def write_checkpoint(path: Path, entries: dict[TopicPartition, int], *, sync_dir
 
 def read_partition_offset(directory: Path, name: str, topic: str, partition: int) -> int | None:
     """The offset recorded for (topic, partition) in `directory/name`, or None."""
-    return read_checkpoint(Path(directory) / name).get((topic, partition))
+    return read_checkpoint(os.path.join(directory, name)).get((topic, partition))
 
 
 def write_partition_offset(directory: Path, name: str, topic: str, partition: int, offset: int, *,

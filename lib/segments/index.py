@@ -97,7 +97,7 @@ class Index:
         """Open or create the index. A new file is preallocated to `max_index_size`; an existing
         one keeps its length and, like Kafka, has room for exactly the entries that length holds
         (a trimmed index is full until `resize` gives it room again)."""
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.writable = writable
         self._keys = array("q")
@@ -109,6 +109,7 @@ class Index:
         self._fd: int | None = None
         self._closed = False
         self._identity = (0, 0)  # the file's (device, inode): a file replaced by that name is not this index's
+        self._handle_blksize = 4096  # the file's st_blksize, as `_handle` last saw it
         self._file_size = 0
         # Whether every change made through this object is on disk (fsynced). An index opened
         # from a file may hold what a killed process left in the page cache: not known synced.
@@ -117,11 +118,7 @@ class Index:
         self.configured_max_size = max_index_size  # the room begin_rebuild gives back (segment.index.bytes)
         try:
             if writable:
-                try:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-                except FileExistsError:
-                    self._fd = os.open(self.path, os.O_RDWR)
-                else:
+                if self._open_existing() is None:
                     self.resize(max_index_size)
                     return
             else:
@@ -130,26 +127,45 @@ class Index:
                 except FileNotFoundError:
                     self._closed = True  # a read-only view of a missing index is an empty index
                     return
-            self._load(self._fd)
+            st = os.fstat(self._fd)
+            self._identity = st.st_dev, st.st_ino
+            self._load(self._fd, st.st_size)
         finally:
             if self._fd is not None:
-                self._identity = _identity(self._fd)
+                if self._identity == (0, 0):
+                    self._identity = _identity(self._fd)
                 os.close(self._fd)
                 self._fd = None
         if not writable:
             self._closed = True  # nothing more to read: every entry is in memory
 
-    def _load(self, fd: int) -> None:
+    def _open_existing(self) -> int | None:
+        """Open the writable index's file into `_fd`: the existing one (the usual case: one
+        system call), else a new one, created exclusively; None when it was created."""
+        try:
+            self._fd = os.open(self.path, os.O_RDWR)
+            return self._fd
+        except FileNotFoundError:
+            pass
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # created meanwhile
+            self._fd = os.open(self.path, os.O_RDWR)
+            return self._fd
+        return None
+
+    def _load(self, fd: int, file_size: int) -> None:
         # Kafka: every whole entry of an existing file is assumed valid (position = roundDown(len)),
         # except the zeros a crash leaves after an active segment's entries: the file was
         # preallocated to segment.index.bytes, so they are free room, not ~1.3 M entries to parse
         # (seconds per partition when a broker restarts after kill -9).
-        self._file_size = os.fstat(fd).st_size
+        self._file_size = file_size
         usable = self._file_size - self._file_size % self.ENTRY.size
-        data = os.pread(fd, self._slots_in_use(fd, usable // self.ENTRY.size) * self.ENTRY.size, 0)
-        for key, value in self.ENTRY.iter_unpack(data):
-            self._keys.append(key)
-            self._values.append(value)
+        in_use = self._slots_in_use(fd, usable // self.ENTRY.size) * self.ENTRY.size
+        if in_use:
+            for key, value in self.ENTRY.iter_unpack(os.pread(fd, in_use, 0)):
+                self._keys.append(key)
+                self._values.append(value)
         self.max_index_size = usable
 
     @contextlib.contextmanager
@@ -165,12 +181,14 @@ class Index:
         try:
             fd = os.open(self.path, os.O_RDWR)
         except FileNotFoundError:
-            fd = None
-        if fd is None or _identity(fd) != self._identity:
-            if fd is not None:
-                os.close(fd)
+            self._closed, self._pending = True, bytearray()
+            raise _Retired(self.path) from None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._identity:
+            os.close(fd)
             self._closed, self._pending = True, bytearray()
             raise _Retired(self.path)
+        self._handle_blksize = st.st_blksize
         self._fd = fd
         try:
             yield fd
@@ -194,7 +212,7 @@ class Index:
             # The slots before the hole are read at once: a pread per probe into a 10 MB hole
             # zero-filled pages by readahead (22 probes an index, 4,000 indexes at a start).
             head = -(-hole // size)
-            before_hole = os.pread(fd, head * size, 0)
+            before_hole = os.pread(fd, head * size, 0) if head else b""
 
             def is_room(slot: int) -> bool:
                 return slot >= head or before_hole[slot * size:(slot + 1) * size] == zero
@@ -322,7 +340,7 @@ class Index:
         with self._handle() as fd:
             rebuilt = bytes(self._pending)
             self._pending = bytearray()
-            block = max(os.fstat(fd).st_blksize, 1)
+            block = max(self._handle_blksize, 1)
             seen = -(-max(len(rebuilt), self._rebuilt_over) // block) * block  # the blocks entries were in
             on_disk = os.pread(fd, seen, 0)
             if on_disk[:len(rebuilt)] != rebuilt:

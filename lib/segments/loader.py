@@ -81,6 +81,9 @@ class LoadResult:
     created: int | None = None  # base offset of a segment created exclusively by this load (cluster mode)
     recovery_checkpoint: int | None = None  # what the recovery-point checkpoint said (None: no entry)
     start_checkpoint: int | None = None  # what the log-start-offset checkpoint said (None: no entry)
+    # The directory's file names when the load ends, if the load neither removed nor created a
+    # file after listing it (None: list it again). Only true until the log changes anything.
+    names: frozenset[str] | None = None
 
 
 SegmentCreator = Callable[[int], int]  # base offset wanted -> base offset of the file created exclusively
@@ -91,24 +94,29 @@ def load_log(directory: str | os.PathLike, config: LogConfig, *, topic: str, par
     """`epochs`: the partition's leader-epoch history, in cluster mode (many brokers on the root):
     batches a fenced leader wrote are not part of the log (`leader_epochs`), and a first segment
     is created with `create_segment` (exclusively: never a file another leader made)."""
-    directory = Path(directory)
+    directory = filenames.as_path(directory)
     with partition_lock(directory):  # (it makes the directory)
         return _load_locked(directory, config, topic, partition, epochs, create_segment)
 
 
 def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
                  epochs: EpochHistory | None, create_segment: SegmentCreator | None) -> LoadResult:
-    # In cluster mode a fenced leader may still write the marker (it cannot know it is fenced
-    # before it writes), so it proves nothing: the tail is always recovered.
-    had_clean_shutdown = epochs is None and (directory / filenames.CLEAN_SHUTDOWN_FILE).exists()
     # One listing of the directory for the steps below (a start opens thousands), again only
     # when completing swaps changed it.
     names = os.listdir(directory)
-    remove_stale_temp_files(directory, names)
+    removed = remove_stale_temp_files(directory, names)
+    if removed:
+        names = [name for name in names if name not in removed]
+    # In cluster mode a fenced leader may still write the marker (it cannot know it is fenced
+    # before it writes), so it proves nothing: the tail is always recovered.
+    had_clean_shutdown = epochs is None and filenames.CLEAN_SHUTDOWN_FILE in names
     if complete_swaps(directory, config, epochs, names):
         names = os.listdir(directory)
     recovered: dict[int, int] = {}  # base offset -> bytes truncated by its recovery
-    segments = _open_segments(directory, config, recovered, epochs, names)
+    segments, tidied = _open_segments(directory, config, recovered, epochs, names)
+    # Whether `names` still lists the directory: nothing removed or created below (the caller
+    # reads snapshots and transaction indexes by it instead of listing again).
+    listing_current = not tidied and not recovered
     valid = epochs.is_valid if epochs is not None else None
     if epochs is not None:
         _cut_fenced_tails(segments, valid, recovered)
@@ -145,6 +153,7 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
     log_end = segments[-1].read_next_offset() if segments else checkpoint_start
     for offset in delete_snapshots(directory, above=log_end, names=names):  # they describe offsets that are gone
         log.warning("deleted producer snapshot %d of %s: above the log end offset %d", offset, directory, log_end)
+        listing_current = False
     if segments and log_end < checkpoint_start:
         # Everything is below the checkpointed start (e.g. retention ran, then a crash).
         for segment in segments:
@@ -153,17 +162,32 @@ def _load_locked(directory: Path, config: LogConfig, topic: str, partition: int,
         segments = []
         log_end = checkpoint_start
     created: int | None = None
+    base_created: int | None = None  # the first segment, made here for an empty log
     if not segments:
-        base = create_segment(checkpoint_start) if create_segment is not None else checkpoint_start
+        base = base_created = create_segment(checkpoint_start) if create_segment is not None else checkpoint_start
         segments = [LogSegment(directory, base, config)]
         log_end = base
         created = base if create_segment is not None else None
     segments[-1].resize_indexes(config.segment_index_bytes)  # the active segment gets room again
     log_start = max(checkpoint_start, segments[0].base_offset)
     recovery_point = log_end if had_clean_shutdown else min(recovery_checkpoint, log_end)
+    listing_current = listing_current and not deleted and not created and base_created is None
     return LoadResult(segments, log_start, recovery_point, log_end, had_clean_shutdown,
                       tuple(recovered), sum(recovered.values()), tuple(deleted), created, checkpointed,
-                      start_checkpointed)
+                      start_checkpointed, frozenset(names) if listing_current else None)
+
+
+def remove_clean_shutdown_marker(directory: Path, names: frozenset[str] | None) -> bool:
+    """Remove the marker (the log is open: a crash from here on is not a clean shutdown);
+    whether it was there. `names`: the load's listing, if still current (no unlink attempted
+    where it shows no marker: 2,000 failed system calls at an unclean start)."""
+    if names is not None and filenames.CLEAN_SHUTDOWN_FILE not in names:
+        return False
+    try:
+        os.unlink(os.path.join(directory, filenames.CLEAN_SHUTDOWN_FILE))
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _cut_fenced_tails(segments: list[LogSegment], valid: BatchValidity, recovered: dict[int, int]) -> None:
@@ -204,10 +228,11 @@ def first_batch(path: Path) -> tuple[int | None, int | None]:
 
 
 def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int],
-                   epochs: EpochHistory | None, names: list[str]) -> list[LogSegment]:
-    """The segments of the log. In cluster mode a segment file whose first batch is not valid
-    (a fenced leader created it after the takeover) is not part of the log: it is left where it
-    is, untouched, indexes and all; nor is an empty file unless it is the newest."""
+                   epochs: EpochHistory | None, names: list[str]) -> tuple[list[LogSegment], bool]:
+    """The segments of the log, and whether an orphan index was removed. In cluster mode a
+    segment file whose first batch is not valid (a fenced leader created it after the takeover)
+    is not part of the log: it is left where it is, untouched, indexes and all; nor is an empty
+    file unless it is the newest."""
     logs: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for name in names:  # names, not Paths: a start opens thousands of directories
@@ -218,10 +243,13 @@ def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]
             logs.add(parsed.base_offset)
         elif parsed.kind in filenames.INDEX_SUFFIXES:
             indexes.append((parsed.base_offset, name))
+    tidied = False
     for base, name in indexes:
         if base not in logs:
             log.warning("deleting orphan index file %s", directory / name)
             (directory / name).unlink(missing_ok=True)
+            tidied = True
+    present = set(names)
     segments = []
     bases = sorted(logs)
     for base in bases:
@@ -232,18 +260,24 @@ def _open_segments(directory: Path, config: LogConfig, recovered: dict[int, int]
             empty_tail = first == (None, None) and base == bases[-1]
             if not empty_tail and not epochs.counts_segment(*first):
                 continue
-        segment, truncated = open_segment(directory, base, config)
+        segment, truncated = open_segment(directory, base, config, present)
         if truncated is not None:
             recovered[base] = truncated
         segments.append(segment)
-    return segments
+    return segments, tidied
 
 
-def open_segment(directory: Path, base: int, config: LogConfig) -> tuple[LogSegment, int | None]:
+def open_segment(directory: Path, base: int, config: LogConfig,
+                 names: set[str] | None = None) -> tuple[LogSegment, int | None]:
     """Open a segment, recovering it if an index is missing or insane; (segment, bytes
-    truncated by that recovery or None if it was not needed)."""
-    missing = not (filenames.index_file(directory, base).exists()
-                   and filenames.time_index_file(directory, base).exists())
+    truncated by that recovery or None if it was not needed). `names`: the directory's listing,
+    if the caller has it."""
+    if names is None:
+        missing = not (filenames.index_file(directory, base).exists()
+                       and filenames.time_index_file(directory, base).exists())
+    else:
+        stem = filenames.offset_to_name(base)
+        missing = not (stem + filenames.INDEX_SUFFIX in names and stem + filenames.TIME_INDEX_SUFFIX in names)
     segment = LogSegment(directory, base, config)
     if missing or not _indexes_sane(segment):
         log.warning("rebuilding the indexes of %s", segment.log_path)
@@ -267,12 +301,12 @@ def _indexes_sane(segment: LogSegment) -> bool:
 STALE_TEMP_SECONDS = 60.0
 
 
-def remove_stale_temp_files(directory: Path, names: list[str]) -> None:
+def remove_stale_temp_files(directory: Path, names: list[str]) -> set[str]:
     """Remove `atomic_write`'s temp files (`.<name>.<random>.tmp`) older than STALE_TEMP_SECONDS:
     the content never replaced its file, and nothing reads it. One that cannot be removed stays
-    (the log opens all the same)."""
+    (the log opens all the same). Returns the names removed."""
     now = time.time()
-    removed = 0
+    removed: set[str] = set()
     for name in names:
         if not (name.startswith(".") and name.endswith(".tmp")):
             continue
@@ -280,13 +314,14 @@ def remove_stale_temp_files(directory: Path, names: list[str]) -> None:
         try:
             if now - path.stat().st_mtime >= STALE_TEMP_SECONDS:
                 path.unlink()
-                removed += 1
+                removed.add(name)
         except FileNotFoundError:  # renamed or removed meanwhile
             continue
         except OSError as exc:
             log.warning("temp file %s left in place: %s", path, exc)
     if removed:
-        log.debug("removed %d temp file(s) a crash left in %s", removed, directory)
+        log.debug("removed %d temp file(s) a crash left in %s", len(removed), directory)
+    return removed
 
 
 def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None,
@@ -299,6 +334,8 @@ def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | No
     cleaned_bases: list[int] = []
     changed = False
     for name in sorted(os.listdir(directory) if names is None else names):
+        if not name.endswith(filenames.TRANSIENT_SUFFIXES):  # (most names: parsed only if it may be one)
+            continue
         parsed = filenames.parse_name(name)
         if parsed is None or not parsed.transient:
             continue

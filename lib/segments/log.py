@@ -31,7 +31,7 @@ from .config import LogConfig
 from .errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError,
                      RecordTooLargeError)
 from .leader_epochs import EpochHistory
-from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock
+from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock, remove_clean_shutdown_marker
 from .read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
 from .time_index import TimestampOffset
@@ -93,7 +93,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, topic: str, partition: int, *, now_ms: int | None = None,
                  epochs: EpochHistory | None = None, create_segment: SegmentCreator | None = None):
         """Use Log.open."""
-        self.directory = Path(directory)
+        self.directory = filenames.as_path(directory)
         self.config = config
         self.topic = topic
         self.partition = partition
@@ -128,11 +128,7 @@ class Log:
         # From here on a crash is not a clean shutdown (Kafka removes the marker after loading).
         # The removal is durable before anything is appended: the directory is fsynced, once for
         # it and a changed checkpoint together (a start after a clean stop rewrites none).
-        try:
-            (self.directory / filenames.CLEAN_SHUTDOWN_FILE).unlink()
-            marker_removed = True
-        except FileNotFoundError:
-            marker_removed = False
+        marker_removed = remove_clean_shutdown_marker(self.directory, loaded.names)
         # The load read the start checkpoint under the partition lock: unchanged, it is not read again.
         start_unchanged = loaded.start_checkpoint == self._log_start_offset
         if self._write_checkpoints(sync_dir=False, start_unchanged=start_unchanged) or marker_removed:
@@ -145,7 +141,7 @@ class Log:
         """Open (creating if needed) the partition directory, repairing it like Kafka's loader.
         topic/partition default to what the directory name `<topic>-<partition>` says. In cluster
         mode pass the partition's leader-epoch history and the fence's exclusive segment creator."""
-        directory = Path(directory)
+        directory = filenames.as_path(directory)
         if topic is None or partition is None:
             parsed_topic, parsed_partition = filenames.parse_partition_dir(directory.name)
             topic = parsed_topic if topic is None else topic

@@ -22,11 +22,12 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import crc32c
 
 from . import filenames
-from .atomic import atomic_write
+from .atomic import atomic_write, read_small
 from .errors import CorruptRecordError
 
 VERSION = 1
@@ -88,7 +89,7 @@ def decode_snapshot(data: bytes, *, source: str = "producer snapshot") -> list[P
 
 
 def read_snapshot(path: str | Path) -> list[ProducerSnapshotEntry]:
-    return decode_snapshot(Path(path).read_bytes(), source=str(path))
+    return decode_snapshot(read_small(path), source=str(path))
 
 
 def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSnapshotEntry], *,
@@ -100,7 +101,7 @@ def write_snapshot(directory: str | Path, offset: int, entries: list[ProducerSna
     return path
 
 
-def list_snapshots(directory: str | Path, names: list[str] | None = None) -> dict[int, Path]:
+def list_snapshots(directory: str | Path, names: Iterable[str] | None = None) -> dict[int, Path]:
     """offset -> path of every regular `.snapshot` file, sorted by offset (among `names`, the
     directory's listing if the caller has it)."""
     found = {}
@@ -108,12 +109,12 @@ def list_snapshots(directory: str | Path, names: list[str] | None = None) -> dic
         if name.endswith(filenames.SNAPSHOT_SUFFIX):
             parsed = filenames.parse_name(name)
             if parsed is not None and parsed.kind == filenames.SNAPSHOT_SUFFIX and not parsed.transient:
-                found[parsed.base_offset] = Path(directory, name)
+                found[parsed.base_offset] = filenames.child(directory, name)
     return dict(sorted(found.items()))
 
 
 def delete_snapshots(directory: str | Path, *, above: int | None = None, below: int | None = None,
-                     keep_newest: int | None = None, names: list[str] | None = None) -> list[int]:
+                     keep_newest: int | None = None, names: Iterable[str] | None = None) -> list[int]:
     """Remove snapshots with offset > `above` (a truncated log: they describe offsets that are
     gone), offset < `below` (retention: their batches are gone) and all but the `keep_newest`
     newest ones. Returns the offsets removed. `names`: the directory's listing, if the caller has it."""

@@ -19,7 +19,6 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from . import filenames
@@ -90,7 +89,7 @@ class LogSegment:
                  suffix: str = "", writable: bool = True, created_ms: int | None = None):
         """Open (or create) the segment `base_offset` in `directory`. `suffix` selects the files
         of an in-progress swap (".cleaned", ".swap"). A new segment gets preallocated indexes."""
-        self.directory = Path(directory)
+        self.directory = filenames.as_path(directory)
         self.base_offset = base_offset
         self.config = config
         self.suffix = suffix

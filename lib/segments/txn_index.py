@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import atomic_write
+from .atomic import atomic_write, read_small
 from .errors import CorruptRecordError
 from .txn_metadata import AbortedTxn
 
@@ -61,7 +61,7 @@ def decode_txn_index(data: bytes, *, base_offset: int | None = None, source: str
 def read_txn_index(path: str | Path, base_offset: int | None = None) -> list[TxnIndexEntry]:
     """The entries of a .txnindex file; [] when the segment has none (no file)."""
     try:
-        data = Path(path).read_bytes()
+        data = read_small(path)
     except FileNotFoundError:
         return []
     return decode_txn_index(data, base_offset=base_offset, source=str(path))

@@ -5,6 +5,7 @@ the log end, with the state still exactly what a full rebuild gives."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -15,9 +16,10 @@ from topiclake.broker.producer_state import RETRY_HORIZON_MS, WINDOW_READS, Dupl
 from topiclake.broker.markers import write_marker
 from topiclake.segments import filenames as fn
 from topiclake.segments.batch import Record, build_batch, read_header
-from topiclake.segments.producer_snapshot import ProducerSnapshotEntry, list_snapshots
+from topiclake.segments.log import Log
+from topiclake.segments.producer_snapshot import ProducerSnapshotEntry, list_snapshots, write_snapshot
 from topiclake.segments.txn_index import TxnIndexEntry, read_txn_index
-from tests.broker.partitions import open_partition, produce
+from tests.broker.partitions import CONFIG, open_partition, produce
 
 
 def state(part):
@@ -130,6 +132,36 @@ def test_snapshots_beyond_a_truncated_log_end_are_deleted(tmp_path):
     rebuilt = open_partition(directory)
     assert rebuilt.replay.snapshot_offset == 35 and state(rebuilt) == state(again)
     rebuilt.log.close()
+
+
+@pytest.mark.parametrize("stop", ["clean", "crash", "torn"])
+def test_a_start_reading_by_the_loads_listing_finds_what_listing_again_finds(tmp_path, stop):
+    """The broker's open reads snapshots and .txnindex files by the load's listing of the
+    directory (LoadResult.names): the same state, replay and files as a fresh listing; a load
+    that deleted a snapshot (a torn tail) has no listing to give, and the state is listed for."""
+    part, _ = build(tmp_path / "a" / "t-0")
+    produce(part, 6, 1, transactional=True)
+    write_marker(part, 6, 0, False, 1)  # an abort after the last snapshot
+    if stop == "clean":
+        part.close()
+    else:
+        part.log.close_handlers()
+    if stop == "torn":
+        active = fn.log_file(tmp_path / "a" / "t-0", 15)
+        os.truncate(active, active.stat().st_size - 5)
+        write_snapshot(tmp_path / "a" / "t-0", 99, [])  # above the log end after the cut
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    listed = open_partition(tmp_path / "a" / "t-0")
+    by_names = Partition("t", 0, Log.open(tmp_path / "b" / "t-0", CONFIG), CONFIG)
+    assert (by_names.log.load_result.names is None) == (stop == "torn")
+    by_names.load_state(names=by_names.log.load_result.names)
+    assert by_names.replay == listed.replay and state(by_names) == state(listed)
+    assert sorted(os.listdir(tmp_path / "b" / "t-0")) == sorted(os.listdir(tmp_path / "a" / "t-0"))
+    for name in os.listdir(tmp_path / "a" / "t-0"):
+        if name.endswith((".txnindex", ".snapshot")):
+            assert (tmp_path / "b" / "t-0" / name).read_bytes() == (tmp_path / "a" / "t-0" / name).read_bytes()
+    listed.log.close()
+    by_names.log.close()
 
 
 def test_a_marker_with_a_short_value_still_settles_its_transaction(tmp_path):

@@ -71,3 +71,36 @@ def test_a_broker_killed_in_its_clean_stop_loses_nothing_and_marks_only_synced_l
             assert len(temps) == kept, (p, temps)
     finally:
         assert again.stop() == 0, again.log()
+
+
+def test_a_kill_9_after_a_clean_start_recovers_every_log_and_loses_nothing(tmp_path):
+    """A start after a clean stop removes each log's marker as it opens it, found in the load's
+    own listing of the directory (not looked up again), durably before the log takes an append:
+    a kill -9 after acknowledged produces has the next start recover every log, nothing lost."""
+    data = tmp_path / "data"
+    layout = StorageLayout(data)
+    broker = BrokerProcess(data).start()
+    try:
+        topic = create_topic(broker.bootstrap, PARTITIONS)
+        produce(broker.bootstrap, topic, PARTITIONS, PER_PARTITION)
+        assert broker.stop() == 0, broker.log()  # every log marked clean
+        broker.start()
+        wait_for(lambda: len(OPENED.findall(broker.log())) == 2, timeout=60, what="the clean start's open of every log",
+                 detail=broker.log)  # (the first start's line: no partition yet)
+        assert OPENED.findall(broker.log())[-1] == (str(PARTITIONS), "0"), broker.log()
+        marked = [p for p in range(PARTITIONS) if (layout.log_dir(topic, p) / filenames.CLEAN_SHUTDOWN_FILE).exists()]
+        assert not marked, f"open logs still marked clean: {marked[:10]}"
+        produce(broker.bootstrap, topic, PARTITIONS, PER_PARTITION, start=PER_PARTITION)  # acknowledged
+        broker.kill()
+    finally:
+        broker.kill()
+
+    again = BrokerProcess(data).start()
+    try:
+        opened = wait_for(lambda: OPENED.findall(again.log()), timeout=60, what="the start's open of every log",
+                          detail=again.log)
+        assert opened[-1] == (str(PARTITIONS), str(PARTITIONS)), opened  # every log recovered
+        values = read_all(again.bootstrap, topic, PARTITIONS, "read_uncommitted", 2 * PARTITIONS * PER_PARTITION)
+        assert sorted(values) == sorted(f"{p}:{i}".encode() for p in range(PARTITIONS) for i in range(2 * PER_PARTITION))
+    finally:
+        assert again.stop() == 0, again.log()

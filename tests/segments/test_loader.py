@@ -166,6 +166,30 @@ def test_missing_or_corrupt_index_is_rebuilt_and_orphans_removed(tmp_path):
     log.close()
 
 
+def test_the_load_keeps_its_listing_only_while_nothing_it_did_changed_the_directory(tmp_path):
+    """LoadResult.names (what a start reads snapshots, .txnindex files and the marker by instead of
+    listing again) is the directory's listing, or None once the load removed or created a file."""
+    config = LogConfig(segment_bytes=600, index_interval_bytes=100)
+    directory = tmp_path / "t-0"
+    fill(directory, config, [2] * 30)
+    first = min(fn.offset_from_name(p) for p in directory.glob("*.log"))
+
+    def listing() -> frozenset[str] | None:
+        result = load_log(directory, config, topic="t", partition=0)
+        for segment in result.segments:
+            segment.close()
+        return result.names
+
+    assert listing() == frozenset(os.listdir(directory))
+    fn.index_file(directory, 999_999).write_bytes(b"")  # an orphan index: the load removes it
+    assert listing() is None
+    fn.time_index_file(directory, first).unlink()  # a missing index: the load creates and rebuilds it
+    assert listing() is None
+    (directory / "00000000000000999999.snapshot").write_bytes(b"")  # above the log end: the load removes it
+    assert listing() is None
+    assert listing() == frozenset(os.listdir(directory))
+
+
 def test_checkpointed_start_beyond_the_end_empties_the_log(tmp_path):
     directory = tmp_path / "t-0"
     fill(directory, LogConfig(), [3])
