@@ -24,6 +24,8 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from .filenames import as_path
+
 from .atomic import fsync
 from .errors import CorruptRecordError, TopiclakeError
 
@@ -97,7 +99,7 @@ class Index:
         """Open or create the index. A new file is preallocated to `max_index_size`; an existing
         one keeps its length and, like Kafka, has room for exactly the entries that length holds
         (a trimmed index is full until `resize` gives it room again)."""
-        self.path = path if isinstance(path, Path) else Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
         self.writable = writable
         self._keys = array("q")

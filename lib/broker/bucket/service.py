@@ -419,6 +419,7 @@ class BucketService:
             self._retry_at = {tail: at for tail, at in self._retry_at.items() if tail in live}
         started = time.monotonic()
         deadline = started + self.settings.flush_timeout_ms / 1000
+        retry_at = started + RETRY_AFTER_TICKS * self.settings.flush_ms / 1000  # for a tail that fails now
         due = [tail for tail in tails if tail.has_unflushed
                and (self._stopping or self._retry_at.get(tail, 0.0) <= started)]
         outcomes = list(self._pool.map(lambda tail: self._guarded(tail, lambda: tail.flush(deadline)), due))
@@ -428,14 +429,14 @@ class BucketService:
             if outcome is None:
                 self._retry_at.pop(tail, None)
             else:  # not before the next regular tick: a produce at flush_bytes would retry it per request
-                self._retry_at[tail] = started + RETRY_AFTER_TICKS * self.settings.flush_ms / 1000
+                self._retry_at[tail] = retry_at
         if self._stopping:
             return True
         for tail, job in list(self._maintenance.items()):
             if job.done():
                 del self._maintenance[tail]
                 if job.exception() is None and job.result() is not None:  # a seal that failed waits too
-                    self._retry_at[tail] = started + RETRY_AFTER_TICKS * self.settings.flush_ms / 1000
+                    self._retry_at[tail] = retry_at
         now = time.monotonic()
         if now - self._notices_listed >= MANIFEST_POLL_S and (self._notices_job is None or self._notices_job.done()):
             self._notices_listed = now
