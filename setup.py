@@ -12,8 +12,10 @@ setup(
     ext_modules=[
         Extension(
             "topiclake.segments._native._decode",
-            sources=["lib/segments/_native/decode.c", "lib/segments/_native/crc32c.c"],
-            depends=["lib/segments/_native/record_fast.h", "lib/segments/_native/crc32c.h"],
+            sources=["lib/segments/_native/decode.c", "lib/segments/_native/batch_walk.c",
+                     "lib/segments/_native/crc32c.c"],
+            depends=["lib/segments/_native/record_fast.h", "lib/segments/_native/batch_walk.h",
+                     "lib/segments/_native/crc32c.h"],
             extra_compile_args=["-O3"],
             optional=False,
         ),

@@ -2,12 +2,14 @@
 
 One public name, two implementations (aiokafka's pattern for its record kernel):
 
-- native: Python walks the batch headers (one per ~1000 records) and decompresses; then ONE call
-  of the C kernel (`_native/decode.c`) checks the CRCs of uncompressed batches (SSE4.2, or AVX-512
+- native: the kernel walks the headers of runs of uncompressed v2 batches (`_native/batch_walk.c`:
+  Python's per-header cost was a sixth of the decode); Python walks every other unit (compressed,
+  legacy, anything unusual, with its own error text) and decompresses; then ONE call of the C
+  kernel (`_native/decode.c`) checks the CRCs of uncompressed batches (SSE4.2, or AVX-512
   VPCLMULQDQ folding where the CPU has it; each just before its records are decoded, its bytes
-  prefetched while the batch before it was decoded) and decodes the record sections
-  of many batches straight into Arrow buffers, which become arrays without a copy. No
-  per-record Python object. A compressed batch's CRC is checked (crc32c package) before it is
+  prefetched while the batch before it was decoded) and decodes the record sections of many
+  batches straight into Arrow buffers, which become arrays without a copy. No per-record Python
+  object. A compressed batch's CRC is checked (crc32c package) before it is
   inflated, and so is every batch's on a CPU without the crc32 instruction.
 - reference: the same table built from batch.py's `Record` objects, slow and obviously right;
   the tests hold the native path to it.
@@ -33,7 +35,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from .batch import (HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Record, RecordBatch, TimestampType,
-                    iter_batches)
+                    iter_batches, read_header)
 from .compression import Compression, decompress_into
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
@@ -107,14 +109,29 @@ def decode_to_arrow_native(buf, *, start: int = 0, end: int | None = None, sourc
     sections = _Sections(min_offset, max_offset, source, validate=validate)
     legacy = _Rows(min_offset, max_offset, source)
     out: list[pa.RecordBatch] = []
+    view = memoryview(buf).cast("B")
+    end = len(view) if end is None else min(end, len(view))
+    # runs of plain batches are walked by the kernel; any other unit (and every unit when batches
+    # are judged by epoch, or CRCs cannot be checked by the kernel) by Python's walkers, one at a time
+    plain_runs = epochs is None and (_KERNEL_CRC or not validate)
+    pos = start
     try:  # CRCs are checked by `sections`, not by the walk
-        for unit in _iter_units(buf, start, end, source, allow_partial_tail, False, epochs):
-            if isinstance(unit, LegacyEntry):
-                out += sections.flush()  # keep stream order across a format switch
-                legacy.add(unit)
+        while pos < end:
+            if plain_runs and (run_end := sections.add_plain_run(view, pos, end)) != pos:
+                out += legacy.flush()  # before the run's rows: `sections` reach `out` only when flushed
+                pos = run_end
+            for unit in _iter_units(view, pos, end, source, allow_partial_tail, False, epochs):
+                pos = unit.position + unit.size
+                if isinstance(unit, LegacyEntry):
+                    out += sections.flush()  # keep stream order across a format switch
+                    legacy.add(unit)
+                else:
+                    out += legacy.flush()
+                    sections.add(unit)
+                if plain_runs and _looks_plain(view, pos, end):
+                    break  # back to the kernel's walk
             else:
-                out += legacy.flush()
-                sections.add(unit)
+                break  # the walk reached `end`, or stopped at a partial tail
     except CorruptRecordError:
         sections.flush()  # a batch before the bad bytes fails first, as if checked before the walk went on
         raise
@@ -185,6 +202,12 @@ def _is_legacy(view: memoryview, pos: int, end: int) -> bool:
     return end - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] in _LEGACY_MAGICS
 
 
+def _looks_plain(view: memoryview, pos: int, end: int) -> bool:
+    """Whether the unit at `pos` may start a plain run (v2, uncompressed: the low byte of the
+    attributes at 22); the kernel's walk decides."""
+    return end - pos >= HEADER_SIZE and view[pos + MAGIC_OFFSET] == 2 and not view[pos + 22] & 0x07
+
+
 def _offset_bounds(min_offset: int | None, max_offset: int | None) -> tuple[int, int]:
     lo = _INT64_MIN if min_offset is None else max(min_offset, _INT64_MIN)
     hi = _INT64_MAX if max_offset is None else min(max_offset, _INT64_MAX)
@@ -247,7 +270,7 @@ class _Sections:
         self._source = source
         self._validate = validate
         self._sections: list = []
-        self._batches: list[RecordBatch] = []  # for errors: each one's source and position
+        self._batches: list[RecordBatch | int] = []  # for errors: each one, or a plain run's position
         self._meta = array("q")
         self._bytes = 0
         self._done: list[pa.RecordBatch] = []
@@ -285,6 +308,24 @@ class _Sections:
             self._inflate_buffer = None
         return done
 
+    def add_plain_run(self, view: memoryview, pos: int, end: int) -> int:
+        """Add the plain (uncompressed v2) batches from `pos` that the kernel's walk takes (none
+        before anything else: Python's walkers judge that); where they end."""
+        take_one = not self._sections
+        check_crc = self._validate  # callers ask for a run only when the kernel can check CRCs
+        next_pos, meta, spans = _decode.walk_plain(view, pos, end, _CHUNK_BYTES - self._bytes, take_one, check_crc)
+        if next_pos == pos and not take_one:  # the next batch does not fit in this chunk: decode it first
+            self._done += self._decode()
+            next_pos, meta, spans = _decode.walk_plain(view, pos, end, _CHUNK_BYTES, True, check_crc)
+        positions = array("q", spans)
+        for i in range(0, len(positions), 2):
+            position, size = positions[i], positions[i + 1]
+            self._sections.append(view[position : position + size])
+            self._batches.append(position)
+            self._bytes += size - HEADER_SIZE
+        self._meta.frombytes(meta)
+        return next_pos
+
     def _inflate(self, batch: RecordBatch):
         """The batch's records section inflated into the reused buffer (decoding the sections
         already there first when it is full), or as new bytes where only `decompress` will do."""
@@ -302,6 +343,14 @@ class _Sections:
         self._inflated += size
         return room[:size]
 
+    def _batch(self, index: int) -> RecordBatch:
+        """The index-th batch of this chunk (a plain run's is built from its bytes, for its error)."""
+        batch = self._batches[index]
+        if isinstance(batch, int):
+            section = self._sections[index]
+            return RecordBatch(read_header(section), section, batch, self._source)
+        return batch
+
     def _is_inflated(self, section) -> bool:
         return isinstance(section, memoryview) and section.obj is self._inflate_buffer
 
@@ -312,7 +361,7 @@ class _Sections:
             out = _decode.decode_batches(self._sections, self._meta, self._lo, self._hi, _allocate)
         except _decode.DecodeError as exc:
             index, record_position, reason = exc.args
-            batch = self._batches[index]
+            batch = self._batch(index)
             if record_position < 0:  # its CRC: batch.py's own error, word for word
                 batch.ensure_valid()
             source, position = batch.source or self._source, batch.position

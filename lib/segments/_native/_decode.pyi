@@ -1,4 +1,4 @@
-"""Types of the compiled module built from decode.c and crc32c.c (setup.py's ext_modules)."""
+"""Types of the compiled module built from decode.c, batch_walk.c and crc32c.c (setup.py's ext_modules)."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,4 +13,6 @@ class DecodeError(Exception):
 
 def decode_batches(sections: Sequence[Any], meta: Any, min_offset: int, max_offset: int,
                    allocate: Callable[[int], Buffer], /) -> dict[str, Any]: ...
+def walk_plain(buf: Buffer, pos: int, end: int, budget: int, take_one: bool, check_crc: bool,
+               /) -> tuple[int, bytes, bytes]: ...
 def crc32c(data: Buffer, /) -> int: ...

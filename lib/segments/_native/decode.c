@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "batch_walk.h"
 #include "crc32c.h"
 
 typedef __int128 i128;
@@ -532,6 +533,9 @@ static PyObject *crc32c_of(PyObject *Py_UNUSED(self), PyObject *args)
 
 static PyMethodDef methods[] = {
     {"crc32c", crc32c_of, METH_VARARGS, "crc32c(data) -> int: the CRC-32C the kernel checks batches with."},
+    {"walk_plain", walk_plain, METH_VARARGS,
+     "walk_plain(buf, pos, end, budget, take_one, check_crc) -> (next_pos, meta, spans)\n\n"
+     "The headers of the plain (uncompressed v2) batches from pos, as decode_batches' meta (batch_walk.c)."},
     {"decode_batches", decode_batches, METH_VARARGS,
      "decode_batches(sections, meta, min_offset, max_offset, allocate) -> dict\n\n"
      "Decode v2 record sections into Arrow buffers obtained from allocate(size); returns the row,\n"
