@@ -47,6 +47,7 @@ enum { M_COUNT, M_BASE_OFFSET, M_BASE_TIMESTAMP, M_MAX_TIMESTAMP, M_ATTRIBUTES, 
 #define MIN_RECORD_BODY 6 /* attributes + five one-byte varints */
 #define MIN_RECORD_SIZE (1 + MIN_RECORD_BODY)
 #define MIN_HEADER_SIZE 2 /* two one-byte length varints */
+#define DATA_SLACK 32 /* key and value data: room for record_fast.h's fixed-size copy of a small field */
 
 /* The Arrow buffers produced, in the order of the names Python receives them under. */
 enum {
@@ -469,7 +470,7 @@ static PyObject *decode_batches(PyObject *Py_UNUSED(self), PyObject *args)
         bytes += view->len - start;
     }
     Py_ssize_t capacity[N_BUFFERS];
-    buffer_sizes(rows, bytes / MIN_HEADER_SIZE, bytes, bytes, bytes, bytes, capacity);
+    buffer_sizes(rows, bytes / MIN_HEADER_SIZE, bytes + DATA_SLACK, bytes + DATA_SLACK, bytes, bytes, capacity);
     Columns c = {0};
     for (; out.count < N_BUFFERS; out.count++) {
         if (allocate_output(allocate, capacity[out.count], &bufs[out.count], &out.views[out.count]) < 0)

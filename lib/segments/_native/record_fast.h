@@ -73,6 +73,23 @@ static inline int valid_utf8_fast(const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
+/* put_field for the fast path: a field of up to SMALL_FIELD bytes is copied as one fixed-size
+ * block (two vector moves, no call into libc), which may read past the field within the section
+ * (`end`) and write past it into the data buffer's slack (DATA_SLACK, decode.c). */
+#define SMALL_FIELD 32
+static inline void put_field_fast(char *valid, char *offsets, char *data, Py_ssize_t row, Py_ssize_t *used,
+                                  Py_ssize_t *nulls, const uint8_t *src, int64_t size, const uint8_t *end)
+{
+    if (size >= 0 && size <= SMALL_FIELD && end - src >= SMALL_FIELD) {
+        set_bit(valid, row, 1);
+        memcpy(data + *used, src, SMALL_FIELD);
+        *used += size;
+        ((int32_t *)offsets)[row + 1] = (int32_t)*used;
+    } else {
+        put_field(valid, offsets, data, row, used, nulls, src, size);
+    }
+}
+
 /* Forget the headers appended since the marks (a record dropped or left to the exact path). */
 static inline void roll_back_headers(Columns *c, Py_ssize_t headers, Py_ssize_t hkey_bytes, Py_ssize_t hvalue_bytes,
                                      Py_ssize_t hvalue_nulls)
@@ -125,12 +142,17 @@ static inline const uint8_t *decode_record_fast(const uint8_t *p, const uint8_t 
         return record_end;
     }
     const Py_ssize_t row = c->rows;
+    /* The value column takes most of the bytes written and its lines are not in cache: asking for
+     * them (for writing) ~8 records ahead overlaps their fetch with this work (bench/decode.py:
+     * ~12% of the uncompressed decode). A prefetch never faults, past the buffer's end too. */
+    __builtin_prefetch(c->buf[B_VALUE_DATA] + c->value_bytes + 1024, 1);
+    __builtin_prefetch(c->buf[B_VALUE_DATA] + c->value_bytes + 1024 + 64, 1);
     ((int64_t *)c->buf[B_OFFSET])[row] = offset;
     ((int64_t *)c->buf[B_TIMESTAMP])[row] = timestamp;
-    put_field(c->buf[B_KEY_VALID], c->buf[B_KEY_OFFSETS], c->buf[B_KEY_DATA], row, &c->key_bytes, &c->key_nulls,
-              key, key_size);
-    put_field(c->buf[B_VALUE_VALID], c->buf[B_VALUE_OFFSETS], c->buf[B_VALUE_DATA], row, &c->value_bytes,
-              &c->value_nulls, value, value_size);
+    put_field_fast(c->buf[B_KEY_VALID], c->buf[B_KEY_OFFSETS], c->buf[B_KEY_DATA], row, &c->key_bytes,
+                   &c->key_nulls, key, key_size, end);
+    put_field_fast(c->buf[B_VALUE_VALID], c->buf[B_VALUE_OFFSETS], c->buf[B_VALUE_DATA], row, &c->value_bytes,
+                   &c->value_nulls, value, value_size, end);
     ((int32_t *)c->buf[B_HEADER_OFFSETS])[row + 1] = (int32_t)c->headers;
     c->rows++;
     return record_end;
