@@ -10,6 +10,9 @@ For lz4 and zstd, the codec library alone decompresses the same batches' records
 same run (the best of python-lz4 / python-zstandard returning bytes and cramjam decompressing into
 one reused buffer), and "codec_ratio" is topiclake's decode rate / that rate: 1.0 would mean that
 walking, CRC-checking and decoding to Arrow cost nothing on top of the decompression itself.
+For uncompressed batches the machine's memory floor is measured in the same run: the CRC-32C of
+every byte (the kernel's own CRC) and one copy of every byte into a reused buffer, the least any
+decoder that checks and copies its input must do; "floor_ratio" is topiclake's rate / the floor's.
 The last line is one JSON object; "ratio" is uncompressed topiclake / kafka-python records/s.
 
     python bench/decode.py            # >= 200 MB of uncompressed batches per codec
@@ -27,6 +30,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy (loaded by pyarrow) 
 
 import cramjam
 import lz4.frame
+import numpy
 import zstandard
 from kafka.record.memory_records import MemoryRecords
 
@@ -69,6 +73,19 @@ def kafka_python_read(log: bytes) -> None:
             record.key, record.value  # noqa: B018  (what a consumer reads)
             count += 1
     assert count % RECORDS_PER_BATCH == 0 and count > 0
+
+
+def memory_floor_seconds(log: bytes, repeat: int) -> float:
+    """Best CPU seconds of checking the CRC of every byte of `log` and copying every byte once
+    (into a buffer written before, as the decoder's reused pages are)."""
+    source = numpy.frombuffer(log, dtype=numpy.uint8)
+    target = numpy.ones_like(source)
+
+    def check_and_copy() -> None:
+        arrow._decode.crc32c(log)
+        numpy.copyto(target, source)
+
+    return min(timed(check_and_copy)[0] for _ in range(repeat))
 
 
 def codec_alone_seconds(codec: str, log: bytes, repeat: int) -> tuple[float, str]:
@@ -134,6 +151,12 @@ def main() -> None:
         }
         r = results[codec]
         codec_note = ""
+        if codec == "none" and arrow.HAS_NATIVE:
+            floor_seconds = memory_floor_seconds(log, args.repeat)
+            r.update(floor_mb_per_s=round(len(log) / 1e6 / floor_seconds, 1),
+                     floor_ratio=round(floor_seconds / seconds, 2))
+            codec_note = (f" | memory floor (CRC + one copy) {r['floor_mb_per_s']:.1f} MB/s: "
+                          f"decode/floor {r['floor_ratio']:.2f}")
         if codec != "none":
             codec_seconds, way = codec_alone_seconds(codec, log, args.repeat)
             r.update(codec_alone_records_per_s=round(records / codec_seconds), codec_alone=way,
