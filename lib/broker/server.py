@@ -22,7 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from topiclake.segments import ownership
-from topiclake.segments.atomic import atomic_write
+from topiclake.segments.atomic import atomic_write, remove_stale_root_temp_files
 from topiclake.segments.errors import TopiclakeError
 from topiclake.store.metrics import process_metrics
 
@@ -116,6 +116,9 @@ class BrokerServer:
                     ownership.claim_mode(self.config.root, "single",
                                          shown_as=None if self.config.bucket is None else str(self.config.bucket.root))
                 self.context = BrokerContext.create(self.config, bucket=self.bucket)
+                if self.bucket is None:  # what a crash left between a small file's write and its rename
+                    layout = self.context.layout
+                    await asyncio.to_thread(remove_stale_root_temp_files, layout.root, layout.root_level_dirs)
             except BaseException:
                 if self._root_lock is not None:
                     self._root_lock.release()

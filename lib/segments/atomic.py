@@ -12,12 +12,16 @@ renamed into place (log_close). No name ever points at content that is not durab
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
+
+_log = logging.getLogger(__name__)
 
 Rename = tuple[Path, Path]  # (a written temp file, the name it is to replace)
 
@@ -207,3 +211,52 @@ def create_exclusive(path: str | os.PathLike, data: bytes) -> bool:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
     return True
+
+
+# A temp file this old is no live writer's: its write (a few small bytes) and rename take
+# milliseconds. A writer stalled longer finds its rename failing, and loses nothing: the file it
+# was replacing is untouched. Younger ones may be a maintenance job's or a fenced leader's.
+STALE_TEMP_SECONDS = 60.0
+
+
+def remove_stale_temp_files(directory: Path, names: list[str]) -> set[str]:
+    """Remove `atomic_write`'s temp files (`.<name>.<random>.tmp`) older than STALE_TEMP_SECONDS:
+    the content never replaced its file, and nothing reads it. One that cannot be removed stays
+    (the log opens all the same). Returns the names removed."""
+    now = time.time()
+    removed: set[str] = set()
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        path = directory / name
+        try:
+            if now - path.stat().st_mtime >= STALE_TEMP_SECONDS:
+                path.unlink()
+                removed.add(name)
+        except FileNotFoundError:  # renamed or removed meanwhile
+            continue
+        except OSError as exc:
+            _log.warning("temp file %s left in place: %s", path, exc)
+    if removed:
+        _log.debug("removed %d temp file(s) a crash left in %s", len(removed), directory)
+    return removed
+
+
+def remove_stale_root_temp_files(root: Path, directories: Iterable[Path]) -> int:
+    """`remove_stale_temp_files` in each of the root-level `directories` that exists (topic
+    files, the config store, broker registrations: the log directories are swept as each log
+    opens); how many were removed."""
+    removed = 0
+    for directory in directories:
+        try:
+            names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            _log.warning("temp files in %s not looked at: %s", directory, exc)
+            continue
+        removed += len(remove_stale_temp_files(directory, names))
+    if removed:
+        _log.info("removed %d temp file(s) a crash left under %s", removed, root)
+    return removed
+

@@ -2,7 +2,7 @@
 
 1. Transient files: `*.deleted` and `*.cleaned` are removed, and the temp files of small-file
    writes (`.<name>.*.tmp`: a crash between a write and its rename, or before a clean stop's sync)
-   once STALE_TEMP_SECONDS old; `.swap` files at or above the
+   once atomic.STALE_TEMP_SECONDS old; `.swap` files at or above the
    smallest `.cleaned` offset belong to an unfinished split and are removed; for the other
    `.log.swap` files, the regular segments they replace ([min swap base, max swap next offset))
    are removed and the swap is completed by renaming. Index `.swap` files are removed (rebuilt).
@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from .config import LogConfig
 from .errors import CorruptRecordError
 from .batch import HEADER_SIZE, read_header
 from .leader_epochs import EpochHistory
+from .atomic import remove_stale_temp_files
 from .producer_snapshot import delete_snapshots
 from .segment import BatchValidity, LogSegment
 
@@ -293,35 +293,6 @@ def _indexes_sane(segment: LogSegment) -> bool:
         return False
     index = segment.offset_index
     return not index.entries or index.entry(index.entries - 1).position <= segment.size
-
-
-# A temp file this old is no live writer's: its write (a few small bytes) and rename take
-# milliseconds. A writer stalled longer finds its rename failing, and loses nothing: the file it
-# was replacing is untouched. Younger ones may be a maintenance job's or a fenced leader's.
-STALE_TEMP_SECONDS = 60.0
-
-
-def remove_stale_temp_files(directory: Path, names: list[str]) -> set[str]:
-    """Remove `atomic_write`'s temp files (`.<name>.<random>.tmp`) older than STALE_TEMP_SECONDS:
-    the content never replaced its file, and nothing reads it. One that cannot be removed stays
-    (the log opens all the same). Returns the names removed."""
-    now = time.time()
-    removed: set[str] = set()
-    for name in names:
-        if not (name.startswith(".") and name.endswith(".tmp")):
-            continue
-        path = directory / name
-        try:
-            if now - path.stat().st_mtime >= STALE_TEMP_SECONDS:
-                path.unlink()
-                removed.add(name)
-        except FileNotFoundError:  # renamed or removed meanwhile
-            continue
-        except OSError as exc:
-            log.warning("temp file %s left in place: %s", path, exc)
-    if removed:
-        log.debug("removed %d temp file(s) a crash left in %s", len(removed), directory)
-    return removed
 
 
 def complete_swaps(directory: Path, config: LogConfig, epochs: EpochHistory | None = None,

@@ -122,6 +122,12 @@ class StorageLayout:
         return self.root / "topics"
 
     @property
+    def root_level_dirs(self) -> tuple[Path, ...]:
+        """Where the root's own small files are (topics, configs, registrations, producer ids),
+        each written by `atomic_write`; the partitions' directories are not among them."""
+        return (self.root, self.topics_dir, self.cluster_dir, self.brokers_dir)
+
+    @property
     def logs_dir(self) -> Path:
         return self.root / "log"
 

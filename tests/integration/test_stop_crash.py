@@ -16,7 +16,7 @@ import time
 import pytest
 
 from topiclake.segments import filenames
-from topiclake.segments.loader import STALE_TEMP_SECONDS
+from topiclake.segments.atomic import STALE_TEMP_SECONDS
 from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_partition_offset
 from topiclake.segments.storage import StorageLayout
 from tests.support.broker_process import BrokerProcess
