@@ -421,9 +421,10 @@ class ClusterNode:
         except FencedLeaderError as exc:
             # The epoch was claimed in storage already: by a newer leader (its state will reach
             # us), or by this broker before it restarted, faster than any controller noticed. Then
-            # it needs an epoch of its own: raise the state's past the claim (compare-and-set).
+            # it needs an epoch of its own: raise the state's past the claim (compare-and-set),
+            # unless stopping: a leaving node must not name itself leader at a new epoch.
             latest = self._states.get(key)
-            if latest is current and exc.current is not None and exc.current >= epoch:
+            if not self._stopping and latest is current and exc.current is not None and exc.current >= epoch:
                 log.info("%s-%d: epoch %d is claimed in storage already (up to %d): raising the leader epoch",
                          topic, partition, epoch, exc.current)
                 await self._apply(LeaderChange(topic, partition, PartitionState(

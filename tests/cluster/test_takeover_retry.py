@@ -205,3 +205,34 @@ def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session
         leading = re.findall(r"leads (\d+) partitions after", told)
         assert leading and leading[-1] == "0", leading  # the stop's summary: every partition let go
         assert re.search(r"closed 0 of 0 logs", told), told[-3000:]
+
+
+def test_a_takeover_fenced_while_the_broker_stops_raises_no_epoch(zookeeper, store_proxy, tmp_path):
+    """SIGTERM while a takeover waits for the store, and the epoch it claims taken meanwhile: its
+    claim, released, is refused (fenced). A node that is not stopping then raises the state's epoch
+    past the claim to lead again (the test above); a stopping one must not name itself leader at a
+    new epoch in ZooKeeper on its way out: it lets the partition go, and the controller moves it."""
+    from topiclake.objectlog.fence import BucketFence
+    from topiclake.objectlog.keys import PartitionKeys
+
+    proxy, _root, direct = store_proxy
+    topic = "fenced-mid-stop"
+    with _producing(zookeeper, _root, tmp_path, topic) as (brokers, before, producer):
+        producer.stop(flush_s=60)
+        survivor = next(b for b in (1, 2) if b != before.leader)
+        claim = proxy.fail("PUT", rf"/log/{topic}-0/leader-epochs/\d+\.claim$", action=HOLD, times=None)
+        brokers.kill(before.leader)
+        wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
+        epoch = int(re.search(r"/(\d+)\.claim$", claim.seen[0]).group(1))
+        BucketFence(direct, PartitionKeys(topic, 0)).claim(epoch, broker_id=before.leader)  # taken first
+        stopping = brokers.brokers[survivor]
+        stopping.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: f"broker {survivor} shutting down" in stopping.log(), 30, 0.05,
+                 what="the stop begun", detail=stopping.log)
+        proxy.clear(claim)
+        assert stopping.proc.wait(60) == 0, stopping.log()
+        told = stopping.log()
+        assert f"{topic}-0: not taking over at epoch {epoch}" in told, told[-3000:]
+        assert "raising the leader epoch" not in told, told[-3000:]
+        leading = re.findall(r"leads (\d+) partitions after", told)
+        assert leading and leading[-1] == "0", leading
