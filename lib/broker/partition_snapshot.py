@@ -23,6 +23,7 @@ and a log written before `.txnindex` files existed gets them on its first full r
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,9 @@ def take_snapshot(part, offset: int, *, sync_dir: bool = True) -> Path:
     `sync_dir=False`: the log's close fsyncs the directory after it (one fsync for both)."""
     directory = part.log.directory
     path = write_snapshot(directory, offset, part.producers.to_snapshot(part.txns.ongoing()), sync_dir=sync_dir)
-    delete_snapshots(directory, below=min(part.log.log_start_offset, offset), keep_newest=KEEP_SNAPSHOTS)
+    # counted even while its rename waits for a clean stop's sync (atomic.deferred_writes)
+    names = {*os.listdir(directory), path.name}
+    delete_snapshots(directory, below=min(part.log.log_start_offset, offset), keep_newest=KEEP_SNAPSHOTS, names=names)
     return path
 
 

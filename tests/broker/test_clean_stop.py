@@ -23,6 +23,8 @@ from topiclake.segments.checkpoints import RECOVERY_POINT_CHECKPOINT, read_parti
 from topiclake.segments.storage import StorageLayout
 
 from tests.support.filled_partitions import filled
+from topiclake.broker.partition_snapshot import KEEP_SNAPSHOTS, take_snapshot
+from topiclake.segments.producer_snapshot import list_snapshots
 
 TOPIC = "many"
 PARTITIONS = 200
@@ -141,6 +143,20 @@ def test_one_sync_only_where_the_file_system_syncs_all_it_holds(tmp_path):
     assert file_system_type(fd) is None and not can_sync_filesystem(fd)  # closed: unknown, no raise
     if can_sync_filesystem():
         assert kernel_version() >= SYNCFS_REPORTS_ERRORS >= (5, 17)
+
+
+def test_a_clean_stop_keeps_the_newest_snapshots_counting_its_own(tmp_path):
+    """The close's snapshot waits for the root's sync in a temp file; the pruning beside it counts
+    it all the same: KEEP_SNAPSHOTS remain after the renames, not one more."""
+    layout = StorageLayout(tmp_path)
+
+    async def scenario():
+        manager, [part] = await filled(layout, TOPIC, 1, 4)
+        await manager.run_io(lambda: [take_snapshot(part, offset) for offset in (1, 2, 3)])
+        await manager.close()
+        return sorted(list_snapshots(layout.log_dir(TOPIC, 0)))
+
+    assert asyncio.run(scenario()) == list(range(5 - KEEP_SNAPSHOTS, 5))  # the close's own at 4
 
 
 def test_deferred_writes_nest(tmp_path):
