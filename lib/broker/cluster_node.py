@@ -125,9 +125,9 @@ class ClusterNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        # With the takeovers in flight (not in `_led` yet): each resignation runs after them.
+        # Each resignation after its partition's takeover in flight (not in `_led` yet), side by side.
         for key in set(self._led) | set(self._chains):
-            await self._chain(key, lambda key=key: self._resign(key))
+            self._chain(key, lambda key=key: self._resign(key))
         await asyncio.gather(*self._chains.values(), return_exceptions=True)
         self._log_summary()
         await self._blocking(self.coordination.close)
