@@ -43,7 +43,7 @@ class ProducerIdAllocator:
                  reserve_block: Callable[[int], int] | None = None):
         """`reserve_block(size)`: a bucket root reserves blocks in the bucket (BucketService)."""
         self.path = layout.cluster_dir / "producer_ids.json"
-        self.blocks_dir = layout.cluster_dir / "producer-id-blocks"
+        self.blocks_dir = layout.producer_id_blocks_dir
         self.shared = shared
         self.reserve_block = reserve_block
         self._next = 0

@@ -114,6 +114,10 @@ class StorageLayout:
         return self.brokers_dir / f"{int(broker_id)}.json"
 
     @property
+    def producer_id_blocks_dir(self) -> Path:
+        return self.cluster_dir / "producer-id-blocks"
+
+    @property
     def broker_configs_file(self) -> Path:
         return self.cluster_dir / "broker-configs.json"
 
@@ -125,7 +129,7 @@ class StorageLayout:
     def root_level_dirs(self) -> tuple[Path, ...]:
         """Where the root's own small files are (topics, configs, registrations, producer ids),
         each written by `atomic_write`; the partitions' directories are not among them."""
-        return (self.root, self.topics_dir, self.cluster_dir, self.brokers_dir)
+        return (self.root, self.topics_dir, self.cluster_dir, self.brokers_dir, self.producer_id_blocks_dir)
 
     @property
     def logs_dir(self) -> Path:

@@ -25,7 +25,7 @@ def test_a_starting_broker_removes_the_root_level_temp_files_a_crash_left(tmp_pa
     planted = {}  # path -> whether a start must remove it
     for directory, name in [(layout.topics_dir, "kept.json"), (layout.cluster_dir, "producer_ids.json"),
                             (layout.brokers_dir, "0.json"), (layout.cluster_dir, "broker-configs.json"),
-                            (layout.root, "recovery-point-offset-checkpoint")]:
+                            (layout.producer_id_blocks_dir, "1000"), (layout.root, "recovery-point-offset-checkpoint")]:
         directory.mkdir(parents=True, exist_ok=True)
         old, young = directory / f".{name}.k3j2x_a1.tmp", directory / f".{name}.z9q8w_b2.tmp"
         for path in (old, young):

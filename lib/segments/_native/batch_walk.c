@@ -83,14 +83,21 @@ PyObject *walk_plain(PyObject *Py_UNUSED(self), PyObject *args)
     }
     const uint8_t *buf = view.buf;
     Py_ssize_t next_pos;
-    const Py_ssize_t n = count_plain(buf, pos, end, budget, take_one, &next_pos);
+    Py_ssize_t n = count_plain(buf, pos, end, budget, take_one, &next_pos);
     PyObject *meta = PyBytes_FromStringAndSize(NULL, n * META_FIELDS * (Py_ssize_t)sizeof(int64_t));
     PyObject *spans = PyBytes_FromStringAndSize(NULL, n * SPAN_FIELDS * (Py_ssize_t)sizeof(int64_t));
     if (meta && spans) {
         int64_t *m = (int64_t *)PyBytes_AS_STRING(meta), *s = (int64_t *)PyBytes_AS_STRING(spans);
         for (Py_ssize_t i = 0; i < n; i++, m += META_FIELDS, s += SPAN_FIELDS) {
+            /* the bytes are read again: bounded again (another process may rewrite a shared map) */
             const uint8_t *h = buf + pos;
-            const Py_ssize_t size = (Py_ssize_t)(int32_t)be32(h + 8) + LOG_OVERHEAD;
+            const int32_t length = next_pos - pos >= HEADER_SIZE ? (int32_t)be32(h + 8) : -1;
+            const Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
+            if (length < MIN_LENGTH_FIELD || size > next_pos - pos) {
+                n = i;
+                next_pos = pos;
+                break;
+            }
             m[0] = (int32_t)be32(h + 57);  /* recordsCount */
             m[1] = (int64_t)be64(h);       /* baseOffset */
             m[2] = (int64_t)be64(h + 27);  /* baseTimestamp */
@@ -104,7 +111,13 @@ PyObject *walk_plain(PyObject *Py_UNUSED(self), PyObject *args)
             s[1] = size;
             pos += size;
         }
-        result = Py_BuildValue("(nNN)", next_pos, meta, spans);
+        if (_PyBytes_Resize(&meta, n * META_FIELDS * (Py_ssize_t)sizeof(int64_t)) == 0 &&
+            _PyBytes_Resize(&spans, n * SPAN_FIELDS * (Py_ssize_t)sizeof(int64_t)) == 0)
+            result = Py_BuildValue("(nNN)", next_pos, meta, spans);
+        else {
+            Py_XDECREF(meta);
+            Py_XDECREF(spans);
+        }
     } else {
         Py_XDECREF(meta);
         Py_XDECREF(spans);
