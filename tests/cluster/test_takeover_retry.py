@@ -177,21 +177,23 @@ def test_a_partition_fenced_by_a_claim_no_state_names_is_led_again(zookeeper, st
         _read_back_once(brokers.bootstrap_of(before.leader), topic, producer)
 
 
-def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session_closes(zookeeper, store_proxy,
-                                                                                        tmp_path):
-    """SIGTERM while a takeover waits for the store (its epoch claim held by the proxy): the stop
-    waits for it, then lets that partition go like every other one it leads, before its ZooKeeper
-    session closes. Before, the stop's list of partitions to let go was taken while the takeover
-    was in flight: the log stayed open and the manager's close wrote its files into a partition
-    that the next leader already owned."""
-    proxy, root, _direct = store_proxy
-    topic = "stopped-mid-takeover"
+def _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic: str, *, claimed_first: bool) -> tuple[str, int]:
+    """The leader of `topic`-0 killed, the survivor's takeover held at its epoch claim (with
+    `claimed_first`, that epoch then claimed by another), SIGTERM to the survivor, the claim let
+    go: the survivor's log once it exited, and the epoch it claimed."""
+    from topiclake.objectlog.fence import BucketFence
+    from topiclake.objectlog.keys import PartitionKeys
+
+    proxy, root, direct = store_proxy
     with _producing(zookeeper, root, tmp_path, topic) as (brokers, before, producer):
         producer.stop(flush_s=60)
         survivor = next(b for b in (1, 2) if b != before.leader)
         claim = proxy.fail("PUT", rf"/log/{topic}-0/leader-epochs/\d+\.claim$", action=HOLD, times=None)
         brokers.kill(before.leader)
         wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
+        epoch = int(re.search(r"/(\d+)\.claim$", claim.seen[0]).group(1))
+        if claimed_first:
+            BucketFence(direct, PartitionKeys(topic, 0)).claim(epoch, broker_id=before.leader)
         stopping = brokers.brokers[survivor]
         stopping.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: f"broker {survivor} shutting down" in stopping.log(), 30, 0.05,
@@ -200,11 +202,22 @@ def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session
         assert stopping.proc.poll() is None, "stopped without waiting for the takeover in flight"
         proxy.clear(claim)
         assert stopping.proc.wait(60) == 0, stopping.log()
-        told = stopping.log()
-        assert f"took over log/{topic}-0 at epoch" in told, told[-3000:]
-        leading = re.findall(r"leads (\d+) partitions after", told)
-        assert leading and leading[-1] == "0", leading  # the stop's summary: every partition let go
-        assert re.search(r"closed 0 of 0 logs", told), told[-3000:]
+        return stopping.log(), epoch
+
+
+def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session_closes(zookeeper, store_proxy,
+                                                                                        tmp_path):
+    """SIGTERM while a takeover waits for the store (its epoch claim held by the proxy): the stop
+    waits for it, then lets that partition go like every other one it leads, before its ZooKeeper
+    session closes. Before, the stop's list of partitions to let go was taken while the takeover
+    was in flight: the log stayed open and the manager's close wrote its files into a partition
+    that the next leader already owned."""
+    topic = "stopped-mid-takeover"
+    told, _epoch = _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic, claimed_first=False)
+    assert f"took over log/{topic}-0 at epoch" in told, told[-3000:]
+    leading = re.findall(r"leads (\d+) partitions after", told)
+    assert leading and leading[-1] == "0", leading  # the stop's summary: every partition let go
+    assert re.search(r"closed 0 of 0 logs", told), told[-3000:]
 
 
 def test_a_takeover_fenced_while_the_broker_stops_raises_no_epoch(zookeeper, store_proxy, tmp_path):
@@ -212,27 +225,9 @@ def test_a_takeover_fenced_while_the_broker_stops_raises_no_epoch(zookeeper, sto
     claim, released, is refused (fenced). A node that is not stopping then raises the state's epoch
     past the claim to lead again (the test above); a stopping one must not name itself leader at a
     new epoch in ZooKeeper on its way out: it lets the partition go, and the controller moves it."""
-    from topiclake.objectlog.fence import BucketFence
-    from topiclake.objectlog.keys import PartitionKeys
-
-    proxy, _root, direct = store_proxy
     topic = "fenced-mid-stop"
-    with _producing(zookeeper, _root, tmp_path, topic) as (brokers, before, producer):
-        producer.stop(flush_s=60)
-        survivor = next(b for b in (1, 2) if b != before.leader)
-        claim = proxy.fail("PUT", rf"/log/{topic}-0/leader-epochs/\d+\.claim$", action=HOLD, times=None)
-        brokers.kill(before.leader)
-        wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
-        epoch = int(re.search(r"/(\d+)\.claim$", claim.seen[0]).group(1))
-        BucketFence(direct, PartitionKeys(topic, 0)).claim(epoch, broker_id=before.leader)  # taken first
-        stopping = brokers.brokers[survivor]
-        stopping.proc.send_signal(signal.SIGTERM)
-        wait_for(lambda: f"broker {survivor} shutting down" in stopping.log(), 30, 0.05,
-                 what="the stop begun", detail=stopping.log)
-        proxy.clear(claim)
-        assert stopping.proc.wait(60) == 0, stopping.log()
-        told = stopping.log()
-        assert f"{topic}-0: not taking over at epoch {epoch}" in told, told[-3000:]
-        assert "raising the leader epoch" not in told, told[-3000:]
-        leading = re.findall(r"leads (\d+) partitions after", told)
-        assert leading and leading[-1] == "0", leading
+    told, epoch = _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic, claimed_first=True)
+    assert f"{topic}-0: not taking over at epoch {epoch}" in told, told[-3000:]
+    assert "raising the leader epoch" not in told, told[-3000:]
+    leading = re.findall(r"leads (\d+) partitions after", told)
+    assert leading and leading[-1] == "0", leading
