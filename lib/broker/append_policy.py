@@ -55,3 +55,13 @@ def check_append(config: LogConfig, header: BatchHeader, data: bytes, acks: int,
     if errors:
         raise InvalidTimestamp(f"{where}: {len(errors)} record(s) rejected for an invalid timestamp "
                                "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)", errors)
+
+
+def plainly_allowed(config: LogConfig, header: BatchHeader, acks: int, now_ms: int) -> bool:
+    """Whether `check_append` passes on its first checks (the usual batch: no replicas wanted
+    beyond the leader, timestamps within the header's bound), told without building its
+    error messages; False: ask `check_append`, which raises or passes."""
+    return ((acks != ACKS_ALL or config.min_insync_replicas <= IN_SYNC_REPLICAS)
+            and (config.log_append_time
+                 or (config.message_timestamp_before_max_ms >= LONG_MAX
+                     and header.max_timestamp <= now_ms + config.message_timestamp_after_max_ms)))
