@@ -57,11 +57,14 @@ def check_append(config: LogConfig, header: BatchHeader, data: bytes, acks: int,
                                "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)", errors)
 
 
-def plainly_allowed(config: LogConfig, header: BatchHeader, acks: int, now_ms: int) -> bool:
-    """Whether `check_append` passes on its first checks (the usual batch: no replicas wanted
-    beyond the leader, timestamps within the header's bound), told without building its
-    error messages; False: ask `check_append`, which raises or passes."""
-    return ((acks != ACKS_ALL or config.min_insync_replicas <= IN_SYNC_REPLICAS)
-            and (config.log_append_time
-                 or (config.message_timestamp_before_max_ms >= LONG_MAX
-                     and header.max_timestamp <= now_ms + config.message_timestamp_after_max_ms)))
+def plain_timestamp_bound(config: LogConfig, acks: int, now_ms: int) -> int | None:
+    """The largest header max timestamp with which `check_append` passes on its first checks (the
+    usual topic: no replicas wanted beyond the leader, no lower timestamp bound), so a request's
+    batches are compared with one number, not each asked; None: ask `check_append` for each."""
+    if acks == ACKS_ALL and config.min_insync_replicas > IN_SYNC_REPLICAS:
+        return None
+    if config.log_append_time:
+        return LONG_MAX  # any timestamp: the broker stamps the batch
+    if config.message_timestamp_before_max_ms < LONG_MAX:
+        return None
+    return now_ms + config.message_timestamp_after_max_ms

@@ -181,7 +181,7 @@ class Partition:
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
         if self.tail is not None:
             self.tail.appended(result.size)
-        if confirm:
+        if confirm and (self.tail is not None or self.fence is not None):  # else confirm() has nothing to do
             self.confirm()
         return result
 

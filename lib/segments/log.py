@@ -203,7 +203,8 @@ class Log:
         if self.config.log_append_time:  # the batch is rewritten and its CRC recomputed: the general path
             return self.append(data, leader_epoch=leader_epoch, now_ms=now_ms)
         with self._write_lock:
-            self._require_open()
+            if self._closed:
+                self._require_open()
             now = _now_ms() if now_ms is None else now_ms
             size = len(data)
             if size != header.length + LOG_OVERHEAD or header.magic != CURRENT_MAGIC:

@@ -24,7 +24,7 @@ from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
 from topiclake.segments.log_results import AppendResult
 
 from ..api_keys import ApiKey
-from ..append_policy import check_append, plainly_allowed
+from ..append_policy import check_append, plain_timestamp_bound
 from ..context import BrokerContext
 from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, CloseConnection, error_code, error_message
@@ -86,7 +86,7 @@ def _checked_header(data: bytes | None, max_message_bytes: int) -> BatchHeader |
         return None
     if crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != fields[4]:
         return None
-    return BatchHeader(*fields)
+    return tuple.__new__(BatchHeader, fields)  # BatchHeader(*fields) without its __new__'s argument parsing
 
 
 def _where(topic: Any, index: int) -> str:
@@ -171,7 +171,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
     appending: list[tuple[dict, Any]] = []  # their (response fields, topic as messages name it)
     partitions = broker.partitions
-    clock = partitions.clock
+    now_ms = partitions.clock()  # the request's time, for the timestamp bounds of all its batches
+    bound_config, timestamp_bound = None, None  # plain_timestamp_bound of the last partition's config
     produced = 0  # record bytes, for the produce quota
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
     if len(body.topic_data) > 1 or (body.topic_data and len(body.topic_data[0].partition_data) > 1):
@@ -203,8 +204,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 config = part.config
                 header = _checked_header(data, config.max_message_bytes) or \
                     validate_batch(data, config.max_message_bytes, _where(label, index))
-                now_ms = clock()
-                if not plainly_allowed(config, header, acks, now_ms):
+                if config is not bound_config:  # a topic's partitions share their config object
+                    bound_config, timestamp_bound = config, plain_timestamp_bound(config, acks, now_ms)
+                if timestamp_bound is None or header.max_timestamp > timestamp_bound:
                     check_append(config, header, data, acks, now_ms, _where(label, index))
                 # Only into a partition of the producer's ongoing transaction. In a cluster, once this
                 # partition holds the producer's open transaction the coordinator (maybe another
