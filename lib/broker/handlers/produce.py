@@ -3,8 +3,11 @@
 Validation happens before a byte touches disk, in Kafka's order (UnifiedLog.analyzeAndValidate
 Records + LogValidator for v2 client batches): exactly one v2 batch per partition, its size
 against max.message.bytes (MESSAGE_TOO_LARGE), size/CRC (CORRUPT_MESSAGE), then the header
-rules a client batch must follow (INVALID_RECORD). Log.append validates again (all or nothing);
-we check here to answer with the precise code and without a thread hop.
+rules a client batch must follow (INVALID_RECORD). The checks run once, here, before a byte is
+written: in one pass for a batch that passes them all (`_checked_header`), by validate_batch for
+the precise error of one that does not. The writer thread then appends it without computing its
+CRC again (`Log.append_validated`), which makes the checks that depend on the log's own config
+and state. One hop to the writer thread per request appends every partition's batch.
 """
 
 from __future__ import annotations
