@@ -55,3 +55,16 @@ def check_append(config: LogConfig, header: BatchHeader, data: bytes, acks: int,
     if errors:
         raise InvalidTimestamp(f"{where}: {len(errors)} record(s) rejected for an invalid timestamp "
                                "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)", errors)
+
+
+def plain_timestamp_bound(config: LogConfig, acks: int, now_ms: int) -> int | None:
+    """The largest header max timestamp with which `check_append` passes on its first checks (the
+    usual topic: no replicas wanted beyond the leader, no lower timestamp bound), so a request's
+    batches are compared with one number, not each asked; None: ask `check_append` for each."""
+    if acks == ACKS_ALL and config.min_insync_replicas > IN_SYNC_REPLICAS:
+        return None
+    if config.log_append_time:
+        return LONG_MAX  # any timestamp: the broker stamps the batch
+    if config.message_timestamp_before_max_ms < LONG_MAX:
+        return None
+    return now_ms + config.message_timestamp_after_max_ms

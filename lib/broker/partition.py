@@ -158,17 +158,22 @@ class Partition:
         return self.txns.last_stable_offset(self.high_watermark)
 
     def append_batch(self, data: bytes, header: BatchHeader, leader_epoch: int | None = None, *,
-                     confirm: bool = True) -> AppendResult:
+                     confirm: bool = True, validated: bool = False) -> AppendResult:
         """Append one producer's batch (I/O thread; every data append, Produce's or a
         coordinator's) and apply it to the producer state and the open transactions. A
         transaction's first batch holds the LSO before `log.append` moves the high watermark past
         it: a read_committed fetch in between would otherwise return it undecided. In cluster mode
         the batch is fsynced and the fence checked before it counts (FencedLeaderError: a newer
         leader took over). `leader_epoch`: stamped on the batch (default: the partition's).
-        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends)."""
+        `confirm=False`: the caller confirms later (PartitionManager.confirm_appends).
+        `validated`: Produce checked the batch's size, CRC and record count (`Log.append_validated`)."""
         opened = self.txns.on_data(header, self.log.log_end_offset)  # the offset the append assigns
+        epoch = self.stamp_epoch if leader_epoch is None else leader_epoch
         try:
-            result = self.log.append(data, leader_epoch=self.stamp_epoch if leader_epoch is None else leader_epoch)
+            if validated:
+                result = self.log.append_validated(data, header, leader_epoch=epoch)
+            else:
+                result = self.log.append(data, leader_epoch=epoch)
         except BaseException:
             if opened:
                 self.txns.cancel(header.producer_id)
@@ -176,7 +181,7 @@ class Partition:
         self.producers.observe(header, result.first_offset, result.last_offset, result.max_timestamp)
         if self.tail is not None:
             self.tail.appended(result.size)
-        if confirm:
+        if confirm and (self.tail is not None or self.fence is not None):  # else confirm() has nothing to do
             self.confirm()
         return result
 
@@ -216,6 +221,8 @@ class Partition:
         self._waiters.append(fut)
 
     def notify(self) -> None:
+        if not self._waiters:  # after every append: most have no fetch waiting
+            return
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():

@@ -9,13 +9,12 @@ read's result is dropped (a segment retired by refresh does not close its file).
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
+import struct
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,61 +31,14 @@ from .errors import (CorruptRecordError, LogClosedError, OffsetOutOfRangeError, 
                      RecordTooLargeError)
 from .leader_epochs import EpochHistory
 from .loader import SegmentCreator, first_batch, load_log, open_segment, partition_lock, remove_clean_shutdown_marker
+from .log_results import AppendResult, ReadResult, SegmentInfo
 from .read_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .segment import BatchSummary, LogSegment, RollParams, now_ms as _now_ms
 from .time_index import TimestampOffset
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    position: int  # where the first batch starts in the segment
-    segment_base_offset: int
-    record_count: int
-    size: int
-    log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Whole batches [position, position + size) of `file` (an open .log, for sendfile) holding
-    offsets [first_offset, next_offset). size == 0 means nothing to read (offset == LEO).
-
-    The bytes are not read: `read` only finds their bounds. Holding the result keeps `file` open,
-    so the bytes stay readable (and sendfile-able) even after a maintenance swap replaced the
-    segment: the open descriptor keeps the old inode alive until the result is dropped."""
-
-    file: io.FileIO | None
-    path: Path | None
-    position: int
-    size: int
-    first_offset: int
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-
-    def to_bytes(self) -> bytes:
-        if self.size == 0:
-            return b""
-        data = os.pread(self.file.fileno(), self.size, self.position)
-        if len(data) != self.size:  # the log only grows under a reader; a short read is a bug or damage
-            raise CorruptRecordError(f"short read: {len(data)} of {self.size} bytes", source=str(self.path),
-                                     position=self.position)
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    base_offset: int
-    next_offset: int
-    size: int
-    largest_timestamp: int
-    path: Path
+_HEAD = struct.Struct(">qii")  # baseOffset, length, partitionLeaderEpoch: the bytes an append rewrites
 
 
 class Log:
@@ -240,6 +192,56 @@ class Log:
             return AppendResult(first.base_offset, last.last_offset, max_timestamp,
                                 now if log_append_time else NO_TIMESTAMP, start, segment.base_offset, records,
                                 len(buf), self._log_start_offset)
+
+    def append_validated(self, data: bytes, header: BatchHeader, *, leader_epoch: int | None = None,
+                         now_ms: int | None = None) -> AppendResult:
+        """Append one batch whose size, magic, CRC-32C and record count the caller checked against
+        these very bytes (Produce's validate_batch, on the event loop): `append` of it with
+        offsets assigned, without checking the CRC a second time or copying the batch (its new
+        base offset and leader epoch are written from a 16-byte head, see LogSegment.append_batch).
+        The checks that depend on this log's config or state are made here as in `append`."""
+        if self.config.log_append_time:  # the batch is rewritten and its CRC recomputed: the general path
+            return self.append(data, leader_epoch=leader_epoch, now_ms=now_ms)
+        with self._write_lock:
+            if self._closed:
+                self._require_open()
+            now = _now_ms() if now_ms is None else now_ms
+            size = len(data)
+            if size != header.length + LOG_OVERHEAD or header.magic != CURRENT_MAGIC:
+                raise self._corrupt("the batch is not the one its header was read from", 0)
+            max_size = self.config.max_message_bytes
+            if size > max_size:
+                raise RecordTooLargeError(
+                    f"batch at position 0 of the append to {self.directory} is {size} bytes, larger "
+                    f"than max.message.bytes {max_size}")
+            records, delta = header.records_count, header.last_offset_delta
+            if records < 1:
+                raise self._corrupt("a produced batch must hold at least one record", 0)
+            if delta != records - 1:
+                raise self._corrupt(f"batch declares {records} records but lastOffsetDelta "
+                                    f"{delta}: offsets must be dense", 0)
+            if size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(f"append of {size} bytes to {self.directory} is larger than "
+                                               f"segment.bytes {self.config.segment_bytes}")
+            if self._roll_before_append:  # cluster mode: the first append after a takeover
+                self._roll_exclusive(self._segments[-1], self._log_end_offset, now, takeover=True)
+            base = self._tail[0]
+            max_timestamp = header.max_timestamp
+            segment = self._segments[-1]
+            if segment.should_roll_at(max_timestamp, base + delta, size, now):
+                segment = self._roll(base, now)
+                if segment.base_offset != base:  # a taken name (cluster mode): the log has a gap
+                    base = segment.base_offset
+            if base < segment.base_offset:
+                raise CorruptRecordError(f"batch base offset {base} is below the segment's base offset "
+                                         f"{segment.base_offset}", source=str(segment.log_path))
+            epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
+            last = base + delta
+            start = segment.append_batch(_HEAD.pack(base, header.length, epoch), data, last, max_timestamp)
+            self._tail = (last + 1, segment, segment.size)
+            self._maybe_flush(records, now)
+            return AppendResult(base, last, max_timestamp, NO_TIMESTAMP, start, segment.base_offset, records, size,
+                                self._log_start_offset)
 
     def _validate(self, buf: bytearray, assign_offsets: bool) -> list[tuple]:
         """Every batch's raw header fields (HEADER order), after checking size, magic, CRC-32C and offsets (Kafka's

@@ -164,17 +164,42 @@ class LogSegment:
         self._next_offset = batches[-1].last_offset + 1
         return start
 
+    def append_batch(self, head: bytes, data: bytes, last_offset: int, max_timestamp: int) -> int:
+        """Write one already validated batch whose offsets are assigned: `head` replaces the
+        first bytes of `data` (base offset, length, leader epoch: outside the CRC), written with
+        the rest in one pwritev, no copy of the batch. The Log checked that its base offset
+        (in `head`) is at least this segment's; return the position it starts at."""
+        self._require_relative(last_offset)
+        start = self._size
+        size = len(data)
+        fd = self._file.fileno()
+        written = os.pwritev(fd, (head, memoryview(data)[len(head):]), start)
+        if written < size:  # pwritev may write less than asked (signals, huge buffers)
+            whole = memoryview(head + bytes(memoryview(data)[len(head):]))
+            while written < size:
+                written += os.pwrite(fd, whole[written:], start + written)
+        self._synced = False
+        self._size = start + size  # publish the bytes before any index entry refers to them
+        if start == 0:
+            self._first_batch_timestamp = max_timestamp
+        self._index(last_offset, max_timestamp, size, start)
+        self._next_offset = last_offset + 1
+        return start
+
     def _index_batch(self, header: "BatchSummary | BatchHeader", position: int) -> None:
+        self._index(header.last_offset, header.max_timestamp, header.size, position)
+
+    def _index(self, last_offset: int, max_timestamp: int, size: int, position: int) -> None:
         """The one index rule for append and recovery (Kafka 4's per-batch form): a new entry
         (batch last offset, batch start) once more than index.interval.bytes were added since
         the last one. In recovery the counter equals Kafka's validBytes - lastIndexEntry."""
-        if header.max_timestamp > self._max_ts.timestamp:
-            self._max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+        if max_timestamp > self._max_ts.timestamp:
+            self._max_ts = TimestampOffset(max_timestamp, last_offset)
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
+            self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += header.size
+        self._bytes_since_last_index_entry += size
 
     def _require_relative(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
@@ -185,21 +210,26 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
     def should_roll(self, incoming: RollParams) -> bool:
-        """Kafka's LogSegment.shouldRoll (cheapest checks first: it runs on every append)."""
+        """Kafka's LogSegment.shouldRoll."""
+        return self.should_roll_at(incoming.max_timestamp, incoming.max_offset, incoming.size, incoming.now_ms)
+
+    def should_roll_at(self, max_timestamp: int, max_offset: int, size: int, now_ms: int) -> bool:
+        """`should_roll` with RollParams' fields as arguments (cheapest checks first: it runs on
+        every append)."""
         config = self.config
-        size = self._size
-        if size > config.segment_bytes - incoming.size:
+        current = self._size
+        if current > config.segment_bytes - size:
             return True
-        if size > 0 and self._time_waited_for_roll(incoming) > config.segment_ms - self.roll_jitter_ms:
+        if current > 0 and self._time_waited_for_roll(max_timestamp, now_ms) > config.segment_ms - self.roll_jitter_ms:
             return True
         return (self.offset_index.is_full() or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(incoming.max_offset))
+                or not 0 <= max_offset - self.base_offset <= _INT32_MAX)
 
-    def _time_waited_for_roll(self, incoming: RollParams) -> int:
-        first = self.first_batch_timestamp()
+    def _time_waited_for_roll(self, max_timestamp: int, now: int) -> int:
+        first = self._first_batch_timestamp if self._first_batch_timestamp is not None else self.first_batch_timestamp()
         if first is not None and first >= 0:
-            return incoming.max_timestamp - first
-        return incoming.now_ms - self._created_ms
+            return max_timestamp - first
+        return now - self._created_ms
 
     def first_batch_timestamp(self) -> int | None:
         """Max timestamp of the first batch (what segment.ms counts from), None if empty."""

@@ -43,8 +43,8 @@ def dump_time_index(path, base_offset: int) -> Iterator[TimestampOffset]:
 class TimeIndex(Index):
     ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 
-    def is_full(self) -> bool:
-        return self.entries >= self.max_entries - 1
+    def is_full(self) -> bool:  # (entries >= max_entries - 1, without the properties: asked on every append)
+        return len(self._keys) >= self.max_index_size // self.ENTRY.size - 1
 
     def entry(self, n: int) -> TimestampOffset:
         return TimestampOffset(self._keys[n], self.base_offset + self._values[n])

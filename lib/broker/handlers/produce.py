@@ -3,8 +3,11 @@
 Validation happens before a byte touches disk, in Kafka's order (UnifiedLog.analyzeAndValidate
 Records + LogValidator for v2 client batches): exactly one v2 batch per partition, its size
 against max.message.bytes (MESSAGE_TOO_LARGE), size/CRC (CORRUPT_MESSAGE), then the header
-rules a client batch must follow (INVALID_RECORD). Log.append validates again (all or nothing);
-we check here to answer with the precise code and without a thread hop.
+rules a client batch must follow (INVALID_RECORD). The checks run once, here, before a byte is
+written: in one pass for a batch that passes them all (`_checked_header`), by validate_batch for
+the precise error of one that does not. The writer thread then appends it without computing its
+CRC again (`Log.append_validated`), which makes the checks that depend on the log's own config
+and state. One hop to the writer thread per request appends every partition's batch.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import datetime
 import logging
 from typing import Any
 
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v13.request import ProduceRequest
 
-from topiclake.segments.batch import CURRENT_MAGIC, HEADER, HEADER_SIZE, MAGIC_OFFSET, BatchHeader, RecordBatch
+from topiclake.segments.batch import (ATTRIBUTES_OFFSET, CONTROL_BIT, CURRENT_MAGIC, HEADER, HEADER_SIZE, LOG_OVERHEAD,
+                                      MAGIC_OFFSET, BatchHeader, RecordBatch)
 from topiclake.segments.errors import CorruptRecordError, RecordTooLargeError
+from topiclake.segments.log_results import AppendResult
 
 from ..api_keys import ApiKey
-from ..append_policy import check_append
+from ..append_policy import check_append, plain_timestamp_bound
 from ..context import BrokerContext
 from ..encoded import pre_encoding_allowed
 from ..errors import BrokerError, CloseConnection, error_code, error_message
@@ -69,13 +75,37 @@ def validate_batch(data: bytes | None, max_message_bytes: int, where: str) -> Ba
     return header
 
 
+def _checked_header(data: bytes | None, max_message_bytes: int) -> BatchHeader | None:
+    """The header when `data` passes every check of `validate_batch`, in one pass that builds no
+    message; None: ask validate_batch, which raises the error Kafka would answer with."""
+    if not data or len(data) < HEADER_SIZE or data[MAGIC_OFFSET] != CURRENT_MAGIC:
+        return None
+    fields = HEADER.unpack_from(data, 0)
+    # fields 1, 5, 6, 9, 11, 12: length, attributes, last offset delta, producer id, base
+    # sequence, records count; size == len(data) >= HEADER_SIZE implies ensure_valid's minimum length
+    size = fields[1] + LOG_OVERHEAD
+    if (size != len(data) or size > max_message_bytes
+            or fields[5] & CONTROL_BIT or fields[12] != fields[6] + 1 or (fields[9] >= 0 and fields[11] < 0)):
+        return None
+    if crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != fields[4]:
+        return None
+    return tuple.__new__(BatchHeader, fields)  # BatchHeader(*fields) without its __new__'s argument parsing
+
+
+def _where(topic: Any, index: int) -> str:
+    """A partition's name in messages: made only for one that needs it (an error, a duplicate)."""
+    return f"produce to {topic}-{index}"
+
+
 def _append(part, data: bytes, header: BatchHeader, confirm: bool = True):
-    """On the I/O thread: the idempotence check and the append are one step per partition."""
+    """On the I/O thread: the idempotence check and the append are one step per partition. The
+    batch was checked on the event loop (_checked_header / validate_batch): its CRC is not
+    computed again (Log.append_validated)."""
     duplicate = part.producers.check(header)
     if duplicate is not None:
         part.confirm_through(duplicate.last_offset)  # cluster mode: only what passed the fence counts
         return duplicate
-    return part.append_batch(data, header, confirm=confirm)
+    return part.append_batch(data, header, confirm=confirm, validated=True)
 
 
 def _append_all(partitions, batches: list[tuple[Any, bytes, BatchHeader]], deferred: bool) -> list:
@@ -142,7 +172,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     bucket = broker.partitions.bucket
     deferred = broker.leadership.clustered or bucket is not None
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
-    appending: list[tuple[dict, str]] = []  # their (response fields, where)
+    appending: list[tuple[dict, Any]] = []  # their (response fields, topic as messages name it)
+    partitions = broker.partitions
+    now_ms = partitions.clock()  # the request's time, for the timestamp bounds of all its batches
+    bound_config, timestamp_bound = None, None  # plain_timestamp_bound of the last partition's config
+    produced = 0  # record bytes, for the produce quota
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
     if len(body.topic_data) > 1 or (body.topic_data and len(body.topic_data[0].partition_data) > 1):
         # Opened together (librdkafka's usual request, one partition, has nothing to overlap).
@@ -153,20 +187,30 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
         name = topic.name if topic_id is None else _name_of(broker, topic_id)
+        label = name or topic_id
         results = []
         for pdata in topic.partition_data:
-            where = f"produce to {name or topic_id}-{pdata.index}"
-            fields = dict(index=pdata.index, error_code=ErrorCode.none, base_offset=-1, log_append_time_ms=-1,
-                          log_start_offset=-1, record_errors=(), error_message=None)
+            index, data = pdata.index, pdata.records
+            if data:
+                produced += len(data)
+            fields = {"index": index, "error_code": ErrorCode.none, "base_offset": -1, "log_append_time_ms": -1,
+                      "log_start_offset": -1, "record_errors": (), "error_message": None}
             results.append(fields)
             try:
                 if acks not in (0, 1, -1):
-                    raise BrokerError(f"{where}: acks={acks} is not one of 0, 1, -1", ErrorCode.invalid_required_acks)
+                    raise BrokerError(f"{_where(label, index)}: acks={acks} is not one of 0, 1, -1",
+                                      ErrorCode.invalid_required_acks)
                 if name is None:
-                    raise BrokerError(f"{where}: unknown topic id", ErrorCode.unknown_topic_id)
-                part = await broker.partitions.get(name, pdata.index)
-                header = validate_batch(pdata.records, part.config.max_message_bytes, where)
-                check_append(part.config, header, pdata.records, acks, broker.partitions.clock(), where)
+                    raise BrokerError(f"{_where(label, index)}: unknown topic id", ErrorCode.unknown_topic_id)
+                # an open partition without a coroutine's await (what `get` returns first too)
+                part = partitions.opened(name, index) or await partitions.get(name, index)
+                config = part.config
+                header = _checked_header(data, config.max_message_bytes) or \
+                    validate_batch(data, config.max_message_bytes, _where(label, index))
+                if config is not bound_config:  # a topic's partitions share their config object
+                    bound_config, timestamp_bound = config, plain_timestamp_bound(config, acks, now_ms)
+                if timestamp_bound is None or header.max_timestamp > timestamp_bound:
+                    check_append(config, header, data, acks, now_ms, _where(label, index))
                 # Only into a partition of the producer's ongoing transaction. In a cluster, once this
                 # partition holds the producer's open transaction the coordinator (maybe another
                 # broker) was asked already: Kafka's verification guard, asked for a transaction's
@@ -182,10 +226,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                                                     header.producer_epoch, name, pdata.index)
             except Exception as exc:
                 failed = True
-                _refused(fields, exc, where)
+                _refused(fields, exc, _where(label, index))
                 continue
-            batches.append((part, pdata.records, header))
-            appending.append((fields, where))
+            batches.append((part, data, header))
+            appending.append((fields, label))
         answers.append((dict(name=name, topic_id=topic_id), results))
     user = request.session.user
     quota = broker.throttle.limits(PRODUCE, user, request.client_id) or \
@@ -207,20 +251,20 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
 
     def answer(outcomes: list) -> Any:
         failed_append = False
-        for (part, _data, header), (fields, where), outcome in zip(batches, appending, outcomes):
-            if isinstance(outcome, BaseException):
-                failed_append = True
-                _refused(fields, outcome, where)
-                continue
-            if isinstance(outcome, Duplicate):
-                log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
-                         where, header.producer_id, header.base_sequence, outcome.first_offset)
-            else:
+        for (part, _data, header), (fields, label), outcome in zip(batches, appending, outcomes):
+            if outcome.__class__ is AppendResult:  # the usual outcome first: one class compare
                 part.notify()
-                part.messages_in += header.records_count
-                part.bytes_in += header.size
-                if outcome.log_append_time is not None:
-                    fields["log_append_time_ms"] = outcome.log_append_time
+                part.messages_in += outcome.record_count
+                part.bytes_in += outcome.size
+                fields["log_append_time_ms"] = outcome.log_append_time
+            elif isinstance(outcome, Duplicate):
+                log.info("%s: duplicate batch from producer %d (sequence %d) answered with offset %d",
+                         _where(label, fields["index"]), header.producer_id, header.base_sequence,
+                         outcome.first_offset)
+            else:
+                failed_append = True
+                _refused(fields, outcome, _where(label, fields["index"]))
+                continue
             fields["base_offset"] = outcome.first_offset
             fields["log_start_offset"] = part.log_start_offset
         if acks == 0:
@@ -229,7 +273,6 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
             if failed or failed_append:
                 raise CloseConnection(f"acks=0 produce from {request.client_id} failed")
             return None
-        produced = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
         # The connection mutes while throttled; the quota's user is the authenticated principal.
         throttle_ms = broker.throttle.record(PRODUCE, user, request.client_id, produced)
         if pre_encoded:  # no policy merges refusals into it: bytes straight from the answers
