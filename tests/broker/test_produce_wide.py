@@ -134,3 +134,27 @@ def test_append_validated_keeps_the_log_checks(tmp_path):
         log.append_validated(data[:-1], header)  # not the bytes the header was read from
     assert log.log_end_offset == 8  # nothing refused was written
     log.close()
+
+
+def test_the_timestamp_bounds_are_judged_after_the_partitions_opened(tmp_path):
+    """A request to cold partitions waits for their opens (seconds at a start that recovers): its
+    batches' timestamps are judged at the time they are appended, not the time it arrived."""
+    broker = InProcessBroker(tmp_path / "data").start()
+    try:
+        broker.create_topic("judged", 2, **{"message.timestamp.before.max.ms": "60000"})
+        partitions = broker.context.partitions
+        now = {"ms": partitions.clock()}
+        partitions.clock = lambda: now["ms"]
+        open_many = partitions.open_many
+
+        async def slow_open_many(keys):
+            await open_many(keys)
+            now["ms"] += 120_000  # as if the opens had taken two minutes
+
+        partitions.open_many = slow_open_many
+        record = build_batch([Record(0, now["ms"] - 30_000, None, b"half a minute old on arrival")])
+        with broker.client() as c:
+            answer = c.request(_wide_request("judged", {0: record, 1: record})).responses[0].partition_responses
+        assert {p.error_code for p in answer} == {ErrorCode.invalid_timestamp}, answer
+    finally:
+        broker.stop()

@@ -174,7 +174,6 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
     batches: list[tuple[Any, bytes, BatchHeader]] = []  # (partition, batch, header) to append, in order
     appending: list[tuple[dict, Any]] = []  # their (response fields, topic as messages name it)
     partitions = broker.partitions
-    now_ms = partitions.clock()  # the request's time, for the timestamp bounds of all its batches
     bound_config, timestamp_bound = None, None  # plain_timestamp_bound of the last partition's config
     produced = 0  # record bytes, for the produce quota
     answers: list[tuple[Any, list[dict]]] = []  # per topic: (its response fields, its partitions')
@@ -184,6 +183,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
             (name, pdata.index) for topic in body.topic_data
             if (name := topic.name if getattr(topic, "topic_id", None) is None else _name_of(broker, topic.topic_id))
             for pdata in topic.partition_data)
+    # The time the timestamp bounds are judged at: read again after anything this handler awaits.
+    now_ms = partitions.clock()
     for topic in body.topic_data:
         topic_id = getattr(topic, "topic_id", None)  # v13+ (KIP-516) names topics by id only
         name = topic.name if topic_id is None else _name_of(broker, topic_id)
@@ -203,7 +204,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                 if name is None:
                     raise BrokerError(f"{_where(label, index)}: unknown topic id", ErrorCode.unknown_topic_id)
                 # an open partition without a coroutine's await (what `get` returns first too)
-                part = partitions.opened(name, index) or await partitions.get(name, index)
+                part = partitions.opened(name, index)
+                if part is None:
+                    part = await partitions.get(name, index)
+                    now_ms, bound_config = partitions.clock(), None
                 config = part.config
                 header = _checked_header(data, config.max_message_bytes) or \
                     validate_batch(data, config.max_message_bytes, _where(label, index))
@@ -224,6 +228,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]):
                                                         header.producer_epoch, [(name, pdata.index)], tv2=True)
                     await broker.txn.verify_produce(body.transactional_id, header.producer_id,
                                                     header.producer_epoch, name, pdata.index)
+                    now_ms, bound_config = partitions.clock(), None
             except Exception as exc:
                 failed = True
                 _refused(fields, exc, _where(label, index))
