@@ -19,6 +19,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on `port` (Linux /proc): a free port picked
+    for a broker may be taken by another process before the broker binds it, and a connection
+    to that port then proves nothing about this broker."""
+    try:
+        owned = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:  # exited, or a descriptor closed while listed
+        return False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            listening = fields[3] == "0A"
+            if listening and int(fields[1].rsplit(":", 1)[1], 16) == port and f"socket:[{fields[9]}]" in owned:
+                return True
+    return False
+
+
 class BrokerProcess:
     def __init__(self, data: Path, port: int | None = None, *, log_path: Path | None = None,
                  config: Path | None = None, args: tuple[str, ...] = (), root: str | None = None,
@@ -31,6 +52,7 @@ class BrokerProcess:
         self.args = tuple(args)  # more `broker start` flags, e.g. ("--registry-listen", "127.0.0.1:0")
         self.config = Path(config) if config is not None else REPO / "conf" / "topiclake.toml"
         self.port = port or free_port()
+        self._port_chosen = port is None  # a new one is picked if another process took it first
         self.log_path = log_path or self.data.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -38,10 +60,11 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "BrokerProcess":
+    def start(self, timeout: float = 60.0, *, tries: int = 3) -> "BrokerProcess":
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("TOPICLAKE_ROOT", None)
         self._log = open(self.log_path, "ab")
+        logged = self.log_path.stat().st_size
         self.proc = subprocess.Popen(
             [sys.executable, *self.launcher, "broker", "start", "--port", str(self.port),
              "--data", self.root, "--config", str(self.config), *self.args],
@@ -49,12 +72,14 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                told = self.log_path.read_bytes()[logged:].decode(errors="replace")
+                if self._port_chosen and tries > 1 and "Address already in use" in told:
+                    self.port = free_port()  # taken between its pick and the broker's bind
+                    return self.start(deadline - time.monotonic(), tries=tries - 1)
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            if listens_on(self.proc.pid, self.port):
                 return self
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker did not listen on {self.port} within {timeout}s: {self.log()}")
 
