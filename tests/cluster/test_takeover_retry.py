@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
+from typing import Callable
 import re
 import signal
 import time
@@ -177,10 +179,13 @@ def test_a_partition_fenced_by_a_claim_no_state_names_is_led_again(zookeeper, st
         _read_back_once(brokers.bootstrap_of(before.leader), topic, producer)
 
 
-def _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic: str, *, claimed_first: bool) -> tuple[str, int]:
+def _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic: str, *, claimed_first: bool = False,
+                          while_held: Callable[[Path, list[str]], None] | None = None) -> tuple[str, int]:
     """The leader of `topic`-0 killed, the survivor's takeover held at its epoch claim (with
-    `claimed_first`, that epoch then claimed by another), SIGTERM to the survivor, the claim let
-    go: the survivor's log once it exited, and the epoch it claimed."""
+    `claimed_first`, that epoch then claimed by another), SIGTERM to the survivor, `while_held`
+    called with the survivor's cache of partitions and what it held before the SIGTERM (with it, a
+    topic `spare` of 2 partitions as well, the survivor leading some), the claim let go: the
+    survivor's log once it exited, and the epoch it claimed."""
     from topiclake.objectlog.fence import BucketFence
     from topiclake.objectlog.keys import PartitionKeys
 
@@ -188,6 +193,9 @@ def _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic: str, *, claim
     with _producing(zookeeper, root, tmp_path, topic) as (brokers, before, producer):
         producer.stop(flush_s=60)
         survivor = next(b for b in (1, 2) if b != before.leader)
+        cache = tmp_path / f"cache-{survivor}" / "log"
+        if while_held is not None:
+            create_topic(brokers, "spare", 2)
         claim = proxy.fail("PUT", rf"/log/{topic}-0/leader-epochs/\d+\.claim$", action=HOLD, times=None)
         brokers.kill(before.leader)
         wait_for(lambda: claim.hits > 0, 30, 0.05, what="the survivor's takeover at the store", detail=brokers.logs)
@@ -195,10 +203,16 @@ def _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic: str, *, claim
         if claimed_first:
             BucketFence(direct, PartitionKeys(topic, 0)).claim(epoch, broker_id=before.leader)
         stopping = brokers.brokers[survivor]
+        if while_held is not None:
+            wait_for(lambda: any(name.startswith("spare-") for name in os.listdir(cache)), 30, 0.05,
+                     what="the survivor leading a partition of spare", detail=brokers.logs)
+        cached = sorted(os.listdir(cache))
         stopping.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: f"broker {survivor} shutting down" in stopping.log(), 30, 0.05,
                  what="the stop begun", detail=stopping.log)
         time.sleep(0.5)  # the cluster node's stop under way, the takeover still held
+        if while_held is not None:
+            while_held(cache, cached)
         assert stopping.proc.poll() is None, "stopped without waiting for the takeover in flight"
         proxy.clear(claim)
         assert stopping.proc.wait(60) == 0, stopping.log()
@@ -213,7 +227,18 @@ def test_a_takeover_in_flight_when_the_broker_stops_is_let_go_before_the_session
     was in flight: the log stayed open and the manager's close wrote its files into a partition
     that the next leader already owned."""
     topic = "stopped-mid-takeover"
-    told, _epoch = _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic, claimed_first=False)
+    led_before: list[str] = []
+
+    def others_let_go(cache: Path, cached: list[str]) -> None:
+        """The survivor leads partitions of `spare` too: their resignations (each removes the
+        partition's cache) do not wait for the held takeover."""
+        def others(names: list[str]) -> list[str]:
+            return [name for name in names if name.startswith("spare-")]
+        led_before.extend(others(cached))
+        wait_for(lambda: not others(os.listdir(cache)), 10, 0.05, what="the others let go during the held takeover",
+                 detail=lambda: f"{others(os.listdir(cache))} of {led_before}")
+
+    told, _epoch = _stopped_mid_takeover(zookeeper, store_proxy, tmp_path, topic, while_held=others_let_go)
     assert f"took over log/{topic}-0 at epoch" in told, told[-3000:]
     leading = re.findall(r"leads (\d+) partitions after", told)
     assert leading and leading[-1] == "0", leading  # the stop's summary: every partition let go
