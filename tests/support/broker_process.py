@@ -24,9 +24,15 @@ def listens_on(pid: int, port: int) -> bool:
     for a broker may be taken by another process before the broker binds it, and a connection
     to that port then proves nothing about this broker."""
     try:
-        owned = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-    except OSError:  # exited, or a descriptor closed while listed
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # exited
         return False
+    owned = set()
+    for fd in fds:
+        try:
+            owned.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed while listed
+            continue
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -73,7 +79,8 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 told = self.log_path.read_bytes()[logged:].decode(errors="replace")
-                if self._port_chosen and tries > 1 and "Address already in use" in told:
+                if self._port_chosen and tries > 1 and f"cannot listen on 127.0.0.1:{self.port}" in told:
+                    self._log.close()
                     self.port = free_port()  # taken between its pick and the broker's bind
                     return self.start(deadline - time.monotonic(), tries=tries - 1)
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log()}")
