@@ -34,8 +34,8 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from .batch import (HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Record, RecordBatch, TimestampType,
-                    iter_batches, read_header)
+from .batch import (ATTRIBUTES_OFFSET, COMPRESSION_MASK, CURRENT_MAGIC, HEADER_SIZE, MAGIC_OFFSET, NO_PRODUCER_EPOCH,
+                    NO_PRODUCER_ID, Record, RecordBatch, TimestampType, iter_batches, read_header)
 from .compression import Compression, decompress_into
 from .errors import CorruptRecordError
 from .leader_epochs import EpochHistory
@@ -203,9 +203,10 @@ def _is_legacy(view: memoryview, pos: int, end: int) -> bool:
 
 
 def _looks_plain(view: memoryview, pos: int, end: int) -> bool:
-    """Whether the unit at `pos` may start a plain run (v2, uncompressed: the low byte of the
-    attributes at 22); the kernel's walk decides."""
-    return end - pos >= HEADER_SIZE and view[pos + MAGIC_OFFSET] == 2 and not view[pos + 22] & 0x07
+    """Whether the unit at `pos` may start a plain run (v2, uncompressed: the codec bits in the low
+    byte of the big-endian attributes); the kernel's walk decides."""
+    return (end - pos >= HEADER_SIZE and view[pos + MAGIC_OFFSET] == CURRENT_MAGIC
+            and not view[pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK)
 
 
 def _offset_bounds(min_offset: int | None, max_offset: int | None) -> tuple[int, int]:

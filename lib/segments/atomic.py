@@ -259,4 +259,3 @@ def remove_stale_root_temp_files(root: Path, directories: Iterable[Path]) -> int
     if removed:
         _log.info("removed %d temp file(s) a crash left under %s", removed, root)
     return removed
-

@@ -46,7 +46,7 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
-_COMPRESSION_MASK = 0x07
+COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
@@ -105,7 +105,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & _COMPRESSION_MASK)
+        return Compression(self.attributes & COMPRESSION_MASK)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -154,7 +154,7 @@ def make_attributes(
     is_control: bool = False,
     has_delete_horizon: bool = False,
 ) -> int:
-    attributes = int(compression) & _COMPRESSION_MASK
+    attributes = int(compression) & COMPRESSION_MASK
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_BIT
     if is_transactional:
@@ -187,7 +187,7 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
 
 
 def _check_codec(header: BatchHeader, source: str | None, pos: int) -> None:
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     if codec > Compression.ZSTD:
         raise CorruptRecordError(f"unknown compression codec {codec} in batch at offset {header.base_offset}",
                                  source=source, position=pos)
@@ -252,11 +252,11 @@ class RecordBatch:
         """The records section, decompressed."""
         raw = memoryview(self.data)[HEADER_SIZE:]
         try:
-            return decompress(int(self.header.attributes & _COMPRESSION_MASK), raw)
+            return decompress(int(self.header.attributes & COMPRESSION_MASK), raw)
         except CorruptRecordError as exc:
             raise exc.at(source=self.source, position=self.position) from None
         except ValueError:
-            raise self._error(f"unknown compression codec {self.header.attributes & _COMPRESSION_MASK}") from None
+            raise self._error(f"unknown compression codec {self.header.attributes & COMPRESSION_MASK}") from None
 
     def records(self) -> list[Record]:
         """Decode every record (reference path: Python objects, use arrow.py for bulk work)."""
